@@ -1,0 +1,105 @@
+//! The engine's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the engine. Variants name the node, op, shapes or path
+/// involved so that a message alone is enough to find the problem.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// libtorch rejected a computation (bad shapes reaching a kernel, out of memory, ...).
+    #[error("libtorch failed at node '{node}' ({op}): {source}")]
+    Torch {
+        /// Node name.
+        node: String,
+        /// Op kind.
+        op: &'static str,
+        /// The underlying error.
+        #[source]
+        source: tch::TchError,
+    },
+    /// A libtorch call outside any node (loading files, building weights).
+    #[error("libtorch failed while {context}: {source}")]
+    TorchContext {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: tch::TchError,
+    },
+    /// Shapes or attributes that do not fit an op.
+    #[error("shape error at node '{node}' ({op}): {msg}")]
+    Shape {
+        /// Node name.
+        node: String,
+        /// Op kind.
+        op: String,
+        /// What does not fit, with the numbers.
+        msg: String,
+    },
+    /// An ONNX op (or an attribute value of one) that the engine does not implement.
+    #[error("unsupported op '{op_type}' at node '{node}' (opset {opset}): {reason}")]
+    Unsupported {
+        /// Node name.
+        node: String,
+        /// ONNX op type.
+        op_type: String,
+        /// Opset of the default domain.
+        opset: i64,
+        /// Why it is not supported.
+        reason: String,
+    },
+    /// A model file that cannot be decoded or is internally inconsistent.
+    #[error("malformed model: {0}")]
+    Malformed(String),
+    /// A plan or band layout that is not valid for the graph it is applied to.
+    #[error("invalid plan: {0}")]
+    Plan(String),
+    /// The executor was asked to compute rows whose inputs it does not hold.
+    #[error("node '{node}' on {side} needs rows {need:?} of '{value}' but holds {held:?}")]
+    MissingRows {
+        /// The node being computed.
+        node: String,
+        /// Which side.
+        side: &'static str,
+        /// The input value.
+        value: String,
+        /// The rows needed.
+        need: std::ops::Range<usize>,
+        /// The rows held, if any.
+        held: Option<std::ops::Range<usize>>,
+    },
+    /// User input (a tensor, a file, a model name) that does not fit.
+    #[error("bad input: {0}")]
+    Input(String),
+    /// A model name that is neither a zoo model nor an existing file.
+    #[error("unknown model '{name}' (zoo models: {known})")]
+    UnknownModel {
+        /// The name asked for.
+        name: String,
+        /// The names that exist.
+        known: String,
+    },
+    /// A file that could not be read or written.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The engine's result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn shape(node: &str, op: &str, msg: impl Into<String>) -> Self {
+        Error::Shape { node: node.to_string(), op: op.to_string(), msg: msg.into() }
+    }
+    pub(crate) fn torch(context: impl Into<String>) -> impl FnOnce(tch::TchError) -> Self {
+        let context = context.into();
+        move |source| Error::TorchContext { context, source }
+    }
+}

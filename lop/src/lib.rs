@@ -1,0 +1,35 @@
+//! # lop: the local-operator parallelism engine
+//!
+//! Runs a CNN's operators on arbitrary row bands, on either side of a robot/edge split, and
+//! reassembles exactly the output of the unsplit model. No networking, no async: the runtime
+//! crate builds on this.
+//!
+//! ## Layout
+//! - [`graph`]: the IR (nodes, values, row axes) and its builder.
+//! - [`ops`]: operators: output shape, footprint, band computation.
+//! - [`rows`]: row ranges, units, footprints.
+//! - [`plan`]: band layouts (who computes which rows of which op) and their validation.
+//! - [`exec`]: whole-graph execution, one side's band executor, and the in-process split run.
+//! - [`onnx`]: ONNX import.
+//! - [`zoo`]: built-in models with seeded weights.
+//! - [`model`]: loading a model by zoo name or path.
+//! - [`inspect`]: locality statistics.
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod exec;
+pub mod graph;
+pub mod inspect;
+pub mod model;
+pub mod onnx;
+pub mod ops;
+pub mod plan;
+mod rng;
+pub use rng::Rng;
+pub mod rows;
+pub mod zoo;
+
+pub use error::{Error, Result};
+pub use graph::{DType, Graph, GraphBuilder, NodeId, ValueInfo};
+pub use ops::{Op, OpClass};
+pub use plan::{NodeSplit, Plan, Side};

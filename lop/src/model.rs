@@ -1,0 +1,28 @@
+//! Loading a model by name: `zoo:NAME` builds a zoo model, anything else is an ONNX file.
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use std::path::Path;
+
+/// Options for [`load`].
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Shape for every graph input whose ONNX shape is dynamic (`--input-shape`).
+    pub input_shape: Option<Vec<usize>>,
+}
+
+/// Loads `name`: `zoo:NAME` (see [`crate::zoo::names`]) or a path to a `.onnx` file.
+///
+/// # Errors
+/// [`Error::UnknownModel`] for a name that is neither; import errors for bad files.
+pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
+    if let Some(zoo_name) = name.strip_prefix("zoo:") {
+        return crate::zoo::build(zoo_name);
+    }
+    let path = Path::new(name);
+    if path.exists() {
+        let io = crate::onnx::ImportOptions { input_shape: opts.input_shape.clone() };
+        return crate::onnx::import_file(path, &io);
+    }
+    Err(Error::UnknownModel { name: name.to_string(), known: crate::zoo::names().iter().map(|n| format!("zoo:{n}")).collect::<Vec<_>>().join(", ") })
+}

@@ -1,0 +1,484 @@
+//! The operators of the IR. Each answers three questions (DESIGN.md section 3): its output
+//! shape ([`Op::infer`]), which input rows an output row band needs ([`Op::footprint`]), and how
+//! to compute an output row band from input bands ([`Op::compute`]), padding only at the true
+//! tensor border so that any split reproduces the whole output.
+
+mod elementwise;
+mod layout;
+mod resize;
+mod rowwise;
+mod window;
+
+pub use elementwise::{BinaryOp, UnaryOp};
+pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
+pub use layout::SliceAxis;
+pub use window::{Conv, Pool};
+
+use crate::error::{Error, Result};
+use crate::graph::ValueInfo;
+use crate::rows::{Footprint, Rows};
+use sha2::Digest;
+use tch::{Device, Tensor};
+
+/// Locality class of a node (DESIGN.md section 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpClass {
+    /// Graph inputs and constants: no computation.
+    Source,
+    /// Output row i depends on input row i only.
+    ElementWise,
+    /// Output rows depend on a window of input rows (conv, pools, resize, strided slice).
+    BlockWise,
+    /// Per-pixel ops over non-row axes (layer norm, linear, softmax over channels, permutes).
+    RowWise,
+    /// Every output row depends on every input row: a barrier computed on one side.
+    Global,
+}
+
+/// Locality of one node: its class and whether it can be split.
+pub type Locality = OpClass;
+
+impl OpClass {
+    /// Whether nodes of this class can be cut into row bands.
+    pub fn is_local(self) -> bool {
+        matches!(self, OpClass::ElementWise | OpClass::BlockWise | OpClass::RowWise)
+    }
+}
+
+/// One input band handed to [`Op::compute`]: a tensor holding rows `[start, start + n)` of an
+/// input value along its row axis (or the whole value when it has no row axis).
+#[derive(Debug)]
+pub struct BandIn<'a> {
+    /// The rows held.
+    pub tensor: &'a Tensor,
+    /// The first row held.
+    pub start: usize,
+    /// The full value's description.
+    pub info: &'a ValueInfo,
+}
+
+impl BandIn<'_> {
+    /// The given rows of this input (a view, no copy). Values without a row axis are returned
+    /// whole.
+    pub(crate) fn rows(&self, rows: &Rows) -> Result<Tensor, tch::TchError> {
+        match self.info.row_axis {
+            Some(a) => self.rows_on(a, rows),
+            None => Ok(self.tensor.shallow_clone()),
+        }
+    }
+
+    /// The given rows along `axis`, counted from [`BandIn::start`].
+    pub(crate) fn rows_on(&self, axis: usize, rows: &Rows) -> Result<Tensor, tch::TchError> {
+        let have = self.tensor.size().get(axis).copied().unwrap_or(1) as usize;
+        if rows.start < self.start || rows.end > self.start + have {
+            return Err(tch::TchError::Shape(format!(
+                "band holds rows {}..{} but rows {:?} were asked for",
+                self.start,
+                self.start + have,
+                rows
+            )));
+        }
+        if rows.start == self.start && rows.len() == have {
+            return Ok(self.tensor.shallow_clone());
+        }
+        self.tensor.f_narrow(axis as i64, (rows.start - self.start) as i64, rows.len() as i64)
+    }
+
+    /// The whole value (the band must hold all of it).
+    pub(crate) fn whole(&self) -> Result<Tensor, tch::TchError> {
+        let rows = 0..self.info.rows();
+        self.rows(&rows)
+    }
+}
+
+/// An operator with its attributes and weights.
+#[derive(Debug)]
+pub enum Op {
+    /// A graph input (the robot holds it whole).
+    Input,
+    /// A constant tensor; both sides hold it, it never crosses the link.
+    Constant(Tensor),
+    /// uint8 NCHW image to float: `(x / 255 - mean[c]) / std[c]`, so raw frames travel as bytes.
+    NormalizeU8 {
+        /// Per-channel mean (on the 0..1 scale).
+        mean: Vec<f32>,
+        /// Per-channel standard deviation (on the 0..1 scale).
+        std: Vec<f32>,
+    },
+    /// N-d convolution (1, 2 or 3 spatial dims).
+    Conv(Conv),
+    /// N-d transposed convolution.
+    ConvTranspose(Conv),
+    /// Per-channel affine map on axis 1 (inference-mode batch norm that could not be folded).
+    ChannelAffine {
+        /// Per-channel multiplier, shape `[C]`.
+        scale: Tensor,
+        /// Per-channel offset, shape `[C]`.
+        shift: Tensor,
+    },
+    /// Element-wise function of one input.
+    Unary(UnaryOp),
+    /// Element-wise function of two inputs with numpy broadcasting.
+    Binary(BinaryOp),
+    /// Concatenation along an axis.
+    Concat {
+        /// The axis.
+        axis: usize,
+    },
+    /// Max pooling (2-d or 3-d).
+    MaxPool(Pool),
+    /// Average pooling (2-d or 3-d).
+    AvgPool(Pool),
+    /// Mean over axes (global average pooling when the axes are spatial).
+    ReduceMean {
+        /// Axes reduced, sorted.
+        axes: Vec<usize>,
+        /// Whether reduced axes stay with extent 1.
+        keepdims: bool,
+    },
+    /// Nearest or linear resize.
+    Resize(Resize),
+    /// Strided slice on any axes (steps > 0).
+    Slice(Vec<SliceAxis>),
+    /// Axis permutation.
+    Transpose {
+        /// `out.shape[i] = in.shape[perm[i]]`.
+        perm: Vec<usize>,
+    },
+    /// Static reshape (flatten included).
+    Reshape {
+        /// The output shape.
+        shape: Vec<usize>,
+    },
+    /// Layer normalisation over axes `[axis, rank)`.
+    LayerNorm {
+        /// First normalised axis.
+        axis: usize,
+        /// Scale over the normalised shape.
+        weight: Option<Tensor>,
+        /// Offset over the normalised shape.
+        bias: Option<Tensor>,
+        /// Epsilon.
+        eps: f64,
+    },
+    /// `x @ weight^T + bias` over the last axis (MatMul with a constant, Gemm).
+    Linear {
+        /// `[out_features, in_features]`.
+        weight: Tensor,
+        /// `[out_features]`.
+        bias: Option<Tensor>,
+    },
+    /// Matrix product of two computed tensors (numpy semantics).
+    MatMul,
+    /// Softmax along an axis.
+    Softmax {
+        /// The axis.
+        axis: usize,
+    },
+}
+
+impl Op {
+    /// Short name of the op kind (used in errors, hashes and `lop inspect`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Op::Input => "Input",
+            Op::Constant(_) => "Constant",
+            Op::NormalizeU8 { .. } => "NormalizeU8",
+            Op::Conv(_) => "Conv",
+            Op::ConvTranspose(_) => "ConvTranspose",
+            Op::ChannelAffine { .. } => "BatchNorm",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Concat { .. } => "Concat",
+            Op::MaxPool(_) => "MaxPool",
+            Op::AvgPool(_) => "AveragePool",
+            Op::ReduceMean { .. } => "ReduceMean",
+            Op::Resize(_) => "Resize",
+            Op::Slice(_) => "Slice",
+            Op::Transpose { .. } => "Transpose",
+            Op::Reshape { .. } => "Reshape",
+            Op::LayerNorm { .. } => "LayerNormalization",
+            Op::Linear { .. } => "Linear",
+            Op::MatMul => "MatMul",
+            Op::Softmax { .. } => "Softmax",
+        }
+    }
+
+    fn arity(&self) -> Option<usize> {
+        match self {
+            Op::Input | Op::Constant(_) => Some(0),
+            Op::Binary(_) | Op::MatMul => Some(2),
+            Op::Concat { .. } => None,
+            _ => Some(1),
+        }
+    }
+
+    /// Output description for the given inputs.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the inputs do not fit the op.
+    pub fn infer(&self, node: &str, ins: &[&ValueInfo]) -> Result<ValueInfo> {
+        let bad = |msg: String| Error::shape(node, self.kind_name(), msg);
+        match self.arity() {
+            Some(n) if ins.len() != n => return Err(bad(format!("expects {n} inputs, got {}", ins.len()))),
+            None if ins.is_empty() => return Err(bad("expects at least one input".into())),
+            _ => {}
+        }
+        match self {
+            Op::Input => Err(bad("inputs are created with GraphBuilder::input".into())),
+            Op::Constant(t) => {
+                let dtype = crate::graph::DType::from_kind(t.kind())
+                    .ok_or_else(|| bad(format!("constant of unsupported kind {:?}", t.kind())))?;
+                let shape = t.size().iter().map(|&d| d as usize).collect();
+                Ok(ValueInfo { shape, dtype, row_axis: None })
+            }
+            Op::NormalizeU8 { mean, std } => elementwise::infer_normalize(ins[0], mean, std).map_err(bad),
+            Op::ChannelAffine { scale, .. } => elementwise::infer_affine(ins[0], scale).map_err(bad),
+            Op::Unary(_) => Ok(ins[0].clone()),
+            Op::Binary(_) => elementwise::infer_binary(ins[0], ins[1]).map_err(bad),
+            Op::Conv(c) => c.infer_conv(ins[0]).map_err(bad),
+            Op::ConvTranspose(c) => c.infer_conv_transpose(ins[0]).map_err(bad),
+            Op::MaxPool(p) | Op::AvgPool(p) => p.infer(ins[0]).map_err(bad),
+            Op::Resize(r) => r.infer(ins[0]).map_err(bad),
+            Op::Concat { axis } => layout::infer_concat(ins, *axis).map_err(bad),
+            Op::Slice(axes) => layout::infer_slice(ins[0], axes).map_err(bad),
+            Op::Transpose { perm } => layout::infer_transpose(ins[0], perm).map_err(bad),
+            Op::Reshape { shape } => layout::infer_reshape(ins[0], shape).map_err(bad),
+            Op::ReduceMean { axes, keepdims } => rowwise::infer_reduce(ins[0], axes, *keepdims).map_err(bad),
+            Op::LayerNorm { axis, .. } => rowwise::infer_layer_norm(ins[0], *axis).map_err(bad),
+            Op::Linear { weight, .. } => rowwise::infer_linear(ins[0], weight).map_err(bad),
+            Op::MatMul => rowwise::infer_matmul(ins[0], ins[1]).map_err(bad),
+            Op::Softmax { axis } => {
+                if *axis >= ins[0].shape.len() {
+                    return Err(bad(format!("axis {axis} out of range for rank {}", ins[0].shape.len())));
+                }
+                Ok(ins[0].clone())
+            }
+        }
+    }
+
+    /// Which rows of input `k` output rows `rows` need.
+    pub fn footprint(&self, k: usize, rows: &Rows, ins: &[&ValueInfo], out: &ValueInfo) -> Footprint {
+        let input = ins[k];
+        // Values without a row axis, or outputs without one, carry no row structure.
+        if out.row_axis.is_none() {
+            return if input.row_axis.is_none() || input.rows() <= 1 { Footprint::Broadcast } else { Footprint::Whole };
+        }
+        match self {
+            Op::Input | Op::Constant(_) => Footprint::Broadcast,
+            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) => same_rows(input, out, rows),
+            Op::Binary(_) => elementwise::binary_footprint(input, out, rows),
+            Op::Conv(c) => c.conv_footprint(input, rows),
+            Op::ConvTranspose(c) => c.conv_transpose_footprint(input, rows),
+            Op::MaxPool(p) | Op::AvgPool(p) => p.footprint(input, rows),
+            Op::Resize(r) => r.footprint(input, out, rows),
+            Op::Concat { axis } => {
+                if Some(*axis) == out.row_axis {
+                    Footprint::Whole
+                } else {
+                    same_rows(input, out, rows)
+                }
+            }
+            Op::Slice(axes) => layout::slice_footprint(input, axes, rows),
+            Op::Transpose { .. } | Op::Reshape { .. } => {
+                if layout::keeps_rows(self, input, out) {
+                    same_rows(input, out, rows)
+                } else {
+                    Footprint::Whole
+                }
+            }
+            Op::ReduceMean { axes, .. } => match input.row_axis {
+                Some(a) if axes.contains(&a) => Footprint::Whole,
+                _ => same_rows(input, out, rows),
+            },
+            Op::LayerNorm { axis, .. } => match input.row_axis {
+                Some(a) if a < *axis => Footprint::Rows(rows.clone()),
+                _ => Footprint::Whole,
+            },
+            Op::Linear { .. } => match input.row_axis {
+                Some(a) if a + 1 < input.shape.len() => Footprint::Rows(rows.clone()),
+                _ => Footprint::Whole,
+            },
+            Op::MatMul => rowwise::matmul_footprint(k, input, out, rows),
+            Op::Softmax { axis } => match input.row_axis {
+                Some(a) if a != *axis => Footprint::Rows(rows.clone()),
+                _ => Footprint::Whole,
+            },
+        }
+    }
+
+    /// Locality class for these input and output shapes: the op's own class, or
+    /// [`OpClass::Global`] when any input footprint is the whole tensor.
+    pub fn locality(&self, ins: &[&ValueInfo], out: &ValueInfo) -> OpClass {
+        if matches!(self, Op::Input | Op::Constant(_)) {
+            return OpClass::Source;
+        }
+        if out.row_axis.is_none() {
+            return OpClass::Global;
+        }
+        let all = 0..out.rows();
+        if (0..ins.len()).any(|k| self.footprint(k, &all, ins, out) == Footprint::Whole) {
+            return OpClass::Global;
+        }
+        match self {
+            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) | Op::Binary(_) | Op::Concat { .. } => {
+                OpClass::ElementWise
+            }
+            Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) | Op::Resize(_) => OpClass::BlockWise,
+            Op::Slice(axes) => {
+                if axes.iter().any(|s| Some(s.axis) == ins[0].row_axis) {
+                    OpClass::BlockWise
+                } else {
+                    OpClass::ElementWise
+                }
+            }
+            _ => OpClass::RowWise,
+        }
+    }
+
+    /// Computes output rows `rows` from input bands that hold at least the footprint.
+    /// Returns a tensor with exactly `rows.len()` rows along the output row axis (the whole
+    /// output for values without one).
+    ///
+    /// # Errors
+    /// When libtorch fails or a band does not hold the rows needed.
+    pub fn compute(&self, ins: &[BandIn<'_>], out: &ValueInfo, rows: &Rows) -> Result<Tensor, tch::TchError> {
+        let whole_out = out.row_axis.is_none() || (rows.start == 0 && rows.end == out.rows());
+        match self {
+            Op::Input => Err(tch::TchError::Kind("graph inputs are not computed".into())),
+            Op::Constant(t) => Ok(t.shallow_clone()),
+            Op::NormalizeU8 { mean, std } => elementwise::normalize(&ins[0].rows(rows)?, mean, std),
+            Op::ChannelAffine { scale, shift } => elementwise::affine(&ins[0].rows(rows)?, scale, shift),
+            Op::Unary(u) => u.apply(&ins[0].rows(rows)?),
+            Op::Binary(b) => {
+                let x = elementwise::binary_operand(&ins[0], out, rows)?;
+                let y = elementwise::binary_operand(&ins[1], out, rows)?;
+                b.apply(&x, &y)
+            }
+            Op::Conv(c) => c.compute_conv(&ins[0], rows),
+            Op::ConvTranspose(c) => c.compute_conv_transpose(&ins[0], out, rows),
+            Op::MaxPool(p) => p.compute_max(&ins[0], rows),
+            Op::AvgPool(p) => p.compute_avg(&ins[0], rows),
+            Op::Resize(r) => r.compute(&ins[0], out, rows),
+            Op::Slice(axes) => layout::compute_slice(&ins[0], axes, rows),
+            Op::Concat { axis } => {
+                let parts: Vec<Tensor> = if whole_out || Some(*axis) == out.row_axis {
+                    ins.iter().map(|b| b.whole()).collect::<Result<_, _>>()?
+                } else {
+                    ins.iter().map(|b| elementwise::binary_operand(b, out, rows)).collect::<Result<_, _>>()?
+                };
+                let t = Tensor::f_cat(&parts, *axis as i64)?;
+                narrow_out(t, out, rows, Some(*axis) == out.row_axis && !whole_out)
+            }
+            Op::Transpose { perm } => {
+                let global = !layout::keeps_rows(self, ins[0].info, out);
+                let x = if global { ins[0].whole()? } else { ins[0].rows(rows)? };
+                let perm: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+                narrow_out(x.f_permute(perm.as_slice())?, out, rows, global && !whole_out)
+            }
+            Op::Reshape { shape } => {
+                let global = !layout::keeps_rows(self, ins[0].info, out);
+                let x = if global { ins[0].whole()? } else { ins[0].rows(rows)? };
+                let mut s: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+                if let (false, Some(a)) = (global, out.row_axis) {
+                    s[a] = rows.len() as i64;
+                }
+                narrow_out(x.f_reshape(s.as_slice())?, out, rows, global && !whole_out)
+            }
+            Op::ReduceMean { axes, keepdims } => {
+                let global = matches!(ins[0].info.row_axis, Some(a) if axes.contains(&a));
+                let x = if global { ins[0].whole()? } else { ins[0].rows(rows)? };
+                let dims: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                let t = x.f_mean_dim(dims.as_slice(), *keepdims, tch::Kind::Float)?;
+                narrow_out(t, out, rows, global && !whole_out)
+            }
+            Op::LayerNorm { axis, weight, bias, eps } => {
+                let x = ins[0].rows(rows)?;
+                let shape: Vec<i64> = x.size()[*axis..].to_vec();
+                x.f_layer_norm(shape.as_slice(), weight.as_ref(), bias.as_ref(), *eps, false)
+            }
+            Op::Linear { weight, bias } => ins[0].rows(rows)?.f_linear(weight, bias.as_ref()),
+            Op::MatMul => rowwise::compute_matmul(ins, out, rows),
+            Op::Softmax { axis } => {
+                let global = ins[0].info.row_axis == Some(*axis);
+                let x = if global { ins[0].whole()? } else { ins[0].rows(rows)? };
+                narrow_out(x.f_softmax(*axis as i64, tch::Kind::Float)?, out, rows, global && !whole_out)
+            }
+        }
+    }
+
+    /// Moves weights to `device`.
+    pub(crate) fn to_device(&mut self, device: Device) -> Result<(), tch::TchError> {
+        let mv = |t: &mut Tensor| -> Result<(), tch::TchError> {
+            *t = t.f_to_device(device)?;
+            Ok(())
+        };
+        match self {
+            Op::Constant(t) => mv(t),
+            Op::Conv(c) | Op::ConvTranspose(c) => {
+                mv(&mut c.weight)?;
+                c.bias.as_mut().map(mv).transpose().map(|_| ())
+            }
+            Op::ChannelAffine { scale, shift } => {
+                mv(scale)?;
+                mv(shift)
+            }
+            Op::LayerNorm { weight, bias, .. } => {
+                weight.as_mut().map(mv).transpose()?;
+                bias.as_mut().map(mv).transpose().map(|_| ())
+            }
+            Op::Linear { weight, bias } => {
+                mv(weight)?;
+                bias.as_mut().map(mv).transpose().map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Feeds attributes and weight bytes into a hash.
+    pub(crate) fn hash_into(&self, h: &mut sha2::Sha256) -> Result<(), tch::TchError> {
+        h.update(format!("{self:?}").as_bytes());
+        for t in self.weights() {
+            let flat = t.f_to_kind(tch::Kind::Float)?.f_contiguous()?.f_view([-1])?.f_to_device(Device::Cpu)?;
+            let v = Vec::<f32>::try_from(&flat)?;
+            for x in v {
+                h.update(x.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// The weight tensors the op holds.
+    pub fn weights(&self) -> Vec<&Tensor> {
+        match self {
+            Op::Constant(t) => vec![t],
+            Op::Conv(c) | Op::ConvTranspose(c) => std::iter::once(&c.weight).chain(c.bias.as_ref()).collect(),
+            Op::ChannelAffine { scale, shift } => vec![scale, shift],
+            Op::LayerNorm { weight, bias, .. } => weight.iter().chain(bias.iter()).collect(),
+            Op::Linear { weight, bias } => std::iter::once(weight).chain(bias.as_ref()).collect(),
+            _ => vec![],
+        }
+    }
+}
+
+/// Footprint of an op whose output row i needs input row i.
+fn same_rows(input: &ValueInfo, out: &ValueInfo, rows: &Rows) -> Footprint {
+    match input.row_axis {
+        Some(_) if input.rows() == out.rows() => Footprint::Rows(rows.clone()),
+        Some(_) if input.rows() == 1 => Footprint::Broadcast,
+        None => Footprint::Broadcast,
+        Some(_) => Footprint::Whole,
+    }
+}
+
+/// After computing a global op whole, keeps only the requested rows.
+fn narrow_out(t: Tensor, out: &ValueInfo, rows: &Rows, narrow: bool) -> Result<Tensor, tch::TchError> {
+    match (narrow, out.row_axis) {
+        (true, Some(a)) => t.f_narrow(a as i64, rows.start as i64, rows.len() as i64),
+        _ => Ok(t),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,14 @@
+# Source this file (`. scripts/env.sh`) to build and run against the project-local libtorch.
+# It points tch at the torch==2.13.0 wheel in .venv (created by scripts/setup.sh).
+_lop_root=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)
+export LIBTORCH_USE_PYTORCH=1
+export LIBTORCH_BYPASS_VERSION_CHECK=${LIBTORCH_BYPASS_VERSION_CHECK:-0}
+if [ -x "$_lop_root/.venv/bin/python" ]; then
+  case ":$PATH:" in *":$_lop_root/.venv/bin:"*) ;; *) export PATH="$_lop_root/.venv/bin:$PATH" ;; esac
+  _lop_torch_lib="$_lop_root/.venv/lib/python3.11/site-packages/torch/lib"
+  [ -d "$_lop_torch_lib" ] || _lop_torch_lib=$("$_lop_root/.venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  case ":${LD_LIBRARY_PATH:-}:" in *":$_lop_torch_lib:"*) ;; *) export LD_LIBRARY_PATH="$_lop_torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+else
+  echo "scripts/env.sh: $_lop_root/.venv is missing; run scripts/setup.sh first" >&2
+fi
+unset _lop_root _lop_torch_lib
