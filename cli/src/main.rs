@@ -1,1 +1,18 @@
-fn main(){}
+//! `lop`: inspect, verify, run and benchmark models on the local-operator parallelism engine.
+
+use clap::Parser;
+
+fn main() {
+    let args = lop_cli::Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LOP_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match lop_cli::run(args) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

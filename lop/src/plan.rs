@@ -89,6 +89,20 @@ impl Plan {
         Plan::uniform(graph, units, Side::Server)
     }
 
+    /// The top half of every local op on the robot, the bottom half on the server, global ops
+    /// on the server: the plain two-way split.
+    pub fn even(graph: &Graph, units: usize) -> Plan {
+        let mut plan = Plan::server_only(graph, units);
+        for (id, s) in plan.splits.iter_mut().enumerate() {
+            if graph.locality(id).is_local() {
+                let u = effective_units(graph.nodes[id].info.rows(), units);
+                s.robot_end = u / 2;
+                s.server_start = u / 2;
+            }
+        }
+        plan
+    }
+
     /// A random valid layout: uneven bands, overlaps (replication), 1-3 chunks per side, global
     /// ops on a random side. Deterministic for a seed.
     pub fn random(graph: &Graph, units: usize, seed: u64) -> Plan {

@@ -160,8 +160,11 @@ impl Conv {
         self.check(x)?;
         let w = self.weight.size();
         let cin = w[1] as usize * self.groups;
-        if x.shape[1] != cin || w[0] as usize % self.groups != 0 {
+        if x.shape[1] != cin {
             return Err(format!("input has {} channels, weight {:?} with {} groups expects {cin}", x.shape[1], w, self.groups));
+        }
+        if w[0] as usize % self.groups != 0 {
+            return Err(format!("{} output channels are not divisible into {} groups", w[0], self.groups));
         }
         let mut shape = vec![x.shape[0], w[0] as usize];
         for d in 0..self.nsp() {

@@ -1,0 +1,87 @@
+//! The `lop` command line over the engine. `main` parses [`Args`] and calls [`run`].
+//!
+//! ## Layout
+//! - [`inspect`]: `lop inspect`, locality statistics.
+//! - [`verify`]: `lop verify`, random band layouts against the whole run.
+//! - [`run_model`]: `lop run`, one inference from a `.npy` file.
+//! - [`bench_exec`]: `lop bench-exec`, band-executor overhead and peak memory.
+#![deny(missing_docs)]
+
+pub mod bench_exec;
+pub mod inspect;
+pub mod run_model;
+pub mod verify;
+
+use clap::{Parser, Subcommand};
+
+/// Command-line arguments.
+#[derive(Debug, Parser)]
+#[command(name = "lop", version, about = "Exact local-operator parallelism: split CNN inference between a robot and an edge server")]
+pub struct Args {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+    /// libtorch intra-op threads (default: libtorch's choice).
+    #[arg(long, global = true)]
+    pub threads: Option<i32>,
+}
+
+/// Model selection shared by every command.
+#[derive(Debug, clap::Args)]
+pub struct ModelArgs {
+    /// `zoo:NAME` or a path to an `.onnx` file.
+    pub model: String,
+    /// Input shape for models with dynamic input dimensions, e.g. `1,3,416,416`.
+    #[arg(long, value_parser = parse_shape)]
+    pub input_shape: Option<Vec<usize>>,
+}
+
+impl ModelArgs {
+    /// Loads the model.
+    ///
+    /// # Errors
+    /// Unknown names, unreadable or unsupported models.
+    pub fn load(&self) -> anyhow::Result<lop::Graph> {
+        use anyhow::Context;
+        let opts = lop::model::LoadOptions { input_shape: self.input_shape.clone() };
+        lop::model::load(&self.model, &opts).with_context(|| format!("loading model '{}'", self.model))
+    }
+}
+
+fn parse_shape(s: &str) -> Result<Vec<usize>, String> {
+    let dims: Result<Vec<usize>, _> = s.split(',').map(|d| d.trim().parse::<usize>()).collect();
+    match dims {
+        Ok(d) if !d.is_empty() && !d.contains(&0) => Ok(d),
+        _ => Err(format!("'{s}' is not a shape like 1,3,224,224 (positive integers)")),
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Op counts by locality class.
+    Inspect(inspect::InspectArgs),
+    /// Execute random band layouts and compare with the unsplit run.
+    Verify(verify::VerifyArgs),
+    /// Run one inference on a `.npy` input.
+    Run(run_model::RunArgs),
+    /// Overhead of the band executor against a plain whole-graph run.
+    BenchExec(bench_exec::BenchArgs),
+}
+
+/// Runs a parsed command; returns the process exit code.
+///
+/// # Errors
+/// Any failure, with context; `main` prints it and exits 2.
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(n) = args.threads {
+        anyhow::ensure!(n > 0, "--threads must be positive");
+        tch::set_num_threads(n);
+    }
+    match args.command {
+        Command::Inspect(a) => inspect::run(&a),
+        Command::Verify(a) => verify::run(&a),
+        Command::Run(a) => run_model::run(&a),
+        Command::BenchExec(a) => bench_exec::run(&a),
+    }
+}

@@ -1,0 +1,74 @@
+//! `lop run MODEL --input X.npy --output Y.npy [--split random:SEED]`.
+
+use crate::ModelArgs;
+use anyhow::{Context, bail};
+use lop::exec::{run_split, run_whole};
+use lop::plan::Plan;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `lop run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Input tensor (`.npy`); for several graph inputs, repeat the flag in order.
+    #[arg(long, required = true)]
+    pub input: Vec<PathBuf>,
+    /// Output file; with several graph outputs, `Y.0.npy`, `Y.1.npy`, ...
+    #[arg(long)]
+    pub output: PathBuf,
+    /// `whole` (default), `robot`, `server`, `even` or `random:SEED`.
+    #[arg(long, default_value = "whole")]
+    pub split: String,
+    /// Units per op for split layouts.
+    #[arg(long, default_value_t = 8)]
+    pub units: usize,
+}
+
+/// Where output `i` of `n` is written.
+pub fn output_path(base: &Path, i: usize, n: usize) -> PathBuf {
+    if n == 1 {
+        return base.to_path_buf();
+    }
+    let stem = base.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    base.with_file_name(format!("{stem}.{i}.npy"))
+}
+
+/// Runs one inference and writes every output.
+///
+/// # Errors
+/// Bad `.npy` files (dtype, shape), unknown split, execution failures.
+pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(args.units > 0, "--units must be positive");
+    let graph = args.model.load()?;
+    let mut inputs = Vec::new();
+    for p in &args.input {
+        anyhow::ensure!(p.exists(), "input file {} does not exist", p.display());
+        let t = tch::Tensor::read_npy(p).with_context(|| format!("reading {} (a .npy file)", p.display()))?;
+        inputs.push(t);
+    }
+    let outputs = match args.split.as_str() {
+        "whole" => run_whole(&graph, &inputs)?.outputs,
+        s => {
+            let plan = match s {
+                "robot" => Plan::robot_only(&graph, args.units),
+                "server" => Plan::server_only(&graph, args.units),
+                "even" => Plan::even(&graph, args.units),
+                _ => match s.strip_prefix("random:").map(str::parse::<u64>) {
+                    Some(Ok(seed)) => Plan::random(&graph, args.units, seed),
+                    _ => bail!("unknown --split '{s}' (whole, robot, server, even, random:SEED)"),
+                },
+            };
+            let r = run_split(&graph, &plan, &inputs)?;
+            eprintln!("split {s}: {} B up, {} B down", r.bytes_up, r.bytes_down);
+            r.outputs
+        }
+    };
+    for (i, o) in outputs.iter().enumerate() {
+        let path = output_path(&args.output, i, outputs.len());
+        o.to_device(tch::Device::Cpu).write_npy(&path).with_context(|| format!("writing {}", path.display()))?;
+        println!("{} {:?} -> {}", graph.nodes[graph.outputs[i]].name, o.size(), path.display());
+    }
+    Ok(0)
+}
