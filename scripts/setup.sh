@@ -1,30 +1,93 @@
 #!/usr/bin/env bash
 # Creates the project-local Python venv (.venv) with the libtorch that tch links against
-# (torch==2.13.0 from PyPI, CPU wheel) when it is missing. Idempotent: a venv that already has
-# the right torch is left alone. Pass --test-deps to also install the Python peers the tests use
-# (onnxruntime, onnx, torchvision, ddddocr) into the same venv.
+# (torch==2.13.0 from PyPI) when it is missing. Idempotent: a venv that already has the right
+# torch is left alone.
+#
+# Pass --test-deps to also install the Python peers the real-model tests use into the same venv:
+# torchvision==0.28.0 (the release built for torch 2.13; torch stays pinned so pip never swaps
+# it), onnx and onnxruntime (reference outputs), numpy, pillow, and ddddocr==1.6.1 without its
+# dependencies (only its bundled common_det.onnx is used). When they are already there at the
+# pinned versions, nothing is downloaded (a fraction of a second). Concurrent runs serialise on
+# a lock file in the venv.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$root/.venv"
 py=${PYTHON:-python3}
 torch_version=2.13.0
+torchvision_version=0.28.0
+onnx_version=1.23.2
+onnxruntime_version=1.31.1
+numpy_version=2.4.6
+ddddocr_version=1.6.1
+
+test_deps=0
+for arg in "$@"; do
+  case "$arg" in
+    --test-deps) test_deps=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$arg' (expected --test-deps)" >&2; exit 2 ;;
+  esac
+done
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating venv at $venv" >&2
   "$py" -m venv "$venv"
 fi
-have=$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+
+# Serialise installs (parallel test binaries may call this at the same time).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$venv/.setup.lock"
+  flock 9
+fi
+
+torch_installed() {
+  "$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("torch").split("+")[0])' 2>/dev/null || true
+}
+have=$(torch_installed)
 if [ "$have" != "$torch_version" ]; then
   echo "setup: installing torch==$torch_version into $venv (about 1 minute)" >&2
   "$venv/bin/pip" install --quiet --upgrade pip >&2
   "$venv/bin/pip" install --quiet "torch==$torch_version" >&2
 fi
-if [ "${1:-}" = "--test-deps" ]; then
-  if ! "$venv/bin/python" -c 'import onnxruntime, onnx, torchvision, ddddocr, numpy' 2>/dev/null; then
-    echo "setup: installing test peers (onnxruntime, onnx, torchvision, ddddocr) into $venv" >&2
-    "$venv/bin/pip" install --quiet "torchvision==0.28.0" --no-deps >&2 || "$venv/bin/pip" install --quiet "torchvision==0.28.0" >&2
-    "$venv/bin/pip" install --quiet onnxruntime onnx numpy pillow "ddddocr==1.6.1" --no-deps >&2
-    "$venv/bin/pip" install --quiet onnxruntime onnx numpy pillow >&2
+
+if [ "$test_deps" = 1 ]; then
+  # Checked from package metadata, without importing anything (fast, and ddddocr's own
+  # dependencies are deliberately absent).
+  check_test_deps() {
+    "$venv/bin/python" - "$torch_version" "$torchvision_version" "$onnx_version" "$onnxruntime_version" "$numpy_version" "$ddddocr_version" <<'PY'
+import importlib.metadata as md, importlib.util, os, sys
+want = dict(zip(["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr"], sys.argv[1:]))
+want["pillow"] = None
+bad = []
+for name, version in want.items():
+    try:
+        have = md.version(name).split("+")[0]
+    except md.PackageNotFoundError:
+        bad.append(f"{name} missing")
+        continue
+    if version is not None and have != version:
+        bad.append(f"{name} {have} != {version}")
+spec = importlib.util.find_spec("ddddocr")
+if spec is None or not os.path.isfile(os.path.join(os.path.dirname(spec.origin), "common_det.onnx")):
+    bad.append("ddddocr/common_det.onnx missing")
+if bad:
+    print("; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+  }
+  if ! check_test_deps 2>/dev/null; then
+    echo "setup: installing test peers (torchvision, onnx, onnxruntime, numpy, ddddocr) into $venv" >&2
+    # torch is named with its pin so that resolving torchvision can never replace it.
+    "$venv/bin/pip" install --quiet \
+      "torch==$torch_version" "torchvision==$torchvision_version" \
+      "onnx==$onnx_version" "onnxruntime==$onnxruntime_version" "numpy==$numpy_version" pillow >&2
+    "$venv/bin/pip" install --quiet --no-deps "ddddocr==$ddddocr_version" >&2
+    if ! check_test_deps; then
+      echo "setup: test peers still incomplete after installing (see above)" >&2
+      exit 1
+    fi
   fi
 fi
-echo "setup: ok ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'))" >&2
+extra=""
+[ "$test_deps" = 1 ] && extra=", test peers"
+echo "setup: ok (torch $(torch_installed)$extra)" >&2

@@ -1,0 +1,132 @@
+//! End-to-end tests of the `lop` binary: JSON contracts, exit codes, and clear errors on bad
+//! input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn lop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lop")).args(args).output().expect("the lop binary runs")
+}
+
+fn stdout_json(out: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lop-cli-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn inspect_json_counts_resnet18() {
+    let out = lop(&["inspect", "zoo:resnet18", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["model"], "resnet18");
+    let ops = v["ops"].as_u64().expect("ops");
+    let local = v["local"].as_u64().expect("local");
+    let global = v["global"].as_u64().expect("global");
+    assert_eq!(ops, local + global);
+    // GAP, flatten and the classifier are the only barriers.
+    assert_eq!(global, 3, "{v}");
+    let classes = v["classes"].as_object().expect("classes");
+    let sum: u64 = classes.values().map(|c| c.as_u64().expect("count")).sum();
+    assert_eq!(sum, ops);
+    assert!(classes["block_wise"].as_u64().expect("block_wise") >= 20);
+}
+
+#[test]
+fn verify_json_passes_on_a_zoo_model() {
+    let out = lop(&["verify", "zoo:occupancy3d", "--plans", "3", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["plans"], 3);
+    assert_eq!(v["ok"], true);
+    let err = v["max_rel_err"].as_f64().expect("max_rel_err");
+    assert!((0.0..=1e-5).contains(&err), "{err}");
+}
+
+#[test]
+fn verify_exits_non_zero_above_tolerance() {
+    // A tolerance below any float rounding of a replicated conv is exceeded by some layout.
+    let out = lop(&["verify", "zoo:resnet18", "--plans", "4", "--tol", "0", "--json"]);
+    let v = stdout_json(&out);
+    if v["max_rel_err"].as_f64().expect("err") > 0.0 {
+        assert_eq!(out.status.code(), Some(1), "{v}");
+        assert_eq!(v["ok"], false);
+    } else {
+        assert!(out.status.success());
+    }
+}
+
+#[test]
+fn run_writes_outputs_and_split_matches_whole() {
+    let dir = scratch("run");
+    let input = dir.join("x.npy");
+    let x = tch::Tensor::randn([1, 1, 64, 64, 16], (tch::Kind::Float, tch::Device::Cpu));
+    x.write_npy(&input).expect("write input");
+    let whole = dir.join("whole.npy");
+    let split = dir.join("split.npy");
+    for (path, mode) in [(&whole, "whole"), (&split, "random:7")] {
+        let out = lop(&["run", "zoo:occupancy3d", "--input", input.to_str().expect("utf8"), "--output", path.to_str().expect("utf8"), "--split", mode]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let a = tch::Tensor::read_npy(&whole).expect("whole output");
+    let b = tch::Tensor::read_npy(&split).expect("split output");
+    assert_eq!(a.size(), b.size());
+    let err = (&a - &b).abs().max().double_value(&[]) / a.abs().max().double_value(&[]);
+    assert!(err <= 1e-5, "split output differs: {err}");
+}
+
+#[test]
+fn bad_inputs_give_clear_errors_not_panics() {
+    let dir = scratch("bad");
+    // Wrong dtype: the image models take uint8 frames.
+    let f32_input = dir.join("f32.npy");
+    tch::Tensor::zeros([1, 3, 224, 224], (tch::Kind::Float, tch::Device::Cpu)).write_npy(&f32_input).expect("write");
+    let out = lop(&["run", "zoo:resnet18", "--input", f32_input.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("dtype") && !err.contains("panicked"), "{err}");
+    // Wrong shape.
+    let small = dir.join("small.npy");
+    tch::Tensor::zeros([1, 3, 100, 100], (tch::Kind::Uint8, tch::Device::Cpu)).write_npy(&small).expect("write");
+    let out = lop(&["run", "zoo:resnet18", "--input", small.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("[1, 3, 224, 224]"), "{err}");
+    // Not an npy file at all.
+    let junk = dir.join("junk.npy");
+    std::fs::write(&junk, b"definitely not numpy").expect("write");
+    let out = lop(&["run", "zoo:resnet18", "--input", junk.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    // Unknown model and malformed ONNX.
+    let out = lop(&["inspect", "zoo:nosuchnet"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("zoo:resnet50"), "lists the zoo: {err}");
+    let bad_onnx = dir.join("bad.onnx");
+    std::fs::write(&bad_onnx, [0xffu8, 0x13, 0x00, 0x42, 0x99]).expect("write");
+    let out = lop(&["inspect", bad_onnx.to_str().expect("utf8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Unknown split.
+    let out = lop(&["run", "zoo:occupancy3d", "--input", small.to_str().expect("utf8"), "--output", "y.npy", "--split", "sideways"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bench_exec_json_has_the_contract_keys() {
+    let out = lop(&["bench-exec", "zoo:occupancy3d", "--runs", "3", "--warmup", "1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    for key in ["model", "whole_ms", "banded_ms", "ratio", "peak_mem_ratio"] {
+        assert!(!v[key].is_null(), "missing {key}: {v}");
+    }
+    let ratio = v["ratio"].as_f64().expect("ratio");
+    assert!(ratio > 0.0 && ratio.is_finite());
+}

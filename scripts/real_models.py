@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Prepares the real models the integration tests check lop against, with onnxruntime's outputs.
+
+    .venv/bin/python scripts/real_models.py --out target/real_models
+
+Run it with the venv made by `scripts/setup.sh --test-deps`. For every model it writes into the
+output folder:
+
+    NAME.onnx            the model
+    NAME.input.npy       a deterministic float32 input (seeded)
+    NAME.output<K>.npy   onnxruntime's K-th output on that input (CPU, graph optimisations off,
+                         so the reference is the unfused graph)
+
+and finally manifest.json, listing every model with its input shape and output files and the
+ONNX op types it uses. The models:
+
+- resnet18, densenet121, convnext_tiny: torchvision 0.28 architectures with random weights
+  (torch.manual_seed(0); weights=None, nothing is downloaded), eval mode, input [1,3,224,224],
+  exported with the legacy TorchScript exporter (dynamo=False) at opset 17.
+- common_det: ddddocr 1.6.1's bundled detector (a trained YOLOX-style net, MIT licence), input
+  [1,3,416,416] fed the way ddddocr feeds it: BGR pixels as float32 in 0..255, letterboxed with
+  the padding value 114.
+
+Work already done is skipped: a file is rewritten only when it is missing, or when what it was made
+from changed (recorded in a stamp per model). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+
+# Bump to force every file to be regenerated.
+FORMAT = 1
+TORCHVISION_MODELS = ("resnet18", "densenet121", "convnext_tiny")
+OPSET = 17
+
+
+def log(msg: str) -> None:
+    print(f"real_models: {msg}", file=sys.stderr, flush=True)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_save_npy(path: Path, array) -> None:
+    import numpy as np
+
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, array)
+    os.replace(tmp, path)
+
+
+def export_torchvision(name: str, path: Path) -> None:
+    """Exports torchvision's `name` with seeded random weights to `path` (opset 17, legacy)."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    example = torch.zeros(1, 3, 224, 224)
+    tmp = path.with_name(path.name + ".tmp")
+    with torch.no_grad(), warnings.catch_warnings():
+        # The legacy exporter is chosen on purpose; silence its deprecation notice.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            model,
+            (example,),
+            str(tmp),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["input"],
+            output_names=["output"],
+            do_constant_folding=True,
+        )
+    os.replace(tmp, path)
+
+
+def ddddocr_det_path() -> Path:
+    spec = importlib.util.find_spec("ddddocr")
+    if spec is None or spec.origin is None:
+        raise SystemExit("real_models: ddddocr is not installed (run scripts/setup.sh --test-deps)")
+    path = Path(spec.origin).parent / "common_det.onnx"
+    if not path.is_file():
+        raise SystemExit(f"real_models: {path} is missing from the ddddocr package")
+    return path
+
+
+def static_input_shape(model_path: Path, fallback: list[int]) -> list[int]:
+    """The first graph input's shape, with `fallback` standing in for dynamic dimensions."""
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    if len(inputs) != 1:
+        raise SystemExit(f"real_models: {model_path} has {len(inputs)} inputs, expected 1")
+    t = inputs[0].type.tensor_type
+    if t.elem_type != onnx.TensorProto.FLOAT:
+        raise SystemExit(f"real_models: {model_path} input is not float32 (elem_type {t.elem_type})")
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim]
+    if len(dims) != len(fallback):
+        raise SystemExit(f"real_models: {model_path} input has rank {len(dims)}, expected {len(fallback)}")
+    return [d if d is not None else f for d, f in zip(dims, fallback)]
+
+
+def natural_image_input(shape: list[int], seed: int):
+    """A float32 NCHW tensor with the statistics of a normalised photo: smooth structure plus a
+    little noise, roughly zero mean and unit variance per channel."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n, c, h, w = shape
+    y, x = np.meshgrid(np.linspace(0, 1, h), np.linspace(0, 1, w), indexing="ij")
+    out = np.empty(shape, dtype=np.float32)
+    for b in range(n):
+        for ch in range(c):
+            f = np.zeros((h, w))
+            for _ in range(6):
+                fx, fy, phase = rng.uniform(0.5, 8.0), rng.uniform(0.5, 8.0), rng.uniform(0, 2 * np.pi)
+                f += rng.uniform(0.3, 1.0) * np.sin(2 * np.pi * (fx * x + fy * y) + phase)
+            f = (f - f.mean()) / (f.std() + 1e-6)
+            f += 0.3 * rng.standard_normal((h, w))
+            out[b, ch] = f
+    return out
+
+
+def captcha_like_input(shape: list[int], seed: int):
+    """What ddddocr's detector is fed: a letterboxed BGR image as float32 pixels in 0..255, here a
+    seeded synthetic scene (textured background, a few dark blobs and bars) occupying the top
+    part of the frame, the rest padded with 114 as ddddocr's preprocessing does."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n, c, h, w = shape
+    img = np.full((n, c, h, w), 114.0, dtype=np.float64)
+    used_h = int(h * 0.4)  # a wide captcha, resized to the full width
+    y, x = np.meshgrid(np.arange(used_h), np.arange(w), indexing="ij")
+    for b in range(n):
+        scene = np.empty((c, used_h, w))
+        base = rng.uniform(170, 240, size=c)
+        for ch in range(c):
+            scene[ch] = base[ch] + 12 * np.sin(x / rng.uniform(20, 60) + rng.uniform(0, 6)) + 6 * rng.standard_normal((used_h, w))
+        for _ in range(6):
+            cy, cx = rng.uniform(0.2, 0.8) * used_h, rng.uniform(0.05, 0.95) * w
+            ry, rx = rng.uniform(12, 30), rng.uniform(8, 20)
+            mask = ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 <= 1.0
+            colour = rng.uniform(0, 120, size=c)
+            for ch in range(c):
+                scene[ch][mask] = colour[ch] + 10 * rng.standard_normal(mask.sum())
+        for _ in range(3):
+            x0, x1 = sorted(rng.integers(0, w, size=2))
+            yy = rng.integers(0, used_h)
+            scene[:, max(0, yy - 1) : yy + 2, x0:x1] = rng.uniform(30, 90)
+        img[b, :, :used_h, :] = scene
+    # ddddocr casts the resized image to uint8 before converting to float32.
+    return np.clip(np.rint(img), 0, 255).astype(np.float32)
+
+
+def op_counts(model_path: Path) -> dict[str, int]:
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    counts = collections.Counter()
+
+    def walk(graph):
+        for node in graph.node:
+            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+            counts[key] += 1
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    walk(attr.g)
+                for g in attr.graphs:
+                    walk(g)
+
+    walk(model.graph)
+    return dict(sorted(counts.items()))
+
+
+def opset_of(model_path: Path) -> int:
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def run_ort(model_path: Path, x):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 2
+    sess = ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return sess.run(None, {name: x})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    ap.add_argument("--models", default=",".join((*TORCHVISION_MODELS, "common_det")), help="comma-separated subset")
+    ap.add_argument("--force", action="store_true", help="regenerate everything")
+    args = ap.parse_args()
+
+    import importlib.metadata
+
+    import numpy as np
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = [m for m in args.models.split(",") if m]
+    # From package metadata: importing torch is slow and only needed when exporting.
+    versions = {p: importlib.metadata.version(p) for p in ("torch", "torchvision", "onnx", "onnxruntime", "numpy")}
+    manifest = {"format": FORMAT, "versions": versions, "models": []}
+
+    for name in wanted:
+        t0 = time.monotonic()
+        seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)  # fixed per model
+        onnx_path = out / f"{name}.onnx"
+        stamp_path = out / f"{name}.stamp.json"
+        stamp = json.loads(stamp_path.read_text()) if stamp_path.is_file() and not args.force else {}
+
+        # 1. The model file.
+        if name in TORCHVISION_MODELS:
+            source = {"kind": "torchvision", "format": FORMAT, "torch": versions["torch"], "torchvision": versions["torchvision"], "opset": OPSET}
+            if stamp.get("source") != source or not onnx_path.is_file():
+                log(f"{name}: exporting torchvision.models.{name}(weights=None), seed 0, opset {OPSET}")
+                export_torchvision(name, onnx_path)
+                stamp = {}
+            shape = [1, 3, 224, 224]
+            make_input = natural_image_input
+            source_note = f"torchvision {versions['torchvision']} {name}, random weights (torch.manual_seed(0)), legacy exporter, opset {OPSET}"
+        elif name == "common_det":
+            src = ddddocr_det_path()
+            source = {"kind": "ddddocr", "format": FORMAT, "sha256": sha256(src)}
+            if stamp.get("source") != source or not onnx_path.is_file():
+                log(f"{name}: copying {src}")
+                tmp = onnx_path.with_name(onnx_path.name + ".tmp")
+                shutil.copyfile(src, tmp)
+                os.replace(tmp, onnx_path)
+                stamp = {}
+            shape = static_input_shape(onnx_path, [1, 3, 416, 416])
+            make_input = captcha_like_input
+            source_note = "ddddocr 1.6.1 common_det.onnx (YOLOX-style detector, MIT); BGR pixels 0..255 as float32, padding 114"
+        else:
+            raise SystemExit(f"real_models: unknown model '{name}' (known: {', '.join((*TORCHVISION_MODELS, 'common_det'))})")
+
+        model_sha = sha256(onnx_path)
+        ops = op_counts(onnx_path)
+        log(f"{name}: opset {opset_of(onnx_path)}, {sum(ops.values())} nodes, op types: " + ", ".join(f"{k}x{v}" for k, v in ops.items()))
+
+        # 2. Input and onnxruntime's outputs.
+        input_path = out / f"{name}.input.npy"
+        ref_key = {"model_sha256": model_sha, "shape": shape, "seed": seed, "format": FORMAT, "onnxruntime": versions["onnxruntime"]}
+        outputs = stamp.get("outputs")
+        have_all = outputs and input_path.is_file() and all((out / f).is_file() for f in outputs)
+        if stamp.get("reference") != ref_key or not have_all:
+            x = make_input(shape, seed)
+            atomic_save_npy(input_path, x)
+            log(f"{name}: running onnxruntime {versions['onnxruntime']} (CPU, optimisations off) on input {shape}")
+            results = run_ort(onnx_path, x)
+            outputs = []
+            for k, y in enumerate(results):
+                fname = f"{name}.output{k}.npy"
+                atomic_save_npy(out / fname, np.ascontiguousarray(y))
+                outputs.append(fname)
+            for stale in out.glob(f"{name}.output*.npy"):
+                if stale.name not in outputs:
+                    stale.unlink()
+            stamp = {"source": source, "reference": ref_key, "outputs": outputs}
+            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
+        else:
+            log(f"{name}: up to date")
+
+        output_shapes = [list(np.load(out / f, mmap_mode="r").shape) for f in outputs]
+        manifest["models"].append(
+            {
+                "name": name,
+                "onnx": onnx_path.name,
+                "sha256": model_sha,
+                "source": source_note,
+                "input": input_path.name,
+                "input_shape": shape,
+                "input_dtype": "float32",
+                "outputs": outputs,
+                "output_shapes": output_shapes,
+                "ops": ops,
+            }
+        )
+        log(f"{name}: done in {time.monotonic() - t0:.1f}s, outputs {output_shapes}")
+
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(tmp, out / "manifest.json")
+    log(f"wrote {out / 'manifest.json'} ({len(manifest['models'])} models)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+//! Real models against onnxruntime: ddddocr 1.6.1's `common_det.onnx` (a trained YOLOX-style
+//! detector) and torchvision 0.28's resnet18, densenet121 and convnext_tiny (random seeded
+//! weights, legacy exporter, opset 17). For each, lop imports the ONNX file and runs it whole
+//! and split under two random plans on the same input as onnxruntime (CPU, graph optimisations
+//! off); every output must be within 1e-4 relative error (max abs difference over max abs
+//! reference value).
+//!
+//! Set-up happens here: `scripts/setup.sh --test-deps` installs the Python peers into `.venv`,
+//! then `scripts/real_models.py --out target/real_models` exports the models and writes inputs,
+//! reference outputs and `manifest.json` (both skip work already done). Without access to the
+//! package index on a first run, the tests fail with the set-up's message; they never skip.
+
+use lop::exec::{run_split, run_whole};
+use lop::model::{LoadOptions, load};
+use lop::plan::Plan;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use tch::Tensor;
+use tests::{python_test_env, rel_err, run_command, workspace_root};
+
+/// Largest accepted relative error against onnxruntime.
+const TOL: f64 = 1e-4;
+/// Units per op in the random plans.
+const UNITS: usize = 8;
+/// Seeds of the random plans each model is split with.
+const PLAN_SEEDS: [u64; 2] = [1, 2];
+
+/// The prepared folder and its parsed manifest, made once per test process.
+fn prepared() -> &'static Result<(PathBuf, Value), String> {
+    static ONCE: OnceLock<Result<(PathBuf, Value), String>> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let python = python_test_env()?;
+        let root = workspace_root();
+        let out = root.join("target/real_models");
+        run_command(
+            "preparing the real models (scripts/real_models.py)",
+            Command::new(&python).arg(root.join("scripts/real_models.py")).arg("--out").arg(&out).current_dir(&root),
+        )?;
+        let manifest_path = out.join("manifest.json");
+        let text = std::fs::read_to_string(&manifest_path).map_err(|e| format!("reading {}: {e}", manifest_path.display()))?;
+        let manifest: Value = serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", manifest_path.display()))?;
+        Ok((out, manifest))
+    })
+}
+
+fn shape_of(t: &Tensor) -> Vec<usize> {
+    t.size().iter().map(|&d| d as usize).collect()
+}
+
+/// Checks `outputs` against the reference tensors: same count, same shapes, error <= TOL.
+/// Returns the per-output errors, or a description of the first mismatch.
+fn compare(model: &str, run: &str, outputs: &[Tensor], expected: &[Tensor]) -> Result<Vec<f64>, String> {
+    if outputs.len() != expected.len() {
+        return Err(format!("{model} {run}: lop gives {} outputs, onnxruntime {}", outputs.len(), expected.len()));
+    }
+    let mut errs = Vec::new();
+    for (k, (o, e)) in outputs.iter().zip(expected).enumerate() {
+        if shape_of(o) != shape_of(e) {
+            return Err(format!("{model} {run}: output {k} has shape {:?}, onnxruntime's {:?}", shape_of(o), shape_of(e)));
+        }
+        errs.push(rel_err(o, e));
+    }
+    Ok(errs)
+}
+
+fn fmt_errs(errs: &[f64]) -> String {
+    errs.iter().map(|e| format!("{e:.3e}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Imports `name`'s ONNX file with lop, runs it whole and split, and compares with onnxruntime.
+fn check_model(name: &str) {
+    let (dir, manifest) = match prepared() {
+        Ok(p) => p,
+        Err(e) => panic!("real-model set-up failed, so {name} cannot be checked:\n{e}"),
+    };
+    let entry = manifest["models"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["name"] == name))
+        .unwrap_or_else(|| panic!("{name} missing from {}", dir.join("manifest.json").display()));
+    let file = |key: &Value| dir.join(key.as_str().unwrap_or_else(|| panic!("{name}: bad manifest entry {key}")));
+    let input_shape: Vec<usize> =
+        entry["input_shape"].as_array().expect("input_shape").iter().map(|d| d.as_u64().expect("input_shape dims") as usize).collect();
+
+    let onnx_path = file(&entry["onnx"]);
+    let graph = load(onnx_path.to_str().expect("utf-8 path"), &LoadOptions { input_shape: Some(input_shape.clone()) })
+        .unwrap_or_else(|e| panic!("{name}: lop could not import {}: {e}", onnx_path.display()));
+    let input = Tensor::read_npy(file(&entry["input"])).unwrap_or_else(|e| panic!("{name}: reading the input: {e}"));
+    assert_eq!(shape_of(&input), input_shape, "{name}: input file shape");
+    let expected: Vec<Tensor> = entry["outputs"]
+        .as_array()
+        .expect("outputs")
+        .iter()
+        .map(|f| Tensor::read_npy(file(f)).unwrap_or_else(|e| panic!("{name}: reading reference {f}: {e}")))
+        .collect();
+    eprintln!("{name}: {} nodes, input {:?}, outputs {:?}", graph.nodes.len(), input_shape, expected.iter().map(shape_of).collect::<Vec<_>>());
+
+    let inputs = [input];
+    let whole = run_whole(&graph, &inputs).unwrap_or_else(|e| panic!("{name}: whole run failed: {e}"));
+    let whole_errs = compare(name, "whole", &whole.outputs, &expected).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{name}: whole vs onnxruntime: rel err [{}] (peak {} MB)", fmt_errs(&whole_errs), whole.peak_bytes / 1_000_000);
+
+    let mut failures = Vec::new();
+    if whole_errs.iter().any(|&e| e.is_nan() || e > TOL) {
+        failures.push(format!("whole: [{}]", fmt_errs(&whole_errs)));
+    }
+    for seed in PLAN_SEEDS {
+        let plan = Plan::random(&graph, UNITS, seed);
+        let split = run_split(&graph, &plan, &inputs).unwrap_or_else(|e| panic!("{name}: split run (random plan, seed {seed}) failed: {e}"));
+        let errs = compare(name, &format!("split seed {seed}"), &split.outputs, &expected).unwrap_or_else(|e| panic!("{e}"));
+        let vs_whole: Vec<f64> = split.outputs.iter().zip(&whole.outputs).map(|(s, w)| rel_err(s, w)).collect();
+        eprintln!(
+            "{name}: split (random plan, seed {seed}, {} KB up, {} KB down) vs onnxruntime: rel err [{}]; vs whole: [{}]",
+            split.bytes_up / 1000,
+            split.bytes_down / 1000,
+            fmt_errs(&errs),
+            fmt_errs(&vs_whole)
+        );
+        if errs.iter().any(|&e| e.is_nan() || e > TOL) {
+            failures.push(format!("split seed {seed}: [{}]", fmt_errs(&errs)));
+        }
+    }
+    assert!(failures.is_empty(), "{name}: relative error above {TOL:e} against onnxruntime: {}", failures.join("; "));
+}
+
+#[test]
+fn common_det_matches_onnxruntime() {
+    check_model("common_det");
+}
+
+#[test]
+fn resnet18_matches_onnxruntime() {
+    check_model("resnet18");
+}
+
+#[test]
+fn densenet121_matches_onnxruntime() {
+    check_model("densenet121");
+}
+
+#[test]
+fn convnext_tiny_matches_onnxruntime() {
+    check_model("convnext_tiny");
+}
