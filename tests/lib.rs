@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 /// The workspace root (the folder holding the workspace `Cargo.toml`, `scripts/`, `.venv/`):
 /// the parent of this crate's manifest directory.
@@ -73,24 +73,15 @@ pub fn python_test_env() -> Result<PathBuf, String> {
     .clone()
 }
 
-/// `max|actual - expected| / max|expected|` over all elements, computed in f64 (the plain
-/// `max|actual - expected|` when `expected` is all zeros). Infinite when the shapes differ or
-/// either side has a NaN or infinity, so that `rel_err(..) <= tol` is false for them.
+/// The project's comparison metric ([`lop::exec::max_rel_err`]: `max|actual - expected| /
+/// max|expected|`), as a plain number: infinite when the shapes differ or either side has a NaN
+/// or infinity, so that `rel_err(..) <= tol` is false for them.
 pub fn rel_err(actual: &Tensor, expected: &Tensor) -> f64 {
-    if actual.size() != expected.size() {
-        return f64::INFINITY;
+    let expected = expected.to_device(actual.device());
+    match lop::exec::max_rel_err(actual, &expected) {
+        Ok(e) if actual.isfinite().all().int64_value(&[]) != 0 => e,
+        _ => f64::INFINITY,
     }
-    let a = actual.to_kind(Kind::Double);
-    let e = expected.to_device(actual.device()).to_kind(Kind::Double);
-    if !bool::try_from(a.isfinite().all()).unwrap_or(false) || !bool::try_from(e.isfinite().all()).unwrap_or(false) {
-        return f64::INFINITY;
-    }
-    if a.numel() == 0 {
-        return 0.0;
-    }
-    let diff = f64::try_from((&a - &e).abs().max()).unwrap_or(f64::INFINITY);
-    let scale = f64::try_from(e.abs().max()).unwrap_or(0.0);
-    if scale > 0.0 { diff / scale } else { diff }
 }
 
 #[cfg(test)]

@@ -94,7 +94,12 @@ fn check_model(name: &str) {
         .iter()
         .map(|f| Tensor::read_npy(file(f)).unwrap_or_else(|e| panic!("{name}: reading reference {f}: {e}")))
         .collect();
-    eprintln!("{name}: {} nodes, input {:?}, outputs {:?}", graph.nodes.len(), input_shape, expected.iter().map(shape_of).collect::<Vec<_>>());
+    eprintln!(
+        "{name}: {} nodes, input {:?}, outputs {:?}",
+        graph.nodes.len(),
+        input_shape,
+        expected.iter().map(shape_of).collect::<Vec<_>>()
+    );
 
     let inputs = [input];
     let whole = run_whole(&graph, &inputs).unwrap_or_else(|e| panic!("{name}: whole run failed: {e}"));
@@ -107,7 +112,8 @@ fn check_model(name: &str) {
     }
     for seed in PLAN_SEEDS {
         let plan = Plan::random(&graph, UNITS, seed);
-        let split = run_split(&graph, &plan, &inputs).unwrap_or_else(|e| panic!("{name}: split run (random plan, seed {seed}) failed: {e}"));
+        let split =
+            run_split(&graph, &plan, &inputs).unwrap_or_else(|e| panic!("{name}: split run (random plan, seed {seed}) failed: {e}"));
         let errs = compare(name, &format!("split seed {seed}"), &split.outputs, &expected).unwrap_or_else(|e| panic!("{e}"));
         let vs_whole: Vec<f64> = split.outputs.iter().zip(&whole.outputs).map(|(s, w)| rel_err(s, w)).collect();
         eprintln!(

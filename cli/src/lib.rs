@@ -5,10 +5,13 @@
 //! - [`verify`]: `lop verify`, random band layouts against the whole run.
 //! - [`run_model`]: `lop run`, one inference from a `.npy` file.
 //! - [`bench_exec`]: `lop bench-exec`, band-executor overhead and peak memory.
+//! - [`profile`]: `lop profile`, per-op compute-time profiles for the simulator.
 #![deny(missing_docs)]
 
 pub mod bench_exec;
 pub mod inspect;
+pub mod power;
+pub mod profile;
 pub mod run_model;
 pub mod verify;
 
@@ -67,6 +70,10 @@ pub enum Command {
     Run(run_model::RunArgs),
     /// Overhead of the band executor against a plain whole-graph run.
     BenchExec(bench_exec::BenchArgs),
+    /// Sample a power source (Jetson rails, tegrastats, NVML, RAPL, or the power model).
+    Power(power::PowerArgs),
+    /// Measure per-op compute times at several band sizes and write a profile.
+    Profile(profile::ProfileArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -83,5 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Verify(a) => verify::run(&a),
         Command::Run(a) => run_model::run(&a),
         Command::BenchExec(a) => bench_exec::run(&a),
+        Command::Power(a) => power::run(&a),
+        Command::Profile(a) => profile::run(&a),
     }
 }

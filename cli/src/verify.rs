@@ -73,7 +73,13 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<i32> {
         });
         println!("{v}");
     } else {
-        println!("{}: {} layouts, max relative error {worst:.3e} (tolerance {:.0e}): {}", graph.name, args.plans, args.tol, if ok { "ok" } else { "FAILED" });
+        println!(
+            "{}: {} layouts, max relative error {worst:.3e} (tolerance {:.0e}): {}",
+            graph.name,
+            args.plans,
+            args.tol,
+            if ok { "ok" } else { "FAILED" }
+        );
     }
     Ok(if ok { 0 } else { 1 })
 }

@@ -10,7 +10,8 @@ fn lop(args: &[&str]) -> Output {
 
 fn stdout_json(out: &Output) -> serde_json::Value {
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -70,7 +71,16 @@ fn run_writes_outputs_and_split_matches_whole() {
     let whole = dir.join("whole.npy");
     let split = dir.join("split.npy");
     for (path, mode) in [(&whole, "whole"), (&split, "random:7")] {
-        let out = lop(&["run", "zoo:occupancy3d", "--input", input.to_str().expect("utf8"), "--output", path.to_str().expect("utf8"), "--split", mode]);
+        let out = lop(&[
+            "run",
+            "zoo:occupancy3d",
+            "--input",
+            input.to_str().expect("utf8"),
+            "--output",
+            path.to_str().expect("utf8"),
+            "--split",
+            mode,
+        ]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     let a = tch::Tensor::read_npy(&whole).expect("whole output");
@@ -86,14 +96,16 @@ fn bad_inputs_give_clear_errors_not_panics() {
     // Wrong dtype: the image models take uint8 frames.
     let f32_input = dir.join("f32.npy");
     tch::Tensor::zeros([1, 3, 224, 224], (tch::Kind::Float, tch::Device::Cpu)).write_npy(&f32_input).expect("write");
-    let out = lop(&["run", "zoo:resnet18", "--input", f32_input.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
+    let out =
+        lop(&["run", "zoo:resnet18", "--input", f32_input.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("dtype") && !err.contains("panicked"), "{err}");
     // Wrong shape.
     let small = dir.join("small.npy");
     tch::Tensor::zeros([1, 3, 100, 100], (tch::Kind::Uint8, tch::Device::Cpu)).write_npy(&small).expect("write");
-    let out = lop(&["run", "zoo:resnet18", "--input", small.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
+    let out =
+        lop(&["run", "zoo:resnet18", "--input", small.to_str().expect("utf8"), "--output", dir.join("y.npy").to_str().expect("utf8")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("[1, 3, 224, 224]"), "{err}");

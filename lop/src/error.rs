@@ -89,6 +89,62 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A power source that was found but cannot be read, or whose values make no sense
+    /// (non-numeric or negative contents, a rail set that changes, a clock that runs backwards).
+    /// The field is not called `source` because thiserror reserves that name for a cause.
+    #[error("power source '{sensor}': {msg}")]
+    Power {
+        /// The source, e.g. `jetson-hwmon`, and where useful the file.
+        sensor: String,
+        /// What is wrong, with the offending value.
+        msg: String,
+    },
+    /// A power source that does not exist here: no such sysfs tree, library, device or binary.
+    #[error("power source '{sensor}' is not available: {reason}")]
+    NotAvailable {
+        /// The source asked for.
+        sensor: String,
+        /// Why it is not available (for `auto`, every source tried and why each failed).
+        reason: String,
+    },
+    /// A profile measured for a different model than the one it is applied to.
+    #[error("profile is for model '{profile_model}' (hash {found}), not this model (hash {expected})")]
+    ProfileModel {
+        /// Model name recorded in the profile.
+        profile_model: String,
+        /// Content hash of the model the profile is applied to.
+        expected: String,
+        /// Content hash recorded in the profile.
+        found: String,
+    },
+    /// A profile that lacks timings for an op of the model.
+    #[error("profile has no timings for op '{node}' (node {id})")]
+    ProfileMissingOp {
+        /// Node name.
+        node: String,
+        /// Node id.
+        id: usize,
+    },
+    /// A profile whose contents make no sense (negative or NaN timings, wrong role, bad fields).
+    #[error("bad profile entry '{node}': {msg}")]
+    ProfileInvalid {
+        /// The op (or field) concerned.
+        node: String,
+        /// What is wrong, with the value.
+        msg: String,
+    },
+    /// A plan that cannot run under the given conditions (a transfer without a link, no plan
+    /// meeting a deadline).
+    #[error("infeasible: {0}")]
+    Infeasible(String),
+    /// An exact search that would exceed its evaluation budget (it never returns a guess).
+    #[error("exact search stopped after {evaluated} evaluations (limit {limit}); raise the limit")]
+    SearchLimit {
+        /// Evaluations done.
+        evaluated: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 /// The engine's result alias.
@@ -97,6 +153,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn shape(node: &str, op: &str, msg: impl Into<String>) -> Self {
         Error::Shape { node: node.to_string(), op: op.to_string(), msg: msg.into() }
+    }
+    /// Whether this is [`Error::NotAvailable`]: the thing asked for is absent, not broken.
+    pub fn is_not_available(&self) -> bool {
+        matches!(self, Error::NotAvailable { .. })
+    }
+    pub(crate) fn power(sensor: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Power { sensor: sensor.into(), msg: msg.into() }
+    }
+    pub(crate) fn not_available(sensor: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::NotAvailable { sensor: sensor.into(), reason: reason.into() }
     }
     pub(crate) fn torch(context: impl Into<String>) -> impl FnOnce(tch::TchError) -> Self {
         let context = context.into();

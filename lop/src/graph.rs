@@ -154,7 +154,7 @@ impl Graph {
     /// When libtorch cannot copy a weight (e.g. no CUDA device).
     pub fn to_device(&mut self, device: Device) -> Result<()> {
         for n in &mut self.nodes {
-            n.op.to_device(device).map_err(|source| Error::Torch { node: n.name.clone(), op: n.op.kind_name(), source })?;
+            n.op.move_to(device).map_err(|source| Error::Torch { node: n.name.clone(), op: n.op.kind_name(), source })?;
         }
         Ok(())
     }

@@ -14,8 +14,15 @@
 //! - [`zoo`]: built-in models with seeded weights.
 //! - [`model`]: loading a model by zoo name or path.
 //! - [`inspect`]: locality statistics.
+//! - [`power`]: power sources (Jetson INA3221, tegrastats, NVML, RAPL, a state model), sampling
+//!   and the energy of an interval.
+//! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
+//! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy).
+//! - [`baseline`]: robot-only, server-only, and the exact best layer partitions (latency,
+//!   energy under a deadline) under the simulator.
 #![deny(missing_docs)]
 
+pub mod baseline;
 pub mod error;
 pub mod exec;
 pub mod graph;
@@ -24,9 +31,12 @@ pub mod model;
 pub mod onnx;
 pub mod ops;
 pub mod plan;
+pub mod power;
+pub mod profile;
 mod rng;
 pub use rng::Rng;
 pub mod rows;
+pub mod sim;
 pub mod zoo;
 
 pub use error::{Error, Result};

@@ -167,7 +167,10 @@ impl Plan {
             let name = &graph.nodes[id].name;
             let u = effective_units(graph.nodes[id].info.rows(), self.units);
             if s.robot_end > u || s.server_start > u {
-                return Err(Error::Plan(format!("node '{name}': units [0,{}) / [{},{u}) exceed its {u} units", s.robot_end, s.server_start)));
+                return Err(Error::Plan(format!(
+                    "node '{name}': units [0,{}) / [{},{u}) exceed its {u} units",
+                    s.robot_end, s.server_start
+                )));
             }
             if s.server_start > s.robot_end {
                 return Err(Error::Plan(format!(
@@ -178,7 +181,8 @@ impl Plan {
             if s.robot_chunks == 0 || s.server_chunks == 0 {
                 return Err(Error::Plan(format!("node '{name}': chunk counts must be >= 1")));
             }
-            if !graph.locality(id).is_local() && !((s.robot_end == u && s.server_start == u) || (s.robot_end == 0 && s.server_start == 0)) {
+            let one_side = (s.robot_end == u && s.server_start == u) || (s.robot_end == 0 && s.server_start == 0);
+            if !graph.locality(id).is_local() && !one_side {
                 return Err(Error::Plan(format!("node '{name}' is global and must run whole on one side")));
             }
         }

@@ -42,10 +42,7 @@ pub fn effective_units(total: usize, units: usize) -> usize {
 pub fn chunks(rows: &Rows, k: usize) -> Vec<Rows> {
     let n = rows.len();
     let k = k.clamp(1, n.max(1));
-    (0..k)
-        .map(|i| rows.start + i * n / k..rows.start + (i + 1) * n / k)
-        .filter(|r| !r.is_empty())
-        .collect()
+    (0..k).map(|i| rows.start + i * n / k..rows.start + (i + 1) * n / k).filter(|r| !r.is_empty()).collect()
 }
 
 /// Input rows `[start, end)` (unclamped, may be negative or past the end) that a sliding window

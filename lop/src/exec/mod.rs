@@ -31,12 +31,7 @@ pub fn check_inputs(graph: &Graph, inputs: &[Tensor]) -> Result<()> {
             return Err(Error::Input(format!("input '{}' must have shape {:?}, got {:?}", graph.nodes[id].name, info.shape, shape)));
         }
         if t.kind() != info.dtype.kind() {
-            return Err(Error::Input(format!(
-                "input '{}' must have dtype {:?}, got {:?}",
-                graph.nodes[id].name,
-                info.dtype,
-                t.kind()
-            )));
+            return Err(Error::Input(format!("input '{}' must have dtype {:?}, got {:?}", graph.nodes[id].name, info.dtype, t.kind())));
         }
     }
     Ok(())
@@ -47,26 +42,34 @@ pub(crate) fn tensor_bytes(t: &Tensor) -> usize {
     t.numel() * t.kind().elt_size_in_bytes()
 }
 
-/// Deterministic pseudo-random inputs for every graph input: uniform bytes for uint8 inputs
-/// (a stand-in camera frame), standard normal values for float inputs.
+/// Deterministic pseudo-random inputs for `graph`, one per graph input, on the CPU: uniform
+/// bytes for uint8 inputs (a noise frame), and for f32 inputs a sparse raster (about a quarter
+/// of the cells occupied, values in `[0, 1)`), like a LiDAR grid.
 ///
 /// # Errors
-/// libtorch errors (none expected on CPU).
+/// When an input has a dtype other than u8 or f32, or libtorch fails to build the tensor.
 pub fn synthetic_inputs(graph: &Graph, seed: u64) -> Result<Vec<Tensor>> {
     let mut rng = crate::rng::Rng::new(seed);
     graph
         .inputs()
-        .iter()
-        .map(|&id| {
+        .into_iter()
+        .map(|id| {
             let info = &graph.nodes[id].info;
-            let shape: Vec<i64> = info.shape.iter().map(|&d| d as i64).collect();
+            let dims: Vec<i64> = info.shape.iter().map(|&d| d as i64).collect();
             let n = info.numel();
             let t = match info.dtype {
-                crate::graph::DType::U8 => Tensor::from_slice(&(0..n).map(|_| rng.below(256) as u8).collect::<Vec<_>>()),
-                crate::graph::DType::F32 => Tensor::from_slice(&(0..n).map(|_| rng.normal() as f32).collect::<Vec<_>>()),
-                crate::graph::DType::I64 => Tensor::from_slice(&(0..n).map(|_| rng.below(16) as i64).collect::<Vec<_>>()),
+                crate::graph::DType::U8 => Tensor::f_from_slice(&(0..n).map(|_| rng.below(256) as u8).collect::<Vec<u8>>()),
+                crate::graph::DType::F32 => {
+                    Tensor::f_from_slice(&(0..n).map(|_| if rng.below(4) == 0 { rng.unit() as f32 } else { 0.0 }).collect::<Vec<f32>>())
+                }
+                crate::graph::DType::I64 => {
+                    return Err(Error::Input(format!("no sample data for i64 input '{}'", graph.nodes[id].name)));
+                }
             };
-            t.f_view(shape.as_slice()).map_err(Error::torch("building synthetic inputs"))
+            t.and_then(|t| t.f_reshape(dims.as_slice())).map_err(|source| Error::TorchContext {
+                context: format!("building a sample for input '{}'", graph.nodes[id].name),
+                source,
+            })
         })
         .collect()
 }

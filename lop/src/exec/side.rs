@@ -155,10 +155,7 @@ impl<'g> SideExec<'g> {
         let torch = |source| Error::Torch { node: name.clone(), op: "insert", source };
         let mut block = Held { rows, tensor };
         // Merge with every block that overlaps or touches.
-        loop {
-            let Some(pos) = self.held[id].iter().position(|h| h.rows.start <= block.rows.end && block.rows.start <= h.rows.end) else {
-                break;
-            };
+        while let Some(pos) = self.held[id].iter().position(|h| h.rows.start <= block.rows.end && block.rows.start <= h.rows.end) {
             let h = self.held[id].swap_remove(pos);
             self.live_bytes -= super::tensor_bytes(&h.tensor);
             block = merge(h, block, axis).map_err(torch)?;
@@ -180,9 +177,11 @@ impl<'g> SideExec<'g> {
             let h = self.block_covering(inp, &need).ok_or_else(|| self.missing_err(id, inp, &need))?;
             bands.push(BandIn { tensor: &h.tensor, start: h.rows.start, info: &self.graph.nodes[inp].info });
         }
-        node.op
-            .compute(&bands, &node.info, rows)
-            .map_err(|source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source })
+        node.op.compute(&bands, &node.info, rows).map_err(|source| Error::Torch {
+            node: node.name.clone(),
+            op: node.op.kind_name(),
+            source,
+        })
     }
 
     /// Computes `rows` of node `id` in `chunks` pieces and stores the result.
@@ -198,8 +197,11 @@ impl<'g> SideExec<'g> {
         }
         let t = match (outs.len(), node.info.row_axis) {
             (1, _) | (_, None) => outs.swap_remove(0),
-            (_, Some(a)) => Tensor::f_cat(&outs, a as i64)
-                .map_err(|source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source })?,
+            (_, Some(a)) => Tensor::f_cat(&outs, a as i64).map_err(|source| Error::Torch {
+                node: node.name.clone(),
+                op: node.op.kind_name(),
+                source,
+            })?,
         };
         let rows = if node.info.row_axis.is_some() { rows.clone() } else { 0..1 };
         self.insert(id, rows, t)

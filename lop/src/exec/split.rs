@@ -113,4 +113,3 @@ fn fetch_missing(me: &mut SideExec<'_>, other: &SideExec<'_>, id: usize, rows: &
     }
     Ok(())
 }
-

@@ -41,11 +41,16 @@ pub fn run_whole(graph: &Graph, inputs: &[Tensor]) -> Result<WholeRun> {
             op => {
                 let mut bands = Vec::with_capacity(node.inputs.len());
                 for &i in &node.inputs {
-                    let tensor = values[i].as_ref().ok_or_else(|| Error::Malformed(format!("value '{}' used after release", graph.nodes[i].name)))?;
+                    let tensor = values[i]
+                        .as_ref()
+                        .ok_or_else(|| Error::Malformed(format!("value '{}' used after release", graph.nodes[i].name)))?;
                     bands.push(BandIn { tensor, start: 0, info: &graph.nodes[i].info });
                 }
-                op.compute(&bands, &node.info, &(0..node.info.rows()))
-                    .map_err(|source| Error::Torch { node: node.name.clone(), op: op.kind_name(), source })?
+                op.compute(&bands, &node.info, &(0..node.info.rows())).map_err(|source| Error::Torch {
+                    node: node.name.clone(),
+                    op: op.kind_name(),
+                    source,
+                })?
             }
         };
         if !matches!(node.op, Op::Constant(_)) {
@@ -54,19 +59,23 @@ pub fn run_whole(graph: &Graph, inputs: &[Tensor]) -> Result<WholeRun> {
         values[id] = Some(t);
         peak = peak.max(live);
         for &i in &node.inputs {
-            if last_use[i] == id {
-                if let Some(t) = values[i].take() {
-                    if !matches!(graph.nodes[i].op, Op::Constant(_)) {
-                        live -= tensor_bytes(&t);
-                    }
-                }
+            if last_use[i] == id
+                && let Some(t) = values[i].take()
+                && !matches!(graph.nodes[i].op, Op::Constant(_))
+            {
+                live -= tensor_bytes(&t);
             }
         }
     }
     let outputs = graph
         .outputs
         .iter()
-        .map(|&o| values[o].as_ref().map(|t| t.shallow_clone()).ok_or_else(|| Error::Malformed(format!("output '{}' missing", graph.nodes[o].name))))
+        .map(|&o| {
+            values[o]
+                .as_ref()
+                .map(|t| t.shallow_clone())
+                .ok_or_else(|| Error::Malformed(format!("output '{}' missing", graph.nodes[o].name)))
+        })
         .collect::<Result<_>>()?;
     Ok(WholeRun { outputs, peak_bytes: peak })
 }

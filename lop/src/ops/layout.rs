@@ -127,9 +127,7 @@ pub(super) fn infer_concat(ins: &[&ValueInfo], axis: usize) -> Result<ValueInfo,
     let mut shape = first.shape.clone();
     shape[axis] = 0;
     for v in ins {
-        if v.shape.len() != first.shape.len()
-            || v.shape.iter().zip(&first.shape).enumerate().any(|(i, (a, b))| i != axis && a != b)
-        {
+        if v.shape.len() != first.shape.len() || v.shape.iter().zip(&first.shape).enumerate().any(|(i, (a, b))| i != axis && a != b) {
             return Err(format!("cannot concatenate {:?} with {:?} along axis {axis}", first.shape, v.shape));
         }
         if v.dtype != first.dtype {

@@ -10,8 +10,8 @@ mod rowwise;
 mod window;
 
 pub use elementwise::{BinaryOp, UnaryOp};
-pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
 pub use layout::SliceAxis;
+pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
 pub use window::{Conv, Pool};
 
 use crate::error::{Error, Result};
@@ -228,8 +228,8 @@ impl Op {
         match self {
             Op::Input => Err(bad("inputs are created with GraphBuilder::input".into())),
             Op::Constant(t) => {
-                let dtype = crate::graph::DType::from_kind(t.kind())
-                    .ok_or_else(|| bad(format!("constant of unsupported kind {:?}", t.kind())))?;
+                let dtype =
+                    crate::graph::DType::from_kind(t.kind()).ok_or_else(|| bad(format!("constant of unsupported kind {:?}", t.kind())))?;
                 let shape = t.size().iter().map(|&d| d as usize).collect();
                 Ok(ValueInfo { shape, dtype, row_axis: None })
             }
@@ -322,9 +322,7 @@ impl Op {
             return OpClass::Global;
         }
         match self {
-            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) | Op::Binary(_) | Op::Concat { .. } => {
-                OpClass::ElementWise
-            }
+            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) | Op::Binary(_) | Op::Concat { .. } => OpClass::ElementWise,
             Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) | Op::Resize(_) => OpClass::BlockWise,
             Op::Slice(axes) => {
                 if axes.iter().any(|s| Some(s.axis) == ins[0].row_axis) {
@@ -409,7 +407,7 @@ impl Op {
     }
 
     /// Moves weights to `device`.
-    pub(crate) fn to_device(&mut self, device: Device) -> Result<(), tch::TchError> {
+    pub(crate) fn move_to(&mut self, device: Device) -> Result<(), tch::TchError> {
         let mv = |t: &mut Tensor| -> Result<(), tch::TchError> {
             *t = t.f_to_device(device)?;
             Ok(())

@@ -89,10 +89,18 @@ impl Resize {
                 let x = match self.coord {
                     CoordMode::HalfPixel => (xo + 0.5) / scale - 0.5,
                     CoordMode::PytorchHalfPixel => {
-                        if out_len > 1 { (xo + 0.5) / scale - 0.5 } else { 0.0 }
+                        if out_len > 1 {
+                            (xo + 0.5) / scale - 0.5
+                        } else {
+                            0.0
+                        }
                     }
                     CoordMode::AlignCorners => {
-                        if out_len == 1 { 0.0 } else { xo * (in_len as f32 - 1.0) / (out_len as f32 - 1.0) }
+                        if out_len == 1 {
+                            0.0
+                        } else {
+                            xo * (in_len as f32 - 1.0) / (out_len as f32 - 1.0)
+                        }
                     }
                     CoordMode::Asymmetric => xo / scale,
                     CoordMode::TfHalfPixelForNn => (xo + 0.5) / scale,
@@ -102,10 +110,18 @@ impl Resize {
                     ResizeMode::Nearest(m) => {
                         let r = match m {
                             NearestMode::RoundPreferFloor => {
-                                if x.fract() == 0.5 { x.floor() } else { x.round() }
+                                if x.fract() == 0.5 {
+                                    x.floor()
+                                } else {
+                                    x.round()
+                                }
                             }
                             NearestMode::RoundPreferCeil => {
-                                if x.fract() == 0.5 { x.ceil() } else { x.round() }
+                                if x.fract() == 0.5 {
+                                    x.ceil()
+                                } else {
+                                    x.round()
+                                }
                             }
                             NearestMode::Floor => x.floor(),
                             NearestMode::Ceil => x.ceil(),

@@ -74,9 +74,7 @@ pub(super) fn matmul_footprint(k: usize, input: &ValueInfo, out: &ValueInfo, row
     let rank = out.shape.len();
     match k {
         0 => match input.row_axis {
-            Some(ra) if ra + 1 < input.shape.len() && Some(ra + rank - input.shape.len()) == out.row_axis => {
-                Footprint::Rows(rows.clone())
-            }
+            Some(ra) if ra + 1 < input.shape.len() && Some(ra + rank - input.shape.len()) == out.row_axis => Footprint::Rows(rows.clone()),
             _ => Footprint::Whole,
         },
         _ => {

@@ -49,7 +49,16 @@ fn assert_splits_exact(graph: &Graph, inputs: &[Tensor], tol: f64) -> Tensor {
 }
 
 fn conv(weight: Tensor, bias: Option<Tensor>, s: usize, pb: [usize; 2], pe: [usize; 2], d: usize, g: usize) -> Conv {
-    Conv { weight, bias, strides: vec![s, s], pads_begin: pb.to_vec(), pads_end: pe.to_vec(), dilations: vec![d, d], output_padding: vec![0, 0], groups: g }
+    Conv {
+        weight,
+        bias,
+        strides: vec![s, s],
+        pads_begin: pb.to_vec(),
+        pads_end: pe.to_vec(),
+        dilations: vec![d, d],
+        output_padding: vec![0, 0],
+        groups: g,
+    }
 }
 
 #[test]
@@ -100,7 +109,15 @@ fn conv_transpose_bands_match_whole_and_libtorch() {
 }
 
 fn pool(k: usize, s: usize, p: usize, ceil: bool, cip: bool) -> Pool {
-    Pool { kernel: vec![k, k], strides: vec![s, s], pads_begin: vec![p, p], pads_end: vec![p, p], dilations: vec![1, 1], ceil_mode: ceil, count_include_pad: cip }
+    Pool {
+        kernel: vec![k, k],
+        strides: vec![s, s],
+        pads_begin: vec![p, p],
+        pads_end: vec![p, p],
+        dilations: vec![1, 1],
+        ceil_mode: ceil,
+        count_include_pad: cip,
+    }
 }
 
 #[test]
@@ -118,7 +135,9 @@ fn max_pool_bands_match_libtorch_including_ceil_mode() {
 #[test]
 fn avg_pool_bands_match_libtorch_for_every_padding_mode() {
     let x = randn(&[1, 3, 21, 18], 10);
-    for (k, s, p, ceil, cip) in [(3, 2, 1, false, true), (3, 2, 1, false, false), (3, 2, 1, true, true), (3, 2, 1, true, false), (2, 2, 0, false, true)] {
+    for (k, s, p, ceil, cip) in
+        [(3, 2, 1, false, true), (3, 2, 1, false, false), (3, 2, 1, true, true), (3, 2, 1, true, false), (2, 2, 0, false, true)]
+    {
         let graph = single(&[1, 3, 21, 18], Op::AvgPool(pool(k, s, p, ceil, cip)));
         let out = assert_splits_exact(&graph, &[x.shallow_clone()], 1e-6);
         let reference = x.avg_pool2d([k as i64; 2], [s as i64; 2], [p as i64; 2], ceil, cip, None);
@@ -133,9 +152,26 @@ fn pools_and_convs_in_3d_split_exactly() {
     let w = randn(&[3, 2, 3, 3, 3], 12);
     let mut b = GraphBuilder::new("t3");
     let i = b.input("x", vec![1, 2, 12, 10, 6], DType::F32);
-    let c = Conv { weight: w, bias: None, strides: vec![1; 3], pads_begin: vec![1; 3], pads_end: vec![1; 3], dilations: vec![1; 3], output_padding: vec![0; 3], groups: 1 };
+    let c = Conv {
+        weight: w,
+        bias: None,
+        strides: vec![1; 3],
+        pads_begin: vec![1; 3],
+        pads_end: vec![1; 3],
+        dilations: vec![1; 3],
+        output_padding: vec![0; 3],
+        groups: 1,
+    };
     let c = b.add("conv", Op::Conv(c), &[i]).expect("conv");
-    let p = Pool { kernel: vec![2; 3], strides: vec![2; 3], pads_begin: vec![0; 3], pads_end: vec![0; 3], dilations: vec![1; 3], ceil_mode: false, count_include_pad: true };
+    let p = Pool {
+        kernel: vec![2; 3],
+        strides: vec![2; 3],
+        pads_begin: vec![0; 3],
+        pads_end: vec![0; 3],
+        dilations: vec![1; 3],
+        ceil_mode: false,
+        count_include_pad: true,
+    };
     let p = b.add("pool", Op::MaxPool(p), &[c]).expect("pool");
     b.output(p);
     let g = b.build().expect("graph");
@@ -160,7 +196,12 @@ fn resize_matches_libtorch_upsampling() {
     let reference = x.upsample_bilinear2d([14, 18], false, Some(2.0), Some(2.0));
     assert!(max_rel(&out, &reference) < 1e-6, "bilinear half_pixel");
 
-    let lin = Resize { mode: ResizeMode::Linear, coord: CoordMode::AlignCorners, out_shape: vec![1, 2, 20, 11], scales: vec![1.0, 1.0, 20.0 / 7.0, 11.0 / 9.0] };
+    let lin = Resize {
+        mode: ResizeMode::Linear,
+        coord: CoordMode::AlignCorners,
+        out_shape: vec![1, 2, 20, 11],
+        scales: vec![1.0, 1.0, 20.0 / 7.0, 11.0 / 9.0],
+    };
     let out = assert_splits_exact(&single(&[1, 2, 7, 9], Op::Resize(lin)), &[x.shallow_clone()], 0.0);
     let reference = x.upsample_bilinear2d([20, 11], true, None, None);
     assert!(max_rel(&out, &reference) < 1e-6, "bilinear align_corners");
@@ -182,7 +223,16 @@ fn strided_slices_split_exactly() {
     b.output(off);
     let g = b.build().expect("graph");
     let out = assert_splits_exact(&g, &[x.shallow_clone()], 0.0);
-    let reference = Tensor::cat(&[x.slice(2, 0, 16, 2).slice(3, 0, 12, 2), x.slice(2, 1, 16, 2).slice(3, 0, 12, 2), x.slice(2, 0, 16, 2).slice(3, 1, 12, 2), x.slice(2, 1, 16, 2).slice(3, 1, 12, 2)], 1).slice(2, 3, 7, 1);
+    let reference = Tensor::cat(
+        &[
+            x.slice(2, 0, 16, 2).slice(3, 0, 12, 2),
+            x.slice(2, 1, 16, 2).slice(3, 0, 12, 2),
+            x.slice(2, 0, 16, 2).slice(3, 1, 12, 2),
+            x.slice(2, 1, 16, 2).slice(3, 1, 12, 2),
+        ],
+        1,
+    )
+    .slice(2, 3, 7, 1);
     assert!(max_rel(&out, &reference) == 0.0);
 }
 
@@ -248,7 +298,8 @@ fn channels_last_block_splits_exactly() {
     let i = b.input("x", vec![1, 8, 10, 6], DType::F32);
     let t = b.add("to_nhwc", Op::Transpose { perm: vec![0, 2, 3, 1] }, &[i]).expect("t");
     assert_eq!(b.info(t).row_axis, Some(1));
-    let ln = b.add("ln", Op::LayerNorm { axis: 3, weight: Some(randn(&[8], 21)), bias: Some(randn(&[8], 22)), eps: 1e-6 }, &[t]).expect("ln");
+    let ln =
+        b.add("ln", Op::LayerNorm { axis: 3, weight: Some(randn(&[8], 21)), bias: Some(randn(&[8], 22)), eps: 1e-6 }, &[t]).expect("ln");
     let l1 = b.add("fc1", Op::Linear { weight: randn(&[32, 8], 23) * 0.3, bias: Some(randn(&[32], 24)) }, &[ln]).expect("fc1");
     let ge = b.add("gelu", Op::Unary(UnaryOp::Gelu { tanh: false }), &[l1]).expect("gelu");
     let l2 = b.add("fc2", Op::Linear { weight: randn(&[8, 32], 25) * 0.2, bias: None }, &[ge]).expect("fc2");
@@ -294,7 +345,8 @@ fn normalize_u8_input_splits_exactly_and_sends_bytes() {
     b.output(n);
     let g = b.build().expect("graph");
     let out = assert_splits_exact(&g, &[x.shallow_clone()], 0.0);
-    let reference = (x.to_kind(Kind::Float) / 255.0 - Tensor::from_slice(&[0.485f32, 0.456, 0.406]).view([1, 3, 1, 1])) / Tensor::from_slice(&[0.229f32, 0.224, 0.225]).view([1, 3, 1, 1]);
+    let reference = (x.to_kind(Kind::Float) / 255.0 - Tensor::from_slice(&[0.485f32, 0.456, 0.406]).view([1, 3, 1, 1]))
+        / Tensor::from_slice(&[0.229f32, 0.224, 0.225]).view([1, 3, 1, 1]);
     assert!(max_rel(&out, &reference) == 0.0);
     // Server-only: the raw input crosses the link as uint8.
     let run = run_split(&g, &Plan::server_only(&g, 8), &[x]).expect("split");

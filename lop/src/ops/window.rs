@@ -163,7 +163,7 @@ impl Conv {
         if x.shape[1] != cin {
             return Err(format!("input has {} channels, weight {:?} with {} groups expects {cin}", x.shape[1], w, self.groups));
         }
-        if w[0] as usize % self.groups != 0 {
+        if !(w[0] as usize).is_multiple_of(self.groups) {
             return Err(format!("{} output channels are not divisible into {} groups", w[0], self.groups));
         }
         let mut shape = vec![x.shape[0], w[0] as usize];
@@ -176,7 +176,7 @@ impl Conv {
     pub(super) fn infer_conv_transpose(&self, x: &ValueInfo) -> Result<ValueInfo, String> {
         self.check(x)?;
         let w = self.weight.size();
-        if x.shape[1] != w[0] as usize || w[0] as usize % self.groups != 0 {
+        if x.shape[1] != w[0] as usize || !(w[0] as usize).is_multiple_of(self.groups) {
             return Err(format!("input has {} channels, transposed weight {:?} expects {}", x.shape[1], w, w[0]));
         }
         let mut shape = vec![x.shape[0], w[1] as usize * self.groups];
@@ -345,9 +345,9 @@ impl Pool {
     fn pad_cols_exact(&self, x: &Tensor, info: &ValueInfo, out: &[usize], value: f64) -> Result<Tensor, tch::TchError> {
         let nsp = self.nsp();
         let mut pad = vec![0i64; 2 * nsp];
-        for d in 1..nsp {
+        for (d, &n_out) in out.iter().enumerate().skip(1) {
             let len = info.shape[2 + d];
-            let need = (out[d] - 1) * self.strides[d] + self.extent(d);
+            let need = (n_out - 1) * self.strides[d] + self.extent(d);
             let end = need.saturating_sub(len + self.pads_begin[d]);
             let k = nsp - 1 - d;
             pad[2 * k] = self.pads_begin[d] as i64;

@@ -22,9 +22,7 @@ mod resnet;
 mod vgg;
 
 use crate::error::{Error, Result};
-use crate::graph::{DType, Graph};
-use crate::rng::Rng;
-use tch::Tensor;
+use crate::graph::Graph;
 
 /// Builds a model from its name and weight seed; also returns the number of folded BN channels.
 type BuildFn = fn(&str, u64) -> Result<(Graph, usize)>;
@@ -82,38 +80,6 @@ pub fn build(name: &str) -> Result<Graph> {
 /// Number of weight values a graph holds (conv, linear, norm and affine parameters, constants).
 pub fn param_count(graph: &Graph) -> usize {
     graph.nodes.iter().flat_map(|n| n.op.weights()).map(|t| t.numel()).sum()
-}
-
-/// Deterministic pseudo-random inputs for `graph`, one per graph input, on the CPU: uniform
-/// bytes for uint8 inputs (a noise frame), and for f32 inputs a sparse raster (about a quarter
-/// of the cells occupied, values in `[0, 1)`), like a LiDAR grid.
-///
-/// # Errors
-/// When an input has a dtype other than u8 or f32, or libtorch fails to build the tensor.
-pub fn sample_inputs(graph: &Graph, seed: u64) -> Result<Vec<Tensor>> {
-    let mut rng = Rng::new(seed);
-    graph
-        .inputs()
-        .into_iter()
-        .map(|id| {
-            let info = &graph.nodes[id].info;
-            let dims: Vec<i64> = info.shape.iter().map(|&d| d as i64).collect();
-            let n = info.numel();
-            let t = match info.dtype {
-                DType::U8 => Tensor::f_from_slice(&(0..n).map(|_| rng.below(256) as u8).collect::<Vec<u8>>()),
-                DType::F32 => {
-                    Tensor::f_from_slice(&(0..n).map(|_| if rng.below(4) == 0 { rng.unit() as f32 } else { 0.0 }).collect::<Vec<f32>>())
-                }
-                DType::I64 => {
-                    return Err(Error::Input(format!("no sample data for i64 input '{}'", graph.nodes[id].name)));
-                }
-            };
-            t.and_then(|t| t.f_reshape(dims.as_slice())).map_err(|source| Error::TorchContext {
-                context: format!("building a sample for input '{}'", graph.nodes[id].name),
-                source,
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

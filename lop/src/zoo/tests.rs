@@ -6,7 +6,7 @@ use crate::exec::{run_split, run_whole};
 use crate::graph::NodeId;
 use crate::plan::Plan;
 use std::collections::HashSet;
-use tch::Kind;
+use tch::{Kind, Tensor};
 
 /// torchvision's `sum(p.numel() for p in model.parameters())`, from its model documentation.
 fn torchvision_params(name: &str) -> Option<usize> {
@@ -52,7 +52,7 @@ fn check_model(name: &str, out_shape: &[usize]) {
     let out = g.outputs[0];
     let probes: Vec<NodeId> = op_ids.iter().step_by(step).copied().filter(|&i| i != out).collect();
     g.outputs.extend(probes);
-    let inputs = sample_inputs(&g, 7).expect("sample input");
+    let inputs = crate::exec::synthetic_inputs(&g, 7).expect("sample input");
     let t0 = std::time::Instant::now();
     let run = run_whole(&g, &inputs).expect("whole run");
     let elapsed = t0.elapsed();
@@ -114,7 +114,7 @@ fn zoo_weights_are_deterministic() {
 /// Runs `name` split by random plans and compares with the whole run.
 fn check_split(name: &str, seeds: &[u64]) {
     let g = build(name).expect("build");
-    let inputs = sample_inputs(&g, 3).expect("sample input");
+    let inputs = crate::exec::synthetic_inputs(&g, 3).expect("sample input");
     let whole = run_whole(&g, &inputs).expect("whole run");
     for &seed in seeds {
         let plan = Plan::random(&g, 8, seed);

@@ -1,0 +1,142 @@
+//! `lop profile MODEL --role robot|server [--device cpu|cuda] [--dilation K] [--threads N]
+//! [--runs 5] --out PROFILE.json`: measures per-op compute times at several band sizes and
+//! writes a profile for the simulator and planner.
+
+use crate::ModelArgs;
+use anyhow::Context;
+use lop::plan::Side;
+use lop::profile::{DeviceKind, ProfileOptions, profile_graph};
+use std::path::PathBuf;
+
+/// The side a profile stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoleArg {
+    /// The robot (dilation applies here).
+    Robot,
+    /// The edge server.
+    Server,
+}
+
+/// Where to run the kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    /// The CPU.
+    Cpu,
+    /// CUDA device 0.
+    Cuda,
+}
+
+/// Arguments of `lop profile` (`--threads` is the global option).
+#[derive(Debug, clap::Args)]
+pub struct ProfileArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Which side the profile stands for.
+    #[arg(long, value_enum)]
+    pub role: RoleArg,
+    /// Where to run the kernels.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: DeviceArg,
+    /// Multiply every measured time by K (a K-times slower robot; recorded in the profile).
+    #[arg(long, default_value_t = 1.0)]
+    pub dilation: f64,
+    /// Timed runs per band size (the median is kept; at least 5).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Untimed runs before each band size.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Units per op the band sizes are chosen from.
+    #[arg(long, default_value_t = 8)]
+    pub units: usize,
+    /// Where to write the profile (JSON).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Measures the model and writes the profile; prints a one-line summary.
+///
+/// # Errors
+/// Bad options, a missing CUDA device, load or execution failures, an unwritable output.
+pub fn run(args: &ProfileArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(args.runs >= 5, "--runs must be at least 5");
+    anyhow::ensure!(args.dilation.is_finite() && args.dilation > 0.0, "--dilation must be positive");
+    let role = match args.role {
+        RoleArg::Robot => Side::Robot,
+        RoleArg::Server => Side::Server,
+    };
+    if role == Side::Server && args.dilation != 1.0 {
+        eprintln!("warning: --dilation {} on a server profile (dilation stands for a slower robot)", args.dilation);
+    }
+    let device = match args.device {
+        DeviceArg::Cpu => DeviceKind::Cpu,
+        DeviceArg::Cuda => {
+            anyhow::ensure!(tch::Cuda::is_available(), "--device cuda: libtorch sees no CUDA device");
+            DeviceKind::Cuda
+        }
+    };
+    let mut graph = args.model.load()?;
+    graph.to_device(device.device()).context("moving the model to the device")?;
+    let inputs = lop::exec::synthetic_inputs(&graph, 0)?
+        .into_iter()
+        .map(|t| t.f_to_device(device.device()))
+        .collect::<Result<Vec<_>, _>>()
+        .context("moving the inputs to the device")?;
+    let opts = ProfileOptions { role, device, dilation: args.dilation, runs: args.runs, warmup: args.warmup, units: args.units };
+    let started = std::time::Instant::now();
+    eprintln!("profiling {} as {} on {:?} ({} threads)", graph.name, role.name(), device, tch::get_num_threads());
+    let profile = profile_graph(&graph, &inputs, &opts, |i, n, name| {
+        if i < n {
+            eprintln!("[{:>4}/{n}] {name}", i + 1);
+        }
+    })?;
+    profile.save(&args.out)?;
+    let whole: f64 = profile.ops.iter().map(|o| o.fit.time(o.out_rows)).sum();
+    eprintln!("profiled {} ops in {:.1} s", profile.ops.len(), started.elapsed().as_secs_f64());
+    println!(
+        "{} {} ops, whole model {:.3} ms (fitted, dilation {}), written to {}",
+        profile.model,
+        profile.ops.len(),
+        whole * 1e3,
+        profile.dilation,
+        args.out.display()
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(out: PathBuf, runs: usize) -> ProfileArgs {
+        ProfileArgs {
+            model: ModelArgs { model: "zoo:mobilenet_v2".into(), input_shape: None },
+            role: RoleArg::Robot,
+            device: DeviceArg::Cpu,
+            dilation: 2.0,
+            runs,
+            warmup: 1,
+            units: 8,
+            out,
+        }
+    }
+
+    #[test]
+    fn writes_a_profile_that_validates_against_the_model() {
+        let dir = std::env::temp_dir().join(format!("lop-cli-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let out = dir.join("robot.json");
+        assert!(run(&args(out.clone(), 3)).is_err(), "fewer than 5 runs must be refused");
+        assert_eq!(run(&args(out.clone(), 5)).expect("profile"), 0);
+        let p = lop::profile::Profile::load(&out).expect("load");
+        let g = lop::zoo::build("mobilenet_v2").expect("model");
+        p.validate(&g, &g.content_hash().expect("hash")).expect("valid for its model");
+        assert_eq!((p.role, p.dilation, p.device), (Side::Robot, 2.0, DeviceKind::Cpu));
+        assert!(p.ops.iter().all(|o| !o.local || o.samples.len() >= 4.min(o.out_rows)));
+        let other = lop::zoo::build("resnet18").expect("model");
+        let err = p.validate(&other, &other.content_hash().expect("hash")).expect_err("other model");
+        assert!(err.to_string().contains("mobilenet_v2"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,251 @@
+//! Baselines (DESIGN.md section 5), all evaluated by the same [`Simulator`] and scored by the
+//! same [`Objective`] as the planner: robot-only, server-only, the best layer partition
+//! (DSCCS / Neurosurgeon) and the energy-optimal layer partition under a deadline (the SPSO-GA
+//! objective), the last two solved exactly.
+//!
+//! ## The exact layer-partition search
+//!
+//! A layer partition puts every op whole on one side; the robot's set `D` must be down-closed
+//! (it holds the input, so it can only compute ops whose computing predecessors it computes
+//! too), the server computes the rest and returns the outputs. On a DAG with skip connections
+//! the candidates are all down-closed sets (order ideals), not just topological prefixes.
+//!
+//! Under this simulator the cost of `D` does not decompose over edges: uploads overlap the
+//! robot's remaining ops, the server starts as soon as its first inputs land, and the link is a
+//! FIFO queue, so a min-cut formulation (exact for a sum of per-op and per-edge costs) would
+//! optimise a different objective. The search is instead a branch and bound over ideals:
+//! ops are decided in topological order, an op may join `D` only if all its computing inputs are
+//! in `D`, and "server" is always allowed. Every ideal is reached by exactly one path (the
+//! decisions are its indicator vector), every leaf is an ideal, and every ideal is a leaf, so
+//! without pruning the search is exhaustive; the tree has at most `ops x ideals` nodes.
+//! Pruning uses [`Objective::lower_bound`] on `R`, the robot seconds of the ops already put in
+//! `D` that are ancestors of an output: the robot runs its ops one at a time, and an output
+//! cannot be whole before an op it depends on is done, so every completion of the branch has
+//! `makespan >= R` with `R` seconds of robot computing inside `[0, makespan]`. A branch is cut
+//! only when that bound is strictly worse than the best score found, so no optimum is lost. The
+//! result is therefore the exact optimum under the simulator (ties broken by makespan, then by
+//! search order). CNNs have few ideals (a residual block adds a handful, a chain one per op),
+//! so zoo models take at most a few thousand simulations; a budget
+//! ([`SearchOptions::max_evaluations`]) turns a pathological graph into
+//! [`Error::SearchLimit`] instead of a guess.
+
+use crate::error::{Error, Result};
+use crate::graph::NodeId;
+use crate::plan::{NodeSplit, PLAN_VERSION, Plan};
+use crate::rows::effective_units;
+use crate::sim::{Cost, Objective, Simulator};
+
+/// Limits of the exact searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// Units per op in the plans produced.
+    pub units: usize,
+    /// Most simulations one search may run before giving up with [`Error::SearchLimit`].
+    pub max_evaluations: usize,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions { units: 8, max_evaluations: 200_000 }
+    }
+}
+
+/// A plan and what it costs (`None`: infeasible, e.g. it needs a link that is down).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Which baseline.
+    pub name: &'static str,
+    /// The plan.
+    pub plan: Plan,
+    /// Its simulated cost.
+    pub cost: Option<Cost>,
+    /// Simulations run to find it.
+    pub evaluated: usize,
+}
+
+impl Candidate {
+    /// The score under `objective` (infinity when infeasible).
+    pub fn score(&self, objective: &Objective) -> f64 {
+        self.cost.as_ref().map_or(f64::INFINITY, |c| objective.score(c))
+    }
+}
+
+/// The layer partition with the robot computing exactly the ops in `robot` (whole, one kernel
+/// each) and the server the rest.
+pub fn layer_plan(sim: &Simulator<'_>, units: usize, robot: &[bool]) -> Plan {
+    let g = sim.graph();
+    let splits = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(id, n)| {
+            let u = effective_units(n.info.rows(), units);
+            let end = if robot.get(id).copied().unwrap_or(false) { u } else { 0 };
+            NodeSplit { robot_end: end, server_start: end, robot_chunks: 1, server_chunks: 1 }
+        })
+        .collect();
+    Plan { version: PLAN_VERSION, units, splits }
+}
+
+/// Cost of a plan, with "needs a link that is not there" as `None`.
+///
+/// # Errors
+/// Simulation errors other than [`Error::Infeasible`].
+pub fn evaluate(sim: &Simulator<'_>, plan: &Plan) -> Result<Option<Cost>> {
+    match sim.cost(plan) {
+        Ok(c) => Ok(Some(c)),
+        Err(Error::Infeasible(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Everything on the robot.
+///
+/// # Errors
+/// Simulation errors.
+pub fn robot_only(sim: &Simulator<'_>, units: usize) -> Result<Candidate> {
+    let plan = Plan::robot_only(sim.graph(), units);
+    Ok(Candidate { name: "robot-only", cost: evaluate(sim, &plan)?, plan, evaluated: 1 })
+}
+
+/// Everything on the server (input up, outputs down).
+///
+/// # Errors
+/// Simulation errors.
+pub fn server_only(sim: &Simulator<'_>, units: usize) -> Result<Candidate> {
+    let plan = Plan::server_only(sim.graph(), units);
+    Ok(Candidate { name: "server-only", cost: evaluate(sim, &plan)?, plan, evaluated: 1 })
+}
+
+struct Search<'a, 'g> {
+    sim: &'a Simulator<'g>,
+    objective: Objective,
+    opts: SearchOptions,
+    /// Computing nodes in topological order.
+    ops: Vec<NodeId>,
+    /// Per op: robot seconds of the whole op (0 when it is not an ancestor of an output).
+    bound_s: Vec<f64>,
+    in_d: Vec<bool>,
+    plan: Plan,
+    best: Option<(Cost, Plan)>,
+    evaluated: usize,
+}
+
+impl Search<'_, '_> {
+    fn set(&mut self, id: NodeId, robot: bool) {
+        let u = effective_units(self.sim.graph().nodes[id].info.rows(), self.opts.units);
+        let end = if robot { u } else { 0 };
+        self.plan.splits[id].robot_end = end;
+        self.plan.splits[id].server_start = end;
+        self.in_d[id] = robot;
+    }
+
+    fn leaf(&mut self) -> Result<()> {
+        if self.evaluated >= self.opts.max_evaluations {
+            return Err(Error::SearchLimit { evaluated: self.evaluated, limit: self.opts.max_evaluations });
+        }
+        self.evaluated += 1;
+        let Some(cost) = evaluate(self.sim, &self.plan)? else { return Ok(()) };
+        let improves = match &self.best {
+            None => self.objective.score(&cost).is_finite(),
+            Some((b, _)) => self.objective.better(&cost, b),
+        };
+        if improves {
+            self.best = Some((cost, self.plan.clone()));
+        }
+        Ok(())
+    }
+
+    fn visit(&mut self, i: usize, robot_s: f64) -> Result<()> {
+        if let Some((b, _)) = &self.best {
+            if self.objective.lower_bound(robot_s, &self.sim.config().power) > self.objective.score(b) {
+                return Ok(());
+            }
+        } else if self.objective.lower_bound(robot_s, &self.sim.config().power).is_infinite() {
+            return Ok(());
+        }
+        let Some(&id) = self.ops.get(i) else { return self.leaf() };
+        let g = self.sim.graph();
+        let can_robot = g.nodes[id].inputs.iter().all(|&p| !g.is_op(p) || self.in_d[p]);
+        if can_robot {
+            self.set(id, true);
+            self.visit(i + 1, robot_s + self.bound_s[i])?;
+        }
+        self.set(id, false);
+        self.visit(i + 1, robot_s)
+    }
+}
+
+/// The exact best layer partition of the DAG under `objective` (see the module docs for why
+/// it is exact). Returns `cost: None` when no layer partition is feasible (e.g. every one
+/// misses the deadline).
+///
+/// # Errors
+/// [`Error::SearchLimit`] when the budget runs out; simulation errors.
+pub fn best_layer_partition(sim: &Simulator<'_>, objective: Objective, opts: &SearchOptions) -> Result<Candidate> {
+    let g = sim.graph();
+    let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+    let bound_s = ops
+        .iter()
+        .map(|&id| if sim.is_live(id) { sim.op_time(crate::plan::Side::Robot, id, g.nodes[id].info.rows()) } else { 0.0 })
+        .collect();
+    let mut s = Search {
+        sim,
+        objective,
+        opts: *opts,
+        ops,
+        bound_s,
+        in_d: vec![false; g.nodes.len()],
+        plan: layer_plan(sim, opts.units, &[]),
+        best: None,
+        evaluated: 0,
+    };
+    s.visit(0, 0.0)?;
+    let name = match objective {
+        Objective::EnergyUnderDeadline { .. } => "layer-partition-energy-deadline",
+        _ => "layer-partition",
+    };
+    let evaluated = s.evaluated;
+    Ok(match s.best {
+        Some((cost, plan)) => Candidate { name, plan, cost: Some(cost), evaluated },
+        None => Candidate { name, plan: layer_plan(sim, opts.units, &[]), cost: None, evaluated },
+    })
+}
+
+/// The energy-optimal layer partition whose makespan meets `deadline_s` (exact).
+///
+/// # Errors
+/// As [`best_layer_partition`].
+pub fn energy_layer_partition(sim: &Simulator<'_>, deadline_s: f64, opts: &SearchOptions) -> Result<Candidate> {
+    best_layer_partition(sim, Objective::EnergyUnderDeadline { deadline_s }, opts)
+}
+
+/// Every baseline: robot-only, server-only, the best layer partition for latency, and, when
+/// `objective` is not latency, the best layer partition under `objective` too (for
+/// [`Objective::EnergyUnderDeadline`], the SPSO-GA baseline). The best of them under
+/// `objective` ([`best`]) seeds and bounds the planner.
+///
+/// # Errors
+/// As [`best_layer_partition`].
+pub fn all(sim: &Simulator<'_>, objective: Objective, opts: &SearchOptions) -> Result<Vec<Candidate>> {
+    let mut out = vec![robot_only(sim, opts.units)?, server_only(sim, opts.units)?, best_layer_partition(sim, Objective::Latency, opts)?];
+    if objective != Objective::Latency {
+        out.push(best_layer_partition(sim, objective, opts)?);
+    }
+    Ok(out)
+}
+
+/// The best candidate under `objective` (the first on ties), if any is feasible.
+pub fn best<'c>(candidates: &'c [Candidate], objective: &Objective) -> Option<&'c Candidate> {
+    candidates.iter().filter(|c| c.score(objective).is_finite()).fold(None, |acc: Option<&Candidate>, c| match (acc, &c.cost) {
+        (Some(a), Some(cc)) => match &a.cost {
+            Some(ac) if objective.better(cc, ac) => Some(c),
+            _ => Some(a),
+        },
+        (None, _) => Some(c),
+        (a, None) => a,
+    })
+}
+
+#[cfg(test)]
+mod tests;

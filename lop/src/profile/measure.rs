@@ -1,0 +1,195 @@
+//! Measuring a profile: every value of the graph is computed once (a whole run that keeps all
+//! values), then each op's [`crate::Op::compute`] is timed on bands of several sizes read from
+//! those values, so profiling a model costs a few whole runs.
+
+use super::{DeviceKind, Fit, Hardware, OpProfile, PROFILE_VERSION, Profile, Sample};
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::ops::{BandIn, Op};
+use crate::plan::Side;
+use crate::rows::{effective_units, unit_rows};
+use std::time::Instant;
+use tch::Tensor;
+
+/// What to measure and how.
+#[derive(Debug, Clone)]
+pub struct ProfileOptions {
+    /// The side the profile stands for.
+    pub role: Side,
+    /// Where to run (the graph and inputs are moved there).
+    pub device: DeviceKind,
+    /// Every measured time is multiplied by this (a K-times slower robot); 1 for none.
+    pub dilation: f64,
+    /// Timed runs per band size (the median is kept); at least 5.
+    pub runs: usize,
+    /// Untimed runs before timing each band size.
+    pub warmup: usize,
+    /// Units per op; band sizes are 1 unit, U/4, U/2, 3U/4 and U units, de-duplicated.
+    pub units: usize,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        ProfileOptions { role: Side::Robot, device: DeviceKind::Cpu, dilation: 1.0, runs: 5, warmup: 1, units: 8 }
+    }
+}
+
+/// Band sizes (output rows, ascending, distinct) measured for an op with `total` rows.
+pub fn band_sizes(total: usize, units: usize, local: bool) -> Vec<usize> {
+    if !local {
+        return vec![total];
+    }
+    let u = effective_units(total, units);
+    let mut out: Vec<usize> =
+        [1, u / 4, u / 2, 3 * u / 4, u].into_iter().filter(|&k| k >= 1).map(|k| unit_rows(total, u, 0..k).len()).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn sync(device: DeviceKind) {
+    if device == DeviceKind::Cuda {
+        tch::Cuda::synchronize(0);
+    }
+}
+
+/// Computes every value of `graph` whole and keeps them all (inputs from `inputs`).
+fn all_values(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    crate::exec::check_inputs(graph, inputs)?;
+    let mut values: Vec<Tensor> = Vec::with_capacity(graph.nodes.len());
+    let mut next_input = inputs.iter();
+    for node in &graph.nodes {
+        let t = match &node.op {
+            Op::Input => next_input.next().map(|t| t.shallow_clone()).ok_or_else(|| Error::Input("too few inputs".into()))?,
+            op => {
+                let bands: Vec<BandIn<'_>> =
+                    node.inputs.iter().map(|&i| BandIn { tensor: &values[i], start: 0, info: &graph.nodes[i].info }).collect();
+                op.compute(&bands, &node.info, &(0..node.info.rows())).map_err(|source| Error::Torch {
+                    node: node.name.clone(),
+                    op: op.kind_name(),
+                    source,
+                })?
+            }
+        };
+        values.push(t);
+    }
+    Ok(values)
+}
+
+/// Measures `graph` (already on `opts.device`) on `inputs` (on the same device).
+/// `progress(done, total, node_name)` is called before each op.
+///
+/// # Errors
+/// [`Error::Input`] for bad options or inputs; libtorch errors naming the node.
+pub fn profile_graph(
+    graph: &Graph,
+    inputs: &[Tensor],
+    opts: &ProfileOptions,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<Profile> {
+    if opts.runs < 5 {
+        return Err(Error::Input(format!("at least 5 timed runs per band size are needed, got {}", opts.runs)));
+    }
+    if !opts.dilation.is_finite() || opts.dilation <= 0.0 {
+        return Err(Error::Input(format!("dilation must be positive, got {}", opts.dilation)));
+    }
+    if opts.units == 0 {
+        return Err(Error::Input("units must be >= 1".into()));
+    }
+    let _guard = tch::no_grad_guard();
+    let model_hash = graph.content_hash()?;
+    let values = all_values(graph, inputs)?;
+    let ids: Vec<usize> = (0..graph.nodes.len()).filter(|&id| graph.is_op(id)).collect();
+    let mut ops = Vec::with_capacity(ids.len());
+    for (i, &id) in ids.iter().enumerate() {
+        let node = &graph.nodes[id];
+        progress(i, ids.len(), &node.name);
+        let local = graph.locality(id).is_local();
+        let bands: Vec<BandIn<'_>> =
+            node.inputs.iter().map(|&j| BandIn { tensor: &values[j], start: 0, info: &graph.nodes[j].info }).collect();
+        let mut samples = Vec::new();
+        for rows in band_sizes(node.info.rows(), opts.units, local) {
+            let range = 0..rows;
+            let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
+            for _ in 0..opts.warmup {
+                drop(node.op.compute(&bands, &node.info, &range).map_err(torch)?);
+            }
+            sync(opts.device);
+            let mut times = Vec::with_capacity(opts.runs);
+            for _ in 0..opts.runs {
+                let t = Instant::now();
+                let out = node.op.compute(&bands, &node.info, &range).map_err(torch)?;
+                sync(opts.device);
+                times.push(t.elapsed().as_secs_f64());
+                drop(out);
+            }
+            let raw = median(times);
+            samples.push(Sample { rows, median_s: raw * opts.dilation, raw_median_s: raw, runs: opts.runs });
+        }
+        let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.rows as f64, s.median_s)).collect();
+        ops.push(OpProfile {
+            id,
+            name: node.name.clone(),
+            kind: node.op.kind_name().to_string(),
+            out_rows: node.info.rows(),
+            out_bytes_per_row: node.info.bytes_of_rows(1),
+            local,
+            samples,
+            fit: Fit::from_points(&points),
+        });
+    }
+    progress(ids.len(), ids.len(), "");
+    Ok(Profile {
+        version: PROFILE_VERSION,
+        model: graph.name.clone(),
+        model_hash,
+        role: opts.role,
+        device: opts.device,
+        dilation: opts.dilation,
+        threads: usize::try_from(tch::get_num_threads()).unwrap_or(0),
+        units: opts.units,
+        hardware: hardware(),
+        ops,
+    })
+}
+
+/// The machine this process runs on: CPU model, cores, libtorch version, CUDA devices.
+pub fn hardware() -> Hardware {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("Hardware"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    Hardware { cpu_model, cores, libtorch: libtorch_version(), cuda_devices: tch::Cuda::device_count() }
+}
+
+/// The libtorch version, from `$LIBTORCH/build-version` or the `version.py` of the torch
+/// package whose `lib` directory is on `LD_LIBRARY_PATH`.
+fn libtorch_version() -> Option<String> {
+    if let Ok(dir) = std::env::var("LIBTORCH")
+        && let Ok(v) = std::fs::read_to_string(std::path::Path::new(&dir).join("build-version"))
+    {
+        return Some(v.trim().to_string());
+    }
+    let paths = std::env::var("LD_LIBRARY_PATH").ok()?;
+    paths.split(':').filter(|p| p.ends_with("torch/lib")).find_map(|p| {
+        let py = std::path::Path::new(p).parent()?.join("version.py");
+        let text = std::fs::read_to_string(py).ok()?;
+        let line = text.lines().find(|l| l.starts_with("__version__"))?;
+        Some(line.split_once('=')?.1.trim().trim_matches(|c| c == '\'' || c == '"').to_string())
+    })
+}

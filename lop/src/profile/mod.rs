@@ -1,0 +1,319 @@
+//! Compute-time profiles (DESIGN.md section 5): per op and side, the measured time of row bands
+//! of several sizes and a fitted time-vs-rows model, plus what the measurement ran on.
+//!
+//! A [`Profile`] is measured by [`measure::profile_graph`] (the `lop profile` command), saved as
+//! JSON, and checked against the model it is applied to by [`Profile::validate`]. The simulator
+//! reads compute times only through [`Fit::time`].
+
+pub mod measure;
+
+pub use measure::{ProfileOptions, hardware, profile_graph};
+
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId};
+use crate::plan::Side;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Current profile format version.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// Where the kernels ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// The CPU.
+    Cpu,
+    /// CUDA device 0.
+    Cuda,
+}
+
+impl DeviceKind {
+    /// The libtorch device.
+    pub fn device(self) -> tch::Device {
+        match self {
+            DeviceKind::Cpu => tch::Device::Cpu,
+            DeviceKind::Cuda => tch::Device::Cuda(0),
+        }
+    }
+}
+
+/// The machine a profile was measured on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Hardware {
+    /// CPU model name (from `/proc/cpuinfo`), or `unknown`.
+    pub cpu_model: String,
+    /// Logical cores available to the process.
+    pub cores: usize,
+    /// libtorch version, when it could be found.
+    pub libtorch: Option<String>,
+    /// CUDA devices visible to libtorch.
+    pub cuda_devices: i64,
+}
+
+/// One measurement: the median time of a band of `rows` output rows.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Sample {
+    /// Output rows computed.
+    pub rows: usize,
+    /// Median seconds, multiplied by the profile's dilation (what the simulator uses).
+    pub median_s: f64,
+    /// Median seconds as measured, before dilation.
+    pub raw_median_s: f64,
+    /// Timed runs the median is over.
+    pub runs: usize,
+}
+
+/// Least-squares time model `time(rows) = a + b * rows`, clamped so that neither coefficient is
+/// negative.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Fit {
+    /// Fixed seconds per kernel call (launch, framework overhead).
+    pub a_s: f64,
+    /// Seconds per output row.
+    pub b_s_per_row: f64,
+    /// Root-mean-square residual of the fit over the samples, seconds.
+    pub residual_s: f64,
+}
+
+impl Fit {
+    /// A fit with the given coefficients and no residual.
+    pub fn new(a_s: f64, b_s_per_row: f64) -> Fit {
+        Fit { a_s, b_s_per_row, residual_s: 0.0 }
+    }
+
+    /// Fits `(rows, seconds)` points by least squares. With one distinct row count (or none)
+    /// the model is a constant. A negative slope is clamped to 0 (constant = mean); a negative
+    /// intercept to 0 (slope refitted through the origin).
+    pub fn from_points(points: &[(f64, f64)]) -> Fit {
+        let n = points.len() as f64;
+        if points.is_empty() {
+            return Fit::new(0.0, 0.0);
+        }
+        let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+        let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        let (mut a, mut b) = if sxx > 0.0 { (my - sxy / sxx * mx, sxy / sxx) } else { (my, 0.0) };
+        if b < 0.0 {
+            (a, b) = (my, 0.0);
+        }
+        if a < 0.0 {
+            let sx2: f64 = points.iter().map(|p| p.0 * p.0).sum();
+            let sx1y: f64 = points.iter().map(|p| p.0 * p.1).sum();
+            (a, b) = (0.0, if sx2 > 0.0 { (sx1y / sx2).max(0.0) } else { 0.0 });
+        }
+        let a = a.max(0.0);
+        let ss: f64 = points.iter().map(|p| (a + b * p.0 - p.1).powi(2)).sum();
+        Fit { a_s: a, b_s_per_row: b, residual_s: (ss / n).sqrt() }
+    }
+
+    /// Predicted seconds for a band of `rows` rows (never negative).
+    #[inline]
+    pub fn time(&self, rows: usize) -> f64 {
+        (self.a_s + self.b_s_per_row * rows as f64).max(0.0)
+    }
+
+    fn check(&self, node: &str) -> Result<()> {
+        for (what, v) in [("intercept", self.a_s), ("slope", self.b_s_per_row), ("residual", self.residual_s)] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(Error::ProfileInvalid { node: node.to_string(), msg: format!("fit {what} is {v}") });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The timings of one op.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OpProfile {
+    /// Node id in the graph.
+    pub id: NodeId,
+    /// Node name.
+    pub name: String,
+    /// Op kind.
+    pub kind: String,
+    /// Output rows of the whole op.
+    pub out_rows: usize,
+    /// Output bytes per row (link-independent; what a band of this op costs to send).
+    pub out_bytes_per_row: usize,
+    /// Whether the op can be cut into bands (global ops are measured whole only).
+    pub local: bool,
+    /// Measurements at several band sizes, ascending rows.
+    pub samples: Vec<Sample>,
+    /// The fitted model.
+    pub fit: Fit,
+}
+
+/// Compute-time profile of one model on one side.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Profile {
+    /// Format version.
+    pub version: u32,
+    /// Model name.
+    pub model: String,
+    /// [`Graph::content_hash`] of the model.
+    pub model_hash: String,
+    /// Which side this profile stands for.
+    pub role: Side,
+    /// Where the kernels ran.
+    pub device: DeviceKind,
+    /// Factor every measured time was multiplied by (DESIGN.md section 9: a K-times slower
+    /// robot emulated on a faster machine); 1 for a real measurement.
+    pub dilation: f64,
+    /// libtorch intra-op threads during the measurement.
+    pub threads: usize,
+    /// Units per op the band sizes were chosen from.
+    pub units: usize,
+    /// The machine.
+    pub hardware: Hardware,
+    /// Per op (every computing node), ascending id.
+    pub ops: Vec<OpProfile>,
+}
+
+impl Profile {
+    /// A profile with given fits instead of measurements (tests, what-if studies): `fit(id)` is
+    /// called for every computing node. Hardware is recorded as `synthetic`.
+    ///
+    /// # Errors
+    /// When the graph's content hash cannot be computed.
+    pub fn synthetic(graph: &Graph, role: Side, mut fit: impl FnMut(NodeId) -> Fit) -> Result<Profile> {
+        let ops = (0..graph.nodes.len())
+            .filter(|&id| graph.is_op(id))
+            .map(|id| {
+                let n = &graph.nodes[id];
+                OpProfile {
+                    id,
+                    name: n.name.clone(),
+                    kind: n.op.kind_name().to_string(),
+                    out_rows: n.info.rows(),
+                    out_bytes_per_row: n.info.bytes_of_rows(1),
+                    local: graph.locality(id).is_local(),
+                    samples: vec![],
+                    fit: fit(id),
+                }
+            })
+            .collect();
+        Ok(Profile {
+            version: PROFILE_VERSION,
+            model: graph.name.clone(),
+            model_hash: graph.content_hash()?,
+            role,
+            device: DeviceKind::Cpu,
+            dilation: 1.0,
+            threads: 1,
+            units: 8,
+            hardware: Hardware { cpu_model: "synthetic".into(), cores: 0, libtorch: None, cuda_devices: 0 },
+            ops,
+        })
+    }
+
+    /// Checks the profile's own contents: version, dilation, and every sample and fit finite
+    /// and non-negative.
+    ///
+    /// # Errors
+    /// [`Error::ProfileInvalid`] naming the first bad entry.
+    pub fn check(&self) -> Result<()> {
+        let bad = |node: &str, msg: String| Err(Error::ProfileInvalid { node: node.to_string(), msg });
+        if self.version != PROFILE_VERSION {
+            return bad("version", format!("profile version {} (this build reads {PROFILE_VERSION})", self.version));
+        }
+        if !self.dilation.is_finite() || self.dilation <= 0.0 {
+            return bad("dilation", format!("dilation {} must be positive", self.dilation));
+        }
+        for op in &self.ops {
+            op.fit.check(&op.name)?;
+            for s in &op.samples {
+                if !s.median_s.is_finite() || s.median_s < 0.0 || !s.raw_median_s.is_finite() || s.raw_median_s < 0.0 {
+                    return bad(&op.name, format!("time {} s at {} rows", s.median_s, s.rows));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the profile fits `graph` (whose [`Graph::content_hash`] is `graph_hash`):
+    /// same model, an entry for every computing node (matched by id and name), sane timings.
+    ///
+    /// # Errors
+    /// [`Error::ProfileModel`], [`Error::ProfileMissingOp`] or [`Error::ProfileInvalid`].
+    pub fn validate(&self, graph: &Graph, graph_hash: &str) -> Result<()> {
+        if self.model_hash != graph_hash {
+            return Err(Error::ProfileModel {
+                profile_model: self.model.clone(),
+                expected: graph_hash.to_string(),
+                found: self.model_hash.clone(),
+            });
+        }
+        self.check()?;
+        self.fits(graph).map(|_| ())
+    }
+
+    /// The fit of every node, indexed by id (zero for inputs and constants).
+    ///
+    /// # Errors
+    /// [`Error::ProfileMissingOp`] when a computing node has no entry (or one under another
+    /// name); [`Error::ProfileInvalid`] for a bad fit.
+    pub fn fits(&self, graph: &Graph) -> Result<Vec<Fit>> {
+        let mut out: Vec<Option<Fit>> = vec![None; graph.nodes.len()];
+        for op in &self.ops {
+            if let Some(slot) = out.get_mut(op.id)
+                && graph.nodes[op.id].name == op.name
+            {
+                op.fit.check(&op.name)?;
+                *slot = Some(op.fit);
+            }
+        }
+        (0..graph.nodes.len())
+            .map(|id| match out[id] {
+                Some(f) => Ok(f),
+                None if !graph.is_op(id) => Ok(Fit::new(0.0, 0.0)),
+                None => Err(Error::ProfileMissingOp { node: graph.nodes[id].name.clone(), id }),
+            })
+            .collect()
+    }
+
+    /// Content hash (sha256, hex) of the profile: the key a schedule table records. Computed
+    /// over the JSON form with every float printed to 9 significant digits, so that a profile
+    /// and its saved-and-loaded copy (JSON float parsing may move the last bit) hash alike.
+    pub fn hash(&self) -> String {
+        fn canon(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Number(n) if n.is_f64() => {
+                    let f = n.as_f64().unwrap_or(f64::NAN);
+                    *v = serde_json::Value::String(format!("{f:.8e}"));
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(canon),
+                serde_json::Value::Object(o) => o.values_mut().for_each(canon),
+                _ => {}
+            }
+        }
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        canon(&mut v);
+        hex::encode(Sha256::digest(v.to_string().as_bytes()))
+    }
+
+    /// Writes the profile as pretty JSON.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be written.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Input(format!("serialising profile: {e}")))?;
+        std::fs::write(path, json).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    }
+
+    /// Reads a profile and checks its own contents ([`Profile::check`]); check it against the
+    /// model with [`Profile::validate`].
+    ///
+    /// # Errors
+    /// [`Error::Io`], [`Error::Malformed`] for bad JSON, or [`Profile::check`]'s errors.
+    pub fn load(path: &Path) -> Result<Profile> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        let p: Profile = serde_json::from_str(&text).map_err(|e| Error::Malformed(format!("profile {}: {e}", path.display())))?;
+        p.check()?;
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+use super::measure::band_sizes;
+use super::*;
+use crate::graph::{DType, GraphBuilder};
+use crate::ops::{Op, Pool, UnaryOp};
+
+fn small_graph(name: &str) -> Graph {
+    let mut b = GraphBuilder::new(name);
+    let x = b.input("x", vec![1, 3, 32, 32], DType::U8);
+    let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.5; 3], std: vec![0.25; 3] }, &[x]).expect("norm");
+    let pool = Pool {
+        kernel: vec![3, 3],
+        strides: vec![1, 1],
+        pads_begin: vec![1, 1],
+        pads_end: vec![1, 1],
+        dilations: vec![1, 1],
+        ceil_mode: false,
+        count_include_pad: false,
+    };
+    let p = b.add("pool", Op::MaxPool(pool), &[n]).expect("pool");
+    let r = b.add("relu", Op::Unary(UnaryOp::Relu), &[p]).expect("relu");
+    let m = b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[r]).expect("gap");
+    b.output(m);
+    b.build().expect("graph")
+}
+
+#[test]
+fn fit_recovers_a_line_and_clamps_negative_coefficients() {
+    let f = Fit::from_points(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0), (8.0, 17.0)]);
+    assert!((f.a_s - 1.0).abs() < 1e-12 && (f.b_s_per_row - 2.0).abs() < 1e-12 && f.residual_s < 1e-12);
+    assert_eq!(f.time(10), 21.0);
+    // Falling times: slope clamped to 0, constant = mean.
+    let f = Fit::from_points(&[(1.0, 4.0), (2.0, 2.0)]);
+    assert_eq!((f.a_s, f.b_s_per_row), (3.0, 0.0));
+    assert!((f.residual_s - 1.0).abs() < 1e-12);
+    // Negative intercept: refitted through the origin.
+    let f = Fit::from_points(&[(1.0, 0.0), (2.0, 2.0), (3.0, 4.0)]);
+    assert_eq!(f.a_s, 0.0);
+    assert!(f.b_s_per_row > 0.0 && f.time(0) == 0.0);
+    // One band size: a constant.
+    assert_eq!(Fit::from_points(&[(7.0, 0.5), (7.0, 0.7)]).b_s_per_row, 0.0);
+}
+
+#[test]
+fn band_sizes_are_distinct_and_at_least_four_where_rows_allow() {
+    assert_eq!(band_sizes(56, 8, true), vec![7, 14, 28, 42, 56]);
+    assert_eq!(band_sizes(7, 8, true), vec![1, 3, 5, 7]);
+    assert_eq!(band_sizes(2, 8, true), vec![1, 2]);
+    assert_eq!(band_sizes(224, 8, false), vec![224]);
+}
+
+#[test]
+fn measured_profile_round_trips_and_validates() {
+    let g = small_graph("small");
+    let inputs = crate::exec::synthetic_inputs(&g, 0).expect("inputs");
+    let opts = ProfileOptions { dilation: 3.0, ..ProfileOptions::default() };
+    let mut calls = 0;
+    let p = profile_graph(&g, &inputs, &opts, |_, _, _| calls += 1).expect("profile");
+    assert_eq!(calls, 5);
+    assert_eq!(p.ops.len(), 4);
+    assert_eq!(p.role, Side::Robot);
+    assert_eq!(p.dilation, 3.0);
+    for op in &p.ops {
+        assert!(op.samples.iter().all(|s| s.runs == 5 && (s.median_s - 3.0 * s.raw_median_s).abs() <= 1e-15));
+        assert!(op.fit.a_s >= 0.0 && op.fit.b_s_per_row >= 0.0);
+        let want = if op.local { 5 } else { 1 };
+        assert_eq!(op.samples.len(), want, "{}", op.name);
+    }
+    let hash = g.content_hash().expect("hash");
+    p.validate(&g, &hash).expect("valid");
+    let dir = std::env::temp_dir().join(format!("lop-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("p.json");
+    p.save(&path).expect("save");
+    let q = Profile::load(&path).expect("load");
+    // JSON float parsing may move the last bit; everything else is identical.
+    assert_eq!((&p.model_hash, p.ops.len(), &p.hardware), (&q.model_hash, q.ops.len(), &q.hardware));
+    for (a, b) in p.ops.iter().zip(&q.ops) {
+        assert_eq!((a.id, &a.name, a.samples.len()), (b.id, &b.name, b.samples.len()));
+        assert!((a.fit.a_s - b.fit.a_s).abs() <= 1e-15 * a.fit.a_s.abs().max(1e-300) * 4.0 + 1e-300);
+    }
+    assert_eq!(p.hash(), q.hash());
+    let mut r = q.clone();
+    r.ops[0].fit.a_s += 1e-3;
+    assert_ne!(r.hash(), q.hash());
+    // Corrupt a timing on disk: a negative median is a typed error on load.
+    let text = std::fs::read_to_string(&path).expect("read");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    v["ops"][1]["samples"][0]["median_s"] = serde_json::json!(-0.5);
+    std::fs::write(&path, v.to_string()).expect("write");
+    assert!(matches!(Profile::load(&path), Err(Error::ProfileInvalid { node, .. }) if node == "pool"));
+    v["ops"][1]["samples"][0]["median_s"] = serde_json::Value::Null;
+    std::fs::write(&path, v.to_string()).expect("write");
+    assert!(matches!(Profile::load(&path), Err(Error::Malformed(_))));
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(matches!(profile_graph(&g, &inputs, &ProfileOptions { runs: 3, ..opts }, |_, _, _| {}), Err(Error::Input(_))));
+}
+
+#[test]
+fn validation_rejects_other_models_missing_ops_and_bad_timings() {
+    let g = small_graph("small");
+    let hash = g.content_hash().expect("hash");
+    let p = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 1e-4)).expect("profile");
+    p.validate(&g, &hash).expect("valid");
+    // Another model: a different structure hashes differently.
+    let mut b = GraphBuilder::new("other");
+    let x = b.input("x", vec![1, 3, 16, 16], DType::U8);
+    let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.5; 3], std: vec![0.25; 3] }, &[x]).expect("norm");
+    b.output(n);
+    let other = b.build().expect("graph");
+    let other_hash = other.content_hash().expect("hash");
+    assert_ne!(hash, other_hash);
+    assert!(matches!(p.validate(&other, &other_hash), Err(Error::ProfileModel { .. })));
+    let mut missing = p.clone();
+    missing.ops.retain(|o| o.name != "relu");
+    assert!(matches!(missing.validate(&g, &hash), Err(Error::ProfileMissingOp { node, id: 3 }) if node == "relu"));
+    let mut renamed = p.clone();
+    renamed.ops[0].name = "not-norm".into();
+    assert!(matches!(renamed.validate(&g, &hash), Err(Error::ProfileMissingOp { .. })));
+    let mut nan = p.clone();
+    nan.ops[2].fit.b_s_per_row = f64::NAN;
+    assert!(matches!(nan.validate(&g, &hash), Err(Error::ProfileInvalid { .. })));
+    let mut neg = p.clone();
+    neg.ops[0].fit.a_s = -1.0;
+    assert!(matches!(neg.check(), Err(Error::ProfileInvalid { .. })));
+    let mut dil = p;
+    dil.dilation = 0.0;
+    assert!(matches!(dil.check(), Err(Error::ProfileInvalid { node, .. }) if node == "dilation"));
+}

@@ -1,0 +1,184 @@
+//! The event loop: two in-order compute resources and two FIFO links.
+
+use super::derive::Tasks;
+use super::{Simulator, side_ix};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// A simulated plan: the task graph with every start and end filled in.
+#[derive(Debug)]
+pub(super) struct Run {
+    pub t: Tasks,
+    pub makespan: f64,
+    /// Whether every chunk ran (false only for an inconsistent task graph).
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ComputeDone(u32),
+    LinkDone(usize),
+    Arrive(u32),
+}
+
+/// An event; the heap pops the earliest (ties: the first pushed).
+#[derive(Debug)]
+struct Event {
+    time: f64,
+    seq: u64,
+    kind: Kind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.time.total_cmp(&self.time).then(o.seq.cmp(&self.seq))
+    }
+}
+
+/// A transfer waiting for its link, ordered by readiness then creation.
+#[derive(Debug, PartialEq)]
+struct Waiting {
+    ready: f64,
+    id: u32,
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.ready.total_cmp(&self.ready).then(o.id.cmp(&self.id))
+    }
+}
+
+struct State<'a> {
+    t: &'a mut Tasks,
+    events: BinaryHeap<Event>,
+    seq: u64,
+    /// Per side: next position in its sequence, and whether a chunk is running.
+    next: [usize; 2],
+    busy: [bool; 2],
+    /// Per link (0 up, 1 down): queue and whether it is sending.
+    queue: [BinaryHeap<Waiting>; 2],
+    link_busy: [bool; 2],
+    overhead: f64,
+    bandwidth: f64,
+    latency: f64,
+}
+
+impl State<'_> {
+    fn push(&mut self, time: f64, kind: Kind) {
+        self.seq += 1;
+        self.events.push(Event { time, seq: self.seq, kind });
+    }
+
+    fn try_compute(&mut self, s: usize, now: f64) {
+        if self.busy[s] {
+            return;
+        }
+        let Some(&ti) = self.t.seq[s].get(self.next[s]) else { return };
+        let task = &mut self.t.tasks[ti as usize];
+        if task.pending > 0 {
+            return;
+        }
+        task.start = now;
+        task.end = now + task.dur;
+        let end = task.end;
+        self.busy[s] = true;
+        self.push(end, Kind::ComputeDone(ti));
+    }
+
+    fn try_link(&mut self, l: usize, now: f64) {
+        if self.link_busy[l] {
+            return;
+        }
+        let Some(w) = self.queue[l].pop() else { return };
+        let tr = &mut self.t.transfers[w.id as usize];
+        tr.start = now;
+        tr.end = now + self.overhead + tr.bytes as f64 / self.bandwidth;
+        tr.arrive = tr.end + self.latency;
+        let (end, arrive) = (tr.end, tr.arrive);
+        self.link_busy[l] = true;
+        self.push(end, Kind::LinkDone(l));
+        self.push(arrive, Kind::Arrive(w.id));
+    }
+
+    fn enqueue(&mut self, id: u32, ready: f64) {
+        let l = if self.t.transfers[id as usize].up { 0 } else { 1 };
+        self.queue[l].push(Waiting { ready, id });
+        self.try_link(l, ready);
+    }
+}
+
+/// Runs the event loop over `t` and fills in every start, end and arrival.
+pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
+    let link = sim.config.link;
+    let mut st = State {
+        t: &mut t,
+        events: BinaryHeap::new(),
+        seq: 0,
+        next: [0, 0],
+        busy: [false, false],
+        queue: [BinaryHeap::new(), BinaryHeap::new()],
+        link_busy: [false, false],
+        overhead: link.overhead_s,
+        bandwidth: link.bandwidth,
+        latency: link.latency_s,
+    };
+    for id in 0..st.t.transfers.len() {
+        if st.t.transfers[id].producer.is_none() {
+            st.enqueue(id as u32, 0.0);
+        }
+    }
+    st.try_compute(0, 0.0);
+    st.try_compute(1, 0.0);
+    while let Some(ev) = st.events.pop() {
+        let now = ev.time;
+        match ev.kind {
+            Kind::ComputeDone(ti) => {
+                let s = side_ix(st.t.tasks[ti as usize].side);
+                st.busy[s] = false;
+                st.next[s] += 1;
+                for k in 0..st.t.tasks[ti as usize].enables.len() {
+                    let id = st.t.tasks[ti as usize].enables[k];
+                    st.enqueue(id, now);
+                }
+                st.try_compute(s, now);
+            }
+            Kind::LinkDone(l) => {
+                st.link_busy[l] = false;
+                st.try_link(l, now);
+            }
+            Kind::Arrive(id) => {
+                for k in 0..st.t.transfers[id as usize].waiters.len() {
+                    let w = st.t.transfers[id as usize].waiters[k] as usize;
+                    st.t.tasks[w].pending -= 1;
+                    let s = side_ix(st.t.tasks[w].side);
+                    st.try_compute(s, now);
+                }
+            }
+        }
+    }
+    let complete = st.next[0] == st.t.seq[0].len() && st.next[1] == st.t.seq[1].len();
+    let mut makespan = 0.0f64;
+    for &ti in &t.final_tasks {
+        makespan = makespan.max(t.tasks[ti as usize].end);
+    }
+    for &tr in &t.final_transfers {
+        makespan = makespan.max(t.transfers[tr as usize].arrive);
+    }
+    Run { t, makespan, complete }
+}

@@ -1,0 +1,265 @@
+//! The event-driven simulator (DESIGN.md section 5): what a plan costs under given profiles, a
+//! link and a power model, without running it.
+//!
+//! Tasks are derived from the plan exactly as [`crate::exec::run_split`] exchanges rows: per op
+//! and side, its chunks (compute time from the side's [`crate::profile::Fit`] at the chunk's row
+//! count); per edge `u -> v` and side `S`, the rows of `u` that `S` needs for its part of `v`
+//! and does not hold (computed or already received) are sent by the other side, cut at the
+//! producer's chunk boundaries (a piece leaves as soon as the chunk that computed it is done)
+//! and at the consumer's chunk needs (a consumer chunk waits only for the rows it reads).
+//! The bytes each way therefore equal `run_split`'s; the message count may be higher.
+//!
+//! Four FIFO resources: robot compute, server compute, uplink, downlink. Each side computes its
+//! chunks strictly in a fixed order (ops in topological order, chunks top to bottom): a chunk
+//! starts when the previous one on its side is done and every transfer it reads has arrived.
+//! A link sends transfers one at a time in order of readiness (producer done; ties in creation
+//! order); a transfer of `b` bytes holds the link for `overhead + b / bandwidth` and arrives
+//! `latency` later. Graph inputs are held whole by the robot at time 0. The makespan is the time
+//! the graph outputs are whole on the robot.
+
+mod derive;
+mod engine;
+mod objective;
+mod report;
+#[cfg(test)]
+mod tests;
+
+pub use objective::Objective;
+pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
+
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, ValueInfo};
+use crate::ops::Op;
+use crate::plan::{Plan, Side};
+use crate::power::model::PowerModel;
+use crate::profile::{Fit, Profile};
+use crate::rows::{Footprint, Rows};
+
+/// The robot-edge link, the same both ways.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Link {
+    /// Bytes per second; 0 means no link (any plan that transfers is infeasible).
+    pub bandwidth: f64,
+    /// One-way latency, seconds.
+    pub latency_s: f64,
+    /// Per-message overhead, seconds (holds the link like payload does).
+    pub overhead_s: f64,
+}
+
+impl Link {
+    /// A link of `mbytes_per_s` MB/s (10^6 bytes) with the given latency and no overhead.
+    pub fn mbytes(mbytes_per_s: f64, latency_s: f64) -> Link {
+        Link { bandwidth: mbytes_per_s * 1e6, latency_s, overhead_s: 0.0 }
+    }
+}
+
+/// Everything besides the plan and the profiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimConfig {
+    /// The link.
+    pub link: Link,
+    /// Robot watts while computing, transmitting and idle.
+    pub power: PowerModel,
+    /// Bytes per element of graph inputs on the wire, overriding their dtype (`Some(4)` prices a
+    /// raw uint8 frame as if it travelled as f32); `None` uses the dtype.
+    pub input_bytes_per_element: Option<usize>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { link: Link::mbytes(10.0, 0.001), power: PowerModel::default(), input_bytes_per_element: None }
+    }
+}
+
+/// Who holds a value before anything is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// A graph input: the robot holds it whole.
+    Input,
+    /// A constant: both sides hold it; never sent.
+    Constant,
+    /// Computed by the plan.
+    Op,
+}
+
+/// A simulator for one graph and one pair of profiles, reusable across plans and links: the
+/// per-graph structures (input descriptions, row sizes, fits) are built once.
+#[derive(Debug)]
+pub struct Simulator<'g> {
+    graph: &'g Graph,
+    config: SimConfig,
+    fits: [Vec<Fit>; 2],
+    ins: Vec<Vec<&'g ValueInfo>>,
+    holder: Vec<Holder>,
+    row_bytes: Vec<usize>,
+    live: Vec<bool>,
+}
+
+fn side_ix(side: Side) -> usize {
+    match side {
+        Side::Robot => 0,
+        Side::Server => 1,
+    }
+}
+
+impl<'g> Simulator<'g> {
+    /// Builds a simulator. The profiles must cover every op of `graph` (checked here, by id and
+    /// name) and have the right roles; checking them against the model's content hash is
+    /// [`Profile::validate`]'s job (hashing reads every weight, so it is left to the caller).
+    ///
+    /// # Errors
+    /// [`Error::ProfileMissingOp`], [`Error::ProfileInvalid`] (bad fits, wrong role, robot and
+    /// server profiles for different models), [`Error::Input`] for a negative link or power.
+    pub fn new(graph: &'g Graph, robot: &Profile, server: &Profile, config: SimConfig) -> Result<Self> {
+        for (p, side) in [(robot, Side::Robot), (server, Side::Server)] {
+            if p.role != side {
+                return Err(Error::ProfileInvalid {
+                    node: "role".into(),
+                    msg: format!("a {} profile was given as the {} profile", p.role.name(), side.name()),
+                });
+            }
+        }
+        if robot.model_hash != server.model_hash {
+            return Err(Error::ProfileModel {
+                profile_model: server.model.clone(),
+                expected: robot.model_hash.clone(),
+                found: server.model_hash.clone(),
+            });
+        }
+        let fits = [robot.fits(graph)?, server.fits(graph)?];
+        let ins = graph.nodes.iter().map(|n| n.inputs.iter().map(|&i| &graph.nodes[i].info).collect()).collect();
+        let holder = graph
+            .nodes
+            .iter()
+            .map(|n| match n.op {
+                Op::Input => Holder::Input,
+                Op::Constant(_) => Holder::Constant,
+                _ => Holder::Op,
+            })
+            .collect();
+        let mut live = vec![false; graph.nodes.len()];
+        for &o in &graph.outputs {
+            live[o] = true;
+        }
+        for id in (0..graph.nodes.len()).rev() {
+            if live[id] {
+                for &i in &graph.nodes[id].inputs {
+                    live[i] = true;
+                }
+            }
+        }
+        let mut sim = Simulator { graph, config, fits, ins, holder, row_bytes: vec![], live };
+        sim.set_config(config)?;
+        Ok(sim)
+    }
+
+    /// Replaces the link, power model and input pricing (e.g. to sweep bandwidth buckets).
+    ///
+    /// # Errors
+    /// [`Error::Input`] for negative or non-finite link or power numbers.
+    pub fn set_config(&mut self, config: SimConfig) -> Result<()> {
+        let l = config.link;
+        let p = config.power;
+        for (what, v) in [
+            ("bandwidth", l.bandwidth),
+            ("latency", l.latency_s),
+            ("overhead", l.overhead_s),
+            ("computing watts", p.computing_w),
+            ("transmitting watts", p.transmitting_w),
+            ("idle watts", p.idle_w),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(Error::Input(format!("{what} must be finite and >= 0, got {v}")));
+            }
+        }
+        self.row_bytes = self
+            .graph
+            .nodes
+            .iter()
+            .zip(&self.holder)
+            .map(|(n, h)| match (h, config.input_bytes_per_element) {
+                (Holder::Input, Some(b)) => n.info.numel() / n.info.rows().max(1) * b,
+                _ => n.info.bytes_of_rows(1),
+            })
+            .collect();
+        self.config = config;
+        Ok(())
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// The graph simulated.
+    pub fn graph(&self) -> &'g Graph {
+        self.graph
+    }
+
+    /// Predicted seconds for `side` to compute `rows` rows of node `id` in one kernel.
+    pub fn op_time(&self, side: Side, id: NodeId, rows: usize) -> f64 {
+        self.fits[side_ix(side)][id].time(rows)
+    }
+
+    /// Whether node `id` is an ancestor of (or is) a graph output.
+    pub fn is_live(&self, id: NodeId) -> bool {
+        self.live[id]
+    }
+
+    /// Simulates `plan` and reports the full timeline.
+    ///
+    /// # Errors
+    /// [`Error::Plan`] for a plan that does not fit the graph; [`Error::Infeasible`] when the
+    /// plan transfers rows and the link's bandwidth is 0.
+    pub fn simulate(&self, plan: &Plan) -> Result<SimReport> {
+        let run = self.run(plan)?;
+        Ok(report::full(self, &run))
+    }
+
+    /// Simulates `plan` and returns only makespan, energy and bytes (no timeline allocation):
+    /// the call a planner makes many times.
+    ///
+    /// # Errors
+    /// As [`Simulator::simulate`].
+    pub fn cost(&self, plan: &Plan) -> Result<Cost> {
+        let run = self.run(plan)?;
+        Ok(report::cost(self, &run))
+    }
+
+    fn run(&self, plan: &Plan) -> Result<engine::Run> {
+        plan.validate(self.graph)?;
+        let tasks = derive::derive(self, plan)?;
+        if self.config.link.bandwidth <= 0.0
+            && let Some(t) = tasks.transfers.first()
+        {
+            let name = &self.graph.nodes[t.node].name;
+            return Err(Error::Infeasible(format!("the plan sends rows {:?} of '{name}' but there is no link (bandwidth 0)", t.rows)));
+        }
+        let run = engine::execute(self, tasks);
+        if !run.complete {
+            return Err(Error::Plan("the plan's task graph has a cycle (a chunk never became ready)".into()));
+        }
+        Ok(run)
+    }
+
+    /// Rows of input `k` of node `id` needed for output rows `rows` (as the executor reads
+    /// them: the footprint, or the whole input when it has no row axis or is read whole).
+    fn need(&self, id: NodeId, k: usize, rows: &Rows) -> Rows {
+        let node = &self.graph.nodes[id];
+        let info = self.ins[id][k];
+        match (info.row_axis, node.op.footprint(k, rows, &self.ins[id], &node.info)) {
+            (Some(_), Footprint::Rows(r)) => r,
+            _ => 0..info.rows(),
+        }
+    }
+
+    /// Rows of value `id` that `side` holds or computes under `plan` before any transfer.
+    fn own(&self, plan: &Plan, id: NodeId, side: Side) -> Rows {
+        let rows = self.graph.nodes[id].info.rows();
+        match (self.holder[id], side) {
+            (Holder::Input, Side::Robot) | (Holder::Constant, _) => 0..rows,
+            (Holder::Input, Side::Server) => 0..0,
+            (Holder::Op, _) => plan.rows(self.graph, id, side),
+        }
+    }
+}

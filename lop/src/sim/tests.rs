@@ -1,0 +1,208 @@
+use super::*;
+use crate::graph::{DType, GraphBuilder};
+use crate::plan::NodeSplit;
+
+const EPS: f64 = 1e-12;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+}
+
+/// input u8 [1,1,rows,w] -> NormalizeU8 -> `second`, output the second op.
+fn chain(rows: usize, w: usize, second: Op) -> Graph {
+    let mut b = GraphBuilder::new("chain");
+    let x = b.input("x", vec![1, 1, rows, w], DType::U8);
+    let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+    let y = b.add("second", second, &[n]).expect("second");
+    b.output(y);
+    b.build().expect("graph")
+}
+
+fn profiles(g: &Graph, robot: &[(f64, f64)], server: &[(f64, f64)]) -> (Profile, Profile) {
+    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(robot[id].0, robot[id].1)).expect("robot");
+    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(server[id].0, server[id].1)).expect("server");
+    (r, s)
+}
+
+fn split(m: usize, r: usize, k: usize) -> NodeSplit {
+    NodeSplit { robot_end: m, server_start: r, robot_chunks: k, server_chunks: k }
+}
+
+fn config(bandwidth: f64, latency_s: f64, overhead_s: f64) -> SimConfig {
+    SimConfig { link: Link { bandwidth, latency_s, overhead_s }, ..SimConfig::default() }
+}
+
+#[test]
+fn two_op_chain_matches_a_hand_computed_timeline() {
+    // norm (8 rows of 8 f32 = 256 bytes) on the robot in 10 ms, relu on the server in 2 ms,
+    // link 1 MB/s, latency 1 ms, no overhead:
+    //   robot norm      [0, 10]
+    //   uplink 256 B    [10, 10.256], arrives 11.256
+    //   server relu     [11.256, 13.256]
+    //   downlink 256 B  [13.256, 13.512], arrives 14.512  => makespan 14.512 ms
+    // energy: 10 ms computing, 0.512 ms transmitting, 4.0 ms idle
+    //   = 13.35 * 0.010 + 4.25 * 0.000512 + 4.04 * 0.004 = 0.151836 J
+    let g = chain(8, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0), (0.010, 0.0), (0.050, 0.0)], &[(0.0, 0.0), (0.001, 0.0), (0.002, 0.0)]);
+    let sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim");
+    let mut plan = Plan::robot_only(&g, 8);
+    plan.splits[2] = split(0, 0, 1);
+    let rep = sim.simulate(&plan).expect("simulate");
+    assert!(close(rep.makespan_s, 0.014512), "makespan {}", rep.makespan_s);
+    assert_eq!((rep.bytes_up, rep.bytes_down), (256, 256));
+    assert_eq!((rep.messages_up, rep.messages_down), (1, 1));
+    let up = rep.timeline.iter().find(|s| s.resource == Resource::Uplink).expect("uplink span");
+    assert!(close(up.start, 0.010) && close(up.end, 0.010256) && close(up.arrive, 0.011256));
+    let srv = rep.timeline.iter().find(|s| s.resource == Resource::ServerCompute).expect("server span");
+    assert!(close(srv.start, 0.011256) && close(srv.end, 0.013256), "{srv:?}");
+    assert!(close(rep.energy.joules, 0.151836), "energy {}", rep.energy.joules);
+    assert!(close(rep.energy.idle_s, 0.004) && close(rep.energy.transmitting_s, 0.000512));
+    assert_eq!(rep.energy.label, "modelled");
+    assert!(close(rep.robot_compute.busy_s, 0.010) && close(rep.robot_compute.idle_s, 0.004512));
+    assert!(rep.overlap_ratio.abs() < EPS);
+    let c = sim.cost(&plan).expect("cost");
+    assert!(close(c.makespan_s, rep.makespan_s) && close(c.energy_j, rep.energy.joules));
+
+    // With 0.5 ms per-message overhead each transfer holds the link 0.756 ms:
+    // up [10, 10.756] arrives 11.756, relu [11.756, 13.756], down [13.756, 14.512] arrives 15.512.
+    let sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0005)).expect("sim");
+    assert!(close(sim.cost(&plan).expect("cost").makespan_s, 0.015512));
+}
+
+#[test]
+fn rows_leave_as_soon_as_their_chunk_is_done_and_sending_while_computing_counts_as_computing() {
+    // As above, but the robot computes norm in two chunks of 5 ms: rows 0..4 (128 B) leave at
+    // 5 ms while chunk 2 runs ([5, 5.128]); rows 4..8 leave at 10 ([10, 10.128], arrive
+    // 11.128); relu [11.128, 13.128]; down [13.128, 13.384], arrives 14.384.
+    // Energy: 10 ms computing (the first upload is hidden under it), 0.384 ms transmitting,
+    // 4.0 ms idle.
+    let g = chain(8, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0), (0.0, 0.00125), (0.0, 0.0)], &[(0.0, 0.0), (0.0, 0.0), (0.002, 0.0)]);
+    let sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim");
+    let mut plan = Plan::robot_only(&g, 8);
+    plan.splits[1].robot_chunks = 2;
+    plan.splits[2] = split(0, 0, 1);
+    let rep = sim.simulate(&plan).expect("simulate");
+    assert!(close(rep.makespan_s, 0.014384), "makespan {}", rep.makespan_s);
+    assert_eq!((rep.messages_up, rep.bytes_up), (2, 256));
+    let ups: Vec<&Span> = rep.timeline.iter().filter(|s| s.resource == Resource::Uplink).collect();
+    assert_eq!(ups[0].rows, 0..4);
+    assert!(close(ups[0].start, 0.005) && close(ups[1].start, 0.010));
+    assert!(close(rep.energy.computing_s, 0.010) && close(rep.energy.transmitting_s, 0.000384));
+    assert!(close(rep.energy.joules, 13.35 * 0.010 + 4.25 * 0.000384 + 4.04 * 0.004));
+}
+
+#[test]
+fn server_pipelining_with_two_chunks_beats_one_when_upload_dominates() {
+    // Server only: upload 8000 input bytes (8 rows of 1000 u8) at 1 MB/s, latency 1 ms;
+    // norm 0.5 ms/row, row-wise mean over W 0.25 ms/row; 32 output bytes come back.
+    // k = 1: up [0, 8] arr 9; norm [9, 13]; mean [13, 15]; down 32 B [15, 15.032] arr 16.032.
+    // k = 2: up rows 0..4 [0, 4] arr 5, rows 4..8 [4, 8] arr 9; norm [5, 7], [9, 11];
+    //        mean [11, 12], [12, 13]; down 16 B [12, 12.016] arr 13.016, [13, 13.016] arr 14.016.
+    let g = chain(8, 1000, Op::ReduceMean { axes: vec![3], keepdims: true });
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0); 3], &[(0.0, 0.0), (0.0, 0.0005), (0.0, 0.00025)]);
+    let sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim");
+    let mut plan = Plan::server_only(&g, 8);
+    let one = sim.simulate(&plan).expect("k=1");
+    assert!(close(one.makespan_s, 0.016032), "k=1 makespan {}", one.makespan_s);
+    for s in &mut plan.splits {
+        s.server_chunks = 2;
+    }
+    let two = sim.simulate(&plan).expect("k=2");
+    assert!(close(two.makespan_s, 0.014016), "k=2 makespan {}", two.makespan_s);
+    assert_eq!((two.bytes_up, two.bytes_down), (one.bytes_up, one.bytes_down));
+    assert_eq!((two.messages_up, two.messages_down), (2, 2));
+    assert!(one.overlap_ratio.abs() < EPS);
+    // k = 2: the links are busy 8.032 ms ([0, 8], [12, 12.016], [13, 13.016]) while the server
+    // computes [5, 7] and [9, 13]: 2.016 ms overlapped. The robot never computes: 8.032 ms
+    // transmitting and 14.016 - 8.032 = 5.984 ms idle.
+    assert!(close(two.overlap_ratio, 2.016 / 8.032), "overlap {}", two.overlap_ratio);
+    assert!(close(two.energy.transmitting_s, 0.008032) && close(two.energy.idle_s, 0.005984));
+    assert!(close(two.energy.joules, 4.25 * 0.008032 + 4.04 * 0.005984));
+    assert!(close(two.server_compute.busy_s, 0.006) && close(two.uplink.busy_s, 0.008) && close(two.downlink.busy_s, 0.000032));
+}
+
+#[test]
+fn no_link_makes_transfers_infeasible_but_robot_only_runs() {
+    let g = chain(8, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.001); 3], &[(0.0, 0.0001); 3]);
+    let sim = Simulator::new(&g, &rp, &sp, config(0.0, 0.001, 0.0)).expect("sim");
+    let robot = sim.simulate(&Plan::robot_only(&g, 8)).expect("robot-only needs no link");
+    assert!(close(robot.makespan_s, 0.016));
+    assert!(close(robot.energy.joules, 13.35 * 0.016));
+    assert!(matches!(sim.cost(&Plan::server_only(&g, 8)), Err(Error::Infeasible(_))));
+}
+
+#[test]
+fn input_bytes_override_prices_the_frame_as_f32() {
+    let g = chain(8, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0); 3], &[(0.0, 0.0); 3]);
+    let mut cfg = config(1e6, 0.0, 0.0);
+    let plan = Plan::server_only(&g, 8);
+    let raw = Simulator::new(&g, &rp, &sp, cfg).expect("sim").cost(&plan).expect("cost");
+    cfg.input_bytes_per_element = Some(4);
+    let f32 = Simulator::new(&g, &rp, &sp, cfg).expect("sim").cost(&plan).expect("cost");
+    assert_eq!((raw.bytes_up, f32.bytes_up), (64, 256));
+    assert!(close(f32.makespan_s - raw.makespan_s, 192.0 / 1e6));
+}
+
+#[test]
+fn profiles_are_checked_when_building_a_simulator() {
+    let g = chain(8, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, mut sp) = profiles(&g, &[(0.0, 0.0); 3], &[(0.0, 0.0); 3]);
+    assert!(matches!(Simulator::new(&g, &sp, &rp, SimConfig::default()), Err(Error::ProfileInvalid { .. })));
+    sp.ops.pop();
+    assert!(matches!(Simulator::new(&g, &rp, &sp, SimConfig::default()), Err(Error::ProfileMissingOp { .. })));
+}
+
+fn resnet18_sim(g: &Graph) -> (Profile, Profile) {
+    // Costs roughly proportional to output size, robot 10x slower than the server.
+    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(1e-4, g.nodes[id].info.bytes_of_rows(1) as f64 * 1e-8)).expect("robot");
+    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * 1e-9)).expect("server");
+    (r, s)
+}
+
+#[test]
+fn bytes_each_way_equal_the_split_executor() {
+    let g = crate::zoo::build("resnet18").expect("resnet18");
+    let (rp, sp) = resnet18_sim(&g);
+    let sim = Simulator::new(&g, &rp, &sp, config(5e6, 0.002, 1e-4)).expect("sim");
+    let inputs = crate::exec::synthetic_inputs(&g, 1).expect("inputs");
+    for seed in 0..3 {
+        let plan = Plan::random(&g, 8, seed);
+        let run = crate::exec::run_split(&g, &plan, &inputs).expect("split run");
+        let rep = sim.simulate(&plan).expect("simulate");
+        assert_eq!((rep.bytes_up, rep.bytes_down), (run.bytes_up, run.bytes_down), "seed {seed}");
+        assert!(rep.messages_up >= run.messages.0 && rep.messages_down >= run.messages.1);
+        assert!(rep.makespan_s.is_finite() && rep.makespan_s > 0.0);
+        // No resource runs two things at once, and nothing starts before its inputs exist.
+        for res in [Resource::RobotCompute, Resource::ServerCompute, Resource::Uplink, Resource::Downlink] {
+            let spans: Vec<&Span> = rep.timeline.iter().filter(|s| s.resource == res).collect();
+            for w in spans.windows(2) {
+                assert!(w[1].start >= w[0].end - EPS, "{res:?} overlaps itself");
+            }
+        }
+    }
+    for plan in [Plan::robot_only(&g, 8), Plan::server_only(&g, 8), Plan::even(&g, 8)] {
+        let run = crate::exec::run_split(&g, &plan, &inputs).expect("split run");
+        let c = sim.cost(&plan).expect("cost");
+        assert_eq!((c.bytes_up, c.bytes_down), (run.bytes_up, run.bytes_down));
+    }
+}
+
+#[test]
+fn simulator_is_fast_on_a_zoo_model() {
+    let g = crate::zoo::build("resnet18").expect("resnet18");
+    let (rp, sp) = resnet18_sim(&g);
+    let sim = Simulator::new(&g, &rp, &sp, SimConfig::default()).expect("sim");
+    let plan = Plan::even(&g, 8);
+    let n = 50;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        sim.cost(&plan).expect("cost");
+    }
+    let per = t.elapsed().as_secs_f64() / n as f64;
+    eprintln!("resnet18 even plan: {:.1} us per simulation (this build)", per * 1e6);
+    // Generous bound: unoptimised test builds are ~10x slower than release.
+    assert!(per < 0.05, "{per} s per simulation");
+}
