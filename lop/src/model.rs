@@ -24,8 +24,5 @@ pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
         let io = crate::onnx::ImportOptions { input_shape: opts.input_shape.clone() };
         return crate::onnx::import_file(path, &io);
     }
-    Err(Error::UnknownModel {
-        name: name.to_string(),
-        known: crate::zoo::names().iter().map(|n| format!("zoo:{n}")).collect::<Vec<_>>().join(", "),
-    })
+    Err(Error::UnknownModel { name: name.to_string(), known: crate::zoo::known_names() })
 }

@@ -65,8 +65,13 @@ pub fn names() -> &'static [&'static str] {
 fn build_counted(name: &str) -> Result<(Graph, usize)> {
     match MODELS.iter().find(|(n, _, _)| *n == name) {
         Some((n, seed, f)) => f(n, *seed),
-        None => Err(Error::UnknownModel { name: format!("zoo:{name}"), known: names().join(", ") }),
+        None => Err(Error::UnknownModel { name: format!("zoo:{name}"), known: known_names() }),
     }
+}
+
+/// The zoo's model names as users type them (`zoo:NAME`), comma-separated, for error messages.
+pub fn known_names() -> String {
+    names().iter().map(|n| format!("zoo:{n}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Builds zoo model `name`, with its seeded weights on the CPU.
