@@ -6,13 +6,17 @@
 //! - [`run_model`]: `lop run`, one inference from a `.npy` file.
 //! - [`bench_exec`]: `lop bench-exec`, band-executor overhead and peak memory.
 //! - [`profile`]: `lop profile`, per-op compute-time profiles for the simulator.
+//! - [`plan`]: `lop plan`, schedule tables (LOSS per bandwidth bucket).
+//! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
 #![deny(missing_docs)]
 
 pub mod bench_exec;
 pub mod inspect;
+pub mod plan;
 pub mod power;
 pub mod profile;
 pub mod run_model;
+pub mod simulate;
 pub mod verify;
 
 use clap::{Parser, Subcommand};
@@ -74,6 +78,10 @@ pub enum Command {
     Power(power::PowerArgs),
     /// Measure per-op compute times at several band sizes and write a profile.
     Profile(profile::ProfileArgs),
+    /// Build a schedule table: one LOSS plan per bandwidth bucket.
+    Plan(plan::PlanArgs),
+    /// Simulate one method's plan on one link; draw its timeline.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -92,5 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::BenchExec(a) => bench_exec::run(&a),
         Command::Power(a) => power::run(&a),
         Command::Profile(a) => profile::run(&a),
+        Command::Plan(a) => plan::run(&a, args.threads),
+        Command::Simulate(a) => simulate::run(&a),
     }
 }

@@ -20,6 +20,8 @@
 //! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy).
 //! - [`baseline`]: robot-only, server-only, and the exact best layer partitions (latency,
 //!   energy under a deadline) under the simulator.
+//! - [`planner`]: LOSS (seeded beam search and critical-path LNS over band layouts), schedule
+//!   tables per bandwidth bucket (built in parallel, cached by content hash), SVG pictures.
 #![deny(missing_docs)]
 
 pub mod baseline;
@@ -31,6 +33,7 @@ pub mod model;
 pub mod onnx;
 pub mod ops;
 pub mod plan;
+pub mod planner;
 pub mod power;
 pub mod profile;
 mod rng;

@@ -88,6 +88,9 @@ pub struct Cost {
     pub bytes_up: usize,
     /// Bytes server to robot.
     pub bytes_down: usize,
+    /// The most bytes of any one value sent in one direction (all its pieces together): what
+    /// the planner's "never send a tensor larger than the raw input" rule checks.
+    pub max_value_bytes: usize,
 }
 
 /// The full result of a simulation.
@@ -192,10 +195,17 @@ fn energy(sim: &Simulator<'_>, iv: &Intervals, makespan: f64) -> Energy {
 pub(super) fn cost(sim: &Simulator<'_>, run: &Run) -> Cost {
     let iv = intervals(run);
     let (mut up, mut down) = (0, 0);
+    let mut per_value = vec![0usize; 2 * sim.graph.nodes.len()];
     for t in &run.t.transfers {
-        if t.up { up += t.bytes } else { down += t.bytes }
+        if t.up {
+            up += t.bytes
+        } else {
+            down += t.bytes
+        }
+        per_value[2 * t.node + usize::from(t.up)] += t.bytes;
     }
-    Cost { makespan_s: run.makespan, energy_j: energy(sim, &iv, run.makespan).joules, bytes_up: up, bytes_down: down }
+    let max_value_bytes = per_value.iter().copied().max().unwrap_or(0);
+    Cost { makespan_s: run.makespan, energy_j: energy(sim, &iv, run.makespan).joules, bytes_up: up, bytes_down: down, max_value_bytes }
 }
 
 fn usage(v: &[(f64, f64)], makespan: f64) -> ResourceUse {

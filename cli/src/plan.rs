@@ -1,0 +1,257 @@
+//! `lop plan MODEL --robot-profile R --server-profile S [--buckets 0:30:1] [--objective
+//! latency|energy|weighted:LAMBDA|deadline:MS] [--input-dtype u8|f32] [--bandwidth-scale
+//! F|auto] [--threads N] [--seed S] --out TABLE [--json] [--svg OUT.svg]`: a schedule table,
+//! one LOSS plan per bandwidth bucket, cached on disk by content hash.
+
+use crate::ModelArgs;
+use anyhow::{Context, bail};
+use lop::planner::{PlannerConfig, TableSpec, load_or_build, svg};
+use lop::profile::Profile;
+use lop::sim::{Objective, SimConfig, Simulator};
+use std::path::PathBuf;
+
+/// How the raw input crosses the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputDtype {
+    /// Raw camera bytes (normalisation inside the graph).
+    U8,
+    /// Normalised floats, 4 bytes per element (as in the paper).
+    F32,
+}
+
+impl InputDtype {
+    /// The simulator's input pricing.
+    pub fn bytes_per_element(self) -> Option<usize> {
+        match self {
+            InputDtype::U8 => None,
+            InputDtype::F32 => Some(4),
+        }
+    }
+}
+
+/// Profiles and link options shared by `lop plan` and `lop simulate`.
+#[derive(Debug, clap::Args)]
+pub struct SetupArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The robot's profile (JSON from `lop profile --role robot`).
+    #[arg(long)]
+    pub robot_profile: PathBuf,
+    /// The server's profile.
+    #[arg(long)]
+    pub server_profile: PathBuf,
+    /// How the raw input crosses the link, for every method alike.
+    #[arg(long, value_enum, default_value = "u8")]
+    pub input_dtype: InputDtype,
+    /// One-way link latency, milliseconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub latency_ms: f64,
+    /// What to minimise: latency, energy, weighted:LAMBDA (s per J), deadline:MS.
+    #[arg(long, default_value = "latency", value_parser = parse_objective)]
+    pub objective: Objective,
+}
+
+/// Parses `latency`, `energy`, `weighted:LAMBDA`, `deadline:MS`.
+pub fn parse_objective(s: &str) -> Result<Objective, String> {
+    let num = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+    match s.split_once(':') {
+        None if s == "latency" => Ok(Objective::Latency),
+        None if s == "energy" => Ok(Objective::Energy),
+        Some(("weighted", v)) => num(v).map(|lambda| Objective::Weighted { lambda }).ok_or(format!("bad lambda in '{s}'")),
+        Some(("deadline", v)) => {
+            num(v).map(|ms| Objective::EnergyUnderDeadline { deadline_s: ms / 1e3 }).ok_or(format!("bad deadline in '{s}'"))
+        }
+        _ => Err(format!("unknown objective '{s}' (latency, energy, weighted:LAMBDA, deadline:MS)")),
+    }
+}
+
+/// A loaded model and its two profiles, checked against each other.
+pub struct Setup {
+    /// The model.
+    pub graph: lop::Graph,
+    /// Robot profile.
+    pub robot: Profile,
+    /// Server profile.
+    pub server: Profile,
+}
+
+impl SetupArgs {
+    /// Loads and checks the model and both profiles.
+    ///
+    /// # Errors
+    /// Unreadable files, profiles of another model or with bad timings.
+    pub fn load(&self) -> anyhow::Result<Setup> {
+        anyhow::ensure!(self.latency_ms.is_finite() && self.latency_ms >= 0.0, "--latency-ms must be >= 0");
+        let graph = self.model.load()?;
+        let robot = Profile::load(&self.robot_profile).with_context(|| format!("robot profile {}", self.robot_profile.display()))?;
+        let server = Profile::load(&self.server_profile).with_context(|| format!("server profile {}", self.server_profile.display()))?;
+        let hash = graph.content_hash()?;
+        robot.validate(&graph, &hash).context("robot profile")?;
+        server.validate(&graph, &hash).context("server profile")?;
+        Ok(Setup { graph, robot, server })
+    }
+}
+
+/// Arguments of `lop plan` (`--threads` is the global option: planning threads here).
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Model, profiles, link, objective.
+    #[command(flatten)]
+    pub setup: SetupArgs,
+    /// Buckets FROM:TO:STEP in MB/s (1 MB/s = 8 Mbit/s; 0 = no link).
+    #[arg(long, default_value = "0:30:1")]
+    pub buckets: String,
+    /// Bucket b stands for b x F MB/s; `auto` matches the paper's compute/transfer regime.
+    #[arg(long, default_value = "1")]
+    pub bandwidth_scale: String,
+    /// Planner seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Search budget multiplier (LNS simulations, beam width).
+    #[arg(long, default_value_t = 1)]
+    pub budget: usize,
+    /// Allow sending tensors larger than the raw input.
+    #[arg(long)]
+    pub no_prune: bool,
+    /// Cache directory (default: the system temp dir's lop-plan-cache).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Where to write the table (JSON).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw latency against bandwidth for every method.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// Parses `FROM:TO:STEP` into bucket values.
+pub fn parse_buckets(s: &str) -> anyhow::Result<Vec<f64>> {
+    let p: Vec<f64> =
+        s.split(':').map(|v| v.trim().parse::<f64>()).collect::<Result<_, _>>().with_context(|| format!("--buckets '{s}'"))?;
+    let [from, to, step] = p[..] else { bail!("--buckets '{s}' must be FROM:TO:STEP") };
+    anyhow::ensure!(from.is_finite() && to.is_finite() && from >= 0.0, "--buckets '{s}': bad bounds");
+    anyhow::ensure!(step.is_finite() && step > 0.0, "--buckets '{s}': the step must be positive");
+    anyhow::ensure!(to >= from, "--buckets '{s}' is an empty range");
+    let n = ((to - from) / step + 1e-9).floor() as usize + 1;
+    Ok((0..n).map(|i| from + i as f64 * step).collect())
+}
+
+/// The `auto` bandwidth scale: at bucket 11.6 MB/s, the raw input as float32 takes 0.44 x the
+/// robot-only compute time.
+pub fn auto_scale(s: &Setup) -> anyhow::Result<f64> {
+    let sim = Simulator::new(&s.graph, &s.robot, &s.server, SimConfig::default())?;
+    let t = sim.cost(&lop::Plan::robot_only(&s.graph, 8))?.makespan_s;
+    let bytes: usize = s.graph.inputs().iter().map(|&i| s.graph.nodes[i].info.numel() * 4).sum();
+    anyhow::ensure!(t > 0.0 && bytes > 0, "cannot pick a bandwidth scale: zero robot time or no input");
+    Ok(bytes as f64 / (11.6e6 * 0.44 * t))
+}
+
+/// Builds (or loads from the cache) the table, writes it, prints the summary.
+///
+/// # Errors
+/// Bad options or inputs, planning failures, unwritable outputs.
+pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
+    let started = std::time::Instant::now();
+    let buckets = parse_buckets(&args.buckets)?;
+    anyhow::ensure!(args.budget >= 1, "--budget must be >= 1");
+    let setup = args.setup.load()?;
+    let scale = match args.bandwidth_scale.as_str() {
+        "auto" => auto_scale(&setup)?,
+        v => v
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .with_context(|| format!("--bandwidth-scale '{v}' must be positive or auto"))?,
+    };
+    let planner =
+        PlannerConfig { seed: args.seed, prune_larger_than_input: !args.no_prune, ..PlannerConfig::default() }.scaled(args.budget);
+    let spec = TableSpec {
+        buckets,
+        bandwidth_scale: scale,
+        latency_s: args.setup.latency_ms / 1e3,
+        overhead_s: 0.0,
+        input_bytes_per_element: args.setup.input_dtype.bytes_per_element(),
+        objective: args.setup.objective,
+        power: lop::power::model::PowerModel::default(),
+        planner,
+    };
+    let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
+    let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
+    let opts = lop::model::LoadOptions { input_shape: args.setup.model.input_shape.clone() };
+    let name = args.setup.model.model.clone();
+    let loader = move || lop::model::load(&name, &opts);
+    let plan_start = std::time::Instant::now();
+    let (table, times, usage) = load_or_build(&dir, &setup.graph, Some(&loader), &setup.robot, &setup.server, &spec, threads)?;
+    let planning = plan_start.elapsed().as_secs_f64();
+    if usage == lop::planner::CacheUse::Hit {
+        // The cached bytes, not a re-serialisation of parsed floats: byte-identical tables.
+        let cached = lop::planner::table::cache_path(&dir, &table.key);
+        std::fs::copy(&cached, &args.out).with_context(|| format!("copying {} to {}", cached.display(), args.out.display()))?;
+    } else {
+        table.save(&args.out)?;
+    }
+    let ms = |v: Option<f64>| v.map(|s| s * 1e3);
+    let base = |e: &lop::planner::BucketEntry, n: &str| e.baselines.iter().find(|b| b.name == n).and_then(|b| b.makespan_s);
+    let energy_name = "layer-partition-energy-deadline";
+    let rows: Vec<serde_json::Value> = table
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            serde_json::json!({
+                "bucket_mb_s": e.bucket_mb_s,
+                "bandwidth_mb_s": e.bandwidth_mb_s,
+                "method": e.method,
+                "makespan_ms": {
+                    "robot-only": ms(base(e, "robot-only")),
+                    "server-only": ms(base(e, "server-only")),
+                    "layer": ms(base(e, "layer-partition")),
+                    "energy-layer": ms(base(e, energy_name)),
+                    "lop": ms(e.makespan_s),
+                },
+                "energy_j": e.energy_j,
+                "evaluations": e.evaluations,
+                "planning_time_s": times.get(i),
+            })
+        })
+        .collect();
+    if let Some(path) = &args.svg {
+        let series: Vec<svg::Series> = [("robot-only", "robot-only"), ("server-only", "server-only"), ("layer", "layer"), ("lop", "lop")]
+            .iter()
+            .map(|(label, key)| {
+                let pts = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["makespan_ms"][key].as_f64())).collect();
+                (label.to_string(), pts)
+            })
+            .collect();
+        let title = format!("{}: latency vs bandwidth ({:?} input)", table.model, args.setup.input_dtype);
+        std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let summary = serde_json::json!({
+        "model": table.model,
+        "table": args.out.display().to_string(),
+        "table_hash": table.hash,
+        "cache": format!("{usage:?}").to_lowercase(),
+        "planning_time_s": planning,
+        "total_time_s": started.elapsed().as_secs_f64(),
+        "threads": threads,
+        "input_dtype": format!("{:?}", args.setup.input_dtype).to_lowercase(),
+        "bandwidth_scale": scale,
+        "objective": spec.objective,
+        "buckets": rows,
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        eprintln!("bandwidth scale {scale:.6} (bucket b = b x {scale:.6} MB/s)");
+        for r in &rows {
+            println!("bucket {:>5} MB/s: {} {:.2} ms", r["bucket_mb_s"], r["method"], r["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN));
+        }
+        println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());
+    }
+    Ok(0)
+}

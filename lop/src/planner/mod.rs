@@ -1,0 +1,175 @@
+//! LOSS, the planner (DESIGN.md section 5): for one link, which rows of which op run where, in
+//! how many chunks.
+//!
+//! 1. **Baselines** ([`crate::baseline::all`]) under the same simulator and objective; the best
+//!    one is the incumbent, and the result is never worse than it: LOSS returns the baseline's
+//!    own plan unless it found a strictly better one.
+//! 2. **Seeds**: structured families around the baselines: server-only and the best layer
+//!    partition with the first ops (a prefix of the topological order) computed in `k` chunks
+//!    (the input then crosses in pieces and the server starts on the first piece), and "the
+//!    robot computes the top rows of the early ops while the server does the rest", with the
+//!    robot's band shrinking with depth so that it only reads rows it holds, with and without
+//!    replicated overlaps on the server.
+//! 3. **Beam search** over the ops in topological order, in `groups` contiguous segments (a
+//!    decision per segment keeps the tree small; the LNS refines per op): each beam state tries
+//!    a few candidate splits for the segment (whole on the server in `k` chunks, whole on the
+//!    robot, a self-sufficient robot band of several widths with and without replication,
+//!    other chunk counts), evaluated by simulating the whole plan; the best `beam_width`
+//!    distinct plans survive.
+//! 4. **Large-neighbourhood search** around the critical path of the best plan (found by
+//!    walking the simulator's timeline back from the makespan): a window of ops around a
+//!    critical op gets a random edit (chunks, band ends, side, a neighbour's split), and the
+//!    result is kept only when strictly better. The search stops after `lns_evaluations`
+//!    simulations, so results depend only on the inputs and the seed. `time_limit_s` is a
+//!    safety net for pathological graphs only: when it fires (reported in
+//!    [`Outcome::hit_time_limit`]) the result depends on the machine's speed.
+//!
+//! Pruning (on by default, [`PlannerConfig::prune_larger_than_input`]): a candidate that sends
+//! more bytes of any one value in one direction than the raw input takes on the wire is
+//! discarded (the baselines themselves are exempt: they are the bound).
+
+mod moves;
+mod search;
+pub mod svg;
+pub mod table;
+#[cfg(test)]
+mod tests;
+
+pub use table::{BaselineCost, BucketEntry, CacheUse, GraphLoader, ScheduleTable, TableConfig, TableKey, TableSpec, load_or_build};
+
+use crate::baseline::Candidate;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::sim::{Cost, Objective, Simulator};
+use sha2::{Digest, Sha256};
+
+/// The planner's knobs. Part of a schedule table's key.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlannerConfig {
+    /// Units per op.
+    pub units: usize,
+    /// Plans kept per beam step.
+    pub beam_width: usize,
+    /// Segments of the topological order the beam decides one at a time.
+    pub groups: usize,
+    /// Chunk counts tried (each >= 1).
+    pub chunk_choices: Vec<usize>,
+    /// Simulations the large-neighbourhood search may run.
+    pub lns_evaluations: usize,
+    /// Safety-net wall-clock bound per plan, seconds (see the module docs).
+    pub time_limit_s: f64,
+    /// Seed of the search's random choices.
+    pub seed: u64,
+    /// Never send more bytes of one value than the raw input takes.
+    pub prune_larger_than_input: bool,
+    /// Budget of each exact baseline search.
+    pub baseline_max_evaluations: usize,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig {
+            units: 8,
+            beam_width: 2,
+            groups: 16,
+            chunk_choices: vec![1, 2, 4, 8],
+            lns_evaluations: 300,
+            time_limit_s: 120.0,
+            seed: 0,
+            prune_larger_than_input: true,
+            baseline_max_evaluations: 200_000,
+        }
+    }
+}
+
+impl PlannerConfig {
+    /// This configuration with `factor` times the search budget (LNS simulations times
+    /// `factor`, beam width times `min(factor, 4)`, twice the segments when `factor > 1`).
+    pub fn scaled(&self, factor: usize) -> PlannerConfig {
+        let f = factor.max(1);
+        PlannerConfig {
+            lns_evaluations: self.lns_evaluations * f,
+            beam_width: self.beam_width * f.min(4),
+            groups: if f > 1 { self.groups * 2 } else { self.groups },
+            time_limit_s: self.time_limit_s * f as f64,
+            ..self.clone()
+        }
+    }
+
+    /// Checks the knobs.
+    ///
+    /// # Errors
+    /// [`Error::Input`] naming the bad knob.
+    pub fn check(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::Input(format!("planner config: {m}")));
+        if self.units == 0 || self.beam_width == 0 || self.groups == 0 {
+            return bad("units, beam width and groups must be >= 1");
+        }
+        if self.chunk_choices.is_empty() || self.chunk_choices.contains(&0) {
+            return bad("chunk choices must be a non-empty list of counts >= 1");
+        }
+        if !self.time_limit_s.is_finite() || self.time_limit_s <= 0.0 {
+            return bad("the time limit must be positive");
+        }
+        Ok(())
+    }
+
+    /// Content hash (sha256, hex) of the configuration.
+    pub fn hash(&self) -> String {
+        hex::encode(Sha256::digest(serde_json::to_string(self).unwrap_or_default().as_bytes()))
+    }
+}
+
+/// What the planner found for one link.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The plan to run: LOSS's, or the best baseline's when nothing beat it.
+    pub plan: Plan,
+    /// Its simulated cost (`None` only when no baseline is feasible at all).
+    pub cost: Option<Cost>,
+    /// `"lop"` when LOSS strictly beat every baseline, else the winning baseline's name.
+    pub method: String,
+    /// Whether the plan meets the objective (false: no plan met the deadline, and the plan is
+    /// the fastest baseline).
+    pub feasible: bool,
+    /// Every baseline, as evaluated.
+    pub baselines: Vec<Candidate>,
+    /// Simulations run by LOSS (beyond the baselines).
+    pub evaluations: usize,
+    /// Whether the safety-net time bound stopped the search.
+    pub hit_time_limit: bool,
+}
+
+/// Plans one link (the simulator's configuration) under `objective`.
+///
+/// # Errors
+/// A bad configuration; simulation errors other than infeasibility; a baseline search that
+/// exceeds its budget.
+pub fn plan(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig) -> Result<Outcome> {
+    cfg.check()?;
+    let opts = crate::baseline::SearchOptions { units: cfg.units, max_evaluations: cfg.baseline_max_evaluations };
+    let baselines = crate::baseline::all(sim, objective, &opts)?;
+    let Some(best) = crate::baseline::best(&baselines, &objective).cloned() else {
+        // Nothing meets the objective: report the fastest baseline, unsearched.
+        let fastest = baselines
+            .iter()
+            .filter(|c| c.cost.is_some())
+            .min_by(|a, b| {
+                let (ma, mb) = (a.cost.map_or(f64::INFINITY, |c| c.makespan_s), b.cost.map_or(f64::INFINITY, |c| c.makespan_s));
+                ma.total_cmp(&mb)
+            })
+            .cloned();
+        let (plan, cost, method) = match fastest {
+            Some(c) => (c.plan, c.cost, c.name.to_string()),
+            None => (Plan::robot_only(sim.graph(), cfg.units), None, "none".to_string()),
+        };
+        return Ok(Outcome { plan, cost, method, feasible: false, baselines, evaluations: 0, hit_time_limit: false });
+    };
+    let found = search::run(sim, objective, cfg, &baselines)?;
+    let (evaluations, hit_time_limit) = (found.evaluations, found.hit_time_limit);
+    let (plan, cost, method) = match found.best {
+        Some((p, c)) if best.cost.as_ref().is_some_and(|b| objective.better(&c, b)) => (p, Some(c), "lop".to_string()),
+        _ => (best.plan.clone(), best.cost, best.name.to_string()),
+    };
+    Ok(Outcome { plan, cost, method, feasible: true, baselines, evaluations, hit_time_limit })
+}

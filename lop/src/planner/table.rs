@@ -1,0 +1,379 @@
+//! Schedule tables (DESIGN.md section 4): one plan per bandwidth bucket, keyed by the model,
+//! both profiles and the planner configuration, built in parallel and cached on disk by
+//! content hash.
+
+use super::{PlannerConfig, plan};
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::plan::Plan;
+use crate::power::model::PowerModel;
+use crate::profile::Profile;
+use crate::sim::{Link, Objective, SimConfig, Simulator};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Current table format version.
+pub const TABLE_VERSION: u32 = 1;
+
+/// What a table is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableKey {
+    /// [`Graph::content_hash`] of the model.
+    pub model_hash: String,
+    /// [`Profile::hash`] of the robot profile.
+    pub robot_profile_hash: String,
+    /// [`Profile::hash`] of the server profile.
+    pub server_profile_hash: String,
+    /// Hash of the [`TableSpec`] (planner configuration, buckets, link, objective).
+    pub config_hash: String,
+}
+
+impl TableKey {
+    /// The cache file name stem: sha256 of the key.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(serde_json::to_string(self).unwrap_or_default().as_bytes()))
+    }
+}
+
+/// Everything about a table besides the model and the profiles.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TableSpec {
+    /// Bucket values, MB/s (1 MB/s = 8 Mbit/s); 0 means no link.
+    pub buckets: Vec<f64>,
+    /// Bucket `b` stands for `b * bandwidth_scale` MB/s on the simulated link.
+    pub bandwidth_scale: f64,
+    /// One-way latency, seconds.
+    pub latency_s: f64,
+    /// Per-message overhead, seconds.
+    pub overhead_s: f64,
+    /// Wire bytes per element of the raw input (`None`: its dtype; `Some(4)`: as f32).
+    pub input_bytes_per_element: Option<usize>,
+    /// What is minimised.
+    pub objective: Objective,
+    /// The robot's power model.
+    pub power: PowerModel,
+    /// The planner's knobs.
+    pub planner: PlannerConfig,
+}
+
+/// Alias kept for readers looking for the table's configuration.
+pub type TableConfig = TableSpec;
+
+impl TableSpec {
+    /// Checks the buckets and link numbers and the planner configuration.
+    ///
+    /// # Errors
+    /// [`Error::Input`].
+    pub fn check(&self) -> Result<()> {
+        if self.buckets.is_empty() {
+            return Err(Error::Input("the bucket range is empty".into()));
+        }
+        if self.buckets.iter().any(|b| !b.is_finite() || *b < 0.0) {
+            return Err(Error::Input("buckets must be finite and >= 0 MB/s".into()));
+        }
+        if !self.bandwidth_scale.is_finite() || self.bandwidth_scale <= 0.0 {
+            return Err(Error::Input(format!("bandwidth scale must be positive, got {}", self.bandwidth_scale)));
+        }
+        self.planner.check()
+    }
+
+    fn hash(&self) -> String {
+        hex::encode(Sha256::digest(serde_json::to_string(self).unwrap_or_default().as_bytes()))
+    }
+
+    /// The simulator configuration of bucket `b` MB/s.
+    pub fn sim_config(&self, b: f64) -> SimConfig {
+        SimConfig {
+            link: Link { bandwidth: b * self.bandwidth_scale * 1e6, latency_s: self.latency_s, overhead_s: self.overhead_s },
+            power: self.power,
+            input_bytes_per_element: self.input_bytes_per_element,
+        }
+    }
+}
+
+/// One baseline's result in a bucket.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BaselineCost {
+    /// Its name.
+    pub name: String,
+    /// Makespan, seconds (`None`: infeasible).
+    pub makespan_s: Option<f64>,
+    /// Modelled robot energy, joules.
+    pub energy_j: Option<f64>,
+}
+
+/// One bucket of a table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BucketEntry {
+    /// The bucket, MB/s.
+    pub bucket_mb_s: f64,
+    /// The simulated link bandwidth, MB/s (bucket x scale).
+    pub bandwidth_mb_s: f64,
+    /// `"lop"` or the baseline that won.
+    pub method: String,
+    /// Whether the plan meets the objective.
+    pub feasible: bool,
+    /// Makespan of the plan, seconds.
+    pub makespan_s: Option<f64>,
+    /// Modelled robot energy of the plan, joules.
+    pub energy_j: Option<f64>,
+    /// Every baseline.
+    pub baselines: Vec<BaselineCost>,
+    /// Simulations LOSS ran.
+    pub evaluations: usize,
+    /// The plan's content hash.
+    pub plan_hash: String,
+    /// The plan.
+    pub plan: Plan,
+}
+
+/// A schedule table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ScheduleTable {
+    /// Format version.
+    pub version: u32,
+    /// Model name.
+    pub model: String,
+    /// What it is keyed by.
+    pub key: TableKey,
+    /// How it was built.
+    pub spec: TableSpec,
+    /// One entry per bucket, in bucket order.
+    pub entries: Vec<BucketEntry>,
+    /// sha256 of the table serialised with this field empty.
+    pub hash: String,
+}
+
+impl ScheduleTable {
+    /// The content hash (over everything but `hash`), with every float printed to 12
+    /// significant digits so that a saved-and-loaded table (JSON float parsing may move the
+    /// last bit) hashes alike.
+    pub fn content_hash(&self) -> String {
+        fn canon(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Number(n) if n.is_f64() => {
+                    let f = n.as_f64().unwrap_or(f64::NAN);
+                    *v = serde_json::Value::String(format!("{f:.11e}"));
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(canon),
+                serde_json::Value::Object(o) => o.values_mut().for_each(canon),
+                _ => {}
+            }
+        }
+        let mut t = self.clone();
+        t.hash.clear();
+        let mut v = serde_json::to_value(&t).unwrap_or_default();
+        canon(&mut v);
+        hex::encode(Sha256::digest(v.to_string().as_bytes()))
+    }
+
+    /// The entry for a bandwidth: the highest bucket not above `mb_s` (bucket values), or the
+    /// lowest bucket.
+    pub fn lookup(&self, mb_s: f64) -> Option<&BucketEntry> {
+        self.entries.iter().rfind(|e| e.bucket_mb_s <= mb_s).or(self.entries.first())
+    }
+
+    /// Pretty JSON (deterministic: same table, same bytes).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Writes [`ScheduleTable::to_json`] to `path`.
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub fn save(&self, path: &Path) -> Result<()> {
+        std::fs::write(path, self.to_json()).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    }
+
+    /// Reads a table and checks its version and content hash.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; [`Error::Malformed`] for bad JSON, another version or a hash mismatch.
+    pub fn load(path: &Path) -> Result<ScheduleTable> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        let t: ScheduleTable = serde_json::from_str(&text).map_err(|e| Error::Malformed(format!("table {}: {e}", path.display())))?;
+        if t.version != TABLE_VERSION {
+            return Err(Error::Malformed(format!("table {}: version {} (this build reads {TABLE_VERSION})", path.display(), t.version)));
+        }
+        if t.hash != t.content_hash() {
+            return Err(Error::Malformed(format!("table {}: content hash mismatch", path.display())));
+        }
+        Ok(t)
+    }
+
+    /// Plans every bucket. The calling thread plans with `graph`; `threads - 1` more workers
+    /// (std::thread::scope) each plan with their own copy from `load` (libtorch weights cannot
+    /// be shared between threads), taking buckets from a shared counter. Each bucket's plan
+    /// depends only on its inputs and seed, so the table does not depend on the threads. Also
+    /// returns the planning seconds of each bucket (not part of the table, which stays
+    /// byte-identical).
+    ///
+    /// # Errors
+    /// Profiles that do not fit the model, a bad spec, a worker copy that differs from
+    /// `graph`, planner errors.
+    pub fn build(
+        graph: &Graph,
+        load: Option<&GraphLoader<'_>>,
+        robot: &Profile,
+        server: &Profile,
+        spec: &TableSpec,
+        threads: usize,
+    ) -> Result<(ScheduleTable, Vec<f64>)> {
+        spec.check()?;
+        let model_hash = graph.content_hash()?;
+        robot.validate(graph, &model_hash)?;
+        server.validate(graph, &model_hash)?;
+        let key = TableKey { model_hash, robot_profile_hash: robot.hash(), server_profile_hash: server.hash(), config_hash: spec.hash() };
+        let n = spec.buckets.len();
+        let workers = if load.is_some() { threads.clamp(1, n) - 1 } else { 0 };
+        let next = AtomicUsize::new(0);
+        let slots: Mutex<Vec<Slot>> = Mutex::new((0..n).map(|_| None).collect());
+        let work = |g: &Graph| {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= n {
+                    break;
+                }
+                let r = plan_bucket(g, robot, server, spec, i);
+                if let Ok(mut v) = slots.lock() {
+                    v[i] = Some(r);
+                }
+            }
+        };
+        let sig = structure(graph);
+        let sig = &sig;
+        let mut worker_errors = Vec::new();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(move || -> Result<()> {
+                        let Some(load) = load else { return Ok(()) };
+                        let g = load()?;
+                        if structure(&g) != *sig {
+                            return Err(Error::Input("a worker's copy of the model differs from the model".into()));
+                        }
+                        work(&g);
+                        Ok(())
+                    })
+                })
+                .collect();
+            work(graph);
+            for h in handles {
+                match h.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => worker_errors.push(e),
+                    Err(_) => worker_errors.push(Error::Input("a planning thread panicked".into())),
+                }
+            }
+        });
+        let slots = slots.into_inner().map_err(|_| Error::Input("a planning thread panicked".into()))?;
+        let mut entries = Vec::with_capacity(n);
+        let mut times = Vec::with_capacity(n);
+        for s in slots {
+            let Some(res) = s else {
+                return Err(worker_errors.pop().unwrap_or_else(|| Error::Input("a bucket was not planned".into())));
+            };
+            let (e, t) = res?;
+            entries.push(e);
+            times.push(t);
+        }
+        let mut t =
+            ScheduleTable { version: TABLE_VERSION, model: graph.name.clone(), key, spec: spec.clone(), entries, hash: String::new() };
+        t.hash = t.content_hash();
+        Ok((t, times))
+    }
+}
+
+/// Builds a private copy of the model for a worker thread.
+pub type GraphLoader<'a> = dyn Fn() -> Result<Graph> + Sync + 'a;
+
+/// One bucket's result and planning seconds, once planned.
+type Slot = Option<Result<(BucketEntry, f64)>>;
+
+/// Per node (name, inputs, shape), and the outputs.
+type Structure = (Vec<(String, Vec<usize>, Vec<usize>)>, Vec<usize>);
+
+/// Names, inputs and shapes of every node, and the outputs: what a worker's copy must share.
+fn structure(g: &Graph) -> Structure {
+    (g.nodes.iter().map(|n| (n.name.clone(), n.inputs.clone(), n.info.shape.clone())).collect(), g.outputs.clone())
+}
+
+fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpec, i: usize) -> Result<(BucketEntry, f64)> {
+    let started = std::time::Instant::now();
+    let b = spec.buckets[i];
+    let sim = Simulator::new(graph, robot, server, spec.sim_config(b))?;
+    let mut cfg = spec.planner.clone();
+    cfg.seed = cfg.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64);
+    let o = plan(&sim, spec.objective, &cfg)?;
+    let baselines = o
+        .baselines
+        .iter()
+        .map(|c| BaselineCost { name: c.name.to_string(), makespan_s: c.cost.map(|c| c.makespan_s), energy_j: c.cost.map(|c| c.energy_j) })
+        .collect();
+    let entry = BucketEntry {
+        bucket_mb_s: b,
+        bandwidth_mb_s: b * spec.bandwidth_scale,
+        method: o.method,
+        feasible: o.feasible,
+        makespan_s: o.cost.map(|c| c.makespan_s),
+        energy_j: o.cost.map(|c| c.energy_j),
+        baselines,
+        evaluations: o.evaluations,
+        plan_hash: o.plan.hash(),
+        plan: o.plan,
+    };
+    Ok((entry, started.elapsed().as_secs_f64()))
+}
+
+/// Whether a table came from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheUse {
+    /// A valid cached table was used.
+    Hit,
+    /// No cached table: built and stored.
+    Miss,
+    /// A cached file was corrupt or did not match its key: rebuilt and overwritten.
+    Rebuilt,
+}
+
+/// The cache path of a key in `dir`.
+pub fn cache_path(dir: &Path, key: &TableKey) -> PathBuf {
+    dir.join(format!("{}.json", key.digest()))
+}
+
+/// The table for these inputs from the cache in `dir`, or built (and stored) when absent or
+/// corrupt (a cached file is trusted only if it parses, has this build's version, its content
+/// hash checks, and its key matches). Per-bucket planning seconds are empty on a hit.
+///
+/// # Errors
+/// As [`ScheduleTable::build`]; [`Error::Io`] when the cache cannot be written.
+pub fn load_or_build(
+    dir: &Path,
+    graph: &Graph,
+    load: Option<&GraphLoader<'_>>,
+    robot: &Profile,
+    server: &Profile,
+    spec: &TableSpec,
+    threads: usize,
+) -> Result<(ScheduleTable, Vec<f64>, CacheUse)> {
+    spec.check()?;
+    let model_hash = graph.content_hash()?;
+    robot.validate(graph, &model_hash)?;
+    server.validate(graph, &model_hash)?;
+    let key = TableKey { model_hash, robot_profile_hash: robot.hash(), server_profile_hash: server.hash(), config_hash: spec.hash() };
+    let path = cache_path(dir, &key);
+    let mut usage = CacheUse::Miss;
+    if path.exists() {
+        match ScheduleTable::load(&path) {
+            Ok(t) if t.key == key => return Ok((t, Vec::new(), CacheUse::Hit)),
+            _ => usage = CacheUse::Rebuilt,
+        }
+    }
+    let (t, times) = ScheduleTable::build(graph, load, robot, server, spec, threads)?;
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
+    t.save(&path)?;
+    Ok((t, times, usage))
+}

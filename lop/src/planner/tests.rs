@@ -1,0 +1,170 @@
+use super::*;
+use crate::graph::{DType, Graph, GraphBuilder};
+use crate::ops::{BinaryOp, Op, Pool, UnaryOp};
+use crate::plan::Side;
+use crate::profile::{Fit, Profile};
+use crate::rng::Rng;
+use crate::sim::{Link, SimConfig};
+
+/// A random DAG of relus, 3x3 max pools and adds over a `[1, 2, 16, 16]` u8 input.
+fn random_dag(seed: u64, ops: usize) -> Graph {
+    let mut rng = Rng::new(seed);
+    let mut b = GraphBuilder::new(format!("pdag{seed}"));
+    let x = b.input("x", vec![1, 2, 16, 16], DType::U8);
+    let first = b.add("norm", Op::NormalizeU8 { mean: vec![0.5, 0.5], std: vec![0.25, 0.25] }, &[x]).expect("norm");
+    let mut vals = vec![first];
+    for i in 1..ops {
+        let a = vals[vals.len() - 1 - rng.below(vals.len().min(3))];
+        let (op, ins) = match rng.below(3) {
+            0 => (Op::Unary(UnaryOp::Relu), vec![a]),
+            1 => {
+                let p = Pool {
+                    kernel: vec![3, 3],
+                    strides: vec![1, 1],
+                    pads_begin: vec![1, 1],
+                    pads_end: vec![1, 1],
+                    dilations: vec![1, 1],
+                    ceil_mode: false,
+                    count_include_pad: false,
+                };
+                (Op::MaxPool(p), vec![a])
+            }
+            _ => (Op::Binary(BinaryOp::Add), vec![a, vals[rng.below(vals.len())]]),
+        };
+        vals.push(b.add(format!("op{i}"), op, &ins).expect("op"));
+    }
+    b.output(*vals.last().expect("value"));
+    b.build().expect("graph")
+}
+
+fn profiles(g: &Graph, seed: u64, speedup: f64) -> (Profile, Profile) {
+    let mut rng = Rng::new(seed ^ 0xabc);
+    let t: Vec<(f64, f64)> = (0..g.nodes.len()).map(|_| (rng.unit() * 1e-3, rng.unit() * 4e-4)).collect();
+    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(t[id].0, t[id].1)).expect("robot");
+    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(t[id].0 / speedup, t[id].1 / speedup)).expect("server");
+    (r, s)
+}
+
+fn small_cfg(seed: u64) -> PlannerConfig {
+    PlannerConfig { lns_evaluations: 60, groups: 6, seed, ..PlannerConfig::default() }
+}
+
+#[test]
+fn never_worse_than_any_baseline_on_random_dags() {
+    let mut lop_wins = 0;
+    for seed in 0..8u64 {
+        let g = random_dag(seed, 6 + seed as usize % 5);
+        let (r, s) = profiles(&g, seed, 2.0 + seed as f64 * 3.0);
+        for bw in [0.0, 2e4, 2e5, 2e6] {
+            let link = Link { bandwidth: bw, latency_s: 5e-4, overhead_s: 5e-5 };
+            let sim = Simulator::new(&g, &r, &s, SimConfig { link, ..SimConfig::default() }).expect("sim");
+            for obj in [Objective::Latency, Objective::Energy, Objective::Weighted { lambda: 0.1 }] {
+                let o = plan(&sim, obj, &small_cfg(seed)).expect("plan");
+                let c = sim.cost(&o.plan).expect("the plan simulates");
+                assert_eq!(Some(c), o.cost, "reported cost is the plan's");
+                for b in &o.baselines {
+                    if let Some(bc) = &b.cost {
+                        assert!(obj.score(&c) <= obj.score(bc) + 1e-15, "seed {seed} bw {bw} {obj:?}: worse than {}", b.name);
+                    }
+                }
+                lop_wins += usize::from(o.method == "lop");
+            }
+        }
+    }
+    assert!(lop_wins > 0, "LOSS never beat a baseline on 96 instances");
+}
+
+#[test]
+fn chunked_server_pipelining_beats_server_only_when_upload_dominates() {
+    // A chain of cheap local ops over a big input: the upload dominates, the robot is very
+    // slow, the server's first op is expensive: computing it in chunks while the rest of the
+    // frame is in flight hides it behind the upload.
+    let mut b = GraphBuilder::new("chain");
+    let x = b.input("x", vec![1, 4, 64, 64], DType::U8);
+    let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 4], std: vec![1.0; 4] }, &[x]).expect("norm");
+    for i in 0..4 {
+        v = b.add(format!("relu{i}"), Op::Unary(UnaryOp::Relu), &[v]).expect("relu");
+    }
+    let gap = b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("gap");
+    b.output(gap);
+    let g = b.build().expect("graph");
+    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+    let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(0.0, if id == 1 { 2e-4 } else { 1e-6 })).expect("server");
+    let sim = Simulator::new(&g, &r, &s, SimConfig { link: Link::mbytes(1.0, 1e-4), ..SimConfig::default() }).expect("sim");
+    let o = plan(&sim, Objective::Latency, &PlannerConfig::default()).expect("plan");
+    let server_only = o.baselines.iter().find(|c| c.name == "server-only").and_then(|c| c.cost).expect("server-only");
+    let c = o.cost.expect("cost");
+    assert_eq!(o.method, "lop");
+    assert!(c.makespan_s < server_only.makespan_s * 0.95, "{} vs server-only {}", c.makespan_s, server_only.makespan_s);
+    assert!(o.plan.splits.iter().any(|s| s.server_chunks > 1), "chunks must be used");
+}
+
+fn spec(buckets: Vec<f64>) -> TableSpec {
+    TableSpec {
+        buckets,
+        bandwidth_scale: 0.05,
+        latency_s: 1e-3,
+        overhead_s: 0.0,
+        input_bytes_per_element: None,
+        objective: Objective::Latency,
+        power: crate::power::model::PowerModel::default(),
+        planner: small_cfg(3),
+    }
+}
+
+#[test]
+fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
+    let g = random_dag(11, 9);
+    let (r, s) = profiles(&g, 11, 10.0);
+    let sp = spec(vec![0.0, 1.0, 2.0, 5.0, 10.0]);
+    let (a, times) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
+    assert_eq!(times.len(), 5);
+    let (b, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
+    assert_eq!(a.to_json(), b.to_json(), "same inputs and seed, same bytes");
+    assert_eq!(a.entries[0].method, "robot-only", "bucket 0 has no link");
+    let dir = std::env::temp_dir().join(format!("lop-table-cache-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let (t1, _, u1) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("miss");
+    assert_eq!(u1, CacheUse::Miss);
+    let (t2, _, u2) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("hit");
+    assert_eq!((u2, &t2.hash), (CacheUse::Hit, &t1.hash));
+    let path = table::cache_path(&dir, &t1.key);
+    let text = std::fs::read_to_string(&path).expect("read").replacen("\"lop\"", "\"xop\"", 1).replacen("robot-only", "server-only", 1);
+    std::fs::write(&path, text).expect("corrupt");
+    let (t3, _, u3) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("rebuilt");
+    assert_eq!((u3, t3.to_json()), (CacheUse::Rebuilt, t1.to_json()));
+    std::fs::write(&path, "{ not json").expect("corrupt");
+    assert_eq!(load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("rebuilt").2, CacheUse::Rebuilt);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_inputs_are_refused() {
+    let g = random_dag(1, 6);
+    let other = random_dag(2, 7);
+    let (r, s) = profiles(&g, 1, 5.0);
+    let (ro, _) = profiles(&other, 2, 5.0);
+    assert!(ScheduleTable::build(&g, None, &r, &s, &spec(vec![]), 1).expect_err("empty").to_string().contains("empty"));
+    assert!(ScheduleTable::build(&g, None, &ro, &s, &spec(vec![1.0]), 1).is_err(), "a profile of another model");
+    assert!(ScheduleTable::build(&g, None, &r, &s, &spec(vec![f64::NAN]), 1).is_err());
+    let mut bad = spec(vec![1.0]);
+    bad.planner.chunk_choices = vec![0];
+    assert!(ScheduleTable::build(&g, None, &r, &s, &bad, 1).is_err());
+}
+
+#[test]
+fn timeline_svg_has_four_lanes_and_a_makespan() {
+    let g = random_dag(5, 8);
+    let (r, s) = profiles(&g, 5, 10.0);
+    let sim = Simulator::new(&g, &r, &s, SimConfig::default()).expect("sim");
+    let rep = sim.simulate(&crate::plan::Plan::even(&g, 8)).expect("simulate");
+    let svg = svg::timeline(&rep, "test");
+    assert_eq!(svg.matches("class=\"lane\"").count(), 4);
+    for (_, name) in svg::LANES {
+        assert!(svg.contains(&format!("data-lane=\"{name}\"")), "{name}");
+    }
+    assert!(svg.contains("id=\"makespan\"") && svg.contains("makespan"));
+    assert!(svg.contains(" KB") || svg.contains(" B<") || svg.contains(" B:"), "transfers carry bytes");
+    let plot = svg::latency_plot(&[("lop".into(), vec![(1.0, Some(2.0)), (2.0, Some(1.0))])], "t", "MB/s");
+    assert!(plot.starts_with("<svg") && plot.contains("<path"));
+}
