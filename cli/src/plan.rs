@@ -7,7 +7,7 @@ use crate::ModelArgs;
 use anyhow::{Context, bail};
 use lop::planner::{PlannerConfig, TableSpec, load_or_build, svg};
 use lop::profile::Profile;
-use lop::sim::{Objective, SimConfig, Simulator};
+use lop::sim::{ChunkOrder, Objective, SimConfig, Simulator};
 use std::path::PathBuf;
 
 /// How the raw input crosses the link.
@@ -25,6 +25,25 @@ impl InputDtype {
         match self {
             InputDtype::U8 => None,
             InputDtype::F32 => Some(4),
+        }
+    }
+}
+
+/// How each side orders its compute chunks (see `lop::sim::ChunkOrder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Order {
+    /// List scheduling: the ready chunk highest in its op first (the executor's rule).
+    Wavefront,
+    /// Strictly op after op, chunks top to bottom.
+    OpMajor,
+}
+
+impl Order {
+    /// The simulator's setting.
+    pub fn chunk_order(self) -> ChunkOrder {
+        match self {
+            Order::Wavefront => ChunkOrder::Wavefront,
+            Order::OpMajor => ChunkOrder::OpMajor,
         }
     }
 }
@@ -50,6 +69,9 @@ pub struct SetupArgs {
     /// What to minimise: latency, energy, weighted:LAMBDA (s per J), deadline:MS.
     #[arg(long, default_value = "latency", value_parser = parse_objective)]
     pub objective: Objective,
+    /// How each side orders its chunks in the simulator.
+    #[arg(long, value_enum, default_value = "wavefront")]
+    pub chunk_order: Order,
 }
 
 /// Parses `latency`, `energy`, `weighted:LAMBDA`, `deadline:MS`.
@@ -178,6 +200,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         objective: args.setup.objective,
         power: lop::power::model::PowerModel::default(),
         planner,
+        chunk_order: args.setup.chunk_order.chunk_order(),
     };
     let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
@@ -242,6 +265,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         "input_dtype": format!("{:?}", args.setup.input_dtype).to_lowercase(),
         "bandwidth_scale": scale,
         "objective": spec.objective,
+        "chunk_order": spec.chunk_order,
         "buckets": rows,
     });
     if args.json {

@@ -69,6 +69,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     let config = SimConfig {
         link: Link::mbytes(args.bandwidth, args.setup.latency_ms / 1e3),
         input_bytes_per_element: args.setup.input_dtype.bytes_per_element(),
+        order: args.setup.chunk_order.chunk_order(),
         ..SimConfig::default()
     };
     let sim = Simulator::new(&s.graph, &s.robot, &s.server, config)?;
@@ -85,6 +86,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
                 path.display(),
                 t.model
             );
+            if t.spec.chunk_order != config.order {
+                eprintln!(
+                    "warning: table {} was planned with chunk order {:?}, simulating with {:?}",
+                    path.display(),
+                    t.spec.chunk_order,
+                    config.order
+                );
+            }
             let bucket = args.bandwidth / t.spec.bandwidth_scale;
             t.lookup(bucket).with_context(|| format!("table {} has no buckets", path.display()))?.plan.clone()
         }

@@ -5,8 +5,12 @@
 //!    one is the incumbent, and the result is never worse than it: LOSS returns the baseline's
 //!    own plan unless it found a strictly better one.
 //! 2. **Seeds**: structured families around the baselines: server-only and the best layer
-//!    partition with the first ops (a prefix of the topological order) computed in `k` chunks
-//!    (the input then crosses in pieces and the server starts on the first piece), and "the
+//!    partition with the first ops (a prefix of the topological order, up to the whole
+//!    network) computed in `k` chunks, uniform or graded (about the same rows of the frame per
+//!    chunk at every depth, capped where a side's per-kernel overhead would cost more than a
+//!    fraction of the op's time): the input then crosses in pieces and, under the simulator's
+//!    wavefront order ([`crate::sim::ChunkOrder`]), the server computes band after band, layer
+//!    after layer, while the rest of the frame is in flight; and "the
 //!    robot computes the top rows of the early ops while the server does the rest", with the
 //!    robot's band shrinking with depth so that it only reads rows it holds, with and without
 //!    replicated overlaps on the server.
@@ -18,7 +22,8 @@
 //!    distinct plans survive.
 //! 4. **Large-neighbourhood search** around the critical path of the best plan (found by
 //!    walking the simulator's timeline back from the makespan): a window of ops around a
-//!    critical op gets a random edit (chunks, band ends, side, a neighbour's split), and the
+//!    critical op gets a random edit (chunks, graded chunks of the prefix up to the window,
+//!    band ends, side, a neighbour's split), and the
 //!    result is kept only when strictly better. The search stops after `lns_evaluations`
 //!    simulations, so results depend only on the inputs and the seed. `time_limit_s` is a
 //!    safety net for pathological graphs only: when it fires (reported in
@@ -72,7 +77,7 @@ impl Default for PlannerConfig {
             units: 8,
             beam_width: 2,
             groups: 16,
-            chunk_choices: vec![1, 2, 4, 8],
+            chunk_choices: vec![1, 2, 4, 8, 16, 32],
             lns_evaluations: 300,
             time_limit_s: 120.0,
             seed: 0,

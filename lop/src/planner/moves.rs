@@ -113,6 +113,30 @@ pub(super) fn replicate_back(g: &Graph, plan: &mut Plan, ids: &[NodeId], consume
     }
 }
 
+/// Chunks every op of `ids` on each side that computes part of it so that a chunk covers about
+/// `rows0 / k0` rows of the frame at every depth (`ceil(k0 * rows / rows0)` chunks), capped so
+/// that the side's per-kernel overhead stays within `frac` of its compute time for the op
+/// (`time(rows)` is the side's predicted seconds for `rows` rows in one kernel).
+pub(super) fn graded_chunks(g: &Graph, plan: &mut Plan, ids: &[NodeId], k0: usize, frac: f64, time: impl Fn(Side, NodeId, usize) -> f64) {
+    let rows0 = ids.first().map_or(1, |&i| g.nodes[i].info.rows().max(1));
+    for &id in ids {
+        for side in [Side::Robot, Side::Server] {
+            let n = plan.rows(g, id, side).len();
+            if n == 0 {
+                continue;
+            }
+            let a = time(side, id, 0);
+            let work = time(side, id, n) - a;
+            let cap = if a > 0.0 { ((frac * work / a).floor() as usize).max(1) } else { n };
+            let k = (k0 * g.nodes[id].info.rows()).div_ceil(rows0).clamp(1, cap.min(n));
+            match side {
+                Side::Robot => plan.splits[id].robot_chunks = k,
+                Side::Server => plan.splits[id].server_chunks = k,
+            }
+        }
+    }
+}
+
 /// Moves the robot's end (`robot = true`) or the server's start by `delta` units, keeping
 /// `server_start <= robot_end`; a global op switches side instead.
 pub(super) fn shift(g: &Graph, plan: &mut Plan, id: NodeId, robot: bool, delta: isize) {

@@ -1,7 +1,7 @@
 //! The search itself: seeds, the segment beam, and the large-neighbourhood search.
 
 use super::PlannerConfig;
-use super::moves::{band, copy_split, replicate_back, set_robot, set_server, shift, units_of};
+use super::moves::{band, copy_split, graded_chunks, replicate_back, set_robot, set_server, shift, units_of};
 use crate::baseline::{Candidate, evaluate};
 use crate::error::Result;
 use crate::graph::NodeId;
@@ -9,6 +9,7 @@ use crate::ops::Op;
 use crate::plan::Plan;
 use crate::rng::Rng;
 use crate::sim::{Cost, Objective, SimReport, Simulator};
+use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
 /// The best plan found (if any passed the rules) and what it took.
@@ -88,18 +89,38 @@ impl Search<'_, '_> {
         let depths: Vec<usize> = [32, 16, 8, 4, 2, 1].iter().map(|d| (n / d).max(1)).collect();
         let mut out: Vec<Plan> = baselines.iter().filter(|c| c.cost.is_some()).map(|c| c.plan.clone()).collect();
         let bases: Vec<Plan> = out.clone();
+        let rows0 = g.nodes[self.ops[0]].info.rows().max(1);
         for base in &bases {
             for &k in self.cfg.chunk_choices.iter().filter(|&&k| k > 1) {
                 for &d in &depths {
-                    let mut p = base.clone();
-                    for &id in &self.ops[..d] {
-                        if p.splits[id].robot_end < units_of(g, &p, id) {
-                            p.splits[id].server_chunks = k;
-                        } else {
-                            p.splits[id].robot_chunks = k;
+                    for taper in [false, true] {
+                        let mut p = base.clone();
+                        for &id in &self.ops[..d] {
+                            // Tapered: the same rows of the frame per chunk at every depth.
+                            let kk = if taper { (k * g.nodes[id].info.rows()).div_ceil(rows0).max(1) } else { k };
+                            if p.splits[id].robot_end < units_of(g, &p, id) {
+                                p.splits[id].server_chunks = kk;
+                            } else {
+                                p.splits[id].robot_chunks = kk;
+                            }
                         }
+                        out.push(p);
                     }
-                    out.push(p);
+                }
+            }
+        }
+        // Graded chunking of the whole network (or its first half): fine chunks where kernels
+        // are cheap to launch, so that each side computes band after band, layer after layer,
+        // while the frame is in flight.
+        let time = |side, id, rows| self.sim.op_time(side, id, rows);
+        for base in &bases {
+            for k0 in [8, 16, 32, 64, 128, rows0] {
+                for frac in [0.05, 0.15, 0.5, f64::INFINITY] {
+                    for d in [n / 2, n] {
+                        let mut p = base.clone();
+                        graded_chunks(g, &mut p, &self.ops[..d.max(1)], k0, frac, time);
+                        out.push(p);
+                    }
                 }
             }
         }
@@ -197,6 +218,13 @@ impl Search<'_, '_> {
         let choices = &self.cfg.chunk_choices;
         let k = choices[rng.below(choices.len())];
         let delta = if rng.below(2) == 0 { -1 } else { 1 };
+        if rng.below(8) == 0 {
+            // Graded chunking of everything up to the window (see `graded_chunks`).
+            let k0 = [8, 16, 32, 64, 128][rng.below(5)];
+            let frac = [0.05, 0.15, 0.5, 2.0][rng.below(4)];
+            graded_chunks(g, &mut p, &self.ops[..hi], k0, frac, |side, id, rows| self.sim.op_time(side, id, rows));
+            return p;
+        }
         match rng.below(7) {
             0 => window.iter().for_each(|&id| p.splits[id].server_chunks = k),
             1 => window.iter().for_each(|&id| p.splits[id].robot_chunks = k),
@@ -288,9 +316,17 @@ pub(super) fn run(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, base
         return Ok(Found { best: None, evaluations: 0, hit_time_limit: false });
     }
     let mut seeded = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for p in s.seeds(baselines) {
         if s.out_of_time() {
             break;
+        }
+        // Seed families overlap (e.g. graded chunking capped to the same counts): simulate
+        // each distinct plan once (a fixed-key hasher: deterministic).
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        p.splits.iter().for_each(|x| (x.robot_end, x.server_start, x.robot_chunks, x.server_chunks).hash(&mut h));
+        if !seen.insert(h.finish()) {
+            continue;
         }
         if let Some(st) = s.eval(p)? {
             seeded.push(st);

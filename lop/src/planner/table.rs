@@ -8,7 +8,7 @@ use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::power::model::PowerModel;
 use crate::profile::Profile;
-use crate::sim::{Link, Objective, SimConfig, Simulator};
+use crate::sim::{ChunkOrder, Link, Objective, SimConfig, Simulator};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -56,6 +56,9 @@ pub struct TableSpec {
     pub power: PowerModel,
     /// The planner's knobs.
     pub planner: PlannerConfig,
+    /// How the simulator orders each side's chunks (the executor follows the same rule).
+    #[serde(default)]
+    pub chunk_order: ChunkOrder,
 }
 
 /// Alias kept for readers looking for the table's configuration.
@@ -89,6 +92,7 @@ impl TableSpec {
             link: Link { bandwidth: b * self.bandwidth_scale * 1e6, latency_s: self.latency_s, overhead_s: self.overhead_s },
             power: self.power,
             input_bytes_per_element: self.input_bytes_per_element,
+            order: self.chunk_order,
         }
     }
 }

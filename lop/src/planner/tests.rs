@@ -109,6 +109,7 @@ fn spec(buckets: Vec<f64>) -> TableSpec {
         objective: Objective::Latency,
         power: crate::power::model::PowerModel::default(),
         planner: small_cfg(3),
+        chunk_order: crate::sim::ChunkOrder::default(),
     }
 }
 
@@ -167,4 +168,35 @@ fn timeline_svg_has_four_lanes_and_a_makespan() {
     assert!(svg.contains(" KB") || svg.contains(" B<") || svg.contains(" B:"), "transfers carry bytes");
     let plot = svg::latency_plot(&[("lop".into(), vec![(1.0, Some(2.0)), (2.0, Some(1.0))])], "t", "MB/s");
     assert!(plot.starts_with("<svg") && plot.contains("<path"));
+}
+
+#[test]
+fn wavefront_lets_loss_hide_a_deep_chain_behind_the_upload() {
+    // Six equally expensive element-wise ops on the server: upload 16 KB at 1 MB/s (16.4 ms),
+    // 2.56 ms of server compute per op. Server-only: ~16.4 + 15.4 ms. With every op chunked
+    // and wavefront order, the server runs band after band, layer after layer, during the
+    // upload (~16.4 ms + one band through six ops); op by op, only the first op overlaps.
+    let mut b = GraphBuilder::new("deep");
+    let x = b.input("x", vec![1, 4, 64, 64], DType::U8);
+    let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 4], std: vec![1.0; 4] }, &[x]).expect("norm");
+    for i in 0..6 {
+        v = b.add(format!("relu{i}"), Op::Unary(UnaryOp::Relu), &[v]).expect("relu");
+    }
+    // A row-wise mean keeps the output (which must come back) small.
+    let y = b.add("mean", Op::ReduceMean { axes: vec![3], keepdims: true }, &[v]).expect("mean");
+    b.output(y);
+    let g = b.build().expect("graph");
+    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+    let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(0.0, if (2..8).contains(&id) { 4e-5 } else { 1e-7 })).expect("server");
+    let mut best = Vec::new();
+    for order in [crate::sim::ChunkOrder::Wavefront, crate::sim::ChunkOrder::OpMajor] {
+        let cfg = SimConfig { link: Link::mbytes(1.0, 1e-4), order, ..SimConfig::default() };
+        let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
+        let o = plan(&sim, Objective::Latency, &PlannerConfig::default()).expect("plan");
+        let server_only = o.baselines.iter().find(|c| c.name == "server-only").and_then(|c| c.cost).expect("server-only");
+        best.push(o.cost.expect("cost").makespan_s / server_only.makespan_s);
+    }
+    eprintln!("LOSS / server-only: wavefront {:.3}, op-major {:.3}", best[0], best[1]);
+    assert!(best[0] < 0.7, "wavefront: LOSS / server-only = {}", best[0]);
+    assert!(best[0] < best[1] - 0.1, "wavefront {} vs op-major {}", best[0], best[1]);
 }

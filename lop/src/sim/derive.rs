@@ -14,10 +14,16 @@ pub(super) struct Task {
     pub node: NodeId,
     pub rows: Rows,
     pub dur: f64,
-    /// Transfers it reads that have not arrived yet.
+    /// Inputs not available yet: transfers it reads that have not arrived, and chunks of its
+    /// own side it reads that are not done.
     pub pending: u32,
     /// Transfers that become ready when it ends.
     pub enables: Vec<u32>,
+    /// Chunks of the same side that read rows it computes.
+    pub succ: Vec<u32>,
+    /// Wavefront priority: where its rows start, as a fraction of the op's rows (lower first;
+    /// ties go to the lower task index, i.e. topological order, then top to bottom).
+    pub key: f64,
     pub start: f64,
     pub end: f64,
 }
@@ -44,7 +50,8 @@ pub(super) struct Transfer {
 pub(super) struct Tasks {
     pub tasks: Vec<Task>,
     pub transfers: Vec<Transfer>,
-    /// Per side, its chunks in execution order.
+    /// Per side, its chunks in op-major order (ops in topological order, chunks top to bottom):
+    /// the execution order under [`super::ChunkOrder::OpMajor`].
     pub seq: [Vec<u32>; 2],
     /// Robot chunks and transfers the outputs are assembled from.
     pub final_tasks: Vec<u32>,
@@ -160,6 +167,7 @@ impl Builder<'_, '_> {
         }
         let pieces = rows::chunks(&rows, self.plan.chunks(id, side));
         let first = self.t.tasks.len() as u32;
+        let total = sim.graph.nodes[id].info.rows().max(1) as f64;
         for p in &pieces {
             let ix = self.t.tasks.len() as u32;
             self.t.tasks.push(Task {
@@ -169,6 +177,8 @@ impl Builder<'_, '_> {
                 dur: sim.op_time(side, id, p.len()),
                 pending: 0,
                 enables: Vec::new(),
+                succ: Vec::new(),
+                key: p.start as f64 / total,
                 start: 0.0,
                 end: 0.0,
             });
@@ -189,8 +199,15 @@ impl Builder<'_, '_> {
                 let cuts: Vec<usize> = needs[..needs.len() - 1].iter().map(|r| r.end).collect();
                 self.send(inp, side, miss, &cuts, id)?;
             }
+            let (own_first, own_count) = self.chunks[inp][s];
             for (c, need) in needs.iter().enumerate() {
                 let task = first + c as u32;
+                for ti in own_first..own_first + own_count {
+                    if overlaps(&self.t.tasks[ti as usize].rows, need) {
+                        self.t.tasks[ti as usize].succ.push(task);
+                        self.t.tasks[task as usize].pending += 1;
+                    }
+                }
                 for (r, tr) in &self.received[inp][s] {
                     if overlaps(r, need) {
                         self.t.transfers[*tr as usize].waiters.push(task);

@@ -1,7 +1,8 @@
-//! The event loop: two in-order compute resources and two FIFO links.
+//! The event loop: two compute resources (each a list scheduler under [`ChunkOrder::Wavefront`],
+//! or strictly in op-major order under [`ChunkOrder::OpMajor`]) and two FIFO links.
 
 use super::derive::Tasks;
-use super::{Simulator, side_ix};
+use super::{ChunkOrder, Simulator, side_ix};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -64,12 +65,33 @@ impl Ord for Waiting {
     }
 }
 
+/// A chunk whose inputs are all available, ordered by wavefront key then task index.
+#[derive(Debug, PartialEq)]
+struct Ready {
+    key: f64,
+    id: u32,
+}
+impl Eq for Ready {}
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ready {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.key.total_cmp(&self.key).then(o.id.cmp(&self.id))
+    }
+}
+
 struct State<'a> {
     t: &'a mut Tasks,
     events: BinaryHeap<Event>,
     seq: u64,
-    /// Per side: next position in its sequence, and whether a chunk is running.
+    wavefront: bool,
+    /// Per side: chunks started (under op-major, the next position in its sequence), the
+    /// ready chunks (wavefront only), and whether a chunk is running.
     next: [usize; 2],
+    ready: [BinaryHeap<Ready>; 2],
     busy: [bool; 2],
     /// Per link (0 up, 1 down): queue and whether it is sending.
     queue: [BinaryHeap<Waiting>; 2],
@@ -89,11 +111,18 @@ impl State<'_> {
         if self.busy[s] {
             return;
         }
-        let Some(&ti) = self.t.seq[s].get(self.next[s]) else { return };
+        let ti = if self.wavefront {
+            let Some(r) = self.ready[s].pop() else { return };
+            r.id
+        } else {
+            let Some(&ti) = self.t.seq[s].get(self.next[s]) else { return };
+            if self.t.tasks[ti as usize].pending > 0 {
+                return;
+            }
+            ti
+        };
+        self.next[s] += 1;
         let task = &mut self.t.tasks[ti as usize];
-        if task.pending > 0 {
-            return;
-        }
         task.start = now;
         task.end = now + task.dur;
         let end = task.end;
@@ -116,6 +145,16 @@ impl State<'_> {
         self.push(arrive, Kind::Arrive(w.id));
     }
 
+    /// One input of chunk `ti` became available.
+    fn satisfy(&mut self, ti: u32) {
+        let task = &mut self.t.tasks[ti as usize];
+        task.pending -= 1;
+        if task.pending == 0 && self.wavefront {
+            let (s, key) = (side_ix(task.side), task.key);
+            self.ready[s].push(Ready { key, id: ti });
+        }
+    }
+
     fn enqueue(&mut self, id: u32, ready: f64) {
         let l = if self.t.transfers[id as usize].up { 0 } else { 1 };
         self.queue[l].push(Waiting { ready, id });
@@ -130,7 +169,9 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
         t: &mut t,
         events: BinaryHeap::new(),
         seq: 0,
+        wavefront: sim.config.order == ChunkOrder::Wavefront,
         next: [0, 0],
+        ready: [BinaryHeap::new(), BinaryHeap::new()],
         busy: [false, false],
         queue: [BinaryHeap::new(), BinaryHeap::new()],
         link_busy: [false, false],
@@ -143,6 +184,13 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
             st.enqueue(id as u32, 0.0);
         }
     }
+    if st.wavefront {
+        for (ti, task) in st.t.tasks.iter().enumerate() {
+            if task.pending == 0 {
+                st.ready[side_ix(task.side)].push(Ready { key: task.key, id: ti as u32 });
+            }
+        }
+    }
     st.try_compute(0, 0.0);
     st.try_compute(1, 0.0);
     while let Some(ev) = st.events.pop() {
@@ -151,12 +199,14 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
             Kind::ComputeDone(ti) => {
                 let s = side_ix(st.t.tasks[ti as usize].side);
                 st.busy[s] = false;
-                st.next[s] += 1;
+                for k in 0..st.t.tasks[ti as usize].succ.len() {
+                    let w = st.t.tasks[ti as usize].succ[k];
+                    st.satisfy(w);
+                }
                 for k in 0..st.t.tasks[ti as usize].enables.len() {
                     let id = st.t.tasks[ti as usize].enables[k];
                     st.enqueue(id, now);
                 }
-                st.try_compute(s, now);
             }
             Kind::LinkDone(l) => {
                 st.link_busy[l] = false;
@@ -164,12 +214,16 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
             }
             Kind::Arrive(id) => {
                 for k in 0..st.t.transfers[id as usize].waiters.len() {
-                    let w = st.t.transfers[id as usize].waiters[k] as usize;
-                    st.t.tasks[w].pending -= 1;
-                    let s = side_ix(st.t.tasks[w].side);
-                    st.try_compute(s, now);
+                    let w = st.t.transfers[id as usize].waiters[k];
+                    st.satisfy(w);
                 }
             }
+        }
+        // A free side picks its next chunk once every event of this instant is in, so that
+        // the choice sees every chunk that became ready at `now`.
+        if st.events.peek().is_none_or(|e| e.time > now) {
+            st.try_compute(0, now);
+            st.try_compute(1, now);
         }
     }
     let complete = st.next[0] == st.t.seq[0].len() && st.next[1] == st.t.seq[1].len();

@@ -9,9 +9,21 @@
 //! and at the consumer's chunk needs (a consumer chunk waits only for the rows it reads).
 //! The bytes each way therefore equal `run_split`'s; the message count may be higher.
 //!
-//! Four FIFO resources: robot compute, server compute, uplink, downlink. Each side computes its
-//! chunks strictly in a fixed order (ops in topological order, chunks top to bottom): a chunk
-//! starts when the previous one on its side is done and every transfer it reads has arrived.
+//! Four resources: robot compute, server compute, uplink, downlink. A chunk's inputs are exactly
+//! the rows [`Graph::footprint`] gives for its row range: they come from specific chunks of
+//! the producer on its own side and/or specific incoming transfers. How each side orders its
+//! chunks is [`SimConfig::order`] ([`ChunkOrder`]):
+//! - [`ChunkOrder::Wavefront`] (the default, and the rule the runtime executor follows): a list
+//!   scheduler. Whenever a side's compute is free it starts, among its chunks whose inputs are
+//!   all available (own chunks done, transfers arrived), the one whose rows start highest in
+//!   its op (lowest `start row / op rows`), ties to the earlier op in topological order, then
+//!   the upper chunk. So chunk `j` of op `v + 1` runs as soon as the rows it reads exist,
+//!   before later chunks of op `v`: the server computes band after band, layer after layer,
+//!   while the rest of the frame is still in flight.
+//! - [`ChunkOrder::OpMajor`]: strictly in a fixed order (ops in topological order, chunks top
+//!   to bottom): a chunk starts when the previous one on its side is done and every transfer
+//!   it reads has arrived.
+//!
 //! A link sends transfers one at a time in order of readiness (producer done; ties in creation
 //! order); a transfer of `b` bytes holds the link for `overhead + b / bandwidth` and arrives
 //! `latency` later. Graph inputs are held whole by the robot at time 0. The makespan is the time
@@ -53,6 +65,17 @@ impl Link {
     }
 }
 
+/// How each side orders its compute chunks (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChunkOrder {
+    /// Strictly ops in topological order, chunks top to bottom.
+    OpMajor,
+    /// List scheduling: the ready chunk highest in its op first, then topological order.
+    #[default]
+    Wavefront,
+}
+
 /// Everything besides the plan and the profiles.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimConfig {
@@ -63,11 +86,18 @@ pub struct SimConfig {
     /// Bytes per element of graph inputs on the wire, overriding their dtype (`Some(4)` prices a
     /// raw uint8 frame as if it travelled as f32); `None` uses the dtype.
     pub input_bytes_per_element: Option<usize>,
+    /// How each side orders its chunks.
+    pub order: ChunkOrder,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { link: Link::mbytes(10.0, 0.001), power: PowerModel::default(), input_bytes_per_element: None }
+        SimConfig {
+            link: Link::mbytes(10.0, 0.001),
+            power: PowerModel::default(),
+            input_bytes_per_element: None,
+            order: ChunkOrder::Wavefront,
+        }
     }
 }
 

@@ -94,14 +94,15 @@ fn rows_leave_as_soon_as_their_chunk_is_done_and_sending_while_computing_counts_
 
 #[test]
 fn server_pipelining_with_two_chunks_beats_one_when_upload_dominates() {
-    // Server only: upload 8000 input bytes (8 rows of 1000 u8) at 1 MB/s, latency 1 ms;
+    // Op-major order (each side strictly op by op). Server only: upload 8000 input bytes (8 rows of 1000 u8) at 1 MB/s, latency 1 ms;
     // norm 0.5 ms/row, row-wise mean over W 0.25 ms/row; 32 output bytes come back.
     // k = 1: up [0, 8] arr 9; norm [9, 13]; mean [13, 15]; down 32 B [15, 15.032] arr 16.032.
     // k = 2: up rows 0..4 [0, 4] arr 5, rows 4..8 [4, 8] arr 9; norm [5, 7], [9, 11];
     //        mean [11, 12], [12, 13]; down 16 B [12, 12.016] arr 13.016, [13, 13.016] arr 14.016.
     let g = chain(8, 1000, Op::ReduceMean { axes: vec![3], keepdims: true });
     let (rp, sp) = profiles(&g, &[(0.0, 0.0); 3], &[(0.0, 0.0), (0.0, 0.0005), (0.0, 0.00025)]);
-    let sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim");
+    let cfg = SimConfig { order: ChunkOrder::OpMajor, ..config(1e6, 0.001, 0.0) };
+    let sim = Simulator::new(&g, &rp, &sp, cfg).expect("sim");
     let mut plan = Plan::server_only(&g, 8);
     let one = sim.simulate(&plan).expect("k=1");
     assert!(close(one.makespan_s, 0.016032), "k=1 makespan {}", one.makespan_s);
@@ -120,6 +121,78 @@ fn server_pipelining_with_two_chunks_beats_one_when_upload_dominates() {
     assert!(close(two.energy.transmitting_s, 0.008032) && close(two.energy.idle_s, 0.005984));
     assert!(close(two.energy.joules, 4.25 * 0.008032 + 4.04 * 0.005984));
     assert!(close(two.server_compute.busy_s, 0.006) && close(two.uplink.busy_s, 0.008) && close(two.downlink.busy_s, 0.000032));
+
+    // Wavefront order: mean's first chunk runs as soon as norm's first chunk is done, before
+    // norm's second chunk (whose input is still in flight):
+    //   up rows 0..4 [0, 4] arr 5, rows 4..8 [4, 8] arr 9; norm [5, 7]; mean [7, 8];
+    //   down 16 B [8, 8.016] arr 9.016; norm [9, 11]; mean [11, 12]; down [12, 12.016]
+    //   arr 13.016 => 13.016 ms (k = 1 is the same in both orders).
+    let sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim");
+    assert!(close(sim.cost(&plan).expect("wavefront").makespan_s, 0.013016));
+    plan.splits.iter_mut().for_each(|s| s.server_chunks = 1);
+    assert!(close(sim.cost(&plan).expect("wavefront k=1").makespan_s, 0.016032));
+}
+
+#[test]
+fn wavefront_pipelines_a_three_op_chain_during_the_upload() {
+    // Server only: input u8 [1,1,8,1000] -> norm (0.5 ms/row) -> relu (0.25 ms/row) -> mean
+    // over W (0.25 ms/row, 4 output bytes per row); 1 MB/s, latency 1 ms; 2 chunks per op, so
+    // the input crosses as rows 0..4 [0, 4] arriving at 5 and rows 4..8 [4, 8] arriving at 9.
+    // Op-major: norm [5, 7], [9, 11]; relu [11, 12], [12, 13]; mean [13, 14], [14, 15];
+    //   down 16 B [14, 14.016] arr 15.016, [15, 15.016] arr 16.016 => 16.016 ms.
+    // Wavefront: norm [5, 7]; relu [7, 8]; mean [8, 9]; down [9, 9.016] arr 10.016;
+    //   norm [9, 11]; relu [11, 12]; mean [12, 13]; down [13, 13.016] arr 14.016 => 14.016 ms.
+    let mut b = GraphBuilder::new("chain3");
+    let x = b.input("x", vec![1, 1, 8, 1000], DType::U8);
+    let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+    let r = b.add("relu", Op::Unary(crate::ops::UnaryOp::Relu), &[n]).expect("relu");
+    let y = b.add("mean", Op::ReduceMean { axes: vec![3], keepdims: true }, &[r]).expect("mean");
+    b.output(y);
+    let g = b.build().expect("graph");
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0); 4], &[(0.0, 0.0), (0.0, 0.0005), (0.0, 0.00025), (0.0, 0.00025)]);
+    let mut plan = Plan::server_only(&g, 8);
+    plan.splits.iter_mut().for_each(|s| s.server_chunks = 2);
+    let op_major = SimConfig { order: ChunkOrder::OpMajor, ..config(1e6, 0.001, 0.0) };
+    let om = Simulator::new(&g, &rp, &sp, op_major).expect("sim").simulate(&plan).expect("op-major");
+    assert!(close(om.makespan_s, 0.016016), "op-major makespan {}", om.makespan_s);
+    let wf = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim").simulate(&plan).expect("wavefront");
+    assert!(close(wf.makespan_s, 0.014016), "wavefront makespan {}", wf.makespan_s);
+    let srv: Vec<(NodeId, f64)> = wf.timeline.iter().filter(|s| s.resource == Resource::ServerCompute).map(|s| (s.node, s.start)).collect();
+    let want = [(1, 0.005), (2, 0.007), (3, 0.008), (1, 0.009), (2, 0.011), (3, 0.012)];
+    assert_eq!(srv.len(), want.len());
+    for ((node, start), (wn, ws)) in srv.iter().zip(want) {
+        assert!(*node == wn && close(*start, ws), "server span {node} at {start}, want {wn} at {ws}");
+    }
+    assert_eq!((wf.bytes_up, wf.bytes_down), (om.bytes_up, om.bytes_down));
+}
+
+#[test]
+fn wavefront_waits_for_halo_rows_from_the_next_chunk() {
+    // Server only: input u8 [1,1,8,8] -> norm (1 ms/row) -> 1-row max pool over H with a
+    // 3-row window (pad 1, stride 1) -> output; 2 chunks; infinite-ish link (1e12 B/s, no
+    // latency). The pool's first chunk (rows 0..4) reads norm rows 0..5, so it must wait for
+    // norm's second chunk: norm [0, 4], [4, 8]; pool [8, 12], [12, 16] in both orders.
+    let g = chain(
+        8,
+        8,
+        Op::MaxPool(crate::ops::Pool {
+            kernel: vec![3, 1],
+            strides: vec![1, 1],
+            pads_begin: vec![1, 0],
+            pads_end: vec![1, 0],
+            dilations: vec![1, 1],
+            ceil_mode: false,
+            count_include_pad: false,
+        }),
+    );
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0); 3], &[(0.0, 0.0), (0.0, 0.001), (0.0, 0.001)]);
+    let mut plan = Plan::server_only(&g, 8);
+    plan.splits.iter_mut().for_each(|s| s.server_chunks = 2);
+    let sim = Simulator::new(&g, &rp, &sp, config(1e12, 0.0, 0.0)).expect("sim");
+    let rep = sim.simulate(&plan).expect("wavefront");
+    let srv: Vec<NodeId> = rep.timeline.iter().filter(|s| s.resource == Resource::ServerCompute).map(|s| s.node).collect();
+    assert_eq!(srv, vec![1, 1, 2, 2]);
+    assert!(close(rep.makespan_s, 0.016), "makespan {}", rep.makespan_s);
 }
 
 #[test]
@@ -162,6 +235,45 @@ fn resnet18_sim(g: &Graph) -> (Profile, Profile) {
     (r, s)
 }
 
+/// Every row a compute span reads (its footprint) was computed on its side or had arrived
+/// there by the time it started.
+fn assert_inputs_exist_before_each_chunk(sim: &Simulator<'_>, rep: &SimReport, what: &str) {
+    let g = sim.graph();
+    for c in rep.timeline.iter().filter(|s| s.kind == SpanKind::Compute) {
+        let (side, link) = match c.resource {
+            Resource::RobotCompute => (Side::Robot, Resource::Downlink),
+            _ => (Side::Server, Resource::Uplink),
+        };
+        for (k, &inp) in g.nodes[c.node].inputs.iter().enumerate() {
+            if matches!(g.nodes[inp].op, Op::Constant(_)) || (matches!(g.nodes[inp].op, Op::Input) && side == Side::Robot) {
+                continue;
+            }
+            let need = sim.need(c.node, k, &c.rows);
+            let own = if side == Side::Robot { Resource::RobotCompute } else { Resource::ServerCompute };
+            let mut have: Vec<Rows> = rep
+                .timeline
+                .iter()
+                .filter(|s| s.node == inp && (s.resource == own || s.resource == link) && s.arrive <= c.start + EPS)
+                .map(|s| s.rows.clone())
+                .collect();
+            have.sort_by_key(|r| r.start);
+            let mut reach = need.start;
+            for r in have {
+                if r.start <= reach {
+                    reach = reach.max(r.end);
+                }
+            }
+            assert!(
+                reach >= need.end,
+                "{what}: '{}' rows {:?} started before rows {need:?} of '{}' existed",
+                c.name,
+                c.rows,
+                g.nodes[inp].name
+            );
+        }
+    }
+}
+
 #[test]
 fn bytes_each_way_equal_the_split_executor() {
     let g = crate::zoo::build("resnet18").expect("resnet18");
@@ -175,6 +287,7 @@ fn bytes_each_way_equal_the_split_executor() {
         assert_eq!((rep.bytes_up, rep.bytes_down), (run.bytes_up, run.bytes_down), "seed {seed}");
         assert!(rep.messages_up >= run.messages.0 && rep.messages_down >= run.messages.1);
         assert!(rep.makespan_s.is_finite() && rep.makespan_s > 0.0);
+        assert_inputs_exist_before_each_chunk(&sim, &rep, &format!("seed {seed}"));
         // No resource runs two things at once, and nothing starts before its inputs exist.
         for res in [Resource::RobotCompute, Resource::ServerCompute, Resource::Uplink, Resource::Downlink] {
             let spans: Vec<&Span> = rep.timeline.iter().filter(|s| s.resource == res).collect();
@@ -182,6 +295,11 @@ fn bytes_each_way_equal_the_split_executor() {
                 assert!(w[1].start >= w[0].end - EPS, "{res:?} overlaps itself");
             }
         }
+    }
+    let om = Simulator::new(&g, &rp, &sp, SimConfig { order: ChunkOrder::OpMajor, ..config(5e6, 0.002, 1e-4) }).expect("sim");
+    for seed in 0..3 {
+        let rep = om.simulate(&Plan::random(&g, 8, seed)).expect("op-major");
+        assert_inputs_exist_before_each_chunk(&om, &rep, &format!("op-major seed {seed}"));
     }
     for plan in [Plan::robot_only(&g, 8), Plan::server_only(&g, 8), Plan::even(&g, 8)] {
         let run = crate::exec::run_split(&g, &plan, &inputs).expect("split run");
