@@ -5,6 +5,7 @@
 //! crate builds on this.
 //!
 //! ## Layout
+//! - [`alloc`]: allocator settings for long-running inference processes.
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
 //! - [`rows`]: row ranges, units, footprints.
@@ -24,6 +25,7 @@
 //!   tables per bandwidth bucket (built in parallel, cached by content hash), SVG pictures.
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod baseline;
 pub mod error;
 pub mod exec;
