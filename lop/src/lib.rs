@@ -6,6 +6,7 @@
 //!
 //! ## Layout
 //! - [`alloc`]: allocator settings for long-running inference processes.
+//! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
 //! - [`rows`]: row ranges, units, footprints.
@@ -27,6 +28,7 @@
 
 pub mod alloc;
 pub mod baseline;
+pub mod content_hash;
 pub mod error;
 pub mod exec;
 pub mod graph;

@@ -19,15 +19,7 @@ fn random_dag(seed: u64, ops: usize) -> Graph {
         let (op, ins) = match rng.below(3) {
             0 => (Op::Unary(UnaryOp::Relu), vec![a]),
             1 => {
-                let pool = Pool {
-                    kernel: vec![3, 3],
-                    strides: vec![1, 1],
-                    pads_begin: vec![1, 1],
-                    pads_end: vec![1, 1],
-                    dilations: vec![1, 1],
-                    ceil_mode: false,
-                    count_include_pad: false,
-                };
+                let pool = Pool::square2d(3, 1, 1);
                 (Op::MaxPool(pool), vec![a])
             }
             _ => (Op::Binary(BinaryOp::Add), vec![a, vals[rng.below(vals.len())]]),

@@ -302,6 +302,20 @@ impl Conv {
 }
 
 impl Pool {
+    /// A square 2-d window with symmetric padding, no dilation, floor rounding and padding
+    /// excluded from averages: the common pooling layer.
+    pub fn square2d(kernel: usize, stride: usize, pad: usize) -> Pool {
+        Pool {
+            kernel: vec![kernel; 2],
+            strides: vec![stride; 2],
+            pads_begin: vec![pad; 2],
+            pads_end: vec![pad; 2],
+            dilations: vec![1; 2],
+            ceil_mode: false,
+            count_include_pad: false,
+        }
+    }
+
     fn nsp(&self) -> usize {
         self.kernel.len()
     }

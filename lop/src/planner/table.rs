@@ -155,22 +155,9 @@ impl ScheduleTable {
     /// significant digits so that a saved-and-loaded table (JSON float parsing may move the
     /// last bit) hashes alike.
     pub fn content_hash(&self) -> String {
-        fn canon(v: &mut serde_json::Value) {
-            match v {
-                serde_json::Value::Number(n) if n.is_f64() => {
-                    let f = n.as_f64().unwrap_or(f64::NAN);
-                    *v = serde_json::Value::String(format!("{f:.11e}"));
-                }
-                serde_json::Value::Array(a) => a.iter_mut().for_each(canon),
-                serde_json::Value::Object(o) => o.values_mut().for_each(canon),
-                _ => {}
-            }
-        }
         let mut t = self.clone();
         t.hash.clear();
-        let mut v = serde_json::to_value(&t).unwrap_or_default();
-        canon(&mut v);
-        hex::encode(Sha256::digest(v.to_string().as_bytes()))
+        crate::content_hash::json_content_hash(&t, 12)
     }
 
     /// The entry for a bandwidth: the highest bucket not above `mb_s` (bucket values), or the

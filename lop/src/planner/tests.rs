@@ -18,15 +18,7 @@ fn random_dag(seed: u64, ops: usize) -> Graph {
         let (op, ins) = match rng.below(3) {
             0 => (Op::Unary(UnaryOp::Relu), vec![a]),
             1 => {
-                let p = Pool {
-                    kernel: vec![3, 3],
-                    strides: vec![1, 1],
-                    pads_begin: vec![1, 1],
-                    pads_end: vec![1, 1],
-                    dilations: vec![1, 1],
-                    ceil_mode: false,
-                    count_include_pad: false,
-                };
+                let p = Pool::square2d(3, 1, 1);
                 (Op::MaxPool(p), vec![a])
             }
             _ => (Op::Binary(BinaryOp::Add), vec![a, vals[rng.below(vals.len())]]),

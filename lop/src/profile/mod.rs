@@ -12,7 +12,6 @@ pub use measure::{ProfileOptions, hardware, profile_graph};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};
 use crate::plan::Side;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// Current profile format version.
@@ -277,20 +276,7 @@ impl Profile {
     /// over the JSON form with every float printed to 9 significant digits, so that a profile
     /// and its saved-and-loaded copy (JSON float parsing may move the last bit) hash alike.
     pub fn hash(&self) -> String {
-        fn canon(v: &mut serde_json::Value) {
-            match v {
-                serde_json::Value::Number(n) if n.is_f64() => {
-                    let f = n.as_f64().unwrap_or(f64::NAN);
-                    *v = serde_json::Value::String(format!("{f:.8e}"));
-                }
-                serde_json::Value::Array(a) => a.iter_mut().for_each(canon),
-                serde_json::Value::Object(o) => o.values_mut().for_each(canon),
-                _ => {}
-            }
-        }
-        let mut v = serde_json::to_value(self).unwrap_or_default();
-        canon(&mut v);
-        hex::encode(Sha256::digest(v.to_string().as_bytes()))
+        crate::content_hash::json_content_hash(self, 9)
     }
 
     /// Writes the profile as pretty JSON.

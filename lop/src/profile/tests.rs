@@ -7,15 +7,7 @@ fn small_graph(name: &str) -> Graph {
     let mut b = GraphBuilder::new(name);
     let x = b.input("x", vec![1, 3, 32, 32], DType::U8);
     let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.5; 3], std: vec![0.25; 3] }, &[x]).expect("norm");
-    let pool = Pool {
-        kernel: vec![3, 3],
-        strides: vec![1, 1],
-        pads_begin: vec![1, 1],
-        pads_end: vec![1, 1],
-        dilations: vec![1, 1],
-        ceil_mode: false,
-        count_include_pad: false,
-    };
+    let pool = Pool::square2d(3, 1, 1);
     let p = b.add("pool", Op::MaxPool(pool), &[n]).expect("pool");
     let r = b.add("relu", Op::Unary(UnaryOp::Relu), &[p]).expect("relu");
     let m = b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[r]).expect("gap");
