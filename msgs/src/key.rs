@@ -1,0 +1,200 @@
+//! Names in the Zenoh key space `lop/v1/...` (DESIGN.md section 6): pure string building and
+//! parsing, no Zenoh types.
+//!
+//! | key                    | direction    | carries                                      |
+//! |------------------------|--------------|----------------------------------------------|
+//! | `lop/v1/edge/hello`    | robot → edge | Hello                                        |
+//! | `lop/v1/<robot>/up`    | robot → edge | Start, Band (robot → edge)                   |
+//! | `lop/v1/<robot>/down`  | edge → robot | Welcome, Reject, Band (edge → robot), Done, Error |
+//!
+//! The edge subscribes to [`ALL_UP`]. The `v1` chunk names the key layout; the frame header carries
+//! the frame format version separately ([`PROTOCOL_VERSION`](crate::protocol::PROTOCOL_VERSION)).
+
+use std::fmt;
+
+use crate::{Error, Result};
+
+/// Prefix of every key.
+pub const KEY_PREFIX: &str = "lop/v1";
+/// The key robots send Hello to.
+pub const EDGE_HELLO: &str = "lop/v1/edge/hello";
+/// Key expression matching every robot's uplink (for the edge's subscriber).
+pub const ALL_UP: &str = "lop/v1/*/up";
+/// Longest id (robot or model id) in bytes.
+pub const MAX_ID_LEN: usize = 64;
+/// The chunk reserved for the edge's own keys; no robot may use it as its id.
+pub const EDGE_CHUNK: &str = "edge";
+
+/// Checks that `id` can be a single Zenoh key chunk and a file-name-like identifier: 1 to
+/// [`MAX_ID_LEN`] bytes of ASCII letters, digits, `_`, `-` and `.`. This excludes `/`, `*`, `$`,
+/// `#`, `?`, whitespace and control characters.
+///
+/// # Errors
+/// [`Error::InvalidId`] naming the first problem.
+///
+/// ```
+/// assert!(lop_msgs::validate_id("jetson-01").is_ok());
+/// assert!(lop_msgs::validate_id("a/b").is_err());
+/// ```
+pub fn validate_id(id: &str) -> Result<()> {
+    let bad = |reason| Err(Error::InvalidId { id: id.chars().take(MAX_ID_LEN + 16).collect(), reason });
+    if id.is_empty() {
+        return bad("empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return bad("longer than 64 bytes");
+    }
+    if !id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
+        return bad("only ASCII letters, digits, '_', '-' and '.' are allowed");
+    }
+    Ok(())
+}
+
+/// [`validate_id`] plus: not the reserved chunk [`EDGE_CHUNK`].
+///
+/// # Errors
+/// [`Error::InvalidId`].
+pub fn validate_robot_id(id: &str) -> Result<()> {
+    validate_id(id)?;
+    if id == EDGE_CHUNK {
+        return Err(Error::InvalidId { id: id.to_string(), reason: "'edge' is reserved" });
+    }
+    Ok(())
+}
+
+/// One key of the protocol's key space.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Key {
+    /// `lop/v1/edge/hello`.
+    EdgeHello,
+    /// `lop/v1/<robot>/up`.
+    Up {
+        /// Robot id (validated).
+        robot: String,
+    },
+    /// `lop/v1/<robot>/down`.
+    Down {
+        /// Robot id (validated).
+        robot: String,
+    },
+}
+
+impl Key {
+    /// The uplink key of `robot`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`] when `robot` fails [`validate_robot_id`].
+    ///
+    /// ```
+    /// let k = lop_msgs::Key::up("r1").unwrap();
+    /// assert_eq!(k.to_string(), "lop/v1/r1/up");
+    /// assert_eq!(lop_msgs::Key::parse("lop/v1/r1/up").unwrap(), k);
+    /// ```
+    pub fn up(robot: &str) -> Result<Key> {
+        validate_robot_id(robot)?;
+        Ok(Key::Up { robot: robot.to_string() })
+    }
+
+    /// The downlink key of `robot`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`] when `robot` fails [`validate_robot_id`].
+    pub fn down(robot: &str) -> Result<Key> {
+        validate_robot_id(robot)?;
+        Ok(Key::Down { robot: robot.to_string() })
+    }
+
+    /// The robot id in the key, if any.
+    pub fn robot(&self) -> Option<&str> {
+        match self {
+            Key::EdgeHello => None,
+            Key::Up { robot } | Key::Down { robot } => Some(robot),
+        }
+    }
+
+    /// Parses a concrete key (no wildcards).
+    ///
+    /// # Errors
+    /// [`Error::InvalidKey`] when `key` is not `lop/v1/edge/hello`, `lop/v1/<robot>/up` or
+    /// `lop/v1/<robot>/down`; [`Error::InvalidId`] when the robot chunk is not a valid robot id.
+    pub fn parse(key: &str) -> Result<Key> {
+        let bad = |reason| Error::InvalidKey { key: key.chars().take(200).collect(), reason };
+        let rest = key.strip_prefix(KEY_PREFIX).and_then(|r| r.strip_prefix('/')).ok_or_else(|| bad("does not start with 'lop/v1/'"))?;
+        let (first, second) = rest.split_once('/').ok_or_else(|| bad("expected two chunks after 'lop/v1/'"))?;
+        if second.contains('/') {
+            return Err(bad("too many chunks"));
+        }
+        if first == EDGE_CHUNK {
+            return match second {
+                "hello" => Ok(Key::EdgeHello),
+                _ => Err(bad("unknown edge key")),
+            };
+        }
+        match second {
+            "up" => Key::up(first),
+            "down" => Key::down(first),
+            _ => Err(bad("last chunk must be 'up' or 'down'")),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::EdgeHello => f.write_str(EDGE_HELLO),
+            Key::Up { robot } => write!(f, "{KEY_PREFIX}/{robot}/up"),
+            Key::Down { robot } => write!(f, "{KEY_PREFIX}/{robot}/down"),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_validated() {
+        for ok in ["r", "robot_1", "jetson-orin.nano", &"x".repeat(64)] {
+            validate_robot_id(ok).unwrap();
+        }
+        let long = "x".repeat(65);
+        for bad in ["", "a/b", "*", "**", "a*", "$x", "a#b", "a?b", "a b", "é", "a\n", "edge", &long] {
+            assert!(matches!(validate_robot_id(bad), Err(Error::InvalidId { .. })), "{bad:?}");
+        }
+        // "edge" is only reserved for robots.
+        validate_id("edge").unwrap();
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        for k in [Key::EdgeHello, Key::up("r1").unwrap(), Key::down("r-2.x").unwrap()] {
+            assert_eq!(Key::parse(&k.to_string()).unwrap(), k);
+        }
+        assert_eq!(Key::up("r1").unwrap().to_string(), "lop/v1/r1/up");
+        assert_eq!(Key::down("r1").unwrap().to_string(), "lop/v1/r1/down");
+        assert_eq!(Key::EdgeHello.to_string(), "lop/v1/edge/hello");
+        assert_eq!(Key::down("r1").unwrap().robot(), Some("r1"));
+    }
+
+    #[test]
+    fn bad_keys_are_rejected() {
+        for bad in [
+            "",
+            "lop/v1",
+            "lop/v1/",
+            "lop/v2/r1/up",
+            "lop/v1/r1",
+            "lop/v1/r1/up/x",
+            "lop/v1/r1/sideways",
+            "lop/v1/edge/up",
+            "lop/v1/edge/x",
+            "lop/v1/*/up",
+            "lop/v1//up",
+            "xlop/v1/r1/up",
+        ] {
+            assert!(Key::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

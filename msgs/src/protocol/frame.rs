@@ -1,0 +1,326 @@
+//! Frame types: one struct per frame kind and the [`Frame`] enum over them.
+
+use crate::Digest;
+
+/// Kind byte of a frame (header offset 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum FrameKind {
+    /// [`Hello`].
+    Hello = 0x01,
+    /// [`Welcome`].
+    Welcome = 0x02,
+    /// [`Reject`].
+    Reject = 0x03,
+    /// [`Start`].
+    Start = 0x04,
+    /// [`Band`].
+    Band = 0x05,
+    /// [`Done`].
+    Done = 0x06,
+    /// [`ErrorFrame`].
+    Error = 0x07,
+}
+
+impl FrameKind {
+    /// The kind for a kind byte, if known.
+    pub fn from_u8(b: u8) -> Option<FrameKind> {
+        Some(match b {
+            0x01 => FrameKind::Hello,
+            0x02 => FrameKind::Welcome,
+            0x03 => FrameKind::Reject,
+            0x04 => FrameKind::Start,
+            0x05 => FrameKind::Band,
+            0x06 => FrameKind::Done,
+            0x07 => FrameKind::Error,
+            _ => return None,
+        })
+    }
+}
+
+/// Element type of a tensor on the wire. Raw camera input travels as [`DType::U8`], activations
+/// as [`DType::F32`]. Elements are little-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum DType {
+    /// `uint8`.
+    U8 = 1,
+    /// IEEE `float16`.
+    F16 = 2,
+    /// `bfloat16`.
+    BF16 = 3,
+    /// IEEE `float32`.
+    F32 = 4,
+    /// `int64`.
+    I64 = 5,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            DType::U8 => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 => 4,
+            DType::I64 => 8,
+        }
+    }
+
+    /// The dtype for a code, if known.
+    pub fn from_u8(b: u8) -> Option<DType> {
+        Some(match b {
+            1 => DType::U8,
+            2 => DType::F16,
+            3 => DType::BF16,
+            4 => DType::F32,
+            5 => DType::I64,
+            _ => return None,
+        })
+    }
+}
+
+/// Why the edge refused a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The robot speaks another protocol version.
+    UnsupportedVersion = 1,
+    /// The edge's model store has no model with the offered sha256.
+    UnknownModel = 2,
+    /// Input shape or dtype do not match the model.
+    BadInput = 3,
+    /// No schedule table for (model, robot profile, server profile, planner config) and the edge
+    /// cannot build one.
+    NoTable = 4,
+    /// The edge is at capacity.
+    Busy = 5,
+    /// The edge is shutting down.
+    ShuttingDown = 6,
+    /// Anything else; see the text.
+    Other = 255,
+}
+
+impl RejectReason {
+    /// The reason for a code, if known.
+    pub fn from_u8(b: u8) -> Option<RejectReason> {
+        Some(match b {
+            1 => RejectReason::UnsupportedVersion,
+            2 => RejectReason::UnknownModel,
+            3 => RejectReason::BadInput,
+            4 => RejectReason::NoTable,
+            5 => RejectReason::Busy,
+            6 => RejectReason::ShuttingDown,
+            255 => RejectReason::Other,
+            _ => return None,
+        })
+    }
+}
+
+/// Why an inference failed on the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// An internal failure (e.g. a libtorch error).
+    Internal = 1,
+    /// The deadline passed before the edge finished its part.
+    DeadlineExceeded = 2,
+    /// The inference id is unknown or stale.
+    UnknownInference = 3,
+    /// A band did not fit the plan (wrong tensor, rows, shape or dtype).
+    OutOfPlan = 4,
+    /// The plan hash or bucket is not in the agreed schedule table.
+    UnknownPlan = 5,
+    /// The edge is at capacity.
+    Overloaded = 6,
+    /// The edge is shutting down.
+    ShuttingDown = 7,
+    /// Anything else; see the text.
+    Other = 0xffff,
+}
+
+impl ErrorCode {
+    /// The code for a number, if known.
+    pub fn from_u16(v: u16) -> Option<ErrorCode> {
+        Some(match v {
+            1 => ErrorCode::Internal,
+            2 => ErrorCode::DeadlineExceeded,
+            3 => ErrorCode::UnknownInference,
+            4 => ErrorCode::OutOfPlan,
+            5 => ErrorCode::UnknownPlan,
+            6 => ErrorCode::Overloaded,
+            7 => ErrorCode::ShuttingDown,
+            0xffff => ErrorCode::Other,
+            _ => return None,
+        })
+    }
+}
+
+/// Robot → edge, opens a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Robot id (a valid [`validate_robot_id`](crate::validate_robot_id) id).
+    pub robot_id: String,
+    /// Model id, e.g. `resnet18` (a valid [`validate_id`](crate::validate_id) id).
+    pub model_id: String,
+    /// sha256 of the model file; the edge loads the model from its own store by this hash.
+    pub model_sha256: Digest,
+    /// Content hash of the robot's profile.
+    pub robot_profile_hash: Digest,
+    /// Content hash of the planner configuration (the last part of the schedule table key).
+    pub planner_hash: Digest,
+    /// Element type of the model input as the robot sends it.
+    pub input_dtype: DType,
+    /// Model input shape (at most [`MAX_RANK`](super::MAX_RANK) dimensions).
+    pub input_shape: Vec<u32>,
+}
+
+/// Edge → robot, accepts a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Welcome {
+    /// Content hash of the edge's profile.
+    pub server_profile_hash: Digest,
+    /// Content hash of the schedule table both sides use.
+    pub table_hash: Digest,
+}
+
+/// Edge → robot, refuses a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    /// Machine-readable reason.
+    pub reason: RejectReason,
+    /// Human-readable detail (at most [`MAX_TEXT_LEN`](super::MAX_TEXT_LEN) bytes, may be empty).
+    pub text: String,
+}
+
+/// Robot → edge, the one control frame of an inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    /// Inference id, increasing per robot session.
+    pub inference_id: u64,
+    /// Bandwidth bucket index in the schedule table.
+    pub bucket: u32,
+    /// Content hash of the plan of that bucket (both sides check they agree).
+    pub plan_hash: Digest,
+    /// Capture time of the input, nanoseconds on the robot's clock.
+    pub input_stamp_ns: u64,
+    /// Time budget of the inference in nanoseconds, counted from `input_stamp_ns` on the robot and
+    /// from the arrival of this frame on the edge (clocks are not shared).
+    pub deadline_ns: u64,
+}
+
+/// Everything of a [`Band`] except its payload; what
+/// [`encode_band_header`](super::encode_band_header) writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BandHeader {
+    /// Inference id of the [`Start`] it belongs to.
+    pub inference_id: u64,
+    /// Tensor id: the graph node id that produced the tensor.
+    pub tensor_id: u32,
+    /// First row (along `row_axis`) of the tensor this band holds.
+    pub row_start: u32,
+    /// One past the last row; `row_end - row_start == shape[row_axis] > 0`.
+    pub row_end: u32,
+    /// Which axis of `shape` is the row axis (2 for NCHW).
+    pub row_axis: u8,
+    /// Element type of the payload.
+    pub dtype: DType,
+    /// Shape of the band itself (not of the whole tensor), at most
+    /// [`MAX_RANK`](super::MAX_RANK) dimensions.
+    pub shape: Vec<u32>,
+}
+
+/// Either direction: rows `row_start..row_end` of one tensor of one inference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    /// Ids, rows, dtype and shape.
+    pub header: BandHeader,
+    /// Row-major elements, little-endian; exactly `product(shape) * dtype.size()` bytes.
+    pub payload: Vec<u8>,
+}
+
+/// Edge-side statistics of one inference, reported in [`Done`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DoneStats {
+    /// Time the edge spent computing, ns.
+    pub server_compute_ns: u64,
+    /// Time the edge spent waiting for input bands, ns.
+    pub server_wait_ns: u64,
+    /// Payload bytes the edge received for this inference.
+    pub bytes_received: u64,
+    /// Payload bytes the edge sent for this inference.
+    pub bytes_sent: u64,
+    /// Bands received.
+    pub bands_received: u32,
+    /// Bands sent.
+    pub bands_sent: u32,
+}
+
+/// Edge → robot, the edge's part of an inference is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    /// Inference id.
+    pub inference_id: u64,
+    /// Edge-side statistics.
+    pub stats: DoneStats,
+}
+
+/// Edge → robot, an inference failed on the edge (the robot falls back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFrame {
+    /// Inference id.
+    pub inference_id: u64,
+    /// Machine-readable code.
+    pub code: ErrorCode,
+    /// Human-readable detail (at most [`MAX_TEXT_LEN`](super::MAX_TEXT_LEN) bytes, may be empty).
+    pub text: String,
+}
+
+/// One protocol frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame {
+    /// See [`Hello`].
+    Hello(Hello),
+    /// See [`Welcome`].
+    Welcome(Welcome),
+    /// See [`Reject`].
+    Reject(Reject),
+    /// See [`Start`].
+    Start(Start),
+    /// See [`Band`].
+    Band(Band),
+    /// See [`Done`].
+    Done(Done),
+    /// See [`ErrorFrame`].
+    Error(ErrorFrame),
+}
+
+impl Frame {
+    /// The frame's kind.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Welcome(_) => FrameKind::Welcome,
+            Frame::Reject(_) => FrameKind::Reject,
+            Frame::Start(_) => FrameKind::Start,
+            Frame::Band(_) => FrameKind::Band,
+            Frame::Done(_) => FrameKind::Done,
+            Frame::Error(_) => FrameKind::Error,
+        }
+    }
+
+    /// The inference id for per-inference frames (Start, Band, Done, Error).
+    pub fn inference_id(&self) -> Option<u64> {
+        match self {
+            Frame::Start(s) => Some(s.inference_id),
+            Frame::Band(b) => Some(b.header.inference_id),
+            Frame::Done(d) => Some(d.inference_id),
+            Frame::Error(e) => Some(e.inference_id),
+            Frame::Hello(_) | Frame::Welcome(_) | Frame::Reject(_) => None,
+        }
+    }
+}
