@@ -1,0 +1,46 @@
+//! `lop_runtime`: the distributed runtime of LOP inference on tokio (DESIGN.md sections 2, 6, 9).
+//!
+//! # Layout
+//!
+//! - [`trace`]: bandwidth traces ([`Trace`]): CSV loading with errors that name file and line,
+//!   rate lookup (looping by default), `--bandwidth-scale`, and transfer-time integration.
+//! - [`link`]: the link abstraction: [`LinkTx`] / [`LinkRx`] halves that move encoded
+//!   `lop_msgs` frames as bytes, two [`Priority`] classes (control frames never wait behind
+//!   bands) and [`Traffic`] counters per direction.
+//! - [`shaped`]: an in-process link ([`shaped_pair`]) that replays a trace per direction with a
+//!   latency and a per-message overhead, on tokio's clock, for tests and the demo.
+//! - [`Error`]: one error type and the [`Result`] alias.
+//!
+//! The Zenoh link, the executor, the robot client and the edge service will join as modules of
+//! their own. The engine crate `lop` stays free of tokio; this crate is where async lives.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use lop_runtime::{LinkRx, LinkTx, ShapedConfig, Trace, shaped_pair};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> lop_runtime::Result<()> {
+//! let config = ShapedConfig::symmetric(Trace::constant(8.0)?).with_latency(Duration::from_millis(5));
+//! let (robot, mut edge) = shaped_pair(config);
+//! let t0 = tokio::time::Instant::now();
+//! robot.tx.send(vec![0; 1_000]).await?; // 8000 bits at 8 Mbit/s: 1 ms, then 5 ms latency
+//! assert_eq!(edge.rx.recv().await?, Some(vec![0; 1_000]));
+//! assert_eq!(t0.elapsed(), Duration::from_millis(6));
+//! drop(robot);
+//! assert_eq!(edge.rx.recv().await?, None); // clean close
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+pub mod link;
+pub mod shaped;
+pub mod trace;
+
+pub use error::{Error, Result, TraceErrorKind};
+pub use link::{LinkRx, LinkTx, Priority, Traffic};
+pub use shaped::{ShapedConfig, ShapedEnd, ShapedRx, ShapedTx, shaped_pair};
+pub use trace::{Trace, TraceEnd};
