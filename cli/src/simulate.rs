@@ -70,6 +70,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         link: Link::mbytes(args.bandwidth, args.setup.latency_ms / 1e3),
         input_bytes_per_element: args.setup.input_dtype.bytes_per_element(),
         order: args.setup.chunk_order.chunk_order(),
+        bounds: args.setup.chunk_bounds.chunk_bounds(),
         ..SimConfig::default()
     };
     let sim = Simulator::new(&s.graph, &s.robot, &s.server, config)?;
@@ -92,6 +93,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
                     path.display(),
                     t.spec.chunk_order,
                     config.order
+                );
+            }
+            if t.spec.chunk_bounds != config.bounds {
+                eprintln!(
+                    "warning: table {} was planned with chunk bounds {:?}, simulating with {:?}",
+                    path.display(),
+                    t.spec.chunk_bounds,
+                    config.bounds
                 );
             }
             let bucket = args.bandwidth / t.spec.bandwidth_scale;

@@ -8,7 +8,7 @@ use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::power::model::PowerModel;
 use crate::profile::Profile;
-use crate::sim::{ChunkOrder, Link, Objective, SimConfig, Simulator};
+use crate::sim::{ChunkBounds, ChunkOrder, Link, Objective, SimConfig, Simulator};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -59,6 +59,10 @@ pub struct TableSpec {
     /// How the simulator orders each side's chunks (the executor follows the same rule).
     #[serde(default)]
     pub chunk_order: ChunkOrder,
+    /// Where the simulator cuts each op's chunks (the executor cuts the same); part of the cache
+    /// key. Tables written before this field existed used even bounds.
+    #[serde(default)]
+    pub chunk_bounds: ChunkBounds,
 }
 
 /// Alias kept for readers looking for the table's configuration.
@@ -93,6 +97,7 @@ impl TableSpec {
             power: self.power,
             input_bytes_per_element: self.input_bytes_per_element,
             order: self.chunk_order,
+            bounds: self.chunk_bounds,
         }
     }
 }

@@ -102,6 +102,7 @@ fn spec(buckets: Vec<f64>) -> TableSpec {
         power: crate::power::model::PowerModel::default(),
         planner: small_cfg(3),
         chunk_order: crate::sim::ChunkOrder::default(),
+        chunk_bounds: crate::sim::ChunkBounds::default(),
     }
 }
 

@@ -5,7 +5,7 @@ use super::{Holder, Simulator, side_ix};
 use crate::error::{Error, Result};
 use crate::graph::NodeId;
 use crate::plan::{Plan, Side};
-use crate::rows::{self, Rows};
+use crate::rows::Rows;
 
 /// One chunk computed by one side.
 #[derive(Debug, Clone)]
@@ -97,6 +97,8 @@ struct Builder<'s, 'g> {
     chunks: Vec<[(u32, u32); 2]>,
     /// Per node and side: rows received, and by which transfer.
     received: Vec<[Vec<(Rows, u32)>; 2]>,
+    /// Per side, each node's chunks ([`super::chunk_bounds`]).
+    bounds: [Vec<Vec<Rows>>; 2],
 }
 
 impl Builder<'_, '_> {
@@ -165,7 +167,7 @@ impl Builder<'_, '_> {
         if rows.is_empty() {
             return Ok(());
         }
-        let pieces = rows::chunks(&rows, self.plan.chunks(id, side));
+        let pieces = std::mem::take(&mut self.bounds[side_ix(side)][id]);
         let first = self.t.tasks.len() as u32;
         let total = sim.graph.nodes[id].info.rows().max(1) as f64;
         for p in &pieces {
@@ -250,6 +252,7 @@ pub(super) fn derive(sim: &Simulator<'_>, plan: &Plan) -> Result<Tasks> {
         t: Tasks::default(),
         chunks: vec![[(0, 0); 2]; n],
         received: (0..n).map(|_| [Vec::new(), Vec::new()]).collect(),
+        bounds: [sim.chunk_bounds(plan, Side::Robot), sim.chunk_bounds(plan, Side::Server)],
     };
     for id in 0..n {
         if sim.holder[id] != Holder::Op {

@@ -24,11 +24,16 @@
 //!   to bottom): a chunk starts when the previous one on its side is done and every transfer
 //!   it reads has arrived.
 //!
+//! Where each op's chunks start and end is [`SimConfig::bounds`] ([`ChunkBounds`], computed by
+//! [`chunk_bounds`], which the runtime executor must use too): even splits of the op's own rows,
+//! or receptive-field aligned to its producers' chunks.
+//!
 //! A link sends transfers one at a time in order of readiness (producer done; ties in creation
 //! order); a transfer of `b` bytes holds the link for `overhead + b / bandwidth` and arrives
 //! `latency` later. Graph inputs are held whole by the robot at time 0. The makespan is the time
 //! the graph outputs are whole on the robot.
 
+mod bounds;
 mod derive;
 mod engine;
 mod objective;
@@ -36,6 +41,7 @@ mod report;
 #[cfg(test)]
 mod tests;
 
+pub use bounds::{ChunkBounds, chunk_bounds};
 pub use objective::Objective;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
 
@@ -88,6 +94,8 @@ pub struct SimConfig {
     pub input_bytes_per_element: Option<usize>,
     /// How each side orders its chunks.
     pub order: ChunkOrder,
+    /// Where each op's chunks are cut ([`chunk_bounds`]).
+    pub bounds: ChunkBounds,
 }
 
 impl Default for SimConfig {
@@ -97,6 +105,7 @@ impl Default for SimConfig {
             power: PowerModel::default(),
             input_bytes_per_element: None,
             order: ChunkOrder::Wavefront,
+            bounds: ChunkBounds::Even,
         }
     }
 }
@@ -270,6 +279,13 @@ impl<'g> Simulator<'g> {
             return Err(Error::Plan("the plan's task graph has a cycle (a chunk never became ready)".into()));
         }
         Ok(run)
+    }
+
+    /// Each node's chunks on `side` under `plan` (as [`chunk_bounds`], without allocating per
+    /// footprint).
+    fn chunk_bounds(&self, plan: &Plan, side: Side) -> Vec<Vec<Rows>> {
+        let g = self.graph;
+        bounds::bounds_with(g, plan, side, self.config.bounds, |id, k, r| g.nodes[id].op.footprint(k, r, &self.ins[id], &g.nodes[id].info))
     }
 
     /// Rows of input `k` of node `id` needed for output rows `rows` (as the executor reads

@@ -1,0 +1,206 @@
+//! Where each op's compute chunks start and end on each side ([`ChunkBounds`]): shared by the
+//! simulator and the runtime executor, which must cut the same chunks.
+
+use crate::graph::{Graph, NodeId};
+use crate::ops::Op;
+use crate::plan::{Plan, Side};
+use crate::rows::{self, Footprint, Rows};
+
+/// How an op's rows on one side are cut into its [`Plan::chunks`] chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChunkBounds {
+    /// Equal splits of the op's own rows ([`rows::chunks`]): boundaries line up across layers,
+    /// so with a halo chunk `j` of a consumer needs rows of its producer's chunk `j + 1`.
+    #[default]
+    Even,
+    /// Receptive-field aligned: boundary `j` of an op is the largest output row `b` such that
+    /// the footprint of rows `[0, b)` in every row-carrying input chunked on the same side ends
+    /// at or before that input's boundary `j` (so chunk `j` can run once chunk `j` of each
+    /// producer is done). Ops with no such input (the first chunked ops) cut their rows
+    /// evenly; an input's boundaries past its second-to-last chunk do not constrain; chunks
+    /// that come out empty are dropped; the last boundary is the side's range end.
+    Aligned,
+}
+
+/// Each node's chunks on `side` under `plan`, indexed by node id (empty for graph inputs,
+/// constants and ops with no rows on `side`), top to bottom, non-empty, covering exactly
+/// [`Plan::rows`]. The plan must fit the graph ([`Plan::validate`]).
+pub fn chunk_bounds(graph: &Graph, plan: &Plan, side: Side, mode: ChunkBounds) -> Vec<Vec<Rows>> {
+    bounds_with(graph, plan, side, mode, |id, k, r| graph.footprint(id, k, r))
+}
+
+/// [`chunk_bounds`] with the footprint supplied (the simulator passes one that does not
+/// allocate).
+pub(super) fn bounds_with(
+    graph: &Graph,
+    plan: &Plan,
+    side: Side,
+    mode: ChunkBounds,
+    foot: impl Fn(NodeId, usize, &Rows) -> Footprint,
+) -> Vec<Vec<Rows>> {
+    let mut out: Vec<Vec<Rows>> = Vec::with_capacity(graph.nodes.len());
+    for (id, node) in graph.nodes.iter().enumerate() {
+        if matches!(node.op, Op::Input | Op::Constant(_)) {
+            out.push(Vec::new());
+            continue;
+        }
+        let range = plan.rows(graph, id, side);
+        let k = plan.chunks(id, side);
+        if range.is_empty() {
+            out.push(Vec::new());
+            continue;
+        }
+        let chunks = match mode {
+            ChunkBounds::Even => rows::chunks(&range, k),
+            ChunkBounds::Aligned => aligned(graph, id, &range, k, &out, &foot),
+        };
+        out.push(chunks);
+    }
+    out
+}
+
+/// The aligned chunks of node `id` over `range` (see [`ChunkBounds::Aligned`]); `done` holds the
+/// chunks of every earlier node on the same side.
+fn aligned(
+    graph: &Graph,
+    id: NodeId,
+    range: &Rows,
+    k: usize,
+    done: &[Vec<Rows>],
+    foot: &impl Fn(NodeId, usize, &Rows) -> Footprint,
+) -> Vec<Rows> {
+    let node = &graph.nodes[id];
+    // Row-carrying inputs chunked on this side, with their chunk ends.
+    let mut producers: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (k_in, &inp) in node.inputs.iter().enumerate() {
+        let ch = done.get(inp).map_or(&[][..], |c| &c[..]);
+        if ch.is_empty() || graph.nodes[inp].info.row_axis.is_none() {
+            continue;
+        }
+        if let Footprint::Rows(_) = foot(id, k_in, range) {
+            producers.push((k_in, ch.iter().map(|r| r.end).collect()));
+        }
+    }
+    if producers.is_empty() || k <= 1 {
+        return rows::chunks(range, k);
+    }
+    // Footprint end of output rows [0, b) in input `k_in` (0 for b = 0).
+    let end_of = |k_in: usize, b: usize| -> usize {
+        if b == 0 {
+            return 0;
+        }
+        match foot(id, k_in, &(0..b)) {
+            Footprint::Rows(r) => r.end,
+            _ => usize::MAX,
+        }
+    };
+    let mut bounds = Vec::with_capacity(k);
+    let mut lo = range.start;
+    for j in 0..k - 1 {
+        // The largest b in [lo, range.end] whose footprint fits every producer's boundary j
+        // (footprint ends grow with b, so binary search).
+        let fits = |b: usize| producers.iter().all(|(k_in, ends)| j + 1 >= ends.len() || end_of(*k_in, b) <= ends[j]);
+        let (mut a, mut z) = (lo, range.end);
+        while a < z {
+            let mid = a + (z - a).div_ceil(2);
+            if fits(mid) { a = mid } else { z = mid - 1 }
+        }
+        lo = a;
+        bounds.push(a);
+    }
+    bounds.push(range.end);
+    let mut start = range.start;
+    let mut chunks = Vec::with_capacity(k);
+    for b in bounds {
+        if b > start {
+            chunks.push(start..b);
+            start = b;
+        }
+    }
+    chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, GraphBuilder};
+    use crate::ops::Conv;
+    use crate::profile::{Fit, Profile};
+    use crate::sim::{Link, SimConfig, Simulator};
+
+    /// input -> norm -> `n` 3x3 stride-1 pad-1 convs over `rows` rows; output the last conv.
+    fn conv_chain(rows: usize, n: usize) -> Graph {
+        let mut b = GraphBuilder::new("convs");
+        let x = b.input("x", vec![1, 2, rows, 16], DType::U8);
+        let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
+        for i in 0..n {
+            let c = Conv {
+                weight: tch::Tensor::zeros([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)),
+                bias: None,
+                strides: vec![1, 1],
+                pads_begin: vec![1, 1],
+                pads_end: vec![1, 1],
+                dilations: vec![1, 1],
+                output_padding: vec![0, 0],
+                groups: 1,
+            };
+            v = b.add(format!("conv{i}"), Op::Conv(c), &[v]).expect("conv");
+        }
+        b.output(v);
+        b.build().expect("graph")
+    }
+
+    fn server_plan(g: &Graph, k: usize) -> Plan {
+        let mut p = Plan::server_only(g, 8);
+        for s in &mut p.splits {
+            s.server_chunks = k;
+        }
+        p
+    }
+
+    #[test]
+    fn aligned_bounds_of_a_conv_chain_match_hand_computation() {
+        // 16 rows, 4 chunks, server only. norm (id 1) has no chunked producer: even, ends
+        // 4, 8, 12, 16. Each 3x3 pad-1 conv's rows [0, b) read rows [0, b + 1) of its input,
+        // so boundary j = producer boundary j - 1 (the last is the range end):
+        //   conv0 (id 2): 3, 7, 11, 16;  conv1 (id 3): 2, 6, 10, 16;  conv2 (id 4): 1, 5, 9, 16.
+        let g = conv_chain(16, 3);
+        let p = server_plan(&g, 4);
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        let ends = |id: usize| b[id].iter().map(|r| r.end).collect::<Vec<_>>();
+        assert!(b[0].is_empty());
+        assert_eq!(ends(1), vec![4, 8, 12, 16]);
+        assert_eq!(ends(2), vec![3, 7, 11, 16]);
+        assert_eq!(ends(3), vec![2, 6, 10, 16]);
+        assert_eq!(ends(4), vec![1, 5, 9, 16]);
+        assert_eq!(b[4][0], 0..1);
+        // Even: every op 4, 8, 12, 16; nothing on the robot.
+        let e = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Even);
+        assert!((1..5).all(|id| e[id].iter().map(|r| r.end).collect::<Vec<_>>() == vec![4, 8, 12, 16]));
+        assert!(chunk_bounds(&g, &p, Side::Robot, ChunkBounds::Aligned).iter().all(Vec::is_empty));
+        // Deep enough and the first chunks come out empty: fewer chunks, rows still covered.
+        let g = conv_chain(16, 6);
+        let b = chunk_bounds(&g, &server_plan(&g, 4), Side::Server, ChunkBounds::Aligned);
+        // conv3 (id 5) reads rows [0, b + 1) of conv2's chunks ending 1, 5, 9: first boundary 0.
+        assert_eq!(b[5], vec![0..4, 4..8, 8..16], "conv3 lost its first chunk");
+        assert_eq!(b[7], vec![0..2, 2..6, 6..16]);
+    }
+
+    #[test]
+    fn aligned_bounds_pipeline_a_deep_server_chain_faster_than_even() {
+        // Ten convs on the server, upload of 64 rows dominating; all ops in 8 chunks, wavefront.
+        let g = conv_chain(64, 10);
+        let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+        let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(2e-4, 2e-5)).expect("server");
+        let p = server_plan(&g, 8);
+        let mut t = Vec::new();
+        for bounds in [ChunkBounds::Even, ChunkBounds::Aligned] {
+            let cfg = SimConfig { link: Link::mbytes(0.2, 1e-4), bounds, ..SimConfig::default() };
+            let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
+            t.push(sim.cost(&p).expect("cost").makespan_s);
+        }
+        eprintln!("server chain: even {:.4} s, aligned {:.4} s", t[0], t[1]);
+        assert!(t[1] < t[0], "aligned {} vs even {}", t[1], t[0]);
+    }
+}
