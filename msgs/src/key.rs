@@ -6,6 +6,8 @@
 //! | `lop/v1/edge/hello`    | robot → edge | Hello                                        |
 //! | `lop/v1/<robot>/up`    | robot → edge | Start, Band (robot → edge)                   |
 //! | `lop/v1/<robot>/down`  | edge → robot | Welcome, Reject, Band (edge → robot), Done, Error |
+//! | `lop/v1/edge/alive`    | edge         | the edge's Zenoh liveliness token            |
+//! | `lop/v1/<robot>/alive` | robot        | a robot's Zenoh liveliness token             |
 //!
 //! The edge subscribes to [`ALL_UP`]. The `v1` chunk names the key layout; the frame header carries
 //! the frame format version separately ([`PROTOCOL_VERSION`](crate::protocol::PROTOCOL_VERSION)).
@@ -20,6 +22,10 @@ pub const KEY_PREFIX: &str = "lop/v1";
 pub const EDGE_HELLO: &str = "lop/v1/edge/hello";
 /// Key expression matching every robot's uplink (for the edge's subscriber).
 pub const ALL_UP: &str = "lop/v1/*/up";
+/// The edge's liveliness token: present while an edge server is up.
+pub const EDGE_ALIVE: &str = "lop/v1/edge/alive";
+/// Key expression matching every robot's liveliness token (for the edge's liveliness subscriber).
+pub const ALL_ALIVE: &str = "lop/v1/*/alive";
 /// Longest id (robot or model id) in bytes.
 pub const MAX_ID_LEN: usize = 64;
 /// The chunk reserved for the edge's own keys; no robot may use it as its id.
@@ -60,6 +66,31 @@ pub fn validate_robot_id(id: &str) -> Result<()> {
         return Err(Error::InvalidId { id: id.to_string(), reason: "'edge' is reserved" });
     }
     Ok(())
+}
+
+/// The liveliness token key of `robot`: `lop/v1/<robot>/alive`.
+///
+/// # Errors
+/// [`Error::InvalidId`] when `robot` fails [`validate_robot_id`].
+///
+/// ```
+/// assert_eq!(lop_msgs::key::robot_alive("r1").unwrap(), "lop/v1/r1/alive");
+/// ```
+pub fn robot_alive(robot: &str) -> Result<String> {
+    validate_robot_id(robot)?;
+    Ok(format!("{KEY_PREFIX}/{robot}/alive"))
+}
+
+/// The robot id of a robot liveliness key `lop/v1/<robot>/alive`, if `key` is one with a valid
+/// robot id ([`EDGE_ALIVE`] is not: `edge` is no robot id).
+///
+/// ```
+/// assert_eq!(lop_msgs::key::alive_robot("lop/v1/r1/alive"), Some("r1"));
+/// assert_eq!(lop_msgs::key::alive_robot("lop/v1/edge/alive"), None);
+/// ```
+pub fn alive_robot(key: &str) -> Option<&str> {
+    let robot = key.strip_prefix(KEY_PREFIX)?.strip_prefix('/')?.strip_suffix("/alive")?;
+    validate_robot_id(robot).ok().map(|()| robot)
 }
 
 /// One key of the protocol's key space.
@@ -176,6 +207,17 @@ mod tests {
         assert_eq!(Key::down("r1").unwrap().to_string(), "lop/v1/r1/down");
         assert_eq!(Key::EdgeHello.to_string(), "lop/v1/edge/hello");
         assert_eq!(Key::down("r1").unwrap().robot(), Some("r1"));
+    }
+
+    #[test]
+    fn alive_keys() {
+        assert_eq!(robot_alive("r-1").unwrap(), "lop/v1/r-1/alive");
+        assert!(robot_alive("edge").is_err());
+        assert!(robot_alive("a/b").is_err());
+        assert_eq!(alive_robot(&robot_alive("r.2").unwrap()), Some("r.2"));
+        for bad in [EDGE_ALIVE, ALL_ALIVE, "lop/v1/r1/up", "lop/v1/a/b/alive", "lop/v1//alive", "lop/v2/r1/alive", "lop/v1/r1/alive/x"] {
+            assert_eq!(alive_robot(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -37,6 +37,34 @@ pub enum Error {
         /// Which value and why.
         what: String,
     },
+    /// The engine failed (a bad model or plan, or a libtorch error).
+    #[error(transparent)]
+    Engine(#[from] lop::Error),
+    /// The executor failed outside the engine (tensor conversion, worker threads).
+    #[error("executor: {0}")]
+    Executor(String),
+    /// The peer broke the protocol or refused the session.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// An external command (`ip`, `tc`) could not be run or exited with a failure.
+    #[error("`{command}` failed: {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Its standard error (or why it could not be started).
+        stderr: String,
+    },
+    /// A network-namespace system call failed.
+    #[error("{what}: {source}")]
+    Netns {
+        /// The call and its target, e.g. `setns(/var/run/netns/lop-edge, CLONE_NEWNET)`.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A Zenoh operation failed (opening a session, declaring, publishing); the text says which.
+    #[error("zenoh: {0}")]
+    Zenoh(String),
 }
 
 impl Error {

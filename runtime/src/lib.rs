@@ -35,10 +35,18 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod client;
+pub mod edge;
 mod error;
+pub mod exec;
 pub mod link;
+pub mod local;
+pub mod netns;
+pub mod plans;
+pub mod session;
 pub mod shaped;
 pub mod trace;
+pub mod zenoh_link;
 
 pub use error::{Error, Result, TraceErrorKind};
 pub use link::{LinkRx, LinkTx, Priority, Traffic};

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Current table format version.
-pub const TABLE_VERSION: u32 = 1;
+pub const TABLE_VERSION: u32 = 2;
 
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -86,7 +86,8 @@ impl TableSpec {
         self.planner.check()
     }
 
-    fn hash(&self) -> String {
+    /// Content hash of the spec (the table key's `config_hash`; robots send it in Hello).
+    pub fn hash(&self) -> String {
         hex::encode(Sha256::digest(serde_json::to_string(self).unwrap_or_default().as_bytes()))
     }
 
@@ -111,6 +112,8 @@ pub struct BaselineCost {
     pub makespan_s: Option<f64>,
     /// Modelled robot energy, joules.
     pub energy_j: Option<f64>,
+    /// Its plan (so that a runtime can execute every method from the one table).
+    pub plan: Plan,
 }
 
 /// One bucket of a table.
@@ -153,6 +156,25 @@ pub struct ScheduleTable {
     pub entries: Vec<BucketEntry>,
     /// sha256 of the table serialised with this field empty.
     pub hash: String,
+}
+
+impl BucketEntry {
+    /// The plan of `method`: `"lop"` (this bucket's chosen plan) or a baseline's name
+    /// (`"robot-only"`, `"server-only"`, `"layer-partition"`, ...).
+    pub fn plan_of(&self, method: &str) -> Option<&Plan> {
+        if method == "lop" {
+            return Some(&self.plan);
+        }
+        self.baselines.iter().find(|b| b.name == method).map(|b| &b.plan)
+    }
+
+    /// The simulated makespan of `method` in this bucket, seconds.
+    pub fn makespan_of(&self, method: &str) -> Option<f64> {
+        if method == "lop" {
+            return self.makespan_s;
+        }
+        self.baselines.iter().find(|b| b.name == method).and_then(|b| b.makespan_s)
+    }
 }
 
 impl ScheduleTable {
@@ -307,7 +329,12 @@ fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpe
     let baselines = o
         .baselines
         .iter()
-        .map(|c| BaselineCost { name: c.name.to_string(), makespan_s: c.cost.map(|c| c.makespan_s), energy_j: c.cost.map(|c| c.energy_j) })
+        .map(|c| BaselineCost {
+            name: c.name.to_string(),
+            makespan_s: c.cost.map(|c| c.makespan_s),
+            energy_j: c.cost.map(|c| c.energy_j),
+            plan: c.plan.clone(),
+        })
         .collect();
     let entry = BucketEntry {
         bucket_mb_s: b,

@@ -38,12 +38,14 @@ mod derive;
 mod engine;
 mod objective;
 mod report;
+mod schedule;
 #[cfg(test)]
 mod tests;
 
 pub use bounds::{ChunkBounds, chunk_bounds};
 pub use objective::Objective;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
+pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, ValueInfo};
@@ -166,6 +168,16 @@ impl<'g> Simulator<'g> {
             });
         }
         let fits = [robot.fits(graph)?, server.fits(graph)?];
+        Self::with_fits(graph, fits, config)
+    }
+
+    /// A simulator whose every op takes no time: for deriving schedules ([`Schedule::derive`]).
+    pub(crate) fn untimed(graph: &'g Graph, config: SimConfig) -> Result<Self> {
+        let zero = vec![Fit::new(0.0, 0.0); graph.nodes.len()];
+        Self::with_fits(graph, [zero.clone(), zero], config)
+    }
+
+    fn with_fits(graph: &'g Graph, fits: [Vec<Fit>; 2], config: SimConfig) -> Result<Self> {
         let ins = graph.nodes.iter().map(|n| n.inputs.iter().map(|&i| &graph.nodes[i].info).collect()).collect();
         let holder = graph
             .nodes

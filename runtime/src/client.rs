@@ -1,0 +1,461 @@
+//! The robot-side client: connects to an edge, then runs each inference by the plan of the
+//! bucket in force, its part on a dedicated thread overlapped with the edge's, and returns the
+//! outputs with per-inference statistics. When the edge is unreachable, late, restarted or
+//! killed, the inference is finished on the robot from what it holds (marked as a fallback); the
+//! client reconnects in the background and the next inference uses the edge again.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::{Duration, Instant, SystemTime};
+
+use lop::exec::SideExec;
+use lop::plan::Side;
+use lop::planner::table::ScheduleTable;
+use lop_msgs::Frame;
+use lop_msgs::protocol::DType;
+use lop_msgs::protocol::{DoneStats, Hello, Limits, Start};
+use tch::{Device, Tensor};
+use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, finish_locally, outputs, run_side};
+use crate::link::{LinkRx, LinkTx};
+use crate::plans::{PlanBook, Prepared, digest};
+use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
+
+/// Opens a fresh link to the edge (a new Zenoh session key set, a new in-process pair, ...).
+pub trait Connector: Send + Sync + 'static {
+    /// The sending half.
+    type Tx: LinkTx + 'static;
+    /// The receiving half.
+    type Rx: LinkRx + 'static;
+    /// Opens the link.
+    fn connect(&self) -> impl Future<Output = Result<(Self::Tx, Self::Rx)>> + Send;
+}
+
+/// How the client runs.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// This robot's id.
+    pub robot_id: String,
+    /// The model's id at the edge.
+    pub model_id: String,
+    /// Which plans to run: `lop` (default) or a baseline (`robot-only`, `server-only`,
+    /// `layer-partition`).
+    pub method: String,
+    /// Robot kernels stretched this many times (emulating a slower robot; 1 = none).
+    pub dilation: f64,
+    /// How the raw input travels.
+    pub input_wire: InputWire,
+    /// Where the robot computes.
+    pub device: Device,
+    /// An inference's deadline is `factor x predicted makespan + slack`.
+    pub deadline_factor: f64,
+    /// See `deadline_factor`.
+    pub deadline_slack: Duration,
+    /// How long to wait for Welcome.
+    pub hello_timeout: Duration,
+    /// Least time between reconnection attempts.
+    pub retry_interval: Duration,
+    /// Frame size limit.
+    pub limits: Limits,
+}
+
+impl ClientOptions {
+    /// Defaults for a robot id and model id.
+    pub fn new(robot_id: &str, model_id: &str) -> ClientOptions {
+        ClientOptions {
+            robot_id: robot_id.into(),
+            model_id: model_id.into(),
+            method: "lop".into(),
+            dilation: 1.0,
+            input_wire: InputWire::Native,
+            device: Device::Cpu,
+            deadline_factor: 3.0,
+            deadline_slack: Duration::from_millis(250),
+            hello_timeout: Duration::from_secs(5),
+            retry_interval: Duration::from_millis(500),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// What one inference did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct InferenceStats {
+    /// Inference id (increasing).
+    pub id: u64,
+    /// The method whose plan ran.
+    pub method: String,
+    /// Bucket index and value (MB/s) in force.
+    pub bucket: u32,
+    /// See `bucket`.
+    pub bucket_mb_s: f64,
+    /// The plan's content hash (hex).
+    pub plan_hash: String,
+    /// Whether the robot finished the inference alone after the edge failed it.
+    pub fallback: bool,
+    /// Why, for a fallback.
+    pub fallback_reason: Option<String>,
+    /// Seconds from the call to the outputs.
+    pub total_s: f64,
+    /// Seconds the robot computed (dilation included).
+    pub robot_compute_s: f64,
+    /// Seconds the robot waited for bands.
+    pub robot_wait_s: f64,
+    /// Seconds the edge computed (from its Done, when it arrived in time).
+    pub server_compute_s: Option<f64>,
+    /// Bytes sent to the edge (whole frames).
+    pub bytes_up: u64,
+    /// Bytes received from the edge (whole frames).
+    pub bytes_down: u64,
+    /// The simulator's makespan for the plan, seconds.
+    pub predicted_s: Option<f64>,
+}
+
+/// The result of one inference.
+#[derive(Debug)]
+pub struct Inference {
+    /// The model's outputs (exactly the unsplit model's).
+    pub outputs: Vec<Tensor>,
+    /// What happened.
+    pub stats: InferenceStats,
+}
+
+struct Route {
+    id: u64,
+    plan: Arc<Prepared>,
+    bands: mpsc::Sender<Incoming>,
+    received: Vec<bool>,
+}
+
+#[derive(Default)]
+struct Shared {
+    route: Option<Route>,
+    done: Option<(u64, DoneStats)>,
+    /// The last inference that ended: its Done or Error may still arrive (a control frame
+    /// can trail the final bands), and is not a bad frame.
+    last_ended: u64,
+    welcome: Option<oneshot::Sender<Frame>>,
+}
+
+struct Conn {
+    out: tmpsc::UnboundedSender<Vec<u8>>,
+    shared: Arc<Mutex<Shared>>,
+    gone: Arc<AtomicBool>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The robot's client of one edge.
+pub struct RobotClient<C: Connector> {
+    connector: Arc<C>,
+    opts: ClientOptions,
+    worker: Worker,
+    meta: Arc<GraphMeta>,
+    book: Arc<PlanBook>,
+    hello: Frame,
+    conn: Option<Conn>,
+    pending: Option<JoinHandle<Result<Conn>>>,
+    last_attempt: Option<Instant>,
+    next_id: u64,
+    stats: Arc<FrameStats>,
+}
+
+impl<C: Connector> std::fmt::Debug for RobotClient<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RobotClient").field("robot", &self.opts.robot_id).field("connected", &self.connected()).finish()
+    }
+}
+
+impl<C: Connector> RobotClient<C> {
+    /// Prepares the client: `worker` holds the model, `table` is the schedule table built from
+    /// the robot's profile and the edge's (the edge builds the same one and the handshake checks
+    /// its hash). Tries to connect once, waiting up to the hello timeout; a client that could not
+    /// connect still works (robot alone) and keeps retrying.
+    ///
+    /// # Errors
+    /// A table that does not fit the model; bad ids.
+    pub async fn new(
+        connector: C,
+        opts: ClientOptions,
+        worker: Worker,
+        meta: GraphMeta,
+        model_hash: &str,
+        table: ScheduleTable,
+    ) -> Result<Self> {
+        lop_msgs::validate_robot_id(&opts.robot_id).map_err(|e| Error::InvalidConfig { what: e.to_string() })?;
+        lop_msgs::validate_id(&opts.model_id).map_err(|e| Error::InvalidConfig { what: e.to_string() })?;
+        if !(opts.dilation >= 1.0 && opts.dilation.is_finite()) {
+            return Err(Error::InvalidConfig { what: format!("dilation must be >= 1, got {}", opts.dilation) });
+        }
+        let input = (0..meta.len()).find(|&i| meta.is_input(i)).map(|i| meta.info(i).clone());
+        let input_dtype = match (opts.input_wire, input.as_ref().map(|i| i.dtype)) {
+            (InputWire::F32, _) | (_, Some(lop::graph::DType::F32)) => DType::F32,
+            (_, Some(lop::graph::DType::I64)) => DType::I64,
+            _ => DType::U8,
+        };
+        let hello = Frame::Hello(Hello {
+            robot_id: opts.robot_id.clone(),
+            model_id: opts.model_id.clone(),
+            model_sha256: digest(model_hash)?,
+            robot_profile_hash: digest(&table.key.robot_profile_hash)?,
+            planner_hash: digest(&table.key.config_hash)?,
+            input_dtype,
+            input_shape: input.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
+        });
+        let book = Arc::new(PlanBook::prepare(&worker, &meta, Arc::new(table), opts.input_wire).await?);
+        let mut c = RobotClient {
+            connector: Arc::new(connector),
+            opts,
+            worker,
+            meta: Arc::new(meta),
+            book,
+            hello,
+            conn: None,
+            pending: None,
+            last_attempt: None,
+            next_id: 1,
+            stats: Arc::new(FrameStats::default()),
+        };
+        c.last_attempt = Some(Instant::now());
+        match c.attempt().await {
+            Ok(conn) => c.conn = Some(conn),
+            Err(e) => tracing::warn!(error = %e, "edge not reachable; running alone until it is"),
+        }
+        Ok(c)
+    }
+
+    /// Whether a session with the edge is up.
+    pub fn connected(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| !c.gone.load(Ordering::SeqCst))
+    }
+
+    /// The plans this client runs.
+    pub fn book(&self) -> &PlanBook {
+        &self.book
+    }
+
+    /// Frames dropped so far (malformed, stale, duplicate, out of plan, ...).
+    pub fn dropped(&self) -> FrameCounts {
+        self.stats.snapshot()
+    }
+
+    /// Switches the method (`lop` or a baseline), for benchmarks.
+    pub fn set_method(&mut self, method: &str) {
+        self.opts.method = method.to_string();
+    }
+
+    fn attempt(&self) -> impl Future<Output = Result<Conn>> + Send + 'static {
+        let (connector, hello, stats, limits, timeout) =
+            (self.connector.clone(), self.hello.clone(), self.stats.clone(), self.opts.limits, self.opts.hello_timeout);
+        let table_hash = self.book.table_hash;
+        async move {
+            let (tx, rx) = connector.connect().await?;
+            let shared = Arc::new(Mutex::new(Shared::default()));
+            let gone = Arc::new(AtomicBool::new(false));
+            let (welcome_tx, welcome_rx) = oneshot::channel();
+            lock(&shared).welcome = Some(welcome_tx);
+            let (out, out_rx) = tmpsc::unbounded_channel();
+            let writer = tokio::spawn(write_loop(tx, out_rx, gone.clone()));
+            let reader = tokio::spawn(read_loop(rx, shared.clone(), gone.clone(), stats, limits));
+            let conn = Conn { out, shared, gone, tasks: [writer, reader] };
+            let _ = conn.out.send(hello.encode()?);
+            match tokio::time::timeout(timeout, welcome_rx).await {
+                Ok(Ok(Frame::Welcome(w))) if w.table_hash == table_hash => Ok(conn),
+                Ok(Ok(Frame::Welcome(w))) => Err(Error::Protocol(format!(
+                    "the edge planned with table {} but this robot has {}",
+                    w.table_hash.to_hex(),
+                    table_hash.to_hex()
+                ))),
+                Ok(Ok(Frame::Reject(r))) => Err(Error::Protocol(format!("the edge refused: {:?}: {}", r.reason, r.text))),
+                Ok(_) => Err(Error::Closed),
+                Err(_) => Err(Error::Protocol(format!("no answer to Hello within {timeout:?}"))),
+            }
+        }
+    }
+
+    /// Makes sure a session is up or being set up in the background; true if it is up now.
+    async fn ensure_connected(&mut self) -> bool {
+        if self.connected() {
+            return true;
+        }
+        self.conn = None;
+        if let Some(p) = self.pending.take_if(|p| p.is_finished()) {
+            match p.await {
+                Ok(Ok(conn)) => {
+                    tracing::info!("reconnected to the edge");
+                    self.conn = Some(conn);
+                    return true;
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "reconnection failed"),
+                Err(e) => tracing::debug!(error = %e, "reconnection task failed"),
+            }
+        }
+        if self.pending.is_none() && self.last_attempt.is_none_or(|t| t.elapsed() >= self.opts.retry_interval) {
+            self.last_attempt = Some(Instant::now());
+            self.pending = Some(tokio::spawn(self.attempt()));
+        }
+        false
+    }
+
+    /// Runs one inference on `inputs` with the plan for a link of `bandwidth_mb_s` MB/s (bucket
+    /// units). Never loses a request to link trouble: if the edge fails, the robot finishes it.
+    ///
+    /// # Errors
+    /// Inputs that do not fit the model, engine failures.
+    pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64) -> Result<Inference> {
+        let t0 = Instant::now();
+        let method = self.opts.method.clone();
+        let plan = self
+            .book
+            .get(&method, bandwidth_mb_s)
+            .ok_or_else(|| Error::InvalidConfig { what: format!("no plans for method '{method}'") })?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let use_link = plan.uses_link() && self.ensure_connected().await;
+        let budget = plan.predicted_s.unwrap_or(1.0) * self.opts.deadline_factor + self.opts.deadline_slack.as_secs_f64();
+        let config = SideConfig {
+            side: Side::Robot,
+            inference_id: id,
+            device: self.opts.device,
+            dilation: self.opts.dilation,
+            input_wire: self.opts.input_wire,
+            deadline: Some(t0 + Duration::from_secs_f64(budget)),
+        };
+        let (band_tx, band_rx) = mpsc::channel();
+        let mut out = None;
+        if use_link && let Some(conn) = &self.conn {
+            lock(&conn.shared).route =
+                Some(Route { id, plan: plan.clone(), bands: band_tx, received: vec![false; plan.schedule.transfers.len()] });
+            let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            let start = Frame::Start(Start {
+                inference_id: id,
+                bucket: plan.bucket,
+                plan_hash: plan.plan_hash,
+                input_stamp_ns: stamp,
+                deadline_ns: (budget * 1e9) as u64,
+            });
+            let _ = conn.out.send(start.encode()?);
+            out = Some(conn.out.clone());
+        }
+        let alone = plan.uses_link() && out.is_none();
+        let (meta, run_plan) = (self.meta.clone(), plan.clone());
+        let job = self.worker.call(move |g| -> Result<(Vec<Tensor>, SideStats, Option<String>)> {
+            lop::exec::check_inputs(g, &inputs)?;
+            let mut exec = SideExec::new(g, Side::Robot);
+            for (&i, t) in g.inputs().iter().zip(inputs) {
+                let t = t.f_to_device(config.device).map_err(|e| Error::Executor(format!("input to device: {e}")))?;
+                exec.insert(i, 0..g.nodes[i].info.rows(), t)?;
+            }
+            if alone {
+                return Ok((finish_locally(&mut exec)?, SideStats::default(), Some("edge unreachable".into())));
+            }
+            let mut send = |b: Vec<u8>| out.as_ref().is_some_and(|o| o.send(b).is_ok());
+            let (stop, stats) = run_side(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
+            match stop {
+                Stopped::Finished => Ok((outputs(&exec)?, stats, None)),
+                Stopped::DeadlineExceeded => Ok((finish_locally(&mut exec)?, stats, Some("deadline exceeded".into()))),
+                Stopped::Aborted(why) => Ok((finish_locally(&mut exec)?, stats, Some(why))),
+            }
+        });
+        let (outputs, side, reason) = job.await??;
+        let mut server_compute_s = None;
+        if let Some(conn) = &self.conn {
+            let mut sh = lock(&conn.shared);
+            sh.route = None;
+            sh.last_ended = id;
+            if let Some((d, st)) = sh.done.take()
+                && d == id
+            {
+                server_compute_s = Some(st.server_compute_ns as f64 * 1e-9);
+            }
+        }
+        if let Some(r) = &reason {
+            tracing::warn!(inference = id, reason = %r, "finished on the robot alone");
+        }
+        let stats = InferenceStats {
+            id,
+            method,
+            bucket: plan.bucket,
+            bucket_mb_s: plan.bucket_mb_s,
+            plan_hash: plan.plan_hash.to_hex(),
+            fallback: reason.is_some(),
+            fallback_reason: reason,
+            total_s: t0.elapsed().as_secs_f64(),
+            robot_compute_s: side.compute_s,
+            robot_wait_s: side.wait_s,
+            server_compute_s,
+            bytes_up: side.bytes_sent,
+            bytes_down: side.bytes_received,
+            predicted_s: plan.predicted_s,
+        };
+        Ok(Inference { outputs, stats })
+    }
+}
+
+async fn write_loop<T: LinkTx>(tx: T, mut out: tmpsc::UnboundedReceiver<Vec<u8>>, gone: Arc<AtomicBool>) {
+    while let Some(b) = out.recv().await {
+        if tx.send(b).await.is_err() {
+            gone.store(true, Ordering::SeqCst);
+            break;
+        }
+    }
+}
+
+async fn read_loop<R: LinkRx>(mut rx: R, shared: Arc<Mutex<Shared>>, gone: Arc<AtomicBool>, stats: Arc<FrameStats>, limits: Limits) {
+    loop {
+        let bytes = match rx.recv().await {
+            Ok(Some(b)) => b,
+            Ok(None) | Err(_) => break,
+        };
+        let Some(inbound) = classify(&limits, bytes, &stats) else { continue };
+        let mut sh = lock(&shared);
+        match inbound {
+            Inbound::Control(f @ (Frame::Welcome(_) | Frame::Reject(_))) => match sh.welcome.take() {
+                Some(w) => {
+                    let _ = w.send(f);
+                }
+                None => stats.count(Dropped::Unexpected),
+            },
+            Inbound::Control(Frame::Done(d)) => match &sh.route {
+                Some(r) if r.id == d.inference_id => sh.done = Some((d.inference_id, d.stats)),
+                _ if sh.last_ended == d.inference_id => sh.done = Some((d.inference_id, d.stats)),
+                _ => stats.count(Dropped::Stale),
+            },
+            Inbound::Control(Frame::Error(e)) => match &sh.route {
+                Some(r) if r.id == e.inference_id => {
+                    let _ = r.bands.send(Incoming::Abort(format!("edge error {:?}: {}", e.code, e.text)));
+                }
+                _ if sh.last_ended == e.inference_id => {}
+                _ => stats.count(Dropped::Stale),
+            },
+            Inbound::Control(_) => stats.count(Dropped::Unexpected),
+            Inbound::Band(id, frame) => match sh.route.as_mut() {
+                Some(r) if r.id == id => {
+                    if let Some(b) = match_band(&limits, &r.plan, false, frame, &mut r.received, &stats) {
+                        let _ = r.bands.send(Incoming::Band(b));
+                    }
+                }
+                _ => stats.count(Dropped::Stale),
+            },
+        }
+    }
+    gone.store(true, Ordering::SeqCst);
+    if let Some(r) = &lock(&shared).route {
+        let _ = r.bands.send(Incoming::Abort("the edge went away".into()));
+    }
+}

@@ -1,0 +1,489 @@
+//! The edge service (DESIGN.md section 6): serves many robots at once, each in an isolated
+//! session, from warm model replicas. The edge loads models only from its own store (matched by
+//! content hash) and never executes anything a robot sends: a robot names a model and a plan by
+//! hash, and sends tensors.
+//!
+//! Per session: the first frame must be Hello; the edge answers Welcome (its profile hash and the
+//! hash of the schedule table it built or loaded for that model and robot profile) or Reject
+//! with the reason. Then, per inference: Start names the plan; the server side of it runs on a
+//! free replica, sending bands as they are computed; Done (with statistics) or Error ends it.
+//! A newer Start aborts an older inference; frames of other inferences are stale and dropped.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use lop::exec::SideExec;
+use lop::graph::DType as GraphDType;
+use lop::model::LoadOptions;
+use lop::plan::Side;
+use lop::planner::table::{TableSpec, load_or_build};
+use lop::profile::Profile;
+use lop_msgs::protocol::DType;
+use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Hello, Limits, Reject, RejectReason, Start, Welcome};
+use lop_msgs::{Digest, Frame};
+use tch::Device;
+use tokio::sync::{Mutex, mpsc as tmpsc};
+
+use crate::error::{Error, Result};
+use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, Stopped, Worker, run_side};
+use crate::link::{LinkRx, LinkTx};
+use crate::plans::{PlanBook, Prepared, digest};
+use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
+
+/// A model the edge serves.
+#[derive(Debug, Clone)]
+pub struct EdgeModel {
+    /// Its id (what robots name in Hello).
+    pub id: String,
+    /// `zoo:NAME` or an ONNX path in the model store.
+    pub source: String,
+    /// Loading options (input shape for dynamic ONNX inputs).
+    pub load: LoadOptions,
+    /// The edge's own profile of it (role server).
+    pub server_profile: Profile,
+}
+
+/// How to run the edge.
+#[derive(Debug, Clone)]
+pub struct EdgeOptions {
+    /// Models served.
+    pub models: Vec<EdgeModel>,
+    /// Robot profiles known up front (a robot's Hello names its profile by hash).
+    pub robot_profiles: Vec<Profile>,
+    /// A directory searched for `*.json` robot profiles when a Hello names an unknown hash.
+    pub profiles_dir: Option<PathBuf>,
+    /// The schedule table configuration; a robot's Hello must carry its hash.
+    pub spec: TableSpec,
+    /// Where schedule tables are cached.
+    pub cache_dir: PathBuf,
+    /// Warm replicas per model (concurrent inferences per model).
+    pub replicas: usize,
+    /// Where the server computes.
+    pub device: Device,
+    /// Frame size limit.
+    pub limits: Limits,
+    /// How long a session may take to send Hello.
+    pub hello_timeout: Duration,
+}
+
+struct Replica {
+    worker: Worker,
+    queued: AtomicUsize,
+}
+
+struct Model {
+    id: String,
+    hash: Digest,
+    meta: Arc<GraphMeta>,
+    input_dtype: Option<GraphDType>,
+    input_shape: Vec<u32>,
+    replicas: Vec<Replica>,
+    server_profile: Profile,
+}
+
+/// Service-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EdgeCounts {
+    /// Sessions welcomed.
+    pub sessions: u64,
+    /// Sessions rejected.
+    pub rejected: u64,
+    /// Inferences started.
+    pub inferences: u64,
+    /// Inferences that ended with Done.
+    pub done: u64,
+    /// Inferences aborted or failed.
+    pub aborted: u64,
+    /// Frames dropped, by reason.
+    pub dropped: FrameCounts,
+}
+
+/// The edge service. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct EdgeService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: EdgeOptions,
+    models: Vec<Model>,
+    robot_profiles: std::sync::Mutex<Vec<Profile>>,
+    books: Mutex<HashMap<(usize, String, InputWire), Arc<PlanBook>>>,
+    stats: FrameStats,
+    sessions: AtomicU64,
+    rejected: AtomicU64,
+    inferences: AtomicU64,
+    done: AtomicU64,
+    aborted: AtomicU64,
+    shutting_down: AtomicBool,
+}
+
+impl std::fmt::Debug for EdgeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeService").field("models", &self.inner.models.iter().map(|m| &m.id).collect::<Vec<_>>()).finish()
+    }
+}
+
+impl EdgeService {
+    /// Loads every model on its replicas (each replica a thread with its own copy, on
+    /// `opts.device`) and checks each server profile against its model.
+    ///
+    /// # Errors
+    /// A model that does not load, a profile for another model, a bad option.
+    pub async fn start(opts: EdgeOptions) -> Result<EdgeService> {
+        if opts.replicas == 0 {
+            return Err(Error::InvalidConfig { what: "replicas must be at least 1".into() });
+        }
+        opts.spec.check()?;
+        let mut models = Vec::new();
+        for m in &opts.models {
+            lop_msgs::validate_id(&m.id).map_err(|e| Error::InvalidConfig { what: format!("model id '{}': {e}", m.id) })?;
+            let mut replicas = Vec::new();
+            let mut loaded = None;
+            for r in 0..opts.replicas {
+                let (source, load, device) = (m.source.clone(), m.load.clone(), opts.device);
+                let (worker, info) = Worker::spawn(&format!("edge-{}-{r}", m.id), move || {
+                    let mut g = lop::model::load(&source, &load)?;
+                    g.to_device(device)?;
+                    Ok(g)
+                })
+                .await?;
+                replicas.push(Replica { worker, queued: AtomicUsize::new(0) });
+                loaded = Some(info);
+            }
+            let Some(info) = loaded else { continue };
+            if m.server_profile.model_hash != info.hash || m.server_profile.role != Side::Server {
+                return Err(Error::InvalidConfig {
+                    what: format!("the server profile given for model '{}' is not a server profile of that model", m.id),
+                });
+            }
+            let inputs: Vec<usize> = (0..info.meta.len()).filter(|&i| info.meta.is_input(i)).collect();
+            let first = inputs.first().map(|&i| info.meta.info(i).clone());
+            tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, "model loaded");
+            models.push(Model {
+                id: m.id.clone(),
+                hash: digest(&info.hash)?,
+                meta: Arc::new(info.meta),
+                input_dtype: first.as_ref().map(|i| i.dtype),
+                input_shape: first.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
+                replicas,
+                server_profile: m.server_profile.clone(),
+            });
+        }
+        let robot_profiles = std::sync::Mutex::new(opts.robot_profiles.clone());
+        Ok(EdgeService {
+            inner: Arc::new(Inner {
+                opts,
+                models,
+                robot_profiles,
+                books: Mutex::new(HashMap::new()),
+                stats: FrameStats::default(),
+                sessions: AtomicU64::new(0),
+                rejected: AtomicU64::new(0),
+                inferences: AtomicU64::new(0),
+                done: AtomicU64::new(0),
+                aborted: AtomicU64::new(0),
+                shutting_down: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Counters so far.
+    pub fn counts(&self) -> EdgeCounts {
+        let i = &self.inner;
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        EdgeCounts {
+            sessions: l(&i.sessions),
+            rejected: l(&i.rejected),
+            inferences: l(&i.inferences),
+            done: l(&i.done),
+            aborted: l(&i.aborted),
+            dropped: i.stats.snapshot(),
+        }
+    }
+
+    /// Stops accepting sessions and inferences (Hello gets Reject "shutting down", Start gets
+    /// Error); inferences already running finish.
+    pub fn shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Serves one robot session over a link until the robot closes it or the link breaks.
+    pub async fn serve<T: LinkTx + 'static, R: LinkRx>(&self, tx: T, mut rx: R) {
+        let (out, mut out_rx) = tmpsc::unbounded_channel::<Vec<u8>>();
+        let writer = tokio::spawn(async move {
+            while let Some(b) = out_rx.recv().await {
+                if tx.send(b).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s =
+            Session { svc: self.inner.clone(), out, model: None, book: None, input_wire: InputWire::Native, current: None, last_id: 0 };
+        let hello_deadline = tokio::time::Instant::now() + self.inner.opts.hello_timeout;
+        loop {
+            let next = if s.book.is_none() { tokio::time::timeout_at(hello_deadline, rx.recv()).await } else { Ok(rx.recv().await) };
+            let bytes = match next {
+                Ok(Ok(Some(b))) => b,
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "session link broke");
+                    break;
+                }
+                Err(_) => {
+                    tracing::warn!("no Hello in time; closing the session");
+                    break;
+                }
+            };
+            match classify(&self.inner.opts.limits, bytes, &self.inner.stats) {
+                None => {}
+                Some(Inbound::Control(f)) => s.control(f).await,
+                Some(Inbound::Band(id, frame)) => s.band(id, frame),
+            }
+        }
+        s.abort_current("the session ended");
+        drop(s);
+        let _ = writer.await;
+    }
+}
+
+/// One inference running on a replica.
+struct Active {
+    id: u64,
+    plan: Arc<Prepared>,
+    bands: mpsc::Sender<Incoming>,
+    received: Vec<bool>,
+}
+
+struct Session {
+    svc: Arc<Inner>,
+    out: tmpsc::UnboundedSender<Vec<u8>>,
+    model: Option<usize>,
+    book: Option<Arc<PlanBook>>,
+    input_wire: InputWire,
+    current: Option<Active>,
+    last_id: u64,
+}
+
+impl Session {
+    fn send(&self, f: Frame) {
+        match f.encode() {
+            Ok(b) => {
+                let _ = self.out.send(b);
+            }
+            Err(e) => tracing::error!(error = %e, "encoding a frame"),
+        }
+    }
+
+    fn reject(&self, reason: RejectReason, text: String) {
+        tracing::info!(?reason, %text, "rejecting a session");
+        self.svc.rejected.fetch_add(1, Ordering::Relaxed);
+        let text: String = text.chars().take(200).collect();
+        self.send(Frame::Reject(Reject { reason, text }));
+    }
+
+    fn abort_current(&mut self, why: &str) {
+        if let Some(a) = self.current.take() {
+            let _ = a.bands.send(Incoming::Abort(why.to_string()));
+        }
+    }
+
+    async fn control(&mut self, f: Frame) {
+        match f {
+            Frame::Hello(h) => self.hello(h).await,
+            Frame::Start(s) => self.start(s),
+            _ => self.svc.stats.count(Dropped::Unexpected),
+        }
+    }
+
+    async fn hello(&mut self, h: Hello) {
+        self.abort_current("a new Hello");
+        self.book = None;
+        if self.svc.shutting_down.load(Ordering::SeqCst) {
+            return self.reject(RejectReason::ShuttingDown, "the edge is shutting down".into());
+        }
+        let Some(mi) = self.svc.models.iter().position(|m| m.hash == h.model_sha256) else {
+            return self.reject(
+                RejectReason::UnknownModel,
+                format!("no model with sha256 {} (id '{}') in the store", h.model_sha256.to_hex(), h.model_id),
+            );
+        };
+        let model = &self.svc.models[mi];
+        if h.input_shape != model.input_shape {
+            return self
+                .reject(RejectReason::BadInput, format!("input shape {:?}, the model takes {:?}", h.input_shape, model.input_shape));
+        }
+        let input_wire = match (h.input_dtype, model.input_dtype) {
+            (DType::F32, Some(GraphDType::U8)) => InputWire::F32,
+            (DType::U8, Some(GraphDType::U8)) | (DType::F32, Some(GraphDType::F32)) => InputWire::Native,
+            (d, m) => return self.reject(RejectReason::BadInput, format!("input dtype {d:?} for a model input of {m:?}")),
+        };
+        let spec_hash = self.svc.opts.spec.hash();
+        if digest(&spec_hash).ok() != Some(h.planner_hash) {
+            return self.reject(
+                RejectReason::NoTable,
+                format!("planner configuration {} differs from the edge's {spec_hash}", h.planner_hash.to_hex()),
+            );
+        }
+        let Some(robot) = self.svc.robot_profile(&h.robot_profile_hash.to_hex()) else {
+            return self.reject(RejectReason::NoTable, format!("unknown robot profile {}", h.robot_profile_hash.to_hex()));
+        };
+        match self.svc.book(mi, robot, input_wire).await {
+            Ok(book) => {
+                let Ok(server_hash) = digest(&model.server_profile.hash()) else {
+                    return self.reject(RejectReason::Other, "bad server profile hash".into());
+                };
+                self.send(Frame::Welcome(Welcome { server_profile_hash: server_hash, table_hash: book.table_hash }));
+                self.svc.sessions.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(robot = %h.robot_id, model = %h.model_id, "session welcomed");
+                self.model = Some(mi);
+                self.book = Some(book);
+                self.input_wire = input_wire;
+                self.last_id = 0;
+            }
+            Err(e) => self.reject(RejectReason::NoTable, format!("building the schedule table: {e}")),
+        }
+    }
+
+    fn start(&mut self, s: Start) {
+        let (Some(book), Some(mi)) = (self.book.clone(), self.model) else {
+            self.svc.stats.count(Dropped::Unexpected);
+            return;
+        };
+        if s.inference_id <= self.last_id {
+            self.svc.stats.count(Dropped::Stale);
+            return;
+        }
+        self.abort_current("a newer inference started");
+        self.last_id = s.inference_id;
+        let err = |code, text: String| Frame::Error(ErrorFrame { inference_id: s.inference_id, code, text });
+        if self.svc.shutting_down.load(Ordering::SeqCst) {
+            return self.send(err(ErrorCode::ShuttingDown, "the edge is shutting down".into()));
+        }
+        let Some(plan) = book.by_hash(&s.plan_hash) else {
+            return self
+                .send(err(ErrorCode::UnknownPlan, format!("no plan {} in table {}", s.plan_hash.to_hex(), book.table_hash.to_hex())));
+        };
+        self.svc.inferences.fetch_add(1, Ordering::Relaxed);
+        let model = &self.svc.models[mi];
+        let replica = model.replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)).unwrap_or(&model.replicas[0]);
+        replica.queued.fetch_add(1, Ordering::Relaxed);
+        let (bands, band_rx) = mpsc::channel();
+        let deadline = Instant::now() + Duration::from_nanos(s.deadline_ns.max(1));
+        let config = SideConfig {
+            side: Side::Server,
+            inference_id: s.inference_id,
+            device: self.svc.opts.device,
+            dilation: 1.0,
+            input_wire: self.input_wire,
+            deadline: Some(deadline),
+        };
+        let (meta, schedule_plan, out) = (model.meta.clone(), plan.clone(), self.out.clone());
+        let job = replica.worker.run(move |g| {
+            let mut exec = SideExec::new(g, Side::Server);
+            let mut send = |b: Vec<u8>| out.send(b).is_ok();
+            run_side(&mut exec, &meta, &schedule_plan.schedule, &config, &band_rx, &mut send)
+        });
+        let (svc, out, id, mi2) = (self.svc.clone(), self.out.clone(), s.inference_id, mi);
+        let replica_ix = model.replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        tokio::spawn(async move {
+            let res = job.await;
+            svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+            let frame = match res {
+                Ok(Ok((Stopped::Finished, st))) => {
+                    svc.done.fetch_add(1, Ordering::Relaxed);
+                    Frame::Done(Done {
+                        inference_id: id,
+                        stats: DoneStats {
+                            server_compute_ns: (st.compute_s * 1e9) as u64,
+                            server_wait_ns: (st.wait_s * 1e9) as u64,
+                            bytes_received: st.bytes_received,
+                            bytes_sent: st.bytes_sent,
+                            bands_received: st.bands_received,
+                            bands_sent: st.bands_sent,
+                        },
+                    })
+                }
+                Ok(Ok((stop, _))) => {
+                    svc.aborted.fetch_add(1, Ordering::Relaxed);
+                    let code = if stop == Stopped::DeadlineExceeded { ErrorCode::DeadlineExceeded } else { ErrorCode::Other };
+                    Frame::Error(ErrorFrame { inference_id: id, code, text: format!("{stop:?}").chars().take(200).collect() })
+                }
+                Ok(Err(e)) => {
+                    svc.aborted.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, "server side failed");
+                    Frame::Error(ErrorFrame {
+                        inference_id: id,
+                        code: ErrorCode::Internal,
+                        text: e.to_string().chars().take(200).collect(),
+                    })
+                }
+                Err(_) => {
+                    svc.aborted.fetch_add(1, Ordering::Relaxed);
+                    Frame::Error(ErrorFrame { inference_id: id, code: ErrorCode::Internal, text: "the replica failed".into() })
+                }
+            };
+            if let Ok(b) = frame.encode() {
+                let _ = out.send(b);
+            }
+        });
+        let received = vec![false; plan.schedule.transfers.len()];
+        self.current = Some(Active { id: s.inference_id, plan, bands, received });
+    }
+
+    fn band(&mut self, id: u64, frame: Vec<u8>) {
+        let stats = &self.svc.stats;
+        let Some(a) = self.current.as_mut().filter(|a| a.id == id) else {
+            stats.count(Dropped::Stale);
+            return;
+        };
+        if let Some(b) = match_band(&self.svc.opts.limits, &a.plan, true, frame, &mut a.received, stats) {
+            let _ = a.bands.send(Incoming::Band(b));
+        }
+    }
+}
+
+impl Inner {
+    fn robot_profile(&self, hash: &str) -> Option<Profile> {
+        let cached = self.robot_profiles.lock().ok()?.iter().find(|p| p.hash() == hash).cloned();
+        if cached.is_some() {
+            return cached;
+        }
+        let dir = self.opts.profiles_dir.as_ref()?;
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = e.path();
+            if path.extension().is_some_and(|x| x == "json")
+                && let Ok(p) = Profile::load(&path)
+                && p.role == Side::Robot
+                && p.hash() == hash
+            {
+                if let Ok(mut v) = self.robot_profiles.lock() {
+                    v.push(p.clone());
+                }
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// The plan book for a model and robot profile, built (or loaded from the table cache) once.
+    async fn book(&self, mi: usize, robot: Profile, input_wire: InputWire) -> Result<Arc<PlanBook>> {
+        let mut books = self.books.lock().await;
+        let key = (mi, robot.hash(), input_wire);
+        if let Some(b) = books.get(&key) {
+            return Ok(b.clone());
+        }
+        let model = &self.models[mi];
+        let (server, spec, dir) = (model.server_profile.clone(), self.opts.spec.clone(), self.opts.cache_dir.clone());
+        let worker = &model.replicas[0].worker;
+        let started = Instant::now();
+        let (table, _, cache) = worker.call(move |g| load_or_build(&dir, g, None, &robot, &server, &spec, 1)).await??;
+        tracing::info!(model = %model.id, ?cache, seconds = started.elapsed().as_secs_f64(), "schedule table ready");
+        let book = Arc::new(PlanBook::prepare(worker, &model.meta, Arc::new(table), input_wire).await?);
+        books.insert(key, book.clone());
+        Ok(book)
+    }
+}

@@ -1,0 +1,70 @@
+//! Finishing an inference on the robot alone from whatever it holds: the path taken when the
+//! edge is unreachable, late or gone. Exact like every other path: each missing row is computed
+//! from rows the robot holds, recomputing released values from the graph input when needed.
+
+use lop::exec::SideExec;
+use lop::ops::Op;
+use tch::Tensor;
+
+use crate::error::{Error, Result};
+
+/// Computes every row of every value the outputs depend on that `exec` does not hold (in
+/// topological order, freeing each value after its last reader), then returns the outputs.
+/// `exec` must hold the graph inputs whole.
+///
+/// # Errors
+/// Engine and libtorch failures.
+pub fn finish_locally(exec: &mut SideExec<'_>) -> Result<Vec<Tensor>> {
+    let graph = exec.graph();
+    let n = graph.nodes.len();
+    let mut live = vec![false; n];
+    for &o in &graph.outputs {
+        live[o] = true;
+    }
+    for id in (0..n).rev() {
+        if live[id] {
+            for &i in &graph.nodes[id].inputs {
+                live[i] = true;
+            }
+        }
+    }
+    let mut last_reader = vec![None; n];
+    for (id, node) in graph.nodes.iter().enumerate().filter(|(id, _)| live[*id]) {
+        for &i in &node.inputs {
+            last_reader[i] = Some(id);
+        }
+    }
+    let _guard = tch::no_grad_guard();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        if !live[id] || matches!(node.op, Op::Input | Op::Constant(_)) {
+            continue;
+        }
+        let all = if node.info.row_axis.is_some() { 0..node.info.rows() } else { 0..1 };
+        for piece in exec.missing(id, &all) {
+            exec.compute_and_store(id, &piece, 1).map_err(Error::Engine)?;
+        }
+        for &i in &node.inputs {
+            if last_reader[i] == Some(id) && !graph.outputs.contains(&i) && !matches!(graph.nodes[i].op, Op::Input) {
+                exec.release(i);
+            }
+        }
+    }
+    outputs(exec)
+}
+
+/// The graph outputs, whole, from `exec`.
+///
+/// # Errors
+/// [`Error::Engine`] when an output is not held whole.
+pub fn outputs(exec: &SideExec<'_>) -> Result<Vec<Tensor>> {
+    let graph = exec.graph();
+    graph
+        .outputs
+        .iter()
+        .map(|&o| {
+            let info = &graph.nodes[o].info;
+            let all = if info.row_axis.is_some() { 0..info.rows() } else { 0..1 };
+            exec.extract(o, &all).map_err(Error::Engine)
+        })
+        .collect()
+}

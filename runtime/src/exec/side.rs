@@ -1,0 +1,303 @@
+//! One side of one inference: its chunks in wavefront order (the simulator's rule), each band
+//! sent the moment its rows exist, received bands stored as they arrive.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use lop::exec::SideExec;
+use lop::graph::Graph;
+use lop::plan::Side;
+use lop::sim::Schedule;
+use tch::{Device, Tensor};
+
+use super::wire::{GraphMeta, InputWire, ReceivedBand, encode_band};
+use crate::error::{Error, Result};
+
+/// What the I/O side hands the compute thread during an inference.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A band matched to one of the schedule's transfers towards this side.
+    Band(ReceivedBand),
+    /// Stop: the peer failed, the link broke, or the deadline passed.
+    Abort(String),
+}
+
+/// Why a side stopped before finishing its part.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stopped {
+    /// Its part is done.
+    Finished,
+    /// Told to stop (by the I/O side), with the reason.
+    Aborted(String),
+    /// The deadline passed.
+    DeadlineExceeded,
+}
+
+/// Per-side statistics of one inference.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SideStats {
+    /// Seconds computing chunks (dilation included).
+    pub compute_s: f64,
+    /// Seconds blocked waiting for bands.
+    pub wait_s: f64,
+    /// Bands and bytes (whole frames) sent.
+    pub bands_sent: u32,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Bands received.
+    pub bands_received: u32,
+    /// Bytes received (whole frames).
+    pub bytes_received: u64,
+    /// Chunks computed.
+    pub chunks: u32,
+}
+
+/// How to run one side.
+#[derive(Debug, Clone, Copy)]
+pub struct SideConfig {
+    /// Which side.
+    pub side: Side,
+    /// The inference.
+    pub inference_id: u64,
+    /// Where tensors live.
+    pub device: Device,
+    /// Every chunk's compute is stretched to this many times its measured duration by waiting
+    /// (DESIGN.md section 9: a CPU standing in for a slower robot); 1 = none.
+    pub dilation: f64,
+    /// How graph inputs travel.
+    pub input_wire: InputWire,
+    /// When to give up.
+    pub deadline: Option<Instant>,
+}
+
+#[derive(Debug, PartialEq)]
+struct Ready {
+    key: f64,
+    id: u32,
+}
+impl Eq for Ready {}
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ready {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.key.total_cmp(&self.key).then(o.id.cmp(&self.id))
+    }
+}
+
+/// Runs `config.side`'s part of `schedule`: `exec` holds the graph inputs (robot) or nothing
+/// (server); `send` takes each encoded band (returning false once the link is gone, which
+/// aborts). Returns why it stopped and the statistics; `exec` keeps every row the side holds,
+/// so a robot that stopped early can finish the inference from it ([`super::finish_locally`]).
+///
+/// # Errors
+/// Engine and libtorch failures (a bug or a bad model), never link trouble.
+pub fn run_side(
+    exec: &mut SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    config: &SideConfig,
+    incoming: &Receiver<Incoming>,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> Result<(Stopped, SideStats)> {
+    let graph: &Graph = exec.graph();
+    let side = config.side;
+    let mut stats = SideStats::default();
+    let mut pending: Vec<u32> = schedule.chunks.iter().map(|c| c.inputs).collect();
+    let mut ready = BinaryHeap::new();
+    let mut left_chunks = 0usize;
+    for (i, c) in schedule.side_chunks(side) {
+        left_chunks += 1;
+        if c.inputs == 0 {
+            ready.push(Ready { key: c.key, id: i });
+        }
+    }
+    // Bands this side must receive before it is done: every transfer towards it.
+    let mut left_bands = schedule.transfers.iter().filter(|t| t.from() != side).count();
+    let mut received = vec![false; schedule.transfers.len()];
+    let mut uses = Uses::new(graph, schedule, side);
+    let _guard = tch::no_grad_guard();
+
+    // Transfers of values held before anything runs (graph inputs) leave at once.
+    for (i, t) in schedule.transfers.iter().enumerate() {
+        if t.from() == side && t.producer.is_none() {
+            if !send_transfer(exec, meta, schedule, config, i, send, &mut stats)? {
+                return Ok((Stopped::Aborted("the link is gone".into()), stats));
+            }
+            uses.sent(exec, t.node);
+        }
+    }
+
+    loop {
+        // Take in whatever has arrived, without blocking.
+        while let Ok(msg) = incoming.try_recv() {
+            if let Some(stop) =
+                accept(exec, meta, schedule, config, msg, &mut received, &mut left_bands, &mut pending, &mut ready, &mut stats)?
+            {
+                return Ok((stop, stats));
+            }
+        }
+        if let Some(d) = config.deadline
+            && Instant::now() >= d
+        {
+            return Ok((Stopped::DeadlineExceeded, stats));
+        }
+        if let Some(r) = ready.pop() {
+            let c = &schedule.chunks[r.id as usize];
+            let t0 = Instant::now();
+            exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
+            if config.dilation > 1.0 {
+                std::thread::sleep(t0.elapsed().mul_f64(config.dilation - 1.0));
+            }
+            stats.compute_s += t0.elapsed().as_secs_f64();
+            stats.chunks += 1;
+            left_chunks -= 1;
+            for &s in &c.successors {
+                pending[s as usize] -= 1;
+                if pending[s as usize] == 0 {
+                    ready.push(Ready { key: schedule.chunks[s as usize].key, id: s });
+                }
+            }
+            for &tr in &c.enables {
+                if !send_transfer(exec, meta, schedule, config, tr as usize, send, &mut stats)? {
+                    return Ok((Stopped::Aborted("the link is gone".into()), stats));
+                }
+                uses.sent(exec, schedule.transfers[tr as usize].node);
+            }
+            uses.computed(exec, c.node);
+            continue;
+        }
+        if left_chunks == 0 && left_bands == 0 {
+            return Ok((Stopped::Finished, stats));
+        }
+        // Nothing to compute: wait for a band.
+        let t0 = Instant::now();
+        let wait = config.deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(t0));
+        let msg = incoming.recv_timeout(wait);
+        stats.wait_s += t0.elapsed().as_secs_f64();
+        match msg {
+            Ok(msg) => {
+                if let Some(stop) =
+                    accept(exec, meta, schedule, config, msg, &mut received, &mut left_bands, &mut pending, &mut ready, &mut stats)?
+                {
+                    return Ok((stop, stats));
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if config.deadline.is_some() {
+                    return Ok((Stopped::DeadlineExceeded, stats));
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return Ok((Stopped::Aborted("the session ended".into()), stats)),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn accept(
+    exec: &mut SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    config: &SideConfig,
+    msg: Incoming,
+    received: &mut [bool],
+    left_bands: &mut usize,
+    pending: &mut [u32],
+    ready: &mut BinaryHeap<Ready>,
+    stats: &mut SideStats,
+) -> Result<Option<Stopped>> {
+    let band = match msg {
+        Incoming::Abort(why) => return Ok(Some(Stopped::Aborted(why))),
+        Incoming::Band(b) => b,
+    };
+    let ti = band.transfer as usize;
+    // The I/O side matched it to a transfer towards this side and dropped duplicates; check again
+    // so that a bug there cannot corrupt the state.
+    let Some(t) = schedule.transfers.get(ti) else { return Ok(None) };
+    if t.from() == config.side || received[ti] {
+        return Ok(None);
+    }
+    received[ti] = true;
+    *left_bands -= 1;
+    stats.bands_received += 1;
+    stats.bytes_received += band.frame.len() as u64;
+    let tensor = band.tensor(meta, t.node, &t.rows, config.device)?;
+    let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+    exec.insert(t.node, rows, tensor).map_err(Error::Engine)?;
+    for &w in &t.waiters {
+        pending[w as usize] -= 1;
+        if pending[w as usize] == 0 {
+            ready.push(Ready { key: schedule.chunks[w as usize].key, id: w });
+        }
+    }
+    Ok(None)
+}
+
+fn send_transfer(
+    exec: &SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    config: &SideConfig,
+    ti: usize,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
+    stats: &mut SideStats,
+) -> Result<bool> {
+    let t = &schedule.transfers[ti];
+    let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+    let tensor: Tensor = exec.extract(t.node, &rows).map_err(Error::Engine)?;
+    let frame = encode_band(meta, config.inference_id, t.node, &t.rows, &tensor, config.input_wire)?;
+    stats.bands_sent += 1;
+    stats.bytes_sent += frame.len() as u64;
+    Ok(send(frame))
+}
+
+/// Reference counts that free a value's rows on this side once every chunk reading it is done
+/// and every transfer of it has left. Graph inputs and outputs are kept (the robot may have to
+/// finish alone, and it returns the outputs).
+struct Uses {
+    left: Vec<usize>,
+    keep: Vec<bool>,
+}
+
+impl Uses {
+    fn new(graph: &Graph, schedule: &Schedule, side: Side) -> Uses {
+        let mut left = vec![0usize; graph.nodes.len()];
+        for (_, c) in schedule.side_chunks(side) {
+            for &i in &graph.nodes[c.node].inputs {
+                left[i] += 1;
+            }
+        }
+        for t in &schedule.transfers {
+            if t.from() == side {
+                left[t.node] += 1;
+            }
+        }
+        let mut keep: Vec<bool> = graph.nodes.iter().map(|n| matches!(n.op, lop::ops::Op::Input)).collect();
+        for &o in &graph.outputs {
+            keep[o] = true;
+        }
+        Uses { left, keep }
+    }
+
+    fn done_with(&mut self, exec: &mut SideExec<'_>, id: usize) {
+        self.left[id] = self.left[id].saturating_sub(1);
+        if self.left[id] == 0 && !self.keep[id] {
+            exec.release(id);
+        }
+    }
+
+    fn computed(&mut self, exec: &mut SideExec<'_>, node: usize) {
+        let inputs = exec.graph().nodes[node].inputs.clone();
+        for i in inputs {
+            self.done_with(exec, i);
+        }
+    }
+
+    fn sent(&mut self, exec: &mut SideExec<'_>, node: usize) {
+        self.done_with(exec, node);
+    }
+}

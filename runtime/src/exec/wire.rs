@@ -1,0 +1,183 @@
+//! Tensors on the wire: one [`Band`](lop_msgs::protocol::Band) frame per transfer, built and
+//! checked against the schedule, so that only the bands a plan expects are ever accepted.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use lop::graph::{DType as GraphDType, Graph, NodeId, ValueInfo};
+use lop::rows::Rows;
+use lop::sim::Schedule;
+use lop_msgs::protocol::{BandHeader, DType, encode_band_header};
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{Error, Result};
+
+/// How graph inputs travel: as their own dtype (raw uint8 frames as uint8, the default) or as
+/// float32 (the paper's setting, four bytes per pixel; values are exact, the receiver casts back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum InputWire {
+    /// The input's own dtype.
+    #[default]
+    Native,
+    /// Float32 elements.
+    F32,
+}
+
+/// What a band of one transfer must look like on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    /// Index into [`Schedule::transfers`].
+    pub transfer: u32,
+    /// Wire dtype.
+    pub dtype: DType,
+    /// Wire shape.
+    pub shape: Vec<u32>,
+}
+
+/// The per-node facts a band needs, copied out of the graph (whose tensors cannot be shared
+/// across threads): shapes, dtypes, row axes, and which nodes are graph inputs.
+#[derive(Debug, Clone)]
+pub struct GraphMeta {
+    infos: Vec<ValueInfo>,
+    is_input: Vec<bool>,
+}
+
+impl GraphMeta {
+    /// The facts of `graph`.
+    pub fn of(graph: &Graph) -> GraphMeta {
+        GraphMeta {
+            infos: graph.nodes.iter().map(|n| n.info.clone()).collect(),
+            is_input: graph.nodes.iter().map(|n| matches!(n.op, lop::ops::Op::Input)).collect(),
+        }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.infos.len()
+    }
+
+    /// Whether the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.infos.is_empty()
+    }
+
+    /// Whether node `id` is a graph input.
+    pub fn is_input(&self, id: NodeId) -> bool {
+        self.is_input[id]
+    }
+
+    /// Node `id`'s value.
+    pub fn info(&self, id: NodeId) -> &ValueInfo {
+        &self.infos[id]
+    }
+
+    /// The wire dtype of node `id`'s rows.
+    pub fn wire_dtype(&self, id: NodeId, input: InputWire) -> Result<DType> {
+        if self.is_input[id] && input == InputWire::F32 {
+            return Ok(DType::F32);
+        }
+        wire_dtype(self.infos[id].dtype)
+    }
+
+    /// The wire shape of rows `rows` of node `id`: the value's shape with the row axis cut to
+    /// the rows, or, for a value without a row axis, its shape behind a leading axis of 1.
+    pub fn wire_shape(&self, id: NodeId, rows: &Rows) -> (Vec<u32>, u8) {
+        let info = &self.infos[id];
+        match info.row_axis {
+            Some(a) => (info.shape.iter().enumerate().map(|(i, &d)| if i == a { rows.len() } else { d } as u32).collect(), a as u8),
+            None => (std::iter::once(1).chain(info.shape.iter().map(|&d| d as u32)).collect(), 0),
+        }
+    }
+
+    /// For each direction (`true` = up), the expected band of every transfer keyed by
+    /// `(tensor id, row start, row end)`.
+    pub fn expectations(&self, schedule: &Schedule, input: InputWire) -> Result<HashMap<(bool, u32, u32, u32), Expected>> {
+        let mut out = HashMap::with_capacity(schedule.transfers.len());
+        for (i, t) in schedule.transfers.iter().enumerate() {
+            let (shape, _) = self.wire_shape(t.node, &t.rows);
+            let e = Expected { transfer: i as u32, dtype: self.wire_dtype(t.node, input)?, shape };
+            out.insert((t.up, t.node as u32, t.rows.start as u32, t.rows.end as u32), e);
+        }
+        Ok(out)
+    }
+}
+
+fn wire_dtype(d: GraphDType) -> Result<DType> {
+    Ok(match d {
+        GraphDType::U8 => DType::U8,
+        GraphDType::F32 => DType::F32,
+        GraphDType::I64 => DType::I64,
+    })
+}
+
+fn kind_of(d: DType) -> Result<Kind> {
+    Ok(match d {
+        DType::U8 => Kind::Uint8,
+        DType::F32 => Kind::Float,
+        DType::I64 => Kind::Int64,
+        DType::F16 => Kind::Half,
+        DType::BF16 => Kind::BFloat16,
+        other => return Err(Error::Executor(format!("no tensor kind for wire dtype {other:?}"))),
+    })
+}
+
+fn torch(what: &str) -> impl FnOnce(tch::TchError) -> Error + '_ {
+    move |e| Error::Executor(format!("{what}: {e}"))
+}
+
+/// Encodes rows `rows` of node `id` (held as `tensor`, on any device) as one Band frame.
+///
+/// # Errors
+/// [`Error::Executor`] for libtorch failures; [`Error::Frame`] if the band does not encode.
+pub fn encode_band(meta: &GraphMeta, inference_id: u64, id: NodeId, rows: &Rows, tensor: &Tensor, input: InputWire) -> Result<Vec<u8>> {
+    let dtype = meta.wire_dtype(id, input)?;
+    let kind = kind_of(dtype)?;
+    let t =
+        tensor.f_to_device(Device::Cpu).and_then(|t| t.f_to_kind(kind)).and_then(|t| t.f_contiguous()).map_err(torch("band to bytes"))?;
+    let (shape, row_axis) = meta.wire_shape(id, rows);
+    let numel = t.numel();
+    let bytes = numel * kind.elt_size_in_bytes();
+    let header =
+        BandHeader { inference_id, tensor_id: id as u32, row_start: rows.start as u32, row_end: rows.end as u32, row_axis, dtype, shape };
+    let mut buf = Vec::with_capacity(lop_msgs::protocol::HEADER_LEN + 64 + bytes);
+    encode_band_header(&header, bytes, &mut buf)?;
+    let start = buf.len();
+    buf.resize(start + bytes, 0);
+    t.f_copy_data_u8(&mut buf[start..], numel).map_err(torch("band to bytes"))?;
+    Ok(buf)
+}
+
+/// A band received and matched to its transfer, payload still in the frame's bytes.
+#[derive(Debug)]
+pub struct ReceivedBand {
+    /// Index into [`Schedule::transfers`].
+    pub transfer: u32,
+    /// The whole frame.
+    pub frame: Vec<u8>,
+    /// Where the payload lies in `frame`.
+    pub payload: Range<usize>,
+    /// Wire dtype.
+    pub dtype: DType,
+    /// Wire shape.
+    pub shape: Vec<u32>,
+}
+
+impl ReceivedBand {
+    /// The band as a tensor of node `id`'s dtype and shape for its rows, on `device`.
+    ///
+    /// # Errors
+    /// [`Error::Executor`] for libtorch failures.
+    pub fn tensor(&self, meta: &GraphMeta, id: NodeId, rows: &Rows, device: Device) -> Result<Tensor> {
+        let kind = kind_of(self.dtype)?;
+        let info = meta.info(id);
+        let dims: Vec<i64> = match info.row_axis {
+            Some(a) => info.shape.iter().enumerate().map(|(i, &d)| if i == a { rows.len() } else { d } as i64).collect(),
+            None => info.shape.iter().map(|&d| d as i64).collect(),
+        };
+        let want = wire_dtype(info.dtype).and_then(kind_of)?;
+        Tensor::f_from_data_size(&self.frame[self.payload.clone()], &dims, kind)
+            .and_then(|t| if kind == want { Ok(t) } else { t.f_to_kind(want) })
+            .and_then(|t| t.f_to_device(device))
+            .map_err(torch("band from bytes"))
+    }
+}

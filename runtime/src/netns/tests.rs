@@ -1,0 +1,299 @@
+//! These tests need root and iproute2; without them they print a loud notice and pass.
+//! Every test uses its own prefix, so they run in parallel; `NetnsLink`'s Drop cleans up even
+//! when an assertion fails.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::trace::TraceEnd;
+
+const IO_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A prefix unique to this process and test: `lopt{pid}{n}` (at most 13 characters).
+fn prefix() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("lopt{}{}", std::process::id() % 10_000_000, N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn available() -> bool {
+    match NetnsLink::is_available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("\n!!!!!!!! netns test SKIPPED: network namespaces unavailable: {why} !!!!!!!!\n");
+            false
+        }
+    }
+}
+
+fn ns_exists(name: &str) -> bool {
+    let out = run(&find_tool("ip").unwrap(), &["netns", "list"]).unwrap();
+    out.lines().any(|l| l.split_whitespace().next() == Some(name))
+}
+
+/// Accepts one connection on `listener` (non-blocking poll, bounded).
+fn accept(listener: &TcpListener) -> TcpStream {
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+                return s;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+/// Sends `bytes` robot -> edge over TCP; returns the receiver's time from first byte to EOF.
+fn transfer(link: &NetnsLink, bytes: usize) -> Duration {
+    let (port_tx, port_rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            link.enter(NetnsSide::Edge).unwrap();
+            let listener = TcpListener::bind((link.address(NetnsSide::Edge), 0)).unwrap();
+            port_tx.send(listener.local_addr().unwrap()).unwrap();
+            let mut stream = accept(&listener);
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut got = 0;
+            let mut t0 = None;
+            loop {
+                let n = stream.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                t0.get_or_insert_with(Instant::now);
+                got += n;
+            }
+            assert_eq!(got, bytes);
+            t0.unwrap().elapsed()
+        });
+        s.spawn(move || {
+            link.enter(NetnsSide::Robot).unwrap();
+            let addr = port_rx.recv_timeout(IO_TIMEOUT).unwrap();
+            let mut stream = connect(addr);
+            stream.write_all(&vec![7u8; bytes]).unwrap();
+        });
+        server.join().unwrap()
+    })
+}
+
+fn assert_within(got: Duration, want: Duration, tolerance: f64) {
+    let (g, w) = (got.as_secs_f64(), want.as_secs_f64());
+    assert!((g - w).abs() <= tolerance * w, "took {got:?}, want {want:?} ± {:.0} %", tolerance * 100.0);
+}
+
+#[test]
+fn netns_create_and_drop() {
+    if !available() {
+        return;
+    }
+    let link = NetnsLink::create(NetnsOptions::default().with_prefix(prefix())).unwrap();
+    let (robot, edge) = (link.namespace(NetnsSide::Robot).to_string(), link.namespace(NetnsSide::Edge).to_string());
+    assert!(ns_exists(&robot) && ns_exists(&edge), "{robot} / {edge} missing");
+    assert_eq!(link.address(NetnsSide::Robot), Ipv4Addr::new(10, 77, 0, 1));
+    assert_eq!(link.address(NetnsSide::Edge), Ipv4Addr::new(10, 77, 0, 2));
+
+    // `command` runs inside the namespace: the edge sees its address, its veth end and lo up.
+    let out = link.command(NetnsSide::Edge, "ip").args(["-o", "addr", "show"]).output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("10.77.0.2/24") && out.contains(link.device(NetnsSide::Edge)), "{out}");
+    assert!(out.contains("127.0.0.1/8"), "lo not up: {out}");
+    assert!(!out.contains("10.77.0.1/"), "{out}");
+    let qdisc = link.qdisc_show(NetnsSide::Robot).unwrap();
+    assert!(qdisc.contains("tbf 10: root") && qdisc.contains("rate 1Gbit"), "{qdisc}");
+
+    drop(link);
+    assert!(!ns_exists(&robot) && !ns_exists(&edge), "namespaces left after drop");
+}
+
+#[test]
+fn netns_bad_options_and_failing_commands() {
+    for bad in ["", "much-too-long-prefix", "a b", "x/y"] {
+        let err = NetnsLink::create(NetnsOptions::default().with_prefix(bad)).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { .. }), "{bad:?}: {err}");
+    }
+    let same = NetnsOptions::default().with_addrs(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 1));
+    assert!(matches!(NetnsLink::create(same), Err(Error::InvalidConfig { .. })));
+    let Some(tc) = find_tool("tc") else {
+        eprintln!("\n!!!!!!!! netns command-error test SKIPPED: no `tc` !!!!!!!!\n");
+        return;
+    };
+    let err = run(&tc, &["qdisc", "show", "dev", "lop-no-such-dev"]).unwrap_err();
+    match &err {
+        Error::Command { command, stderr } => {
+            assert!(command.ends_with("tc qdisc show dev lop-no-such-dev"), "{command}");
+            assert!(!stderr.is_empty());
+        }
+        e => panic!("{e}"),
+    }
+    assert!(err.to_string().contains("lop-no-such-dev"), "{err}");
+}
+
+#[test]
+fn netns_tbf_params() {
+    let p = TbfParams::for_mbit(8.0);
+    assert_eq!(p, TbfParams { rate_bits: 8_000_000, burst_bytes: 3200, limit_bytes: 100_000 });
+    // Outages and nonsense clamp to the floor; the queue stays at 4 frames.
+    for mbit in [0.0, -1.0, f64::NAN] {
+        assert_eq!(TbfParams::for_mbit(mbit), TbfParams { rate_bits: MIN_RATE_BITS, burst_bytes: 3200, limit_bytes: 6056 });
+    }
+    let fast = TbfParams::for_mbit(1000.0);
+    assert_eq!(fast, TbfParams { rate_bits: 1_000_000_000, burst_bytes: 250_000, limit_bytes: 12_500_000 });
+    assert_eq!(TbfParams::for_mbit(1e9).rate_bits, MAX_RATE_BITS);
+}
+
+#[test]
+fn netns_throughput_follows_rate() {
+    if !available() {
+        return;
+    }
+    let link = NetnsLink::create(NetnsOptions::default().with_prefix(prefix()).with_initial_mbit(8.0)).unwrap();
+    let bytes = 1_000_000;
+    // 1 MB of payload is ~1.046 MB of Ethernet frames: 1.05 s at 8 Mbit/s.
+    let slow = transfer(&link, bytes);
+    eprintln!("netns: 1 MB at 8 Mbit/s took {slow:?} ({:.2} Mbit/s goodput)", bytes as f64 * 8e-6 / slow.as_secs_f64());
+    assert_within(slow, Duration::from_secs(1), 0.2);
+
+    assert_eq!(link.set_rate(Direction::Up, 16.0).unwrap(), 16_000_000);
+    let fast = transfer(&link, bytes);
+    eprintln!("netns: 1 MB at 16 Mbit/s took {fast:?} ({:.2} Mbit/s goodput)", bytes as f64 * 8e-6 / fast.as_secs_f64());
+    assert_within(fast, Duration::from_millis(500), 0.2);
+
+    // An outage is clamped to the floor, never passed to tc as 0.
+    assert_eq!(link.set_rate(Direction::Down, 0.0).unwrap(), MIN_RATE_BITS);
+    let qdisc = link.qdisc_show(NetnsSide::Edge).unwrap();
+    assert!(qdisc.contains("rate 8Kbit"), "{qdisc}");
+    assert!(matches!(link.set_rate(Direction::Down, f64::NAN), Err(Error::InvalidConfig { .. })));
+}
+
+#[test]
+fn netns_latency() {
+    if !available() {
+        return;
+    }
+    let opts = NetnsOptions::default().with_prefix(prefix()).with_latency(Duration::from_millis(20));
+    let link = match NetnsLink::create(opts) {
+        Ok(link) => link,
+        Err(Error::Command { command, stderr }) if command.contains("netem") => {
+            eprintln!("\n!!!!!!!! netns latency test SKIPPED: this kernel has no netem qdisc: `{command}`: {stderr} !!!!!!!!\n");
+            assert!(netem_available().is_err());
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let link = &link;
+    let (port_tx, port_rx) = mpsc::channel();
+    let (connect_rtt, echo_rtt) = std::thread::scope(|s| {
+        s.spawn(|| {
+            link.enter(NetnsSide::Edge).unwrap();
+            let listener = TcpListener::bind((link.address(NetnsSide::Edge), 0)).unwrap();
+            port_tx.send(listener.local_addr().unwrap()).unwrap();
+            let mut stream = accept(&listener);
+            let mut b = [0u8; 1];
+            stream.read_exact(&mut b).unwrap();
+            stream.write_all(&b).unwrap();
+        });
+        let client = s.spawn(move || {
+            link.enter(NetnsSide::Robot).unwrap();
+            let addr = port_rx.recv_timeout(IO_TIMEOUT).unwrap();
+            let t0 = Instant::now();
+            let mut stream = connect(addr);
+            stream.set_nodelay(true).unwrap();
+            let t1 = Instant::now();
+            stream.write_all(&[42]).unwrap();
+            let mut b = [0u8; 1];
+            stream.read_exact(&mut b).unwrap();
+            assert_eq!(b, [42]);
+            (t1 - t0, t1.elapsed())
+        });
+        client.join().unwrap()
+    });
+    eprintln!("netns: 20 ms one-way latency: connect {connect_rtt:?}, 1-byte echo {echo_rtt:?}");
+    assert!(connect_rtt >= Duration::from_millis(40) && echo_rtt >= Duration::from_millis(40));
+    assert!(echo_rtt < Duration::from_millis(200), "{echo_rtt:?}");
+}
+
+#[test]
+fn netns_shaping_follows_trace() {
+    if !available() {
+        return;
+    }
+    let link = NetnsLink::create(NetnsOptions::default().with_prefix(prefix())).unwrap();
+    let up = Trace::from_samples(&[(0.0, 4.0), (0.5, 16.0)]).unwrap().with_end(TraceEnd::Hold);
+    let down = Trace::constant(100.0).unwrap();
+    let shaping = link.start_shaping(up, down).unwrap();
+    // The rates at trace time 0 are in place when start_shaping returns.
+    let robot = link.qdisc_show(NetnsSide::Robot).unwrap();
+    assert!(robot.contains("rate 4Mbit"), "{robot}");
+    let edge = link.qdisc_show(NetnsSide::Edge).unwrap();
+    assert!(edge.contains("rate 100Mbit"), "{edge}");
+    assert_eq!(shaping.stats().updates, 2);
+
+    std::thread::sleep(Duration::from_millis(800));
+    let robot = link.qdisc_show(NetnsSide::Robot).unwrap();
+    assert!(robot.contains("rate 16Mbit"), "{robot}");
+    let fast = transfer(&link, 1_000_000);
+    eprintln!("netns: 1 MB after the trace stepped to 16 Mbit/s took {fast:?}");
+    assert_within(fast, Duration::from_millis(500), 0.2);
+
+    let stats = shaping.stop();
+    eprintln!("netns: shaping stats {stats:?}");
+    assert_eq!(stats.updates, 3, "{stats:?}"); // up: 4 then 16; down: 100 once
+    assert!(stats.steps >= 3, "{stats:?}");
+    assert_eq!((stats.failures, stats.last_error.as_deref()), (0, None));
+    assert_eq!((stats.up_mbit, stats.down_mbit), (Some(16.0), Some(100.0)));
+}
+
+#[test]
+fn netns_shaping_keeps_namespaces_alive_and_stops_on_drop() {
+    if !available() {
+        return;
+    }
+    let link = NetnsLink::create(NetnsOptions::default().with_prefix(prefix())).unwrap();
+    let robot = link.namespace(NetnsSide::Robot).to_string();
+    let trace = Trace::from_samples(&[(0.0, 1.0), (0.5, 2.0)]).unwrap(); // loops: a change every step
+    let shaping = link.start_shaping(trace.clone(), trace).unwrap();
+    drop(link);
+    assert!(ns_exists(&robot), "a live ShapingHandle keeps the namespaces");
+    std::thread::sleep(Duration::from_millis(1100));
+    let stats = shaping.stats();
+    assert!(stats.updates >= 6 && stats.failures == 0, "{stats:?}");
+    let t0 = Instant::now();
+    drop(shaping);
+    assert!(t0.elapsed() < Duration::from_millis(300), "drop must not wait for the next step");
+    assert!(!ns_exists(&robot), "namespaces left after the last owner dropped");
+}
+
+#[test]
+fn netns_create_removes_stale_namespaces() {
+    if !available() {
+        return;
+    }
+    let p = prefix();
+    let crashed = NetnsLink::create(NetnsOptions::default().with_prefix(p.clone())).unwrap();
+    let (robot, edge) = (crashed.namespace(NetnsSide::Robot).to_string(), crashed.namespace(NetnsSide::Edge).to_string());
+    std::mem::forget(crashed); // as if the process had died: nothing deleted
+    assert!(ns_exists(&robot) && ns_exists(&edge));
+    let link = NetnsLink::create(NetnsOptions::default().with_prefix(p).with_initial_mbit(8.0)).unwrap();
+    assert!(ns_exists(&robot) && ns_exists(&edge));
+    assert!(link.qdisc_show(NetnsSide::Robot).unwrap().contains("rate 8Mbit"));
+    drop(link);
+    assert!(!ns_exists(&robot) && !ns_exists(&edge));
+}

@@ -1,0 +1,367 @@
+//! Loopback tests: the edge is a router on `tcp/127.0.0.1:<free port>`, robots are clients.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use lop_msgs::Digest;
+use lop_msgs::protocol::{Band, BandHeader, DType, Hello, Start, Welcome, decode};
+use tokio::time::{Instant, timeout};
+
+use super::*;
+
+/// Bound of every wait in these tests.
+const LIMIT: Duration = Duration::from_secs(15);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn endpoint(port: u16) -> String {
+    format!("tcp/127.0.0.1:{port}")
+}
+
+async fn edge(port: u16) -> (zenoh::Session, EdgeAcceptor) {
+    let session = ZenohConfig::router(vec![endpoint(port)]).open().await.unwrap();
+    let acceptor = EdgeAcceptor::new(&session).await.unwrap();
+    (session, acceptor)
+}
+
+async fn robot(port: u16) -> zenoh::Session {
+    ZenohConfig::client(vec![endpoint(port)]).open().await.unwrap()
+}
+
+fn hello(robot_id: &str) -> Vec<u8> {
+    Frame::Hello(Hello {
+        robot_id: robot_id.to_string(),
+        model_id: "resnet18".to_string(),
+        model_sha256: Digest([1; 32]),
+        robot_profile_hash: Digest([2; 32]),
+        planner_hash: Digest([3; 32]),
+        input_dtype: DType::U8,
+        input_shape: vec![1, 3, 224, 224],
+    })
+    .encode()
+    .unwrap()
+}
+
+/// A band of inference `id` with rows `row..row + 1` of a 3x1x`width` u8 tensor, bytes `fill`.
+fn band(id: u64, row: u32, width: u32, fill: u8) -> Vec<u8> {
+    let header = BandHeader {
+        inference_id: id,
+        tensor_id: 7,
+        row_start: row,
+        row_end: row + 1,
+        row_axis: 1,
+        dtype: DType::U8,
+        shape: vec![3, 1, width],
+    };
+    Frame::Band(Band { header, payload: vec![fill; 3 * width as usize] }).encode().unwrap()
+}
+
+fn welcome() -> Vec<u8> {
+    Frame::Welcome(Welcome { server_profile_hash: Digest([4; 32]), table_hash: Digest([5; 32]) }).encode().unwrap()
+}
+
+async fn recv(rx: &mut ZenohRx) -> Option<Vec<u8>> {
+    timeout(LIMIT, rx.recv()).await.expect("recv timed out").unwrap()
+}
+
+async fn accept(acceptor: &mut EdgeAcceptor) -> EdgeConn {
+    timeout(LIMIT, acceptor.accept()).await.expect("accept timed out").expect("acceptor closed")
+}
+
+/// Waits until `f` holds, polling.
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < LIMIT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Robot and edge that completed Hello / Welcome.
+async fn connected(port: u16, acceptor: &mut EdgeAcceptor, robot_id: &str) -> (zenoh::Session, ZenohTx, ZenohRx, EdgeConn) {
+    let session = robot(port).await;
+    let (tx, mut rx) = robot_link(&session, robot_id).await.unwrap();
+    tx.send(hello(robot_id)).await.unwrap();
+    let mut conn = accept(acceptor).await;
+    assert_eq!(conn.robot_id, robot_id);
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), hello(robot_id));
+    conn.tx.send(welcome()).await.unwrap();
+    assert_eq!(recv(&mut rx).await.unwrap(), welcome());
+    (session, tx, rx, conn)
+}
+
+#[test]
+fn token_count_rule() {
+    let mut c = TokenCount::default();
+    // A removal before any appearance (edge not there yet) leaves `seen` false: not "gone".
+    assert!(c.apply(SampleKind::Delete));
+    assert!(!c.seen);
+    assert!(!c.apply(SampleKind::Put));
+    assert!(!c.apply(SampleKind::Put));
+    assert!(!c.apply(SampleKind::Delete)); // one token left
+    assert!(c.apply(SampleKind::Delete));
+    assert!(c.seen);
+}
+
+#[test]
+fn config_builds() {
+    ZenohConfig::router(vec!["tcp/127.0.0.1:7447".into()]).to_zenoh().unwrap();
+    ZenohConfig::client(vec!["tcp/127.0.0.1:7447".into()]).to_zenoh().unwrap();
+    ZenohConfig::peer(vec![], vec!["udp/127.0.0.1:7447".into()]).with_multicast_scouting(true).to_zenoh().unwrap();
+    assert!(matches!(ZenohConfig::client(vec!["nonsense".into()]).to_zenoh(), Err(Error::Zenoh(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_robot_id_is_refused() {
+    let port = free_port();
+    let (_edge_session, _acceptor) = edge(port).await;
+    let session = robot(port).await;
+    for bad in ["edge", "a/b", "*", ""] {
+        assert!(matches!(robot_link(&session, bad).await, Err(Error::InvalidConfig { .. })), "{bad:?}");
+    }
+}
+
+/// (a) Hello then 1000 band-sized frames arrive in order, and frames edge -> robot arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_and_bands_both_ways() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let t0 = Instant::now();
+    let session = robot(port).await;
+    let (tx, mut rx) = robot_link(&session, "r1").await.unwrap();
+    tx.send(hello("r1")).await.unwrap();
+    const N: u32 = 1000;
+    const WIDTH: u32 = 4096; // 12 KiB payload per band
+    let start =
+        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([9; 32]), input_stamp_ns: 0, deadline_ns: 1 }).encode().unwrap();
+    tx.send(start.clone()).await.unwrap();
+    for i in 0..N {
+        tx.send(band(1, i, WIDTH, i as u8)).await.unwrap();
+    }
+    let mut conn = accept(&mut acceptor).await;
+    eprintln!("accepted after {:?}", t0.elapsed());
+    assert_eq!(conn.robot_id, "r1");
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), hello("r1"));
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), start);
+    for i in 0..N {
+        let got = recv(&mut conn.rx).await.unwrap();
+        assert_eq!(got, band(1, i, WIDTH, i as u8), "band {i}");
+    }
+    let all_up = tx.sent();
+    assert_eq!(all_up.messages, u64::from(N) + 2);
+    assert_eq!(conn.rx.received(), all_up);
+    eprintln!("uplink of {} bytes done after {:?}", all_up.bytes, t0.elapsed());
+
+    conn.tx.send(welcome()).await.unwrap();
+    for i in 0..100 {
+        conn.tx.send(band(1, i, 1024, 7)).await.unwrap();
+    }
+    assert_eq!(recv(&mut rx).await.unwrap(), welcome());
+    for i in 0..100 {
+        assert_eq!(decode(&recv(&mut rx).await.unwrap()).unwrap(), decode(&band(1, i, 1024, 7)).unwrap());
+    }
+    assert_eq!(rx.received(), conn.tx.sent());
+    assert_eq!(acceptor.dropped(), 0);
+}
+
+/// (b) Two robots at once get isolated sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_robots_are_isolated() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (_s1, tx1, mut rx1, mut c1) = connected(port, &mut acceptor, "r1").await;
+    let (_s2, tx2, mut rx2, mut c2) = connected(port, &mut acceptor, "r2").await;
+    for i in 0..50 {
+        tx1.send(band(1, i, 64, 1)).await.unwrap();
+        tx2.send(band(2, i, 64, 2)).await.unwrap();
+        c1.tx.send(band(10, i, 32, 10)).await.unwrap();
+        c2.tx.send(band(20, i, 32, 20)).await.unwrap();
+    }
+    for i in 0..50 {
+        assert_eq!(recv(&mut c1.rx).await.unwrap(), band(1, i, 64, 1));
+        assert_eq!(recv(&mut c2.rx).await.unwrap(), band(2, i, 64, 2));
+        assert_eq!(recv(&mut rx1).await.unwrap(), band(10, i, 32, 10));
+        assert_eq!(recv(&mut rx2).await.unwrap(), band(20, i, 32, 20));
+    }
+    // Nothing more is waiting anywhere: no cross-talk.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for rx in [&mut c1.rx, &mut c2.rx, &mut rx1, &mut rx2] {
+        assert!(timeout(Duration::from_millis(10), rx.recv()).await.is_err());
+    }
+    assert_eq!(acceptor.dropped(), 0);
+}
+
+/// (c) Frames from a robot without a session are dropped and counted; a Hello then starts one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_without_hello_are_dropped() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let session = robot(port).await;
+    let (tx, _rx) = robot_link(&session, "ghost").await.unwrap();
+    for i in 0..5 {
+        tx.send(band(1, i, 16, 0)).await.unwrap();
+    }
+    eventually("5 dropped frames", || acceptor.dropped() == 5).await;
+    assert!(timeout(Duration::from_millis(100), acceptor.accept()).await.is_err(), "no session without hello");
+    tx.send(hello("ghost")).await.unwrap();
+    let mut conn = accept(&mut acceptor).await;
+    tx.send(band(2, 0, 16, 0)).await.unwrap();
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), hello("ghost"));
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), band(2, 0, 16, 0));
+    assert_eq!(acceptor.dropped(), 5);
+}
+
+/// A second Hello of the same robot ends the old session and starts a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_hello_replaces_the_session() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (_s, tx, _rx, mut old) = connected(port, &mut acceptor, "r1").await;
+    tx.send(hello("r1")).await.unwrap();
+    let mut new = accept(&mut acceptor).await;
+    assert_eq!(recv(&mut old.rx).await, None);
+    assert!(matches!(old.tx.send(welcome()).await, Err(Error::Closed)));
+    assert_eq!(recv(&mut new.rx).await.unwrap(), hello("r1"));
+    tx.send(band(3, 0, 8, 3)).await.unwrap();
+    assert_eq!(recv(&mut new.rx).await.unwrap(), band(3, 0, 8, 3));
+}
+
+/// (d) Closing the edge makes the robot's pending recv return `Ok(None)` promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_gone_ends_the_robot_rx() {
+    let port = free_port();
+    let (edge_session, mut acceptor) = edge(port).await;
+    let (_s, tx, mut rx, conn) = connected(port, &mut acceptor, "r1").await;
+    let pending = tokio::spawn(async move {
+        let r = rx.recv().await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = Instant::now();
+    drop(conn);
+    drop(acceptor);
+    edge_session.close().await.unwrap();
+    let (r, at) = timeout(LIMIT, pending).await.unwrap().unwrap();
+    assert_eq!(r.unwrap(), None);
+    let delay = at.saturating_duration_since(t0);
+    eprintln!("robot saw the edge gone after {delay:?}");
+    assert!(delay < Duration::from_secs(2), "took {delay:?}");
+    assert!(tx.peer_gone());
+    assert!(matches!(tx.send(band(1, 0, 8, 0)).await, Err(Error::Closed)));
+}
+
+/// (d') An edge session closed without dropping the acceptor first (as when the process ends)
+/// is also seen as gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_session_close_ends_the_robot_rx() {
+    let port = free_port();
+    let (edge_session, mut acceptor) = edge(port).await;
+    let (_s, _tx, mut rx, _conn) = connected(port, &mut acceptor, "r1").await;
+    let t0 = Instant::now();
+    edge_session.close().await.unwrap();
+    assert_eq!(timeout(Duration::from_secs(5), rx.recv()).await.expect("robot rx did not end").unwrap(), None);
+    eprintln!("robot saw the edge session close after {:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
+    // Closing the session dropped the acceptor's subscriptions.
+    assert!(timeout(LIMIT, acceptor.accept()).await.unwrap().is_none());
+}
+
+/// (e) A robot that closes its session ends its edge session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_gone_ends_the_edge_session() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (robot_session, tx, rx, mut conn) = connected(port, &mut acceptor, "r1").await;
+    let t0 = Instant::now();
+    drop((tx, rx));
+    robot_session.close().await.unwrap();
+    assert_eq!(recv(&mut conn.rx).await, None);
+    eprintln!("edge saw the robot gone after {:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
+    assert!(matches!(conn.tx.send(welcome()).await, Err(Error::Closed)));
+}
+
+/// (e') A robot session closed with its link still held also ends the edge session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_session_close_ends_the_edge_session() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (robot_session, _tx, _rx, mut conn) = connected(port, &mut acceptor, "r1").await;
+    let t0 = Instant::now();
+    robot_session.close().await.unwrap();
+    assert_eq!(recv(&mut conn.rx).await, None);
+    assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
+}
+
+/// (f) Garbage on the hello key is counted and does not crash anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_hello_is_dropped() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let session = robot(port).await;
+    let start =
+        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1 }).encode().unwrap();
+    let mut truncated = hello("r1");
+    truncated.truncate(20);
+    let mut bad_id = hello("r1");
+    // Turn the id "r1" into "r/": a frame that no longer decodes or names no valid robot.
+    if let Some(p) = bad_id.windows(2).position(|w| w == b"r1") {
+        bad_id[p + 1] = b'/';
+    }
+    let garbage: Vec<Vec<u8>> = vec![b"garbage".to_vec(), Vec::new(), vec![0xff; 10_000], start, truncated, bad_id];
+    let n = garbage.len() as u64;
+    for g in garbage {
+        session.put(EDGE_HELLO, g).await.unwrap();
+    }
+    session.delete(EDGE_HELLO).await.unwrap();
+    eventually("garbage counted", || acceptor.dropped() == n + 1).await;
+    assert!(timeout(Duration::from_millis(100), acceptor.accept()).await.is_err());
+    // The edge still works.
+    let (_s, _tx, _rx, _conn) = connected(port, &mut acceptor, "r1").await;
+    assert_eq!(acceptor.dropped(), n + 1);
+}
+
+/// Dropping the acceptor ends its sessions and removes the edge token; the Zenoh session lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_acceptor_ends_sessions() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (_s, _tx, mut rx, mut conn) = connected(port, &mut acceptor, "r1").await;
+    drop(acceptor);
+    assert_eq!(recv(&mut conn.rx).await, None);
+    assert_eq!(recv(&mut rx).await, None);
+}
+
+/// A band never arrives before a control frame sent before it (the lanes are ordered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bands_never_overtake_earlier_control_frames() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (_s, tx, _rx, mut conn) = connected(port, &mut acceptor, "r1").await;
+    const INFERENCES: u64 = 50;
+    for id in 1..=INFERENCES {
+        let start = Start { inference_id: id, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1 };
+        tx.send(Frame::Start(start).encode().unwrap()).await.unwrap();
+        for row in 0..10 {
+            tx.send(band(id, row, 2048, 1)).await.unwrap();
+        }
+    }
+    let mut started = 0;
+    let mut rows = 0;
+    for _ in 0..INFERENCES * 11 {
+        match decode(&recv(&mut conn.rx).await.unwrap()).unwrap() {
+            Frame::Start(s) => {
+                assert_eq!(s.inference_id, started + 1);
+                started = s.inference_id;
+            }
+            Frame::Band(b) => {
+                assert!(b.header.inference_id <= started, "band of {} before its start", b.header.inference_id);
+                assert_eq!(u64::from(b.header.row_start) + 10 * (b.header.inference_id - 1), rows);
+                rows += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

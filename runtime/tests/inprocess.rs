@@ -1,0 +1,248 @@
+//! End to end in one process: an edge service and a robot client over shaped in-process links,
+//! real models, every method; outputs compared with the unsplit model; the edge killed and
+//! restarted under a stream of inferences.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use lop::plan::Side;
+use lop::planner::PlannerConfig;
+use lop::planner::table::{ScheduleTable, TableSpec};
+use lop::profile::{Fit, Profile};
+use lop::sim::{ChunkBounds, ChunkOrder, Objective};
+use lop_runtime::client::{ClientOptions, RobotClient};
+use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
+use lop_runtime::exec::Worker;
+use lop_runtime::local::Switchboard;
+use lop_runtime::{ShapedConfig, Trace};
+
+const MODEL: &str = "zoo:resnet18";
+
+struct Setup {
+    robot: Profile,
+    server: Profile,
+    spec: TableSpec,
+    table: ScheduleTable,
+    inputs: Vec<tch::Tensor>,
+    whole: Vec<tch::Tensor>,
+}
+
+/// Synthetic profiles: the robot 8x slower than the server, time per row proportional to the
+/// op's output bytes per row; a table over a few buckets.
+fn setup() -> Setup {
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
+    let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9)).unwrap();
+    let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9)).unwrap();
+    let spec = TableSpec {
+        buckets: vec![0.0, 2.0, 8.0, 30.0],
+        bandwidth_scale: 1.0,
+        latency_s: 0.001,
+        overhead_s: 0.0,
+        input_bytes_per_element: None,
+        objective: Objective::Latency,
+        power: Default::default(),
+        planner: PlannerConfig::default(),
+        chunk_order: ChunkOrder::Wavefront,
+        chunk_bounds: ChunkBounds::Aligned,
+    };
+    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
+    let inputs = lop::exec::synthetic_inputs(&g, 7).unwrap();
+    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
+    Setup { robot, server, spec, table, inputs, whole }
+}
+
+async fn edge(s: &Setup, cache: &std::path::Path) -> EdgeService {
+    EdgeService::start(EdgeOptions {
+        models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: s.server.clone() }],
+        robot_profiles: vec![s.robot.clone()],
+        profiles_dir: None,
+        spec: s.spec.clone(),
+        cache_dir: cache.to_path_buf(),
+        replicas: 1,
+        device: tch::Device::Cpu,
+        limits: Default::default(),
+        hello_timeout: Duration::from_secs(5),
+    })
+    .await
+    .unwrap()
+}
+
+async fn client(s: &Setup, board: &Switchboard, mbps: f64) -> RobotClient<lop_runtime::local::LocalConnector> {
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let link = ShapedConfig::symmetric(Trace::constant(mbps).unwrap()).with_latency(Duration::from_millis(1));
+    let mut opts = ClientOptions::new("robot-1", "resnet18");
+    opts.retry_interval = Duration::from_millis(50);
+    opts.hello_timeout = Duration::from_secs(5);
+    RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap()
+}
+
+fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) {
+    let err = lop::exec::max_rel_err_all(outputs, whole).unwrap();
+    assert!(err <= 1e-5, "{what}: relative error {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_method_and_bucket_gives_the_unsplit_output() {
+    let s = setup();
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let edge = board.plug(edge(&s, &dir).await);
+    let mut c = client(&s, &board, 200.0).await;
+    assert!(c.connected());
+    let mut remote = 0;
+    for method in ["lop", "server-only", "layer-partition", "robot-only"] {
+        c.set_method(method);
+        for bw in [2.0, 8.0, 30.0] {
+            let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await.unwrap();
+            assert!(!r.stats.fallback, "{method} at {bw}: {:?}", r.stats.fallback_reason);
+            assert_exact(&r.outputs, &s.whole, &format!("{method} at {bw} MB/s"));
+            if r.stats.bytes_up > 0 {
+                remote += 1;
+                assert!(r.stats.bytes_down > 0, "{method}: outputs come back");
+            }
+        }
+    }
+    assert!(remote >= 6, "server-only and lop used the link: {remote}");
+    let counts = edge.service().counts();
+    assert_eq!(counts.dropped.total(), 0, "{counts:?}");
+    assert_eq!(counts.done, counts.inferences);
+    assert_eq!(c.dropped().total(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_killed_and_restarted_loses_nothing() {
+    let s = setup();
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let first = board.plug(edge(&s, &dir).await);
+    let mut c = client(&s, &board, 200.0).await;
+    c.set_method("server-only");
+    let mut fallbacks = 0;
+    let mut after_restart_remote = 0;
+    let mut current = Some(first);
+    for i in 0..24 {
+        if i == 6 {
+            current.take().unwrap().kill();
+        }
+        if i == 14 {
+            current = Some(board.plug(edge(&s, &dir).await));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
+        assert_exact(&r.outputs, &s.whole, &format!("inference {i}"));
+        fallbacks += usize::from(r.stats.fallback);
+        if (6..14).contains(&i) {
+            assert!(r.stats.fallback, "inference {i} ran while the edge was down");
+        }
+        if i >= 18 && !r.stats.fallback {
+            after_restart_remote += 1;
+        }
+    }
+    assert!(fallbacks >= 8, "{fallbacks}");
+    assert!(after_restart_remote >= 4, "reconnected after the restart: {after_restart_remote}");
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("lop-rt-test-{}-{:?}", std::process::id(), std::thread::current().id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Raw frames at the edge: a bad Hello is rejected with its reason; malformed, truncated,
+/// oversized, duplicated, stale and out-of-plan frames are dropped and counted; the session and
+/// a real client keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_are_dropped_and_counted() {
+    use lop_msgs::Frame;
+    use lop_msgs::protocol::{Band, BandHeader, DType, Hello, Start};
+    use lop_runtime::{LinkRx, LinkTx};
+
+    let s = setup();
+    let dir = tempdir();
+    let svc = edge(&s, &dir).await;
+    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
+    let (robot, edge_end) = lop_runtime::shaped_pair(link);
+    let (etx, erx) = edge_end.into_split();
+    let served = svc.clone();
+    tokio::spawn(async move { served.serve(etx, erx).await });
+    let (tx, mut rx) = robot.into_split();
+    let recv = async |rx: &mut lop_runtime::ShapedRx| {
+        let b = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap().unwrap();
+        lop_msgs::protocol::decode(&b).unwrap()
+    };
+
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let hash = lop_runtime::plans::digest(&g.content_hash().unwrap()).unwrap();
+    let mut hello = Hello {
+        robot_id: "raw".into(),
+        model_id: "resnet18".into(),
+        model_sha256: lop_msgs::Digest([7; 32]),
+        robot_profile_hash: lop_runtime::plans::digest(&s.robot.hash()).unwrap(),
+        planner_hash: lop_runtime::plans::digest(&s.spec.hash()).unwrap(),
+        input_dtype: DType::U8,
+        input_shape: vec![1, 3, 224, 224],
+    };
+    tx.send_frame(&Frame::Hello(hello.clone())).await.unwrap();
+    match recv(&mut rx).await {
+        Frame::Reject(r) => assert_eq!(r.reason, lop_msgs::protocol::RejectReason::UnknownModel, "{}", r.text),
+        f => panic!("expected Reject, got {f:?}"),
+    }
+    hello.model_sha256 = hash;
+    tx.send_frame(&Frame::Hello(hello)).await.unwrap();
+    let Frame::Welcome(w) = recv(&mut rx).await else { panic!("expected Welcome") };
+    assert_eq!(w.table_hash, lop_runtime::plans::digest(&s.table.hash).unwrap());
+
+    // A server-only plan: the robot sends the input, rows 0..224 of node 0.
+    let entry = s.table.entries.last().unwrap();
+    let plan = entry.plan_of("server-only").unwrap();
+    let start = |id| {
+        Frame::Start(Start {
+            inference_id: id,
+            bucket: 3,
+            plan_hash: lop_runtime::plans::digest(&plan.hash()).unwrap(),
+            input_stamp_ns: 0,
+            deadline_ns: 2_000_000_000,
+        })
+    };
+    let band = |id, rows: std::ops::Range<u32>| {
+        let n = rows.len();
+        Frame::Band(Band {
+            header: BandHeader {
+                inference_id: id,
+                tensor_id: 0,
+                row_start: rows.start,
+                row_end: rows.end,
+                row_axis: 2,
+                dtype: DType::U8,
+                shape: vec![1, 3, n as u32, 224],
+            },
+            payload: vec![0; 3 * n * 224],
+        })
+    };
+    tx.send_frame(&start(5)).await.unwrap();
+    tx.send(b"not a frame at all".to_vec()).await.unwrap(); // malformed
+    let mut truncated = band(5, 0..10).encode().unwrap();
+    truncated.truncate(40);
+    tx.send(truncated).await.unwrap(); // malformed (truncated)
+    let mut oversized = band(5, 0..10).encode().unwrap();
+    oversized[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    tx.send(oversized).await.unwrap(); // oversized
+    tx.send_frame(&band(5, 0..10)).await.unwrap(); // out of plan (the plan sends 0..224)
+    tx.send_frame(&band(4, 0..224)).await.unwrap(); // stale inference
+    tx.send_frame(&start(3)).await.unwrap(); // stale Start
+    tx.send_frame(&band(5, 0..224)).await.unwrap(); // the real one
+    tx.send_frame(&band(5, 0..224)).await.unwrap(); // duplicate
+    // The edge computes the whole model and sends the output back, then Done.
+    let mut got_output = false;
+    let mut got_done = false;
+    while !(got_output && got_done) {
+        match recv(&mut rx).await {
+            Frame::Band(b) => got_output |= b.header.inference_id == 5,
+            Frame::Done(d) => got_done |= d.inference_id == 5,
+            f => panic!("unexpected {f:?}"),
+        }
+    }
+    let c = svc.counts().dropped;
+    assert_eq!((c.malformed, c.oversized, c.out_of_plan, c.stale, c.duplicate), (2, 1, 1, 2, 1), "{c:?}");
+}
