@@ -4,12 +4,14 @@
 //! - [`inspect`]: `lop inspect`, locality statistics.
 //! - [`verify`]: `lop verify`, random band layouts against the whole run.
 //! - [`run_model`]: `lop run`, one inference from a `.npy` file.
+//! - [`bench`]: `lop bench`, every method through the runtime over a bandwidth trace.
 //! - [`bench_exec`]: `lop bench-exec`, band-executor overhead and peak memory.
 //! - [`profile`]: `lop profile`, per-op compute-time profiles for the simulator.
 //! - [`plan`]: `lop plan`, schedule tables (LOSS per bandwidth bucket).
 //! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod bench_exec;
 pub mod inspect;
 pub mod plan;
@@ -72,6 +74,8 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Run one inference on a `.npy` input.
     Run(run_model::RunArgs),
+    /// Every method through the runtime (executor, edge, client) over a bandwidth trace.
+    Bench(bench::BenchArgs),
     /// Overhead of the band executor against a plain whole-graph run.
     BenchExec(bench_exec::BenchArgs),
     /// Sample a power source (Jetson rails, tegrastats, NVML, RAPL, or the power model).
@@ -97,6 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Inspect(a) => inspect::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Run(a) => run_model::run(&a),
+        Command::Bench(a) => bench::run(&a, args.threads),
         Command::BenchExec(a) => bench_exec::run(&a),
         Command::Power(a) => power::run(&a),
         Command::Profile(a) => profile::run(&a),

@@ -254,6 +254,11 @@ impl<C: Connector> RobotClient<C> {
         self.stats.snapshot()
     }
 
+    /// Ends the client and returns its model worker (to reuse the loaded model).
+    pub fn into_worker(self) -> Worker {
+        self.worker
+    }
+
     /// Switches the method (`lop` or a baseline), for benchmarks.
     pub fn set_method(&mut self, method: &str) {
         self.opts.method = method.to_string();

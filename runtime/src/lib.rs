@@ -35,6 +35,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod client;
 pub mod edge;
 mod error;
@@ -47,6 +48,7 @@ pub mod session;
 pub mod shaped;
 pub mod trace;
 pub mod zenoh_link;
+pub mod zenoh_service;
 
 pub use error::{Error, Result, TraceErrorKind};
 pub use link::{LinkRx, LinkTx, Priority, Traffic};

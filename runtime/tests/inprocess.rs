@@ -3,70 +3,16 @@
 //! restarted under a stream of inferences.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{MODEL, Setup, assert_exact, edge, setup, tempdir};
+
 use std::time::Duration;
 
-use lop::plan::Side;
-use lop::planner::PlannerConfig;
-use lop::planner::table::{ScheduleTable, TableSpec};
-use lop::profile::{Fit, Profile};
-use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use lop_runtime::client::{ClientOptions, RobotClient};
-use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
 use lop_runtime::exec::Worker;
 use lop_runtime::local::Switchboard;
 use lop_runtime::{ShapedConfig, Trace};
-
-const MODEL: &str = "zoo:resnet18";
-
-struct Setup {
-    robot: Profile,
-    server: Profile,
-    spec: TableSpec,
-    table: ScheduleTable,
-    inputs: Vec<tch::Tensor>,
-    whole: Vec<tch::Tensor>,
-}
-
-/// Synthetic profiles: the robot 8x slower than the server, time per row proportional to the
-/// op's output bytes per row; a table over a few buckets.
-fn setup() -> Setup {
-    let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
-    let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9)).unwrap();
-    let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9)).unwrap();
-    let spec = TableSpec {
-        buckets: vec![0.0, 2.0, 8.0, 30.0],
-        bandwidth_scale: 1.0,
-        latency_s: 0.001,
-        overhead_s: 0.0,
-        input_bytes_per_element: None,
-        objective: Objective::Latency,
-        power: Default::default(),
-        planner: PlannerConfig::default(),
-        chunk_order: ChunkOrder::Wavefront,
-        chunk_bounds: ChunkBounds::Aligned,
-    };
-    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
-    let inputs = lop::exec::synthetic_inputs(&g, 7).unwrap();
-    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-    Setup { robot, server, spec, table, inputs, whole }
-}
-
-async fn edge(s: &Setup, cache: &std::path::Path) -> EdgeService {
-    EdgeService::start(EdgeOptions {
-        models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: s.server.clone() }],
-        robot_profiles: vec![s.robot.clone()],
-        profiles_dir: None,
-        spec: s.spec.clone(),
-        cache_dir: cache.to_path_buf(),
-        replicas: 1,
-        device: tch::Device::Cpu,
-        limits: Default::default(),
-        hello_timeout: Duration::from_secs(5),
-    })
-    .await
-    .unwrap()
-}
 
 async fn client(s: &Setup, board: &Switchboard, mbps: f64) -> RobotClient<lop_runtime::local::LocalConnector> {
     let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
@@ -75,11 +21,6 @@ async fn client(s: &Setup, board: &Switchboard, mbps: f64) -> RobotClient<lop_ru
     opts.retry_interval = Duration::from_millis(50);
     opts.hello_timeout = Duration::from_secs(5);
     RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap()
-}
-
-fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) {
-    let err = lop::exec::max_rel_err_all(outputs, whole).unwrap();
-    assert!(err <= 1e-5, "{what}: relative error {err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,11 +84,6 @@ async fn edge_killed_and_restarted_loses_nothing() {
     assert!(after_restart_remote >= 4, "reconnected after the restart: {after_restart_remote}");
 }
 
-fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("lop-rt-test-{}-{:?}", std::process::id(), std::thread::current().id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Raw frames at the edge: a bad Hello is rejected with its reason; malformed, truncated,
 /// oversized, duplicated, stale and out-of-plan frames are dropped and counted; the session and

@@ -40,9 +40,12 @@ impl Worker {
     pub async fn spawn(name: &str, load: impl FnOnce() -> lop::Result<Graph> + Send + 'static) -> Result<(Worker, Loaded)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = oneshot::channel();
+        // libtorch's intra-op thread count is per thread: carry the caller's over.
+        let threads = tch::get_num_threads();
         let handle = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
+                tch::set_num_threads(threads);
                 let loaded = load().and_then(|g| {
                     let hash = g.content_hash()?;
                     Ok((Loaded { name: g.name.clone(), hash, meta: GraphMeta::of(&g) }, g))

@@ -1,0 +1,48 @@
+//! The edge service and the robot client over Zenoh: the edge accepts sessions from an
+//! [`EdgeAcceptor`] (one per robot, isolated), robots connect with [`ZenohConnector`].
+
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::client::Connector;
+use crate::edge::EdgeService;
+use crate::error::Result;
+use crate::zenoh_link::{EdgeAcceptor, ZenohRx, ZenohTx, robot_link};
+
+/// Serves every robot session the acceptor yields until its Zenoh session closes (or the task
+/// is aborted, which ends every session).
+pub fn serve_zenoh(service: EdgeService, mut acceptor: EdgeAcceptor) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut sessions = JoinSet::new();
+        while let Some(conn) = acceptor.accept().await {
+            tracing::debug!(robot = %conn.robot_id, "new session");
+            let svc = service.clone();
+            sessions.spawn(async move { svc.serve(conn.tx, conn.rx).await });
+            while sessions.try_join_next().is_some() {}
+        }
+        while sessions.join_next().await.is_some() {}
+    })
+}
+
+/// Connects a robot to the edge through a Zenoh session (each connection: a fresh key set
+/// subscription and liveliness token for `robot_id`).
+#[derive(Debug, Clone)]
+pub struct ZenohConnector {
+    session: zenoh::Session,
+    robot_id: String,
+}
+
+impl ZenohConnector {
+    /// A connector for `robot_id` on `session`.
+    pub fn new(session: zenoh::Session, robot_id: &str) -> ZenohConnector {
+        ZenohConnector { session, robot_id: robot_id.to_string() }
+    }
+}
+
+impl Connector for ZenohConnector {
+    type Tx = ZenohTx;
+    type Rx = ZenohRx;
+
+    async fn connect(&self) -> Result<(ZenohTx, ZenohRx)> {
+        robot_link(&self.session, &self.robot_id).await
+    }
+}

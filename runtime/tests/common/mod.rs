@@ -1,0 +1,74 @@
+//! Shared set-up of the end-to-end tests: a small real model, synthetic profiles, a table.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::time::Duration;
+
+use lop::plan::Side;
+use lop::planner::PlannerConfig;
+use lop::planner::table::{ScheduleTable, TableSpec};
+use lop::profile::{Fit, Profile};
+use lop::sim::{ChunkBounds, ChunkOrder, Objective};
+use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
+
+pub const MODEL: &str = "zoo:resnet18";
+
+pub struct Setup {
+    pub robot: Profile,
+    pub server: Profile,
+    pub spec: TableSpec,
+    pub table: ScheduleTable,
+    pub inputs: Vec<tch::Tensor>,
+    pub whole: Vec<tch::Tensor>,
+}
+
+/// Synthetic profiles: the robot 8x slower than the server, time per row proportional to the
+/// op's output bytes per row; a table over a few buckets.
+pub fn setup() -> Setup {
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
+    let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9)).unwrap();
+    let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9)).unwrap();
+    let spec = TableSpec {
+        buckets: vec![0.0, 2.0, 8.0, 30.0],
+        bandwidth_scale: 1.0,
+        latency_s: 0.001,
+        overhead_s: 0.0,
+        input_bytes_per_element: None,
+        objective: Objective::Latency,
+        power: Default::default(),
+        planner: PlannerConfig::default(),
+        chunk_order: ChunkOrder::Wavefront,
+        chunk_bounds: ChunkBounds::Aligned,
+    };
+    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
+    let inputs = lop::exec::synthetic_inputs(&g, 7).unwrap();
+    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
+    Setup { robot, server, spec, table, inputs, whole }
+}
+
+pub async fn edge(s: &Setup, cache: &std::path::Path) -> EdgeService {
+    EdgeService::start(EdgeOptions {
+        models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: s.server.clone() }],
+        robot_profiles: vec![s.robot.clone()],
+        profiles_dir: None,
+        spec: s.spec.clone(),
+        cache_dir: cache.to_path_buf(),
+        replicas: 1,
+        device: tch::Device::Cpu,
+        limits: Default::default(),
+        hello_timeout: Duration::from_secs(5),
+    })
+    .await
+    .unwrap()
+}
+
+pub fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) {
+    let err = lop::exec::max_rel_err_all(outputs, whole).unwrap();
+    assert!(err <= 1e-5, "{what}: relative error {err}");
+}
+
+pub fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("lop-rt-test-{}-{:?}", std::process::id(), std::thread::current().id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,81 @@
+//! End to end over Zenoh on loopback: the edge in router mode, a robot in client mode; every
+//! method gives the unsplit output; the edge's Zenoh session closed under a stream of inferences
+//! (each finished by the robot) and a new edge taking over (the robot reconnects).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{MODEL, assert_exact, edge, setup, tempdir};
+use lop_runtime::client::{ClientOptions, RobotClient};
+use lop_runtime::exec::Worker;
+use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
+use lop_runtime::zenoh_service::{ZenohConnector, serve_zenoh};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_zenoh_exact_outputs_fallback_and_reconnect() {
+    let s = setup();
+    let dir = tempdir();
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let start_edge = async || {
+        let session = ZenohConfig::router(vec![endpoint.clone()]).open().await.unwrap();
+        let acceptor = EdgeAcceptor::new(&session).await.unwrap();
+        let svc = edge(&s, &dir).await;
+        (session, serve_zenoh(svc.clone(), acceptor), svc)
+    };
+    let (edge_session, edge_task, svc) = start_edge().await;
+
+    let robot_session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut opts = ClientOptions::new("zenoh-robot", "resnet18");
+    opts.retry_interval = Duration::from_millis(100);
+    opts.hello_timeout = Duration::from_secs(10);
+    let mut c = RobotClient::new(ZenohConnector::new(robot_session.clone(), "zenoh-robot"), opts, worker, loaded.meta, &loaded.hash, s.table.clone())
+        .await
+        .unwrap();
+    assert!(c.connected(), "the robot reaches the edge over Zenoh");
+    for method in ["lop", "server-only", "layer-partition"] {
+        c.set_method(method);
+        for bw in [2.0, 30.0] {
+            let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await.unwrap();
+            assert!(!r.stats.fallback, "{method} at {bw}: {:?}", r.stats.fallback_reason);
+            assert_exact(&r.outputs, &s.whole, &format!("{method} at {bw} MB/s over Zenoh"));
+        }
+    }
+    assert_eq!(svc.counts().dropped.total(), 0, "{:?}", svc.counts());
+
+    // The edge goes away: the robot finishes every inference itself, exactly.
+    c.set_method("server-only");
+    edge_task.abort();
+    edge_session.close().await.unwrap();
+    drop(edge_session);
+    for i in 0..4 {
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
+        assert!(r.stats.fallback, "inference {i} without an edge");
+        assert_exact(&r.outputs, &s.whole, "fallback");
+    }
+
+    // A new edge on the same endpoint: the robot's client session reconnects to the router and
+    // its next inferences use the edge again. Zenoh's client retries the router with backoff
+    // (about 8 s measured here), so allow up to 30 s.
+    let (_edge_session, _edge_task, _svc) = start_edge().await;
+    let mut remote = 0;
+    for _ in 0..120 {
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
+        assert_exact(&r.outputs, &s.whole, "after the restart");
+        if !r.stats.fallback {
+            remote += 1;
+            if remote == 3 {
+                break;
+            }
+        } else {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    assert_eq!(remote, 3, "the robot used the restarted edge");
+}
