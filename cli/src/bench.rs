@@ -103,7 +103,13 @@ fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dila
         eprintln!("using cached {} profile {}", role.name(), cached.display());
         return Ok(p);
     }
-    eprintln!("profiling {} as {} (dilation {dilation}, {} threads); cached in {}", graph.name, role.name(), tch::get_num_threads(), dir.display());
+    eprintln!(
+        "profiling {} as {} (dilation {dilation}, {} threads); cached in {}",
+        graph.name,
+        role.name(),
+        tch::get_num_threads(),
+        dir.display()
+    );
     let inputs = lop::exec::synthetic_inputs(graph, 0)?;
     let opts = ProfileOptions { role, device: DeviceKind::Cpu, dilation, runs: 5, warmup: 1, units: 8 };
     let prof = profile_graph(graph, &inputs, &opts, |i, n, _| {
@@ -200,9 +206,16 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn print_report(args: &BenchArgs, cfg: &BenchConfig, scale: f64, reports: &std::collections::BTreeMap<String, MethodReport>) -> anyhow::Result<()> {
-    let ordered: Vec<(&str, &MethodReport)> =
-        ["robot-only", "server-only", "layer-partition", "lop"].iter().filter_map(|m| reports.get(*m).map(|r| (short_name(m), r))).collect();
+fn print_report(
+    args: &BenchArgs,
+    cfg: &BenchConfig,
+    scale: f64,
+    reports: &std::collections::BTreeMap<String, MethodReport>,
+) -> anyhow::Result<()> {
+    let ordered: Vec<(&str, &MethodReport)> = ["robot-only", "server-only", "layer-partition", "lop"]
+        .iter()
+        .filter_map(|m| reports.get(*m).map(|r| (short_name(m), r)))
+        .collect();
     if args.json {
         let methods: serde_json::Map<String, serde_json::Value> =
             ordered.iter().map(|(m, r)| Ok((m.to_string(), serde_json::to_value(r)?))).collect::<anyhow::Result<_>>()?;
@@ -219,9 +232,23 @@ fn print_report(args: &BenchArgs, cfg: &BenchConfig, scale: f64, reports: &std::
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
-    println!("{} over {} (x{scale:.3}), dilation {}, input {:?}, {} requests per method", args.model.model, args.trace.display(), cfg.dilation, args.input_dtype, cfg.requests);
-    println!("{:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>10}", "method", "mean ms", "std", "p50", "p95", "sim ms", "up B", "down B", "energy J", "fallback", "max err");
-    let best_layer = ["robot-only", "server-only", "layer"].iter().filter_map(|m| ordered.iter().find(|(n, _)| n == m)).map(|(_, r)| r.mean_ms).fold(f64::INFINITY, f64::min);
+    println!(
+        "{} over {} (x{scale:.3}), dilation {}, input {:?}, {} requests per method",
+        args.model.model,
+        args.trace.display(),
+        cfg.dilation,
+        args.input_dtype,
+        cfg.requests
+    );
+    println!(
+        "{:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>10}",
+        "method", "mean ms", "std", "p50", "p95", "sim ms", "up B", "down B", "energy J", "fallback", "max err"
+    );
+    let best_layer = ["robot-only", "server-only", "layer"]
+        .iter()
+        .filter_map(|m| ordered.iter().find(|(n, _)| n == m))
+        .map(|(_, r)| r.mean_ms)
+        .fold(f64::INFINITY, f64::min);
     for (m, r) in &ordered {
         println!(
             "{m:<12} {:>9.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>11.0} {:>11.0} {:>9.3} {:>9} {:>10.1e}",

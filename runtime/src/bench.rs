@@ -120,7 +120,12 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
 /// As [`EdgeService::start`].
 pub async fn start_edge(cfg: &BenchConfig) -> Result<EdgeService> {
     EdgeService::start(EdgeOptions {
-        models: vec![EdgeModel { id: cfg.model_id.clone(), source: cfg.source.clone(), load: cfg.load.clone(), server_profile: cfg.server.clone() }],
+        models: vec![EdgeModel {
+            id: cfg.model_id.clone(),
+            source: cfg.source.clone(),
+            load: cfg.load.clone(),
+            server_profile: cfg.server.clone(),
+        }],
         robot_profiles: vec![cfg.robot.clone()],
         profiles_dir: None,
         spec: cfg.spec.clone(),
@@ -138,7 +143,10 @@ pub async fn start_edge(cfg: &BenchConfig) -> Result<EdgeService> {
 ///
 /// # Errors
 /// Model, table or engine failures; a method with no plans.
-pub async fn run_in_process(cfg: &BenchConfig, mut progress: impl FnMut(&str, usize, &InferenceStats)) -> Result<BTreeMap<String, MethodReport>> {
+pub async fn run_in_process(
+    cfg: &BenchConfig,
+    mut progress: impl FnMut(&str, usize, &InferenceStats),
+) -> Result<BTreeMap<String, MethodReport>> {
     let board = Switchboard::new();
     let _edge = board.plug(start_edge(cfg).await?);
     let link = ShapedConfig { up: cfg.trace.clone(), down: cfg.trace.clone(), latency: cfg.latency, overhead: Duration::ZERO };
@@ -205,4 +213,3 @@ pub async fn run_with<C: Connector>(
     }
     Ok(out)
 }
-

@@ -11,8 +11,20 @@
 //!   latency and a per-message overhead, on tokio's clock, for tests and the demo.
 //! - [`Error`]: one error type and the [`Result`] alias.
 //!
-//! The Zenoh link, the executor, the robot client and the edge service will join as modules of
-//! their own. The engine crate `lop` stays free of tokio; this crate is where async lives.
+//! - [`zenoh_link`]: the Zenoh link (router/client/peer sessions, control frames at a higher
+//!   priority, liveliness tokens so each side learns at once when the other is gone);
+//!   [`zenoh_service`] serves the edge and connects robots over it.
+//! - [`netns`]: two network namespaces joined by a veth pair, shaped with tc from a trace.
+//! - [`exec`]: the overlapped executor: one side of one inference on a dedicated thread, in the
+//!   simulator's wavefront order, bands sent as soon as computed; exact robot-alone fallback.
+//! - [`plans`]: every method's plan per bucket of a schedule table, with its schedule.
+//! - [`session`]: classifying received frames and counting the ones dropped.
+//! - [`edge`]: the edge service (many robots, isolated sessions, warm model replicas).
+//! - [`client`]: the robot client (connect, infer, statistics, deadlines, fallback, reconnection).
+//! - [`local`]: an edge and robots in one process over shaped links (tests, demo, benchmark).
+//! - [`bench`]: the benchmark harness behind `lop bench`.
+//!
+//! The engine crate `lop` stays free of tokio; this crate is where async lives.
 //!
 //! # Example
 //!

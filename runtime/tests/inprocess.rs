@@ -84,7 +84,6 @@ async fn edge_killed_and_restarted_loses_nothing() {
     assert!(after_restart_remote >= 4, "reconnected after the restart: {after_restart_remote}");
 }
 
-
 /// Raw frames at the edge: a bad Hello is rejected with its reason; malformed, truncated,
 /// oversized, duplicated, stale and out-of-plan frames are dropped and counted; the session and
 /// a real client keep working.

@@ -35,9 +35,16 @@ async fn over_zenoh_exact_outputs_fallback_and_reconnect() {
     let mut opts = ClientOptions::new("zenoh-robot", "resnet18");
     opts.retry_interval = Duration::from_millis(100);
     opts.hello_timeout = Duration::from_secs(10);
-    let mut c = RobotClient::new(ZenohConnector::new(robot_session.clone(), "zenoh-robot"), opts, worker, loaded.meta, &loaded.hash, s.table.clone())
-        .await
-        .unwrap();
+    let mut c = RobotClient::new(
+        ZenohConnector::new(robot_session.clone(), "zenoh-robot"),
+        opts,
+        worker,
+        loaded.meta,
+        &loaded.hash,
+        s.table.clone(),
+    )
+    .await
+    .unwrap();
     assert!(c.connected(), "the robot reaches the edge over Zenoh");
     for method in ["lop", "server-only", "layer-partition"] {
         c.set_method(method);
