@@ -23,7 +23,7 @@ pub struct BenchArgs {
     /// The model.
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Bandwidth trace (CSV `t_s,mbps`, 0.5 s steps), e.g. ../shared/traces/indoor.csv.
+    /// Bandwidth trace (CSV `t_s,mbps`, 0.5 s steps), e.g. data/traces/indoor.csv.
     #[arg(long)]
     pub trace: PathBuf,
     /// Methods, comma-separated: robot-only, server-only, layer, lop.

@@ -76,7 +76,7 @@
 //!     return Ok(());
 //! }
 //! let link = NetnsLink::create(NetnsOptions::default())?;
-//! let up = Trace::load("../shared/traces/indoor.csv")?;
+//! let up = Trace::load("data/traces/indoor.csv")?;
 //! let shaping = link.start_shaping(up.clone(), up)?;
 //! let served = std::thread::scope(|s| {
 //!     s.spawn(|| -> lop_runtime::Result<()> {

@@ -59,16 +59,15 @@ fn errors_name_file_and_line() {
 }
 
 #[test]
-fn load_reports_missing_file_and_reads_shared_traces() {
+fn load_reports_missing_file_and_reads_the_bundled_traces() {
     let err = Trace::load("/nonexistent/trace.csv").unwrap_err();
     assert!(matches!(&err, Error::TraceIo { path, .. } if path == Path::new("/nonexistent/trace.csv")), "{err}");
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/indoor.csv");
-    if shared.exists() {
-        let t = Trace::load(&shared).unwrap();
-        assert_eq!(t.len(), 600);
-        assert_eq!(t.period(), Duration::from_secs(300));
-        assert!((t.mean_mbps() - 93.0).abs() < 5.0, "mean {}", t.mean_mbps());
-    }
+    // The bundled copy of ../shared/traces/indoor.csv.
+    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/traces/indoor.csv");
+    let t = Trace::load(&bundled).unwrap();
+    assert_eq!(t.len(), 600);
+    assert_eq!(t.period(), Duration::from_secs(300));
+    assert!((t.mean_mbps() - 93.0).abs() < 5.0, "mean {}", t.mean_mbps());
 }
 
 #[test]
