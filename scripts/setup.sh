@@ -6,9 +6,11 @@
 # Pass --test-deps to also install the Python peers the real-model tests use into the same venv:
 # torchvision==0.28.0 (the release built for torch 2.13; torch stays pinned so pip never swaps
 # it), onnx and onnxruntime (reference outputs), numpy, pillow, and ddddocr==1.6.1 without its
-# dependencies (only its bundled common_det.onnx is used). When they are already there at the
-# pinned versions, nothing is downloaded (a fraction of a second). Concurrent runs serialise on
-# a lock file in the venv.
+# dependencies (only its bundled common_det.onnx is used), and the independent ROS 2 peer of the
+# interop tests: eclipse-zenoh==1.10.2 (the Zenoh protocol of the Rust zenoh 1.10.2 the nodes
+# use) and rosbags==0.11.9 (CDR and .msg parsing, no ROS install). When they are already there
+# at the pinned versions, nothing is downloaded (a fraction of a second). Concurrent runs
+# serialise on a lock file in the venv.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$root/.venv"
@@ -19,12 +21,14 @@ onnx_version=1.23.2
 onnxruntime_version=1.31.1
 numpy_version=2.4.6
 ddddocr_version=1.6.1
+zenoh_version=1.10.2
+rosbags_version=0.11.9
 
 test_deps=0
 for arg in "$@"; do
   case "$arg" in
     --test-deps) test_deps=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "setup: unknown argument '$arg' (expected --test-deps)" >&2; exit 2 ;;
   esac
 done
@@ -54,9 +58,11 @@ if [ "$test_deps" = 1 ]; then
   # Checked from package metadata, without importing anything (fast, and ddddocr's own
   # dependencies are deliberately absent).
   check_test_deps() {
-    "$venv/bin/python" - "$torch_version" "$torchvision_version" "$onnx_version" "$onnxruntime_version" "$numpy_version" "$ddddocr_version" <<'PY'
+    "$venv/bin/python" - "$torch_version" "$torchvision_version" "$onnx_version" "$onnxruntime_version" "$numpy_version" "$ddddocr_version" \
+      "$zenoh_version" "$rosbags_version" <<'PY'
 import importlib.metadata as md, importlib.util, os, sys
-want = dict(zip(["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr"], sys.argv[1:]))
+names = ["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr", "eclipse-zenoh", "rosbags"]
+want = dict(zip(names, sys.argv[1:]))
 want["pillow"] = None
 bad = []
 for name, version in want.items():
@@ -76,11 +82,12 @@ if bad:
 PY
   }
   if ! check_test_deps 2>/dev/null; then
-    echo "setup: installing test peers (torchvision, onnx, onnxruntime, numpy, ddddocr) into $venv" >&2
+    echo "setup: installing test peers (torchvision, onnx, onnxruntime, numpy, ddddocr, eclipse-zenoh, rosbags) into $venv" >&2
     # torch is named with its pin so that resolving torchvision can never replace it.
     "$venv/bin/pip" install --quiet \
       "torch==$torch_version" "torchvision==$torchvision_version" \
-      "onnx==$onnx_version" "onnxruntime==$onnxruntime_version" "numpy==$numpy_version" pillow >&2
+      "onnx==$onnx_version" "onnxruntime==$onnxruntime_version" "numpy==$numpy_version" pillow \
+      "eclipse-zenoh==$zenoh_version" "rosbags==$rosbags_version" >&2
     "$venv/bin/pip" install --quiet --no-deps "ddddocr==$ddddocr_version" >&2
     if ! check_test_deps; then
       echo "setup: test peers still incomplete after installing (see above)" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): prepares the Python venv (libtorch from the
 # torch==2.13.0 wheel plus the test peers onnxruntime/onnx/torchvision/ddddocr), then builds
-# everything once in release mode and runs every test of the workspace with that build.
+# everything once in release mode and runs every test of the workspace with that build, then
+# type-checks the r2r ROS backend (no ROS install needed).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -10,5 +11,11 @@ scripts/setup.sh --test-deps
 . scripts/env.sh
 echo "test: cargo fmt --check" >&2
 cargo fmt --all -- --check
-echo "test: cargo test --release --workspace (first build takes ~10 minutes on 2 cores)" >&2
+echo "test: cargo build --release --workspace --bins (first build takes ~15 minutes on 2 cores)" >&2
+# The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
+cargo build --release --workspace --bins
+echo "test: cargo test --release --workspace" >&2
 cargo test --release --workspace "$@"
+echo "test: type-check of the r2r backend (cargo check --release -p robot_node --features ros2,r2r/doc-only)" >&2
+# r2r's doc-only feature needs no ROS install; a real r2r build needs a sourced ROS 2.
+cargo check --release -p robot_node --features ros2,r2r/doc-only

@@ -1,5 +1,13 @@
 //! `lop bench`: every method over the same bandwidth trace in one run, through the real
-//! runtime (executor, edge service, robot client) on an in-process link that replays the trace.
+//! runtime (executor, edge service, robot client), over one of three links:
+//!
+//! - `--transport inprocess` (default): the in-process shaped link replaying the trace;
+//! - `--transport zenoh`: Zenoh over unshaped loopback (the trace only selects the plans);
+//! - `--netns`: Zenoh between two network namespaces over a veth pair shaped by `tc` from the
+//!   trace, the edge a child process (`lop bench-edge`, see [`crate::bench_edge`]).
+//!
+//! `--overhead` measures the runtime's own cost instead (see
+//! [`lop_runtime::bench::run_overhead`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,9 +16,10 @@ use anyhow::Context;
 use lop::plan::Side;
 use lop::planner::PlannerConfig;
 use lop::planner::table::TableSpec;
-use lop::profile::{DeviceKind, Profile, ProfileOptions, profile_graph};
+use lop::profile::{DeviceKind, Fit, Profile, ProfileOptions, profile_graph};
 use lop::sim::{SimConfig, Simulator};
-use lop_runtime::bench::{BenchConfig, MethodReport};
+use lop_runtime::bench::{BenchConfig, MethodReport, NetnsBenchOptions, NetnsSummary, OverheadReport};
+use lop_runtime::edge::EdgeCounts;
 use lop_runtime::exec::InputWire;
 use lop_runtime::trace::Trace;
 
@@ -24,8 +33,28 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Bandwidth trace (CSV `t_s,mbps`, 0.5 s steps), e.g. data/traces/indoor.csv.
+    #[arg(long, required_unless_present = "overhead")]
+    pub trace: Option<PathBuf>,
+    /// The link: the in-process shaped link, or Zenoh over loopback (unshaped: the trace then
+    /// only selects the plans). `--netns` implies Zenoh over a shaped veth pair.
+    #[arg(long, value_enum, default_value = "inprocess")]
+    pub transport: Transport,
+    /// Robot and edge in two network namespaces joined by a veth pair shaped with tc from the
+    /// trace (root and iproute2 needed); the edge runs as a child process.
     #[arg(long)]
-    pub trace: PathBuf,
+    pub netns: bool,
+    /// The edge router's TCP port inside the edge namespace (with --netns).
+    #[arg(long, default_value_t = 7447)]
+    pub edge_port: u16,
+    /// Measure the runtime's overhead instead: on unshaped loopback Zenoh, a bare forward, a raw
+    /// ping-pong of the input and output bytes, and server-only through the runtime.
+    #[arg(long)]
+    pub overhead: bool,
+    /// Use synthetic per-row profiles (the robot --dilation times slower than the server)
+    /// instead of measuring: quick, for tests and smoke runs; the simulator's predictions then
+    /// do not describe this machine.
+    #[arg(long)]
+    pub synthetic_profiles: bool,
     /// Methods, comma-separated: robot-only, server-only, layer, lop.
     #[arg(long, default_value = "robot-only,server-only,layer,lop")]
     pub methods: String,
@@ -42,9 +71,10 @@ pub struct BenchArgs {
     /// How the raw input crosses the link, for every method alike.
     #[arg(long, value_enum, default_value = "u8")]
     pub input_dtype: InputDtype,
-    /// One-way link latency, milliseconds.
-    #[arg(long, default_value_t = 1.0)]
-    pub latency_ms: f64,
+    /// One-way link latency, milliseconds (default: 1 in-process; 0 over Zenoh, where loopback
+    /// and a veth without netem add none of their own).
+    #[arg(long)]
+    pub latency_ms: Option<f64>,
     /// Schedule table buckets FROM:TO:STEP (MB/s before scaling).
     #[arg(long, default_value = "0:30:1")]
     pub buckets: String,
@@ -69,6 +99,15 @@ pub struct BenchArgs {
     /// Print a line per inference (stderr).
     #[arg(long)]
     pub verbose: bool,
+}
+
+/// The link of `lop bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// The in-process shaped link replaying the trace.
+    Inprocess,
+    /// Zenoh (router edge, client robot): over loopback, or over the veth pair with --netns.
+    Zenoh,
 }
 
 /// The table name of a method given on the command line.
@@ -129,20 +168,49 @@ fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dila
 pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     anyhow::ensure!(args.requests >= 1, "--requests must be at least 1");
     anyhow::ensure!(args.dilation.is_finite() && args.dilation >= 1.0, "--dilation must be >= 1");
-    anyhow::ensure!(args.latency_ms.is_finite() && args.latency_ms >= 0.0, "--latency-ms must be >= 0");
+    let transport = if args.netns || args.transport == Transport::Zenoh { Transport::Zenoh } else { Transport::Inprocess };
+    let latency_ms = args.latency_ms.unwrap_or(if transport == Transport::Inprocess && !args.overhead { 1.0 } else { 0.0 });
+    anyhow::ensure!(latency_ms.is_finite() && latency_ms >= 0.0, "--latency-ms must be >= 0");
+    if latency_ms > 0.0 && (args.overhead || (transport == Transport::Zenoh && !args.netns)) {
+        anyhow::bail!("--latency-ms {latency_ms}: Zenoh over loopback cannot add latency (use the in-process link, or --netns with netem)");
+    }
+    if args.netns {
+        lop_runtime::netns::NetnsLink::is_available().map_err(|e| anyhow::anyhow!("--netns is unusable here: {e}"))?;
+        if latency_ms > 0.0 {
+            lop_runtime::netns::netem_available().map_err(|e| {
+                anyhow::anyhow!(
+                    "--latency-ms {latency_ms} with --netns needs the netem qdisc, which this kernel lacks ({e}); use --latency-ms 0"
+                )
+            })?;
+        }
+    }
     let methods: Vec<&str> = args.methods.split(',').map(method_name).collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(!methods.is_empty(), "--methods is empty");
     // Robot and server share this machine's cores: one libtorch thread each unless told otherwise.
     if threads.is_none() {
         tch::set_num_threads(1);
     }
-    let trace = Trace::load(&args.trace).with_context(|| format!("trace {}", args.trace.display()))?;
+    let trace = match &args.trace {
+        Some(path) => Trace::load(path).with_context(|| format!("trace {}", path.display()))?,
+        None => Trace::constant(1000.0)?,
+    };
     let graph = args.model.load()?;
     let tmp = std::env::temp_dir();
     let pdir = args.profile_dir.clone().unwrap_or_else(|| tmp.join("lop-profiles"));
-    let robot = profile(&graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation)?;
-    let server = profile(&graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0)?;
+    let (robot, server) = if args.synthetic_profiles {
+        anyhow::ensure!(
+            args.robot_profile.is_none() && args.server_profile.is_none(),
+            "--synthetic-profiles and --robot-profile/--server-profile exclude each other"
+        );
+        synthetic_profiles(&graph, args.dilation)?
+    } else {
+        (
+            profile(&graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation)?,
+            profile(&graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0)?,
+        )
+    };
     let scale = match args.bandwidth_scale.as_str() {
+        _ if args.overhead => 1.0,
         "auto" => {
             let sim = Simulator::new(&graph, &robot, &server, SimConfig::default())?;
             let t = sim.cost(&lop::Plan::robot_only(&graph, 8))?.makespan_s;
@@ -154,9 +222,13 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     eprintln!("bandwidth scale {scale:.4} (trace mean {:.1} Mbit/s -> {:.1} Mbit/s)", trace.mean_mbps(), trace.mean_mbps() * scale);
     let spec = TableSpec {
-        buckets: parse_buckets(&args.buckets)?,
+        // The overhead run uses the plans of the fastest bucket only.
+        buckets: match parse_buckets(&args.buckets)? {
+            b if args.overhead => b.last().map(|&v| vec![v]).unwrap_or(b),
+            b => b,
+        },
         bandwidth_scale: scale,
-        latency_s: args.latency_ms / 1e3,
+        latency_s: latency_ms / 1e3,
         overhead_s: 0.0,
         input_bytes_per_element: args.input_dtype.bytes_per_element(),
         objective: lop::sim::Objective::Latency,
@@ -173,7 +245,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         server,
         spec,
         trace: trace.clone().scaled(scale)?,
-        latency: Duration::from_secs_f64(args.latency_ms / 1e3),
+        latency: Duration::from_secs_f64(latency_ms / 1e3),
         methods: methods.iter().map(|m| m.to_string()).collect(),
         requests: args.requests,
         dilation: args.dilation,
@@ -186,9 +258,8 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         gap: Duration::ZERO,
     };
     drop(graph);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
     let verbose = args.verbose;
-    let reports = rt.block_on(lop_runtime::bench::run_in_process(&cfg, |m, i, s| {
+    let progress = |m: &str, i: usize, s: &lop_runtime::client::InferenceStats| {
         if verbose {
             eprintln!(
                 "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B{}",
@@ -199,66 +270,187 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                 if s.fallback { "  FALLBACK" } else { "" }
             );
         }
-    }))?;
-    print_report(args, &cfg, scale, &reports)?;
+    };
+    let runtime = || tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio");
+    if args.overhead {
+        let report = runtime()?.block_on(lop_runtime::bench::run_overhead(&cfg)).context("overhead measurement")?;
+        print_overhead(args, &cfg, &report)?;
+        anyhow::ensure!(report.max_rel_err <= 1e-4, "outputs differ from the unsplit model: relative error {:e}", report.max_rel_err);
+        return Ok(0);
+    }
+    let mut run = Run { transport: "inprocess", link: String::new(), latency_ms, netns: None, edge: None };
+    let reports = if args.netns {
+        run.transport = "zenoh-netns";
+        run.link = format!(
+            "Zenoh over a veth pair between two network namespaces, both directions shaped by tc tbf from the trace every 0.5 s; {}",
+            if latency_ms > 0.0 {
+                format!("netem adds {latency_ms} ms one way")
+            } else {
+                "no latency added (veth only; netem unused)".into()
+            }
+        );
+        eprintln!("link: {}", run.link);
+        let opts = NetnsBenchOptions {
+            prefix: lop_runtime::netns::process_prefix("lopb"),
+            latency: Duration::from_secs_f64(latency_ms / 1e3),
+            port: args.edge_port,
+            edge_program: std::env::current_exe().context("locating the lop executable")?,
+            edge_args: vec!["bench-edge".into(), "--config".into()],
+            edge_threads: Some(threads.unwrap_or(1)),
+            ready_timeout: Duration::from_secs(600),
+            interrupted: Some(lop_runtime::netns::interrupt_flag()?),
+        };
+        let (reports, summary) = lop_runtime::bench::run_netns(&cfg, &opts, progress).context("benchmark in network namespaces")?;
+        run.netns = Some(summary);
+        reports
+    } else if transport == Transport::Zenoh {
+        run.transport = "zenoh";
+        run.link = "Zenoh over loopback (127.0.0.1), UNSHAPED: the trace only selects the plans".into();
+        eprintln!("link: {}", run.link);
+        let (reports, counts) = runtime()?.block_on(lop_runtime::bench::run_zenoh_loopback(&cfg, progress))?;
+        run.edge = Some(counts);
+        reports
+    } else {
+        run.link = format!("in-process link shaped by the trace, {latency_ms} ms one way");
+        runtime()?.block_on(lop_runtime::bench::run_in_process(&cfg, progress))?
+    };
+    print_report(args, &cfg, scale, &run, &reports)?;
     let worst = reports.values().map(|r| r.max_rel_err).fold(0.0, f64::max);
     anyhow::ensure!(worst <= 1e-4, "outputs differ from the unsplit model: relative error {worst:e}");
     Ok(0)
+}
+
+/// Synthetic profiles: time per row proportional to the op's output bytes per row (2 ns per
+/// byte on the server, about this machine's speed, plus 20 us per kernel), the robot `dilation`
+/// times slower.
+fn synthetic_profiles(graph: &lop::Graph, dilation: f64) -> anyhow::Result<(Profile, Profile)> {
+    let fit = |id: usize, k: f64| Fit::new(2e-5 * k, graph.nodes[id].info.bytes_of_rows(1) as f64 * 2e-9 * k);
+    let mut robot = Profile::synthetic(graph, Side::Robot, |id| fit(id, dilation))?;
+    robot.dilation = dilation;
+    let server = Profile::synthetic(graph, Side::Server, |id| fit(id, 1.0))?;
+    eprintln!("synthetic profiles (robot {dilation}x slower than the server); simulated times do not describe this machine");
+    Ok((robot, server))
+}
+
+/// How a run went besides the methods' reports.
+struct Run {
+    transport: &'static str,
+    link: String,
+    latency_ms: f64,
+    netns: Option<NetnsSummary>,
+    edge: Option<EdgeCounts>,
+}
+
+fn print_overhead(args: &BenchArgs, cfg: &BenchConfig, r: &OverheadReport) -> anyhow::Result<()> {
+    if args.json {
+        let mut v = serde_json::to_value(r)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("model".into(), args.model.model.clone().into());
+            o.insert("transport".into(), "zenoh".into());
+            o.insert("link".into(), "Zenoh over loopback (127.0.0.1), unshaped".into());
+            o.insert("input_dtype".into(), input_dtype_name(args.input_dtype).into());
+            o.insert("threads".into(), tch::get_num_threads().into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{}: runtime overhead on unshaped loopback Zenoh, {} timed rounds, {} libtorch thread(s), input {} B, output {} B",
+        args.model.model,
+        cfg.requests,
+        tch::get_num_threads(),
+        r.input_bytes,
+        r.output_bytes
+    );
+    println!("(a) bare forward (run_whole), median        {:>9.2} ms", r.forward_ms);
+    println!("(b) raw transfer (ping-pong), median         {:>9.2} ms", r.transfer_ms);
+    println!("(c) server-only through the runtime: median {:>9.2} ms, mean {:.2} ms", r.runtime_p50_ms, r.runtime_mean_ms);
+    if let Some(ms) = r.server_compute_ms {
+        println!("    edge compute inside (c), median          {ms:>9.2} ms ({} of {} reported)", r.server_compute_reported, r.requests);
+    }
+    println!("ratio (c) / ((a) + (b)): median {:.3}, mean {:.3}; fallbacks {}", r.ratio, r.ratio_mean, r.fallbacks);
+    Ok(())
+}
+
+fn input_dtype_name(d: InputDtype) -> &'static str {
+    match d {
+        InputDtype::U8 => "u8",
+        InputDtype::F32 => "f32",
+    }
 }
 
 fn print_report(
     args: &BenchArgs,
     cfg: &BenchConfig,
     scale: f64,
+    run: &Run,
     reports: &std::collections::BTreeMap<String, MethodReport>,
 ) -> anyhow::Result<()> {
     let ordered: Vec<(&str, &MethodReport)> = ["robot-only", "server-only", "layer-partition", "lop"]
         .iter()
         .filter_map(|m| reports.get(*m).map(|r| (short_name(m), r)))
         .collect();
+    let best_other = ["robot-only", "server-only", "layer"]
+        .iter()
+        .filter_map(|m| ordered.iter().find(|(n, _)| n == m))
+        .map(|(_, r)| r.mean_ms)
+        .fold(f64::INFINITY, f64::min);
+    let lop_ratio = ordered.iter().find(|(n, _)| *n == "lop").map(|(_, r)| r.mean_ms / best_other).filter(|r| r.is_finite());
+    let trace = args.trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     if args.json {
         let methods: serde_json::Map<String, serde_json::Value> =
             ordered.iter().map(|(m, r)| Ok((m.to_string(), serde_json::to_value(r)?))).collect::<anyhow::Result<_>>()?;
         let v = serde_json::json!({
             "model": args.model.model,
-            "trace": args.trace.display().to_string(),
+            "trace": trace,
             "dilation": cfg.dilation,
             "bandwidth_scale": scale,
-            "input_dtype": match args.input_dtype { InputDtype::U8 => "u8", InputDtype::F32 => "f32" },
-            "transport": "in-process shaped link",
+            "input_dtype": input_dtype_name(args.input_dtype),
+            "transport": run.transport,
+            "link": run.link,
+            "latency_ms": run.latency_ms,
             "requests": cfg.requests,
+            "energy": "modelled (power model), not measured",
             "methods": methods,
+            "lop_vs_best_other": lop_ratio,
+            "netns": run.netns,
+            "edge_counts": run.edge,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     println!(
-        "{} over {} (x{scale:.3}), dilation {}, input {:?}, {} requests per method",
-        args.model.model,
-        args.trace.display(),
-        cfg.dilation,
-        args.input_dtype,
-        cfg.requests
+        "{} over {trace} (x{scale:.3}), dilation {}, input {:?}, {} requests per method",
+        args.model.model, cfg.dilation, args.input_dtype, cfg.requests
     );
+    println!("link: {} [{}]; robot energy is modelled, not measured", run.link, run.transport);
     println!(
-        "{:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>10}",
-        "method", "mean ms", "std", "p50", "p95", "sim ms", "up B", "down B", "energy J", "fallback", "max err"
+        "{:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>11} {:>11} {:>9} {:>9} {:>10}",
+        "method", "mean ms", "std", "p50", "p95", "sim ms", "meas/sim", "up B", "down B", "energy J", "fallback", "max err"
     );
-    let best_layer = ["robot-only", "server-only", "layer"]
-        .iter()
-        .filter_map(|m| ordered.iter().find(|(n, _)| n == m))
-        .map(|(_, r)| r.mean_ms)
-        .fold(f64::INFINITY, f64::min);
     for (m, r) in &ordered {
         println!(
-            "{m:<12} {:>9.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>11.0} {:>11.0} {:>9.3} {:>9} {:>10.1e}",
-            r.mean_ms, r.std_ms, r.p50_ms, r.p95_ms, r.sim_mean_ms, r.bytes_up, r.bytes_down, r.energy_j, r.fallbacks, r.max_rel_err
+            "{m:<12} {:>9.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>11.0} {:>11.0} {:>9.3} {:>9} {:>10.1e}",
+            r.mean_ms,
+            r.std_ms,
+            r.p50_ms,
+            r.p95_ms,
+            r.sim_mean_ms,
+            r.fidelity.unwrap_or(f64::NAN),
+            r.bytes_up,
+            r.bytes_down,
+            r.energy_j,
+            r.fallbacks,
+            r.max_rel_err
         );
     }
-    if let Some((_, lop)) = ordered.iter().find(|(n, _)| *n == "lop")
-        && best_layer.is_finite()
-    {
-        println!("lop / best of robot-only, server-only, layer: {:.3}", lop.mean_ms / best_layer);
+    if let Some(r) = lop_ratio {
+        println!("lop / best of robot-only, server-only, layer: {r:.3}");
+    }
+    if let Some(n) = &run.netns {
+        for (m, s) in &n.shaping {
+            println!("tc shaping during {m}: {} steps, {} rate changes, {} failures", s.steps, s.updates, s.failures);
+        }
     }
     Ok(())
 }

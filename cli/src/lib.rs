@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bench_edge;
 pub mod bench_exec;
 pub mod inspect;
 pub mod plan;
@@ -76,6 +77,9 @@ pub enum Command {
     Run(run_model::RunArgs),
     /// Every method through the runtime (executor, edge, client) over a bandwidth trace.
     Bench(bench::BenchArgs),
+    /// The edge process of `lop bench --netns` (started by it inside the edge namespace).
+    #[command(hide = true)]
+    BenchEdge(bench_edge::BenchEdgeArgs),
     /// Overhead of the band executor against a plain whole-graph run.
     BenchExec(bench_exec::BenchArgs),
     /// Sample a power source (Jetson rails, tegrastats, NVML, RAPL, or the power model).
@@ -102,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Verify(a) => verify::run(&a),
         Command::Run(a) => run_model::run(&a),
         Command::Bench(a) => bench::run(&a, args.threads),
+        Command::BenchEdge(a) => bench_edge::run(&a),
         Command::BenchExec(a) => bench_exec::run(&a),
         Command::Power(a) => power::run(&a),
         Command::Profile(a) => profile::run(&a),

@@ -4,10 +4,10 @@
 //! one LOSS plan per bandwidth bucket, cached on disk by content hash.
 
 use crate::ModelArgs;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use lop::planner::{PlannerConfig, TableSpec, load_or_build, svg};
 use lop::profile::Profile;
-use lop::sim::{ChunkBounds, ChunkOrder, Objective, SimConfig, Simulator};
+use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use std::path::PathBuf;
 
 /// How the raw input crosses the link.
@@ -97,18 +97,9 @@ pub struct SetupArgs {
     pub chunk_bounds: Bounds,
 }
 
-/// Parses `latency`, `energy`, `weighted:LAMBDA`, `deadline:MS`.
+/// Parses `latency`, `energy`, `weighted:LAMBDA`, `deadline:MS` (clap value parser).
 pub fn parse_objective(s: &str) -> Result<Objective, String> {
-    let num = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
-    match s.split_once(':') {
-        None if s == "latency" => Ok(Objective::Latency),
-        None if s == "energy" => Ok(Objective::Energy),
-        Some(("weighted", v)) => num(v).map(|lambda| Objective::Weighted { lambda }).ok_or(format!("bad lambda in '{s}'")),
-        Some(("deadline", v)) => {
-            num(v).map(|ms| Objective::EnergyUnderDeadline { deadline_s: ms / 1e3 }).ok_or(format!("bad deadline in '{s}'"))
-        }
-        _ => Err(format!("unknown objective '{s}' (latency, energy, weighted:LAMBDA, deadline:MS)")),
-    }
+    s.parse::<Objective>().map_err(|e| e.to_string())
 }
 
 /// A loaded model and its two profiles, checked against each other.
@@ -173,26 +164,14 @@ pub struct PlanArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// Parses `FROM:TO:STEP` into bucket values.
+/// Parses `FROM:TO:STEP` (or a comma-separated list) into bucket values.
 pub fn parse_buckets(s: &str) -> anyhow::Result<Vec<f64>> {
-    let p: Vec<f64> =
-        s.split(':').map(|v| v.trim().parse::<f64>()).collect::<Result<_, _>>().with_context(|| format!("--buckets '{s}'"))?;
-    let [from, to, step] = p[..] else { bail!("--buckets '{s}' must be FROM:TO:STEP") };
-    anyhow::ensure!(from.is_finite() && to.is_finite() && from >= 0.0, "--buckets '{s}': bad bounds");
-    anyhow::ensure!(step.is_finite() && step > 0.0, "--buckets '{s}': the step must be positive");
-    anyhow::ensure!(to >= from, "--buckets '{s}' is an empty range");
-    let n = ((to - from) / step + 1e-9).floor() as usize + 1;
-    Ok((0..n).map(|i| from + i as f64 * step).collect())
+    lop::planner::parse_buckets(s).context("--buckets")
 }
 
-/// The `auto` bandwidth scale: at bucket 11.6 MB/s, the raw input as float32 takes 0.44 x the
-/// robot-only compute time.
+/// The `auto` bandwidth scale (see [`lop::planner::auto_bandwidth_scale`]).
 pub fn auto_scale(s: &Setup) -> anyhow::Result<f64> {
-    let sim = Simulator::new(&s.graph, &s.robot, &s.server, SimConfig::default())?;
-    let t = sim.cost(&lop::Plan::robot_only(&s.graph, 8))?.makespan_s;
-    let bytes: usize = s.graph.inputs().iter().map(|&i| s.graph.nodes[i].info.numel() * 4).sum();
-    anyhow::ensure!(t > 0.0 && bytes > 0, "cannot pick a bandwidth scale: zero robot time or no input");
-    Ok(bytes as f64 / (11.6e6 * 0.44 * t))
+    lop::planner::auto_bandwidth_scale(&s.graph, &s.robot, &s.server).context("--bandwidth-scale auto")
 }
 
 /// Builds (or loads from the cache) the table, writes it, prints the summary.

@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod bandwidth;
 pub mod baseline;
 pub mod content_hash;
 pub mod error;

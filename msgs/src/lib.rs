@@ -9,8 +9,12 @@
 //! - [`Error`]: one error type; [`Error::Incomplete`] (read more bytes) is kept apart from the
 //!   malformed-input variants.
 //!
-//! The ROS 2 messages (`msg/*.msg` and their Rust types) will sit beside `protocol` as a module
-//! of their own. This crate depends on no other workspace crate and does no I/O.
+//! - `ros` (feature `ros`, off by default): the ROS 2 messages of the interface package
+//!   `lop_msgs` (`msg/*.msg`, `package.xml`, `CMakeLists.txt` in this directory) as Rust types
+//!   generated from the same `.msg` files, for hiroz publishers and subscribers, with their
+//!   REP-2011 type hashes.
+//!
+//! This crate depends on no other workspace crate and does no I/O.
 //!
 //! # Example
 //!
@@ -30,6 +34,14 @@ mod digest;
 mod error;
 pub mod key;
 pub mod protocol;
+#[cfg(feature = "ros")]
+pub mod ros;
+/// Where the generated code finds `SizeEstimation` (hiroz-msgs' trait, so that nested std_msgs
+/// types and ours share one).
+#[cfg(feature = "ros")]
+mod size_estimation {
+    pub use hiroz_msgs::size_estimation::SizeEstimation;
+}
 
 pub use digest::Digest;
 pub use error::{Error, Result};

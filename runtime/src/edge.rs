@@ -25,7 +25,7 @@ use lop_msgs::protocol::DType;
 use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Hello, Limits, Reject, RejectReason, Start, Welcome};
 use lop_msgs::{Digest, Frame};
 use tch::Device;
-use tokio::sync::{Mutex, mpsc as tmpsc};
+use tokio::sync::{Mutex, broadcast, mpsc as tmpsc};
 
 use crate::error::{Error, Result};
 use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, Stopped, Worker, run_side};
@@ -101,6 +101,69 @@ pub struct EdgeCounts {
     pub dropped: FrameCounts,
 }
 
+/// How a served inference ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServedOutcome {
+    /// The server finished its part and sent Done.
+    Done,
+    /// The deadline passed before the server finished its part.
+    DeadlineExceeded,
+    /// Aborted (a newer inference, the session ended, the link broke), with the reason.
+    Aborted(String),
+    /// The engine or the replica failed, with the error.
+    Failed(String),
+}
+
+impl ServedOutcome {
+    /// `done`, `deadline`, `aborted` or `failed`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ServedOutcome::Done => "done",
+            ServedOutcome::DeadlineExceeded => "deadline",
+            ServedOutcome::Aborted(_) => "aborted",
+            ServedOutcome::Failed(_) => "failed",
+        }
+    }
+}
+
+/// One inference the edge served (its server part), as reported by [`EdgeService::served`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Served {
+    /// The robot's inference id.
+    pub inference_id: u64,
+    /// The robot (its Hello's robot id).
+    pub robot_id: String,
+    /// The model's id.
+    pub model_id: String,
+    /// Which warm replica of the model ran it.
+    pub replica: usize,
+    /// When the server part was queued on the replica (monotonic clock).
+    pub start: Instant,
+    /// When it ended.
+    pub end: Instant,
+    /// `start` on the wall clock.
+    pub start_wall: std::time::SystemTime,
+    /// Seconds the server spent computing chunks (0 when it failed before reporting).
+    pub server_compute_s: f64,
+    /// Bytes of bands the server received for it.
+    pub bytes_received: u64,
+    /// Bytes of bands the server sent for it.
+    pub bytes_sent: u64,
+    /// How it ended.
+    pub outcome: ServedOutcome,
+}
+
+impl Served {
+    /// `end - start`.
+    pub fn duration(&self) -> Duration {
+        self.end.saturating_duration_since(self.start)
+    }
+}
+
+/// Capacity of the [`EdgeService::served`] channel: a receiver that falls further behind loses
+/// the oldest reports (and is told how many).
+pub const SERVED_CHANNEL_CAPACITY: usize = 1024;
+
 /// The edge service. Cheap to clone (shared state).
 #[derive(Clone)]
 pub struct EdgeService {
@@ -119,6 +182,7 @@ struct Inner {
     done: AtomicU64,
     aborted: AtomicU64,
     shutting_down: AtomicBool,
+    served: broadcast::Sender<Served>,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -187,6 +251,7 @@ impl EdgeService {
                 done: AtomicU64::new(0),
                 aborted: AtomicU64::new(0),
                 shutting_down: AtomicBool::new(false),
+                served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
             }),
         })
     }
@@ -211,6 +276,45 @@ impl EdgeService {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
     }
 
+    /// Whether [`EdgeService::shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Inferences whose server part is queued or running now.
+    pub fn in_flight(&self) -> u64 {
+        let c = self.counts();
+        c.inferences.saturating_sub(c.done + c.aborted)
+    }
+
+    /// Waits until no inference is in flight, checking every 10 ms, for at most `grace`.
+    /// Returns whether none was left. Call after [`EdgeService::shutdown`] so that no new one
+    /// starts meanwhile.
+    pub async fn drain(&self, grace: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            if self.in_flight() == 0 {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A receiver of every inference served from now on (one [`Served`] as each ends, whatever
+    /// its outcome). Receivers that lag more than [`SERVED_CHANNEL_CAPACITY`] reports behind lose
+    /// the oldest ones; with no receiver, reports are discarded.
+    pub fn served(&self) -> broadcast::Receiver<Served> {
+        self.inner.served.subscribe()
+    }
+
+    /// The ids of the models served, in configuration order.
+    pub fn model_ids(&self) -> Vec<String> {
+        self.inner.models.iter().map(|m| m.id.clone()).collect()
+    }
+
     /// Serves one robot session over a link until the robot closes it or the link breaks.
     pub async fn serve<T: LinkTx + 'static, R: LinkRx>(&self, tx: T, mut rx: R) {
         let (out, mut out_rx) = tmpsc::unbounded_channel::<Vec<u8>>();
@@ -221,8 +325,16 @@ impl EdgeService {
                 }
             }
         });
-        let mut s =
-            Session { svc: self.inner.clone(), out, model: None, book: None, input_wire: InputWire::Native, current: None, last_id: 0 };
+        let mut s = Session {
+            svc: self.inner.clone(),
+            out,
+            model: None,
+            book: None,
+            input_wire: InputWire::Native,
+            current: None,
+            last_id: 0,
+            robot_id: String::new(),
+        };
         let hello_deadline = tokio::time::Instant::now() + self.inner.opts.hello_timeout;
         loop {
             let next = if s.book.is_none() { tokio::time::timeout_at(hello_deadline, rx.recv()).await } else { Ok(rx.recv().await) };
@@ -266,6 +378,7 @@ struct Session {
     input_wire: InputWire,
     current: Option<Active>,
     last_id: u64,
+    robot_id: String,
 }
 
 impl Session {
@@ -343,6 +456,7 @@ impl Session {
                 self.book = Some(book);
                 self.input_wire = input_wire;
                 self.last_id = 0;
+                self.robot_id = h.robot_id.clone();
             }
             Err(e) => self.reject(RejectReason::NoTable, format!("building the schedule table: {e}")),
         }
@@ -389,9 +503,31 @@ impl Session {
         });
         let (svc, out, id, mi2) = (self.svc.clone(), self.out.clone(), s.inference_id, mi);
         let replica_ix = model.replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        let (robot_id, started, started_wall) = (self.robot_id.clone(), Instant::now(), std::time::SystemTime::now());
         tokio::spawn(async move {
             let res = job.await;
+            let ended = Instant::now();
             svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+            let (stats, outcome) = match &res {
+                Ok(Ok((Stopped::Finished, st))) => (Some(*st), ServedOutcome::Done),
+                Ok(Ok((Stopped::DeadlineExceeded, st))) => (Some(*st), ServedOutcome::DeadlineExceeded),
+                Ok(Ok((Stopped::Aborted(why), st))) => (Some(*st), ServedOutcome::Aborted(why.clone())),
+                Ok(Err(e)) => (None, ServedOutcome::Failed(e.to_string())),
+                Err(_) => (None, ServedOutcome::Failed("the replica failed".into())),
+            };
+            let served = Served {
+                inference_id: id,
+                robot_id,
+                model_id: svc.models[mi2].id.clone(),
+                replica: replica_ix,
+                start: started,
+                end: ended,
+                start_wall: started_wall,
+                server_compute_s: stats.map_or(0.0, |s| s.compute_s),
+                bytes_received: stats.map_or(0, |s| s.bytes_received),
+                bytes_sent: stats.map_or(0, |s| s.bytes_sent),
+                outcome,
+            };
             let frame = match res {
                 Ok(Ok((Stopped::Finished, st))) => {
                     svc.done.fetch_add(1, Ordering::Relaxed);
@@ -429,6 +565,8 @@ impl Session {
             if let Ok(b) = frame.encode() {
                 let _ = out.send(b);
             }
+            // No receiver is not an error: nobody asked.
+            let _ = svc.served.send(served);
         });
         let received = vec![false; plan.schedule.transfers.len()];
         self.current = Some(Active { id: s.inference_id, plan, bands, received });

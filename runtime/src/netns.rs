@@ -491,21 +491,7 @@ impl NetnsLink {
     ///
     /// [`Error::Netns`] if the namespace handle cannot be opened or `setns` fails.
     pub fn enter(&self, side: NetnsSide) -> Result<()> {
-        let path = Path::new(NETNS_DIR).join(self.namespace(side));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|source| Error::Netns { what: format!("opening {}", path.display()), source })?;
-        // SAFETY: the fd is open (owned by `file` for the duration of the call); setns only
-        // changes the calling thread's network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            let source = std::io::Error::last_os_error();
-            return Err(Error::Netns { what: format!("setns({}, CLONE_NEWNET)", path.display()), source });
-        }
-        tracing::debug!(ns = %self.namespace(side), "thread entered network namespace");
-        Ok(())
+        enter_namespace(self.namespace(side))
     }
 
     /// A command that runs `program` inside the side's namespace (`ip netns exec NS program`);
@@ -678,6 +664,94 @@ impl Drop for ShapingHandle {
     fn drop(&mut self) {
         self.halt();
     }
+}
+
+/// Moves the calling thread into the named network namespace (a handle under
+/// `/var/run/netns`, as `ip netns add` creates); see [`NetnsLink::enter`]. Threads spawned by the
+/// calling thread afterwards start there too.
+///
+/// # Errors
+///
+/// [`Error::Netns`] if the namespace handle cannot be opened or `setns` fails.
+pub fn enter_namespace(name: &str) -> Result<()> {
+    let path = Path::new(NETNS_DIR).join(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|source| Error::Netns { what: format!("opening {}", path.display()), source })?;
+    // SAFETY: the fd is open (owned by `file` for the duration of the call); setns only
+    // changes the calling thread's network namespace.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        let source = std::io::Error::last_os_error();
+        return Err(Error::Netns { what: format!("setns({}, CLONE_NEWNET)", path.display()), source });
+    }
+    tracing::debug!(ns = %name, "thread entered network namespace");
+    Ok(())
+}
+
+/// Namespace names `{stem}{pid}-robot` / `{stem}{pid}-edge` of a process: a per-process prefix
+/// (at most 13 characters for stems up to 5 characters) so that concurrent runs never collide
+/// and [`remove_stale`] can tell whose namespaces were left behind.
+pub fn process_prefix(stem: &str) -> String {
+    format!("{stem}{}", std::process::id())
+}
+
+/// Deletes namespaces named `{stem}{pid}-robot` / `{stem}{pid}-edge` whose process `pid` no
+/// longer runs (left by a run that was killed with SIGKILL, which no guard survives); returns
+/// the names deleted. Failures are logged, never fatal.
+pub fn remove_stale(stem: &str) -> Vec<String> {
+    let Some(ip) = find_tool("ip") else { return Vec::new() };
+    let Ok(list) = run(&ip, &["netns", "list"]) else { return Vec::new() };
+    let mut removed = Vec::new();
+    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+        let Some(rest) = name.strip_prefix(stem) else { continue };
+        let Some(pid) = rest.strip_suffix("-robot").or_else(|| rest.strip_suffix("-edge")) else { continue };
+        if pid.is_empty() || !pid.chars().all(|c| c.is_ascii_digit()) || Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        match run(&ip, &["netns", "del", name]) {
+            Ok(_) => {
+                tracing::warn!(ns = %name, "removed a stale network namespace of a dead process");
+                removed.push(name.to_string());
+            }
+            Err(e) => tracing::warn!(ns = %name, error = %e, "removing a stale network namespace failed"),
+        }
+    }
+    removed
+}
+
+/// Set by the handler [`interrupt_flag`] installs.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that only set the returned flag (instead of
+/// ending the process), so that a caller polling it can remove its namespaces and stop its child
+/// processes before exiting. Installing twice is harmless.
+///
+/// # Errors
+///
+/// [`Error::Netns`] if `sigaction` fails.
+pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is valid (empty mask, no flags); the handler only performs
+        // an atomic store, which is async-signal-safe.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(Error::Netns { what: format!("sigaction({signal})"), source: std::io::Error::last_os_error() });
+        }
+    }
+    Ok(&INTERRUPTED)
 }
 
 /// Whether the kernel has the `netem` qdisc (needed for [`NetnsOptions::latency`] > 0), probed

@@ -35,6 +35,8 @@ async fn over_zenoh_exact_outputs_fallback_and_reconnect() {
     let mut opts = ClientOptions::new("zenoh-robot", "resnet18");
     opts.retry_interval = Duration::from_millis(100);
     opts.hello_timeout = Duration::from_secs(10);
+    // Exactness must not hinge on timing under CI load (see inprocess.rs).
+    opts.deadline_slack = Duration::from_secs(3);
     let mut c = RobotClient::new(
         ZenohConnector::new(robot_session.clone(), "zenoh-robot"),
         opts,

@@ -40,7 +40,10 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
-pub use table::{BaselineCost, BucketEntry, CacheUse, GraphLoader, ScheduleTable, TableConfig, TableKey, TableSpec, load_or_build};
+pub use table::{
+    BaselineCost, BucketEntry, CacheUse, GraphLoader, ScheduleTable, TableConfig, TableKey, TableSpec, auto_bandwidth_scale, load_or_build,
+    parse_buckets,
+};
 
 use crate::baseline::Candidate;
 use crate::error::{Error, Result};

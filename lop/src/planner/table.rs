@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Current table format version.
-pub const TABLE_VERSION: u32 = 2;
+/// Current table format version (3: aligned chunk bounds spread a consumer's cuts over its
+/// producer's when their chunk counts differ, so older tables timed other chunks).
+pub const TABLE_VERSION: u32 = 3;
 
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -63,6 +64,54 @@ pub struct TableSpec {
     /// key. Tables written before this field existed used even bounds.
     #[serde(default)]
     pub chunk_bounds: ChunkBounds,
+}
+
+/// Parses a bucket range `FROM:TO:STEP` (MB/s) or a comma-separated list (`0,2,8,30`).
+///
+/// # Errors
+/// [`Error::Input`] for unparsable numbers, a non-positive step, an empty range or negative values.
+pub fn parse_buckets(s: &str) -> Result<Vec<f64>> {
+    let bad = |why: &str| Error::Input(format!("buckets '{s}': {why}"));
+    let sep = if s.contains(':') { ':' } else { ',' };
+    let p: Vec<f64> =
+        s.split(sep).map(|v| v.trim().parse::<f64>()).collect::<std::result::Result<_, _>>().map_err(|_| bad("not a number"))?;
+    let values = if sep == ':' {
+        let [from, to, step] = p[..] else { return Err(bad("expected FROM:TO:STEP")) };
+        if !(from.is_finite() && to.is_finite() && from >= 0.0) {
+            return Err(bad("bad bounds"));
+        }
+        if !(step.is_finite() && step > 0.0) {
+            return Err(bad("the step must be positive"));
+        }
+        if to < from {
+            return Err(bad("empty range"));
+        }
+        let n = ((to - from) / step + 1e-9).floor() as usize + 1;
+        (0..n).map(|i| from + i as f64 * step).collect()
+    } else {
+        p
+    };
+    if values.is_empty() || values.iter().any(|b| !b.is_finite() || *b < 0.0) {
+        return Err(bad("buckets must be finite and >= 0"));
+    }
+    Ok(values)
+}
+
+/// The `auto` bandwidth scale: the factor F such that, at bucket 11.6 MB/s (the paper's indoor
+/// mean, 93 Mbit/s), sending the raw input as float32 takes 0.44 x the robot-only compute time
+/// (the paper's VGG19 indoor regime: 602 KB against 118 ms). Keeps CPU-measured profiles in the
+/// paper's ratio of compute to transfer.
+///
+/// # Errors
+/// Simulator errors; a model with no input or a zero robot-only time.
+pub fn auto_bandwidth_scale(graph: &Graph, robot: &Profile, server: &Profile) -> Result<f64> {
+    let sim = Simulator::new(graph, robot, server, SimConfig::default())?;
+    let t = sim.cost(&Plan::robot_only(graph, 8))?.makespan_s;
+    let bytes: usize = graph.inputs().iter().map(|&i| graph.nodes[i].info.numel() * 4).sum();
+    if !(t > 0.0 && bytes > 0) {
+        return Err(Error::Input("cannot pick a bandwidth scale: zero robot time or no input".into()));
+    }
+    Ok(bytes as f64 / (11.6e6 * 0.44 * t))
 }
 
 /// Alias kept for readers looking for the table's configuration.
@@ -399,4 +448,20 @@ pub fn load_or_build(
     std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
     t.save(&path)?;
     Ok((t, times, usage))
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::parse_buckets;
+
+    #[test]
+    fn bucket_ranges_and_lists_parse() {
+        assert_eq!(parse_buckets("0:3:1").ok(), Some(vec![0.0, 1.0, 2.0, 3.0]));
+        assert_eq!(parse_buckets("1:2:0.5").ok(), Some(vec![1.0, 1.5, 2.0]));
+        assert_eq!(parse_buckets("0, 2,8,30").ok(), Some(vec![0.0, 2.0, 8.0, 30.0]));
+        assert_eq!(parse_buckets("4").ok(), Some(vec![4.0]));
+        for bad in ["", "3:1:1", "0:3:0", "0:3", "a,b", "-1,2", "0:nan:1"] {
+            assert!(parse_buckets(bad).is_err(), "{bad} accepted");
+        }
+    }
 }

@@ -14,12 +14,17 @@ pub enum ChunkBounds {
     /// so with a halo chunk `j` of a consumer needs rows of its producer's chunk `j + 1`.
     #[default]
     Even,
-    /// Receptive-field aligned: boundary `j` of an op is the largest output row `b` such that
-    /// the footprint of rows `[0, b)` in every row-carrying input chunked on the same side ends
-    /// at or before that input's boundary `j` (so chunk `j` can run once chunk `j` of each
-    /// producer is done). Ops with no such input (the first chunked ops) cut their rows
-    /// evenly; an input's boundaries past its second-to-last chunk do not constrain; chunks
-    /// that come out empty are dropped; the last boundary is the side's range end.
+    /// Receptive-field aligned: boundary `j` (of `k - 1`) of an op is the largest output row
+    /// `b` such that the footprint of rows `[0, b)` in every row-carrying input computed in two
+    /// or more chunks on the same side ends at or before that input's boundary
+    /// `i = ceil((j + 1) n / k) - 1`, `n` being the input's chunk count. When the counts match,
+    /// `i = j`: chunk `j` can run once chunk `j` of each producer is done; an op with fewer
+    /// chunks than its producer spreads its boundaries evenly over the producer's. Inputs
+    /// computed whole do not constrain (they are all there at once), and ops with no
+    /// constraining input (the first chunked ops, or ops after whole ones) cut their rows
+    /// evenly, so that their output can still stream; an input's boundaries past its
+    /// second-to-last chunk do not constrain; chunks that come out empty are dropped; the last
+    /// boundary is the side's range end.
     Aligned,
 }
 
@@ -71,11 +76,12 @@ fn aligned(
     foot: &impl Fn(NodeId, usize, &Rows) -> Footprint,
 ) -> Vec<Rows> {
     let node = &graph.nodes[id];
-    // Row-carrying inputs chunked on this side, with their chunk ends.
+    // Row-carrying inputs computed in two or more chunks on this side, with their chunk ends
+    // (an input computed whole is all there at once: it does not constrain).
     let mut producers: Vec<(usize, Vec<usize>)> = Vec::new();
     for (k_in, &inp) in node.inputs.iter().enumerate() {
         let ch = done.get(inp).map_or(&[][..], |c| &c[..]);
-        if ch.is_empty() || graph.nodes[inp].info.row_axis.is_none() {
+        if ch.len() < 2 || graph.nodes[inp].info.row_axis.is_none() {
             continue;
         }
         if let Footprint::Rows(_) = foot(id, k_in, range) {
@@ -98,9 +104,15 @@ fn aligned(
     let mut bounds = Vec::with_capacity(k);
     let mut lo = range.start;
     for j in 0..k - 1 {
-        // The largest b in [lo, range.end] whose footprint fits every producer's boundary j
-        // (footprint ends grow with b, so binary search).
-        let fits = |b: usize| producers.iter().all(|(k_in, ends)| j + 1 >= ends.len() || end_of(*k_in, b) <= ends[j]);
+        // The largest b in [lo, range.end] whose footprint fits each producer's boundary i,
+        // spread evenly over the producer's chunks (i = j when the counts match; footprint
+        // ends grow with b, so binary search).
+        let fits = |b: usize| {
+            producers.iter().all(|(k_in, ends)| {
+                let i = ((j + 1) * ends.len()).div_ceil(k) - 1;
+                i + 1 >= ends.len() || end_of(*k_in, b) <= ends[i]
+            })
+        };
         let (mut a, mut z) = (lo, range.end);
         while a < z {
             let mid = a + (z - a).div_ceil(2);
@@ -185,6 +197,28 @@ mod tests {
         // conv3 (id 5) reads rows [0, b + 1) of conv2's chunks ending 1, 5, 9: first boundary 0.
         assert_eq!(b[5], vec![0..4, 4..8, 8..16], "conv3 lost its first chunk");
         assert_eq!(b[7], vec![0..2, 2..6, 6..16]);
+    }
+
+    #[test]
+    fn aligned_bounds_spread_over_finer_producers_and_ignore_whole_ones() {
+        // norm (id 1) in 4 even chunks, ends 4, 8, 12, 16; conv0 (id 2) in 2: its one boundary
+        // aligns to norm's boundary ceil(1 * 4 / 2) - 1 = 1 (row 8), so rows [0, 7); conv1
+        // (id 3) in 2 aligns to conv0's boundary 0 (row 7): rows [0, 6).
+        let g = conv_chain(16, 2);
+        let mut p = server_plan(&g, 2);
+        p.splits[1].server_chunks = 4;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[1], vec![0..4, 4..8, 8..12, 12..16]);
+        assert_eq!(b[2], vec![0..7, 7..16]);
+        assert_eq!(b[3], vec![0..6, 6..16]);
+        // A producer computed whole does not constrain: its consumer cuts evenly (and so
+        // does the next one, aligned to that).
+        let mut p = server_plan(&g, 4);
+        p.splits[1].server_chunks = 1;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[1], vec![0..16]);
+        assert_eq!(b[2], vec![0..4, 4..8, 8..12, 12..16]);
+        assert_eq!(b[3], vec![0..3, 3..7, 7..11, 11..16]);
     }
 
     #[test]

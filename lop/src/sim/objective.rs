@@ -70,3 +70,40 @@ impl Objective {
         }
     }
 }
+
+impl std::str::FromStr for Objective {
+    type Err = crate::error::Error;
+
+    /// Parses `latency`, `energy`, `weighted:LAMBDA` (seconds per joule) or `deadline:MS`.
+    fn from_str(s: &str) -> crate::error::Result<Objective> {
+        let bad = |what: &str| crate::error::Error::Input(format!("{what} in objective '{s}'"));
+        let num = |v: &str| v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+        match s.trim().split_once(':') {
+            None if s.trim() == "latency" => Ok(Objective::Latency),
+            None if s.trim() == "energy" => Ok(Objective::Energy),
+            Some(("weighted", v)) => num(v).map(|lambda| Objective::Weighted { lambda }).ok_or_else(|| bad("bad lambda")),
+            Some(("deadline", v)) => {
+                num(v).map(|ms| Objective::EnergyUnderDeadline { deadline_s: ms / 1e3 }).ok_or_else(|| bad("bad deadline"))
+            }
+            _ => Err(crate::error::Error::Input(format!(
+                "unknown objective '{s}' (expected latency, energy, weighted:LAMBDA or deadline:MS)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::Objective;
+
+    #[test]
+    fn objectives_parse_and_bad_ones_are_refused() {
+        assert_eq!("latency".parse::<Objective>().ok(), Some(Objective::Latency));
+        assert_eq!("energy".parse::<Objective>().ok(), Some(Objective::Energy));
+        assert_eq!("weighted:0.5".parse::<Objective>().ok(), Some(Objective::Weighted { lambda: 0.5 }));
+        assert_eq!("deadline:250".parse::<Objective>().ok(), Some(Objective::EnergyUnderDeadline { deadline_s: 0.25 }));
+        for bad in ["", "fast", "weighted:", "weighted:-1", "deadline:nan", "deadline:x"] {
+            assert!(bad.parse::<Objective>().is_err(), "{bad} accepted");
+        }
+    }
+}

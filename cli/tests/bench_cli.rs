@@ -1,0 +1,239 @@
+//! `lop bench` end to end through the binary: the JSON contract for the in-process link, Zenoh
+//! on loopback, and (where network namespaces are usable) the tc-shaped veth pair, including
+//! that no namespace is left behind after a run or after an interrupted one.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The benchmarks time real inferences with deadlines: one at a time, so that parallel tests on
+/// a small machine do not starve each other into deadline fallbacks.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lop-bench-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn trace() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/traces/indoor.csv").display().to_string()
+}
+
+/// Quick settings: synthetic profiles, four buckets, a private plan cache.
+fn bench_args(cache: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = ["bench", "zoo:resnet18", "--trace", &trace(), "--requests", "2", "--json", "--synthetic-profiles"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    v.extend(["--dilation", "8", "--buckets", "0:30:10", "--cache-dir", cache].map(String::from));
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn run_lop(args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lop")).args(args).output().expect("the lop binary runs")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "lop bench failed: {}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn check_report(v: &serde_json::Value, transport: &str) {
+    for key in ["model", "trace", "dilation", "bandwidth_scale", "input_dtype", "transport", "methods"] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+    assert_eq!(v["transport"], transport);
+    assert_eq!(v["model"], "zoo:resnet18");
+    assert_eq!(v["input_dtype"], "u8");
+    assert_eq!(v["dilation"].as_f64(), Some(8.0));
+    assert!(v["bandwidth_scale"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    let methods = v["methods"].as_object().expect("methods");
+    let mut names: Vec<&str> = methods.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["layer", "lop", "robot-only", "server-only"]);
+    for (name, m) in methods {
+        for key in ["requests", "mean_ms", "std_ms", "p50_ms", "p95_ms", "sim_mean_ms", "bytes_up", "bytes_down", "energy_j", "fallbacks"] {
+            assert!(m.get(key).is_some(), "{name}: missing {key}: {m}");
+        }
+        assert_eq!(m["requests"], 2, "{name}");
+        assert_eq!(m["fallbacks"], 0, "{name}: {m}");
+        let num = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{name}.{k} is a number: {m}"));
+        assert!(num("mean_ms") > 0.0 && num("p50_ms") > 0.0 && num("p95_ms") >= num("p50_ms"), "{name}: {m}");
+        assert!(num("std_ms") >= 0.0 && num("sim_mean_ms") > 0.0 && num("energy_j") > 0.0, "{name}: {m}");
+        assert!(num("max_rel_err") <= 1e-5, "{name}: {m}");
+    }
+    let f = |m: &str, k: &str| methods[m][k].as_f64().unwrap_or(f64::NAN);
+    assert_eq!(f("robot-only", "bytes_up"), 0.0);
+    assert_eq!(f("robot-only", "bytes_down"), 0.0);
+    // The raw 224x224x3 frame as uint8 plus frame headers goes up; the 1000 logits come back.
+    assert!(f("server-only", "bytes_up") >= 150_528.0, "{v}");
+    assert!(f("server-only", "bytes_down") >= 4_000.0, "{v}");
+}
+
+#[test]
+fn bench_json_in_process() {
+    let _serial = serial();
+    let cache = scratch("inprocess");
+    let out = run_lop(&bench_args(cache.to_str().expect("utf8"), &["--transport", "inprocess"]));
+    check_report(&json(&out), "inprocess");
+}
+
+#[test]
+fn bench_json_over_zenoh_loopback() {
+    let _serial = serial();
+    let cache = scratch("zenoh");
+    let out = run_lop(&bench_args(cache.to_str().expect("utf8"), &["--transport", "zenoh"]));
+    let v = json(&out);
+    check_report(&v, "zenoh");
+    assert!(v["link"].as_str().is_some_and(|l| l.contains("UNSHAPED")), "{v}");
+    assert_eq!(v["edge_counts"]["dropped"]["malformed"], 0, "{v}");
+}
+
+fn namespaces() -> Option<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether `ip netns` works here (root, iproute2); prints why not.
+fn netns_usable() -> bool {
+    let probe = format!("lopclitest{}", std::process::id());
+    let ok = Command::new("ip").args(["netns", "add", &probe]).status().is_ok_and(|s| s.success());
+    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
+    if !ok {
+        eprintln!("skipping the netns benchmark test: `ip netns add` is unusable here (needs root and iproute2)");
+    }
+    ok
+}
+
+#[test]
+fn bench_json_over_netns_and_cleanup() {
+    let _serial = serial();
+    if !netns_usable() {
+        return;
+    }
+    let cache = scratch("netns");
+    let cache = cache.to_str().expect("utf8");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lop"))
+        .args(bench_args(cache, &["--netns", "--edge-port", "7611"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the lop binary runs");
+    let prefix = format!("lopb{}-", child.id());
+    // While it runs, its namespaces exist (polled for at most 60 s).
+    let t0 = Instant::now();
+    let mut seen = false;
+    while t0.elapsed() < Duration::from_secs(60) {
+        if namespaces().is_some_and(|l| l.contains(&prefix)) {
+            seen = true;
+            break;
+        }
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("lop bench --netns finishes");
+    let v = json(&out);
+    check_report(&v, "zenoh-netns");
+    assert!(seen, "the run's namespaces {prefix}robot/edge existed while it ran");
+    let shaping = v["netns"]["shaping"].as_array().expect("shaping stats");
+    assert_eq!(shaping.len(), 4, "the trace replay restarted for every method: {v}");
+    assert!(shaping.iter().all(|s| s[1]["failures"] == 0 && s[1]["updates"].as_u64().is_some_and(|u| u >= 2)), "{v}");
+    let left = namespaces().expect("ip netns list");
+    assert!(!left.contains(&prefix), "namespaces left behind: {left}");
+}
+
+#[test]
+fn bench_netns_interrupted_cleans_up() {
+    let _serial = serial();
+    if !netns_usable() {
+        return;
+    }
+    let cache = scratch("netns-int");
+    let cache = cache.to_str().expect("utf8");
+    // Many requests: the run is interrupted long before it ends.
+    let mut args = bench_args(cache, &["--netns", "--edge-port", "7612"]);
+    let n = args.iter().position(|a| a == "--requests").expect("--requests") + 1;
+    args[n] = "100000".into();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lop")).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("runs");
+    let pid = child.id();
+    let prefix = format!("lopb{pid}-");
+    let t0 = Instant::now();
+    let mut seen = false;
+    while t0.elapsed() < Duration::from_secs(60) && child.try_wait().expect("wait").is_none() {
+        if namespaces().is_some_and(|l| l.contains(&format!("{prefix}robot")) && l.contains(&format!("{prefix}edge"))) {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen, "the namespaces appeared");
+    // Let inferences run for a moment, then interrupt as Ctrl-C would.
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Command::new("kill").args(["-INT", &pid.to_string()]).status().expect("kill runs");
+    assert!(killed.success());
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(30), "lop bench did not stop within 30 s of SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success(), "an interrupted run fails: {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let left = namespaces().expect("ip netns list");
+    assert!(!left.contains(&prefix), "namespaces left behind after SIGINT: {left}");
+    // No edge process of this run is left either.
+    let ps = Command::new("ps").args(["-eo", "pid,ppid,args"]).output().expect("ps");
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    let orphan = ps.lines().any(|l| l.contains("bench-edge") && l.contains(&format!("lopb{pid}-edge.json")));
+    assert!(!orphan, "the edge process outlived the run:\n{ps}");
+}
+
+#[test]
+fn bench_overhead_json() {
+    let _serial = serial();
+    let cache = scratch("overhead");
+    let args: Vec<String> = [
+        "bench",
+        "zoo:resnet18",
+        "--overhead",
+        "--requests",
+        "2",
+        "--json",
+        "--synthetic-profiles",
+        "--cache-dir",
+        cache.to_str().expect("utf8"),
+    ]
+    .map(String::from)
+    .to_vec();
+    let v = json(&run_lop(&args));
+    assert_eq!(v["transport"], "zenoh");
+    assert_eq!(v["requests"], 2);
+    assert_eq!(v["fallbacks"], 0, "{v}");
+    assert_eq!(v["input_bytes"], 3 * 224 * 224, "the raw frame as uint8: {v}");
+    assert_eq!(v["output_bytes"], 4 * 1000, "{v}");
+    let num = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} is a number: {v}"));
+    for k in ["forward_ms", "transfer_ms", "runtime_mean_ms", "runtime_p50_ms"] {
+        assert!(num(k) > 0.0, "{k}: {v}");
+    }
+    assert!(v["server_compute_ms"].is_null() || num("server_compute_ms") > 0.0, "{v}");
+    let ratio = num("ratio");
+    assert!((ratio - num("runtime_p50_ms") / (num("forward_ms") + num("transfer_ms"))).abs() < 1e-9, "{v}");
+    // Loose: tests share a small machine with builds; the measured ratio is in the README.
+    assert!(ratio > 0.3 && ratio < 5.0, "{v}");
+    assert!(num("max_rel_err") <= 1e-5, "{v}");
+}

@@ -1,0 +1,450 @@
+//! The edge server's YAML configuration (`lop_edge --config FILE`; `config/edge.yaml` documents
+//! every field with its default).
+//!
+//! [`EdgeConfig::load`] parses the file (unknown fields are errors), checks every value and
+//! resolves relative paths against the file's directory. Errors name the file and the field.
+//! Nothing is loaded or measured here: [`crate::prepare`] does that.
+
+use std::path::{Component, Path, PathBuf};
+
+use lop::planner::table::TableSpec;
+use lop_runtime::table_config::TableSettings;
+use lop_runtime::zenoh_link::{ZenohConfig, ZenohMode};
+use serde::{Deserialize, Serialize};
+
+/// A configuration that could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for the configuration (syntax, an unknown field, a wrong type);
+    /// the message names the field and the line.
+    #[error("{path}: {msg}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the YAML parser said.
+        msg: String,
+    },
+    /// A value is out of range or points at something missing.
+    #[error("{path}: {field}: {msg}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The field, e.g. `models[0].sha256`.
+        field: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeConfig {
+    /// The Zenoh session.
+    #[serde(default)]
+    pub zenoh: ZenohSection,
+    /// The model store: ONNX files the edge may serve (never anything a robot sends).
+    #[serde(default = "default_model_store")]
+    pub model_store: PathBuf,
+    /// The models served (at least one).
+    pub models: Vec<ModelEntry>,
+    /// Where the server computes: `cpu`, `cuda` (GPU 0) or `cuda:N`.
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// Warm replicas per model (concurrent inferences per model).
+    #[serde(default = "default_replicas")]
+    pub replicas: usize,
+    /// libtorch intra-op threads per replica (`null`: libtorch's default).
+    #[serde(default)]
+    pub threads: Option<i32>,
+    /// Where measured server profiles are cached.
+    #[serde(default = "default_profile_cache")]
+    pub profile_cache: PathBuf,
+    /// Directory of robot profiles (`*.json`, role robot) that robots name by hash in Hello.
+    #[serde(default = "default_robot_profiles")]
+    pub robot_profiles: PathBuf,
+    /// The schedule-table configuration; robots must use the same (Hello carries its hash).
+    #[serde(default)]
+    pub table: TableSettings,
+    /// Where schedule tables are cached, per (model, robot profile, server profile, table).
+    #[serde(default = "default_table_cache")]
+    pub table_cache: PathBuf,
+    /// Longest accepted frame, bytes.
+    #[serde(default = "default_max_frame_bytes")]
+    pub max_frame_bytes: u32,
+    /// Seconds a new session may take to send Hello.
+    #[serde(default = "default_hello_timeout")]
+    pub hello_timeout_s: f64,
+    /// Seconds to let running inferences finish after SIGTERM / Ctrl-C.
+    #[serde(default = "default_grace")]
+    pub shutdown_grace_s: f64,
+    /// Log filter (tracing `EnvFilter` syntax); the `LOP_LOG` environment variable overrides it.
+    #[serde(default = "default_log")]
+    pub log: String,
+    /// GPU energy per served inference through NVML.
+    #[serde(default)]
+    pub gpu_energy: GpuEnergySection,
+    /// The file this was read from (set by [`EdgeConfig::load`]).
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// The Zenoh session.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZenohSection {
+    /// `router` (default), `peer` or `client`.
+    #[serde(default = "default_mode")]
+    pub mode: Mode,
+    /// Endpoints to listen on.
+    #[serde(default = "default_listen")]
+    pub listen: Vec<String>,
+    /// Endpoints to connect to (another router, for instance).
+    #[serde(default)]
+    pub connect: Vec<String>,
+    /// UDP multicast scouting.
+    #[serde(default)]
+    pub multicast_scouting: bool,
+}
+
+impl Default for ZenohSection {
+    fn default() -> Self {
+        ZenohSection { mode: default_mode(), listen: default_listen(), connect: Vec::new(), multicast_scouting: false }
+    }
+}
+
+/// A Zenoh session's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Accepts clients and peers and routes between them.
+    Router,
+    /// Connects to and accepts peers.
+    Peer,
+    /// Connects to one router.
+    Client,
+}
+
+/// One model served.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// The id robots name in Hello (letters, digits, `_`, `-`, `.`).
+    pub id: String,
+    /// `zoo:NAME`, or an ONNX file name relative to the model store. Absent: the store's
+    /// `<sha256>.onnx`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Expected sha256 (64 hex digits): the ONNX file's `sha256sum` or the model's content hash
+    /// (what robots send in Hello). Checked at start-up; a mismatch is an error.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Input shape for ONNX models with dynamic input dimensions, e.g. `[1, 3, 416, 416]`.
+    #[serde(default)]
+    pub input_shape: Option<Vec<usize>>,
+    /// The edge's profile of this model: a profile JSON path, `measure` (at start-up, cached in
+    /// `profile_cache`) or `synthetic` (tests).
+    #[serde(default)]
+    pub server_profile: ProfileSource,
+}
+
+/// Where a server profile comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(from = "String", into = "String")]
+pub enum ProfileSource {
+    /// Measured at start-up on the configured device (cached).
+    #[default]
+    Measure,
+    /// [`crate::synthetic_profile`]: for tests and demos only.
+    Synthetic,
+    /// A profile JSON (from `lop profile --role server`).
+    File(PathBuf),
+}
+
+impl From<String> for ProfileSource {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "measure" => ProfileSource::Measure,
+            "synthetic" => ProfileSource::Synthetic,
+            _ => ProfileSource::File(PathBuf::from(s)),
+        }
+    }
+}
+
+impl From<ProfileSource> for String {
+    fn from(p: ProfileSource) -> String {
+        match p {
+            ProfileSource::Measure => "measure".into(),
+            ProfileSource::Synthetic => "synthetic".into(),
+            ProfileSource::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// GPU energy through NVML.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuEnergySection {
+    /// Try NVML (when the device is a GPU).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// NVML device index (`null`: the CUDA ordinal of `device`).
+    #[serde(default)]
+    pub nvml_index: Option<u32>,
+    /// Power readings per second.
+    #[serde(default = "default_rate")]
+    pub rate_hz: f64,
+}
+
+impl Default for GpuEnergySection {
+    fn default() -> Self {
+        GpuEnergySection { enabled: true, nvml_index: None, rate_hz: default_rate() }
+    }
+}
+
+fn default_mode() -> Mode {
+    Mode::Router
+}
+fn default_listen() -> Vec<String> {
+    vec!["tcp/[::]:7447".into()]
+}
+fn default_model_store() -> PathBuf {
+    PathBuf::from("models")
+}
+fn default_device() -> String {
+    "cpu".into()
+}
+fn default_replicas() -> usize {
+    1
+}
+fn default_profile_cache() -> PathBuf {
+    PathBuf::from("cache/profiles")
+}
+fn default_robot_profiles() -> PathBuf {
+    PathBuf::from("robots")
+}
+fn default_table_cache() -> PathBuf {
+    PathBuf::from("cache/tables")
+}
+fn default_max_frame_bytes() -> u32 {
+    lop_msgs::protocol::DEFAULT_MAX_FRAME_LEN
+}
+fn default_hello_timeout() -> f64 {
+    10.0
+}
+fn default_grace() -> f64 {
+    10.0
+}
+fn default_log() -> String {
+    "info,zenoh=warn".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_rate() -> f64 {
+    100.0
+}
+
+/// Where a model's graph comes from, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A zoo model, `zoo:NAME`.
+    Zoo(String),
+    /// An ONNX file in the store (absolute path).
+    File(PathBuf),
+}
+
+impl ModelSource {
+    /// What [`lop::model::load`] takes.
+    pub fn load_name(&self) -> String {
+        match self {
+            ModelSource::Zoo(s) => s.clone(),
+            ModelSource::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+impl EdgeConfig {
+    /// Reads, checks and resolves `path`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file and the field.
+    pub fn load(path: &Path) -> Result<EdgeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses `text` as if read from `path` (relative paths resolve against its directory).
+    ///
+    /// # Errors
+    /// As [`EdgeConfig::load`].
+    pub fn parse(text: &str, path: &Path) -> Result<EdgeConfig, ConfigError> {
+        let mut cfg: EdgeConfig =
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_path_buf(), msg: e.to_string() })?;
+        cfg.path = path.to_path_buf();
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+        let base = std::path::absolute(&base).unwrap_or(base);
+        for p in [&mut cfg.model_store, &mut cfg.profile_cache, &mut cfg.robot_profiles, &mut cfg.table_cache] {
+            *p = base.join(&*p);
+        }
+        for m in &mut cfg.models {
+            if let ProfileSource::File(p) = &mut m.server_profile {
+                *p = base.join(&*p);
+            }
+        }
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn invalid(&self, field: impl Into<String>, msg: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { path: self.path.clone(), field: field.into(), msg: msg.into() }
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.zenoh.mode != Mode::Client && self.zenoh.listen.is_empty() {
+            return Err(self.invalid("zenoh.listen", "a router or peer needs at least one endpoint to listen on"));
+        }
+        if self.zenoh.mode == Mode::Client && self.zenoh.connect.is_empty() {
+            return Err(self.invalid("zenoh.connect", "a client needs at least one endpoint to connect to"));
+        }
+        self.zenoh_config().to_zenoh().map_err(|e| self.invalid("zenoh", e.to_string()))?;
+        if self.models.is_empty() {
+            return Err(self.invalid("models", "no model to serve"));
+        }
+        for (i, m) in self.models.iter().enumerate() {
+            let field = |f: &str| format!("models[{i}].{f}");
+            lop_msgs::validate_id(&m.id).map_err(|e| self.invalid(field("id"), format!("'{}': {e}", m.id)))?;
+            if self.models[..i].iter().any(|o| o.id == m.id) {
+                return Err(self.invalid(field("id"), format!("'{}' is listed twice", m.id)));
+            }
+            if let Some(h) = &m.sha256
+                && !(h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                return Err(self.invalid(field("sha256"), format!("'{h}' is not 64 hexadecimal digits")));
+            }
+            if m.source.is_none() && m.sha256.is_none() {
+                return Err(self.invalid(field("source"), "give a source (zoo:NAME or a file in the store), or a sha256"));
+            }
+            if let Some(shape) = &m.input_shape
+                && (shape.is_empty() || shape.contains(&0))
+            {
+                return Err(self.invalid(field("input_shape"), format!("{shape:?} is not a shape of positive dimensions")));
+            }
+            self.model_source(i)?;
+        }
+        self.device()?;
+        if self.replicas == 0 {
+            return Err(self.invalid("replicas", "must be at least 1"));
+        }
+        if let Some(t) = self.threads
+            && t < 1
+        {
+            return Err(self.invalid("threads", format!("{t} must be at least 1")));
+        }
+        if self.max_frame_bytes < 1024 {
+            return Err(self.invalid("max_frame_bytes", format!("{} is too small (at least 1024)", self.max_frame_bytes)));
+        }
+        for (name, v) in [("hello_timeout_s", self.hello_timeout_s), ("shutdown_grace_s", self.shutdown_grace_s)] {
+            if !(v.is_finite() && (0.0..=86_400.0).contains(&v)) {
+                return Err(self.invalid(name, format!("{v} is not a number of seconds in [0, 86400]")));
+            }
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| self.invalid("log", format!("'{}': {e}", self.log)))?;
+        let g = &self.gpu_energy;
+        if !(g.rate_hz.is_finite() && g.rate_hz > 0.0 && g.rate_hz <= 10_000.0) {
+            return Err(self.invalid("gpu_energy.rate_hz", format!("{} is not in (0, 10000]", g.rate_hz)));
+        }
+        self.table_spec()?;
+        Ok(())
+    }
+
+    /// Model `i`'s source: a zoo name, or a file inside the store (which must exist).
+    ///
+    /// # Errors
+    /// A path leaving the store, or a file that is not there.
+    pub fn model_source(&self, i: usize) -> Result<ModelSource, ConfigError> {
+        let field = format!("models[{i}].source");
+        let m = self.models.get(i).ok_or_else(|| self.invalid("models", format!("no model {i}")))?;
+        let name = match (&m.source, &m.sha256) {
+            (Some(s), _) => s.clone(),
+            (None, Some(h)) => format!("{}.onnx", h.to_ascii_lowercase()),
+            (None, None) => return Err(self.invalid(field, "missing")),
+        };
+        if name.starts_with("zoo:") {
+            return Ok(ModelSource::Zoo(name));
+        }
+        let rel = Path::new(&name);
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(self.invalid(field, format!("'{name}' must be a file name inside the model store (no absolute path, no ..)")));
+        }
+        let path = self.model_store.join(rel);
+        if !path.is_file() {
+            return Err(self.invalid(field, format!("model file '{name}' not found in the model store {}", self.model_store.display())));
+        }
+        Ok(ModelSource::File(path))
+    }
+
+    /// The libtorch device.
+    ///
+    /// # Errors
+    /// A bad name, or CUDA (that GPU) not available.
+    pub fn device(&self) -> Result<tch::Device, ConfigError> {
+        let d = self.device.trim();
+        let ordinal = match d {
+            "cpu" => return Ok(tch::Device::Cpu),
+            "cuda" => 0,
+            _ => match d.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => n,
+                _ => return Err(self.invalid("device", format!("'{d}' is not cpu, cuda or cuda:N"))),
+            },
+        };
+        if !tch::Cuda::is_available() {
+            return Err(self.invalid("device", format!("'{d}': CUDA is not available (no GPU, driver or CUDA-enabled libtorch)")));
+        }
+        let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
+        if ordinal >= count {
+            return Err(self.invalid("device", format!("'{d}': no CUDA device {ordinal} ({count} present)")));
+        }
+        Ok(tch::Device::Cuda(ordinal))
+    }
+
+    /// The Zenoh session configuration.
+    pub fn zenoh_config(&self) -> ZenohConfig {
+        let mode = match self.zenoh.mode {
+            Mode::Router => ZenohMode::Router,
+            Mode::Peer => ZenohMode::Peer,
+            Mode::Client => ZenohMode::Client,
+        };
+        ZenohConfig {
+            mode,
+            listen: self.zenoh.listen.clone(),
+            connect: self.zenoh.connect.clone(),
+            multicast_scouting: self.zenoh.multicast_scouting,
+        }
+    }
+
+    /// The schedule-table specification (robots must build theirs from the same values).
+    ///
+    /// # Errors
+    /// Bad buckets, objective, link numbers or planner budget, naming the `table.*` field.
+    pub fn table_spec(&self) -> Result<TableSpec, ConfigError> {
+        self.table.fixed_spec().map_err(|e| self.invalid("table", e.to_string()))
+    }
+
+    /// The resolved configuration as YAML (defaults filled in, paths absolute).
+    ///
+    /// # Errors
+    /// Never in practice (plain data); a serialiser failure is reported as [`ConfigError::Parse`].
+    pub fn to_yaml(&self) -> Result<String, ConfigError> {
+        serde_yaml_ng::to_string(self).map_err(|e| ConfigError::Parse { path: self.path.clone(), msg: e.to_string() })
+    }
+}

@@ -1,0 +1,408 @@
+//! The LOP edge server behind `lop_edge --config FILE` (DESIGN.md sections 2 and 6).
+//!
+//! The service itself is [`lop_runtime::edge::EdgeService`]; this crate reads the YAML
+//! configuration ([`config`]), prepares the models (the store, sha256 checks, server profiles:
+//! [`prepare`]), runs the service on a Zenoh session until SIGTERM or Ctrl-C ([`run`]), and
+//! reports the GPU energy of every served inference through NVML when there is one ([`energy`]).
+//!
+//! Shutdown: the service refuses new sessions and inferences, running inferences get
+//! `shutdown_grace_s` to finish, the Zenoh session closes, totals are logged, and [`run`] returns.
+
+pub mod config;
+pub mod energy;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lop::graph::Graph;
+use lop::model::LoadOptions;
+use lop::plan::Side;
+use lop::power::Ring;
+use lop::profile::{DeviceKind, Fit, Profile, ProfileOptions, profile_graph};
+use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served};
+use lop_runtime::zenoh_link::EdgeAcceptor;
+use lop_runtime::zenoh_service::serve_zenoh;
+use sha2::{Digest, Sha256};
+use tokio::sync::{broadcast, oneshot};
+
+pub use config::{ConfigError, EdgeConfig};
+use config::{ModelSource, ProfileSource};
+use energy::{EnergyTotals, IntervalEnergy, Meter, RingEnergy};
+
+/// Errors of the edge server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A model could not be loaded, hashed or profiled.
+    #[error("model '{id}': {source}")]
+    Model {
+        /// The model's id.
+        id: String,
+        /// The engine's error.
+        source: Box<lop::Error>,
+    },
+    /// A file could not be read or written.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What the file is for.
+        what: &'static str,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The runtime failed (Zenoh, the service).
+    #[error(transparent)]
+    Runtime(#[from] lop_runtime::Error),
+}
+
+/// The synthetic profile of `graph` for `role` (`server_profile: synthetic`; tests and demos):
+/// every op costs 20 us plus 1 ns (server) or 8 ns (robot) per output byte of a row, times its
+/// rows. Robots that test against a synthetic edge build their tables from the same function.
+///
+/// # Errors
+/// When the graph's content hash cannot be computed.
+pub fn synthetic_profile(graph: &Graph, role: Side) -> lop::Result<Profile> {
+    let scale = if role == Side::Server { 1e-9 } else { 8e-9 };
+    Profile::synthetic(graph, role, |id| Fit::new(2e-5, graph.nodes[id].info.bytes_of_rows(1) as f64 * scale))
+}
+
+/// The sha256 (hex) of a file's bytes.
+fn file_sha256(path: &std::path::Path) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { what: "model file", path: path.to_path_buf(), source })?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// Loads every model once (checking its sha256 and its server profile, measuring the profile
+/// when asked), creates the cache directories, and returns the service's options.
+///
+/// # Errors
+/// Missing or mismatching models, bad profiles, unwritable caches.
+pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
+    let device = cfg.device()?;
+    let spec = cfg.table_spec()?;
+    for (what, dir) in [("table cache", &cfg.table_cache), ("profile cache", &cfg.profile_cache)] {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { what, path: dir.clone(), source })?;
+    }
+    if !cfg.robot_profiles.is_dir() {
+        tracing::warn!(dir = %cfg.robot_profiles.display(), "the robot profiles directory does not exist: every robot will be rejected");
+    }
+    let mut models = Vec::new();
+    for (i, m) in cfg.models.iter().enumerate() {
+        let source = cfg.model_source(i)?;
+        let load = LoadOptions { input_shape: m.input_shape.clone() };
+        let engine = |source| Error::Model { id: m.id.clone(), source: Box::new(source) };
+        let mut graph = lop::model::load(&source.load_name(), &load).map_err(engine)?;
+        let hash = graph.content_hash().map_err(engine)?;
+        if let Some(expected) = &m.sha256 {
+            let expected = expected.to_ascii_lowercase();
+            let file = match &source {
+                ModelSource::File(p) => Some(file_sha256(p)?),
+                ModelSource::Zoo(_) => None,
+            };
+            if expected != hash && file.as_deref() != Some(expected.as_str()) {
+                let file = file.map(|f| format!(", file sha256 {f}")).unwrap_or_default();
+                return Err(ConfigError::Invalid {
+                    path: cfg.path.clone(),
+                    field: format!("models[{i}].sha256"),
+                    msg: format!("expected {expected}, but '{}' has content hash {hash}{file}", source.load_name()),
+                }
+                .into());
+            }
+        }
+        let server_profile = match &m.server_profile {
+            ProfileSource::Synthetic => synthetic_profile(&graph, Side::Server).map_err(engine)?,
+            ProfileSource::File(p) => {
+                let prof = Profile::load(p).and_then(|prof| prof.validate(&graph, &hash).map(|()| prof));
+                let bad = |msg: String| ConfigError::Invalid {
+                    path: cfg.path.clone(),
+                    field: format!("models[{i}].server_profile"),
+                    msg: format!("{}: {msg}", p.display()),
+                };
+                let prof = prof.map_err(|e| bad(e.to_string()))?;
+                if prof.role != Side::Server {
+                    return Err(bad("not a server profile (role robot)".into()).into());
+                }
+                prof
+            }
+            ProfileSource::Measure => measured_profile(cfg, &m.id, &mut graph, &hash, device)?,
+        };
+        tracing::info!(model = %m.id, source = %source.load_name(), %hash, profile = %server_profile.hash(), "model ready");
+        models.push(EdgeModel { id: m.id.clone(), source: source.load_name(), load, server_profile });
+    }
+    Ok(EdgeOptions {
+        models,
+        robot_profiles: Vec::new(),
+        profiles_dir: Some(cfg.robot_profiles.clone()),
+        spec,
+        cache_dir: cfg.table_cache.clone(),
+        replicas: cfg.replicas,
+        device,
+        limits: lop_msgs::protocol::Limits { max_frame_len: cfg.max_frame_bytes },
+        hello_timeout: Duration::from_secs_f64(cfg.hello_timeout_s),
+    })
+}
+
+/// The server profile of a model measured on `device`, or the cached one.
+fn measured_profile(cfg: &EdgeConfig, id: &str, graph: &mut Graph, hash: &str, device: tch::Device) -> Result<Profile, Error> {
+    let engine = |source| Error::Model { id: id.to_string(), source: Box::new(source) };
+    let kind = if device.is_cuda() { DeviceKind::Cuda } else { DeviceKind::Cpu };
+    let dev_name = match device {
+        tch::Device::Cuda(n) => format!("cuda{n}"),
+        _ => "cpu".into(),
+    };
+    let threads = tch::get_num_threads();
+    let cached = cfg.profile_cache.join(format!("{id}.server.{dev_name}.t{threads}.{}.json", &hash[..16.min(hash.len())]));
+    if let Ok(p) = Profile::load(&cached)
+        && p.role == Side::Server
+        && p.validate(graph, hash).is_ok()
+    {
+        tracing::info!(model = %id, profile = %cached.display(), "using the cached server profile");
+        return Ok(p);
+    }
+    tracing::info!(model = %id, device = %dev_name, threads, "measuring the server profile (once; cached)");
+    let started = Instant::now();
+    graph.to_device(device).map_err(engine)?;
+    let inputs: Vec<tch::Tensor> = lop::exec::synthetic_inputs(graph, 0).map_err(engine)?.iter().map(|t| t.to_device(device)).collect();
+    let opts = ProfileOptions { role: Side::Server, device: kind, dilation: 1.0, runs: 5, warmup: 1, units: 8 };
+    let prof = profile_graph(graph, &inputs, &opts, |_, _, _| {}).map_err(engine)?;
+    prof.save(&cached).map_err(engine)?;
+    tracing::info!(model = %id, seconds = started.elapsed().as_secs_f64(), profile = %cached.display(), "server profile measured");
+    Ok(prof)
+}
+
+/// What a run did, for the final log line and for tests.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RunSummary {
+    /// The service's counters at the end.
+    pub counts: lop_runtime::edge::EdgeCounts,
+    /// GPU energy totals (`None` when NVML was not used).
+    pub gpu_energy: Option<EnergyTotals>,
+    /// Inferences still running when the grace period ended.
+    pub abandoned: u64,
+}
+
+/// Prepares the models, serves until SIGTERM or Ctrl-C, shuts down gracefully.
+///
+/// # Errors
+/// A bad configuration, models that do not load, a Zenoh session that does not open.
+pub fn run(cfg: EdgeConfig) -> Result<RunSummary, Error> {
+    if let Some(t) = cfg.threads {
+        tch::set_num_threads(t);
+    }
+    let opts = prepare(&cfg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("lop-edge").build().map_err(|source| Error::Io {
+        what: "tokio runtime",
+        path: "-".into(),
+        source,
+    })?;
+    let shutdown = async {
+        match wait_for_signal().await {
+            Ok(sig) => tracing::info!(signal = sig, "shutting down"),
+            Err(e) => tracing::error!(error = %e, "cannot wait for signals; shutting down"),
+        }
+    };
+    rt.block_on(serve(cfg, opts, shutdown))
+}
+
+async fn wait_for_signal() -> std::io::Result<&'static str> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => Ok("SIGTERM"),
+        r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT"),
+    }
+}
+
+/// Runs the service on a Zenoh session until `shutdown` completes, then shuts down gracefully.
+///
+/// # Errors
+/// The service or the Zenoh session failing to start.
+pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<RunSummary, Error> {
+    let device = opts.device;
+    let svc = EdgeService::start(opts).await?;
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let meter = gpu_meter(&cfg, device);
+    let accounting = tokio::spawn(account(svc.served(), meter, stop_rx));
+    let zcfg = cfg.zenoh_config();
+    let session = zcfg.open().await?;
+    let acceptor = EdgeAcceptor::new(&session).await?;
+    let task = serve_zenoh(svc.clone(), acceptor);
+    // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
+    let probes = lop_runtime::probe::serve_probes(&session).await?;
+    tracing::info!(
+        mode = ?cfg.zenoh.mode,
+        listen = ?cfg.zenoh.listen,
+        connect = ?cfg.zenoh.connect,
+        models = ?svc.model_ids(),
+        replicas = cfg.replicas,
+        device = %cfg.device,
+        "lop_edge ready"
+    );
+    shutdown.await;
+    svc.shutdown();
+    let grace = Duration::from_secs_f64(cfg.shutdown_grace_s);
+    let abandoned = if svc.drain(grace).await {
+        0
+    } else {
+        let left = svc.in_flight();
+        tracing::warn!(left, grace_s = cfg.shutdown_grace_s, "grace period over with inferences still running");
+        left
+    };
+    probes.stop();
+    if let Err(e) = session.close().await {
+        tracing::warn!(error = %e, "closing the Zenoh session");
+    }
+    let mut task = task;
+    if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
+        task.abort();
+    }
+    let counts = svc.counts();
+    drop(svc);
+    let _ = stop_tx.send(());
+    let gpu_energy = match tokio::time::timeout(Duration::from_secs(5), accounting).await {
+        Ok(Ok(t)) => t,
+        _ => None,
+    };
+    tracing::info!(
+        sessions = counts.sessions,
+        rejected = counts.rejected,
+        inferences = counts.inferences,
+        done = counts.done,
+        aborted = counts.aborted,
+        dropped_frames = counts.dropped.total(),
+        "lop_edge stopped"
+    );
+    if let Some(t) = &gpu_energy {
+        tracing::info!(
+            inferences = t.inferences,
+            measured = t.measured,
+            joules = t.joules,
+            mean_j = t.mean_j(),
+            "GPU energy of served inferences"
+        );
+    }
+    Ok(RunSummary { counts, gpu_energy, abandoned })
+}
+
+/// The NVML meter, or `None` (logged once) when GPU energy is off or unavailable.
+fn gpu_meter(cfg: &EdgeConfig, device: tch::Device) -> Option<Meter<RingEnergy>> {
+    let g = cfg.gpu_energy;
+    if !g.enabled {
+        tracing::info!("GPU energy disabled in the configuration");
+        return None;
+    }
+    let index = match (g.nvml_index, device) {
+        (Some(i), _) => i,
+        (None, tch::Device::Cuda(n)) => u32::try_from(n).unwrap_or(0),
+        (None, _) => {
+            tracing::info!("GPU energy not measured: the models run on the CPU");
+            return None;
+        }
+    };
+    let source = match lop::power::nvml::NvmlSource::open(index) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(reason = %e, "GPU energy not available");
+            return None;
+        }
+    };
+    let capacity = (g.rate_hz * 60.0).ceil().max(16.0) as usize;
+    let ring = match Ring::new(capacity) {
+        Ok(r) => Arc::new(Mutex::new(r)),
+        Err(e) => {
+            tracing::warn!(error = %e, "GPU energy not available");
+            return None;
+        }
+    };
+    let sampler = lop::power::SamplerConfig { rate_hz: g.rate_hz, ..Default::default() };
+    match lop::power::sampler::spawn(Box::new(source), sampler, ring.clone()) {
+        Ok(handle) => {
+            // The sampler runs for the life of the process.
+            std::mem::forget(handle);
+            tracing::info!(gpu = index, rate_hz = g.rate_hz, "GPU energy per served inference through NVML");
+            let patience = Duration::from_secs_f64((20.0 / g.rate_hz).max(1.0));
+            Some(Meter::new(RingEnergy { ring, opts: Default::default() }, patience))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "GPU energy not available");
+            None
+        }
+    }
+}
+
+fn log_served(s: &Served) {
+    tracing::debug!(
+        robot = %s.robot_id,
+        model = %s.model_id,
+        inference = s.inference_id,
+        replica = s.replica,
+        outcome = s.outcome.as_str(),
+        ms = s.duration().as_secs_f64() * 1e3,
+        compute_ms = s.server_compute_s * 1e3,
+        bytes_in = s.bytes_received,
+        bytes_out = s.bytes_sent,
+        "inference served"
+    );
+}
+
+/// Logs every served inference and, with a meter, its GPU energy, until `stop`; then resolves
+/// what is pending (bounded by the meter's patience) and returns the totals.
+async fn account<S: IntervalEnergy>(
+    mut served: broadcast::Receiver<Served>,
+    mut meter: Option<Meter<S>>,
+    mut stop: oneshot::Receiver<()>,
+) -> Option<EnergyTotals> {
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let report = |meter: &mut Option<Meter<S>>| {
+        if let Some(m) = meter.as_mut() {
+            for e in m.poll(Instant::now()) {
+                match e.joules {
+                    Ok(j) => tracing::info!(
+                        robot = %e.served.robot_id,
+                        model = %e.served.model_id,
+                        inference = e.served.inference_id,
+                        outcome = e.served.outcome.as_str(),
+                        ms = e.served.duration().as_secs_f64() * 1e3,
+                        gpu_j = j,
+                        method = e.method.unwrap_or(""),
+                        "GPU energy"
+                    ),
+                    Err(why) => tracing::debug!(inference = e.served.inference_id, %why, "no GPU energy figure"),
+                }
+            }
+        }
+    };
+    loop {
+        tokio::select! {
+            r = served.recv() => match r {
+                Ok(s) => {
+                    log_served(&s);
+                    if let Some(m) = meter.as_mut() {
+                        m.offer(s, Instant::now());
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => tracing::warn!(missed = n, "served-inference reports lost (lagging)"),
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            _ = tick.tick() => report(&mut meter),
+            _ = &mut stop => break,
+        }
+    }
+    while let Ok(s) = served.try_recv() {
+        log_served(&s);
+        if let Some(m) = meter.as_mut() {
+            m.offer(s, Instant::now());
+        }
+    }
+    // Every pending inference resolves within its patience; bounded at 200 ticks regardless.
+    for _ in 0..200 {
+        report(&mut meter);
+        if meter.as_ref().is_none_or(|m| m.pending() == 0) {
+            break;
+        }
+        tick.tick().await;
+    }
+    meter.map(|m| m.totals())
+}

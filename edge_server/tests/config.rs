@@ -1,0 +1,140 @@
+//! Loading the edge's configuration: defaults, relative paths, and clear errors for bad input.
+
+use std::path::{Path, PathBuf};
+
+use edge_server::config::{Mode, ModelSource, ProfileSource};
+use edge_server::{ConfigError, EdgeConfig, Error};
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lop-edge-config-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn write(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("edge.yaml");
+    std::fs::write(&p, text).expect("write config");
+    p
+}
+
+fn load_err(dir: &Path, text: &str) -> String {
+    let p = write(dir, text);
+    let e = EdgeConfig::load(&p).expect_err("must be rejected");
+    let msg = e.to_string();
+    assert!(msg.contains(&p.display().to_string()), "the error names the file: {msg}");
+    msg
+}
+
+#[test]
+fn defaults_and_relative_paths() {
+    let dir = tempdir("defaults");
+    let p = write(&dir, "models:\n  - id: r18\n    source: zoo:resnet18\n");
+    let cfg = EdgeConfig::load(&p).expect("loads");
+    assert_eq!(cfg.zenoh.mode, Mode::Router);
+    assert_eq!(cfg.zenoh.listen, vec!["tcp/[::]:7447".to_string()]);
+    assert_eq!(cfg.models[0].server_profile, ProfileSource::Measure);
+    assert_eq!(cfg.replicas, 1);
+    assert_eq!(cfg.table_cache, std::path::absolute(&dir).expect("abs").join("cache/tables"));
+    assert_eq!(cfg.model_source(0).expect("zoo"), ModelSource::Zoo("zoo:resnet18".into()));
+    assert_eq!(cfg.device().expect("cpu"), tch::Device::Cpu);
+    let spec = cfg.table_spec().expect("spec");
+    assert_eq!(spec.buckets.len(), 31);
+    assert_eq!(spec.input_bytes_per_element, None);
+    // The printed configuration loads back to the same thing.
+    let again = EdgeConfig::parse(&cfg.to_yaml().expect("yaml"), &p).expect("round trip");
+    assert_eq!(again, cfg);
+    // The repository's documented configuration is valid.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/edge.yaml");
+    let shipped = EdgeConfig::load(&repo).expect("config/edge.yaml loads");
+    assert_eq!(shipped.table_spec().expect("spec"), spec, "config/edge.yaml shows the defaults");
+}
+
+#[test]
+fn unknown_fields_are_errors_naming_the_field() {
+    let dir = tempdir("unknown");
+    let msg = load_err(&dir, "models:\n  - id: r18\n    source: zoo:resnet18\nreplicaz: 2\n");
+    assert!(msg.contains("replicaz"), "{msg}");
+    let msg = load_err(&dir, "models:\n  - id: r18\n    source: zoo:resnet18\n    sha: abc\n");
+    assert!(msg.contains("sha"), "{msg}");
+    let msg = load_err(&dir, "models:\n  - id: r18\n    source: zoo:resnet18\ntable:\n  bucket: 0:3:1\n");
+    assert!(msg.contains("bucket"), "{msg}");
+}
+
+#[test]
+fn bad_values_name_their_field() {
+    let dir = tempdir("values");
+    let m = "models:\n  - id: r18\n    source: zoo:resnet18\n";
+    for (extra, field) in [
+        ("replicas: 0\n", "replicas"),
+        ("device: gpu\n", "device"),
+        ("device: cuda:99\n", "device"),
+        ("table:\n  buckets: \"5:1:1\"\n", "table.buckets"),
+        ("table:\n  objective: fastest\n", "table.objective"),
+        ("table:\n  bandwidth_scale: 0\n", "table.bandwidth_scale"),
+        ("log: \"[[[\"\n", "log"),
+        ("zenoh:\n  mode: client\n", "zenoh.connect"),
+    ] {
+        let msg = load_err(&dir, &format!("{m}{extra}"));
+        assert!(msg.contains(field), "{extra:?}: {msg}");
+    }
+    let msg = load_err(&dir, "models:\n  - id: 'bad id!'\n    source: zoo:resnet18\n");
+    assert!(msg.contains("models[0].id"), "{msg}");
+    let msg = load_err(&dir, "models: []\n");
+    assert!(msg.contains("models"), "{msg}");
+}
+
+#[test]
+fn bad_sha256_is_a_clear_error() {
+    let dir = tempdir("sha");
+    // Not a sha256 at all: rejected on load.
+    let msg = load_err(&dir, "models:\n  - id: r18\n    source: zoo:resnet18\n    sha256: 12345\n");
+    assert!(msg.contains("models[0].sha256") && msg.contains("64 hexadecimal"), "{msg}");
+    // Well-formed but not this model's: rejected when the model is loaded.
+    let wrong = "ab".repeat(32);
+    let p = write(
+        &dir,
+        &format!("models:\n  - id: r18\n    source: zoo:resnet18\n    sha256: {wrong}\n    server_profile: synthetic\nrobot_profiles: .\n"),
+    );
+    let cfg = EdgeConfig::load(&p).expect("well-formed");
+    let e = edge_server::prepare(&cfg).expect_err("mismatch");
+    assert!(matches!(e, Error::Config(ConfigError::Invalid { .. })), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("models[0].sha256") && msg.contains(&wrong) && msg.contains("content hash"), "{msg}");
+    // The right content hash passes.
+    let g = lop::model::load("zoo:resnet18", &Default::default()).expect("model");
+    let right = g.content_hash().expect("hash");
+    let p = write(
+        &dir,
+        &format!("models:\n  - id: r18\n    source: zoo:resnet18\n    sha256: {right}\n    server_profile: synthetic\nrobot_profiles: .\n"),
+    );
+    let opts = edge_server::prepare(&EdgeConfig::load(&p).expect("loads")).expect("matches");
+    assert_eq!(opts.models[0].server_profile.model_hash, right);
+}
+
+#[test]
+fn missing_model_files_and_escapes_are_clear_errors() {
+    let dir = tempdir("missing");
+    let msg = load_err(&dir, "model_store: store\nmodels:\n  - id: det\n    source: detector.onnx\n");
+    assert!(msg.contains("models[0].source") && msg.contains("detector.onnx") && msg.contains("store"), "{msg}");
+    let msg = load_err(&dir, "models:\n  - id: det\n    source: ../outside.onnx\n");
+    assert!(msg.contains("inside the model store"), "{msg}");
+    let msg = load_err(&dir, &format!("models:\n  - id: det\n    sha256: {}\n", "cd".repeat(32)));
+    assert!(msg.contains(&format!("{}.onnx", "cd".repeat(32))), "{msg}");
+    // A file that is there resolves to the store.
+    std::fs::create_dir_all(dir.join("store")).expect("store");
+    std::fs::write(dir.join("store/detector.onnx"), b"not really onnx").expect("file");
+    let p = write(&dir, "model_store: store\nmodels:\n  - id: det\n    source: detector.onnx\n    server_profile: synthetic\n");
+    let cfg = EdgeConfig::load(&p).expect("found");
+    assert!(matches!(cfg.model_source(0).expect("file"), ModelSource::File(f) if f.ends_with("store/detector.onnx")));
+    // ... and a file that is not a model is the model's error, naming it.
+    let e = edge_server::prepare(&cfg).expect_err("garbage");
+    assert!(e.to_string().contains("model 'det'"), "{e}");
+}
+
+#[test]
+fn unreadable_file_names_the_path() {
+    let dir = tempdir("io");
+    let e = EdgeConfig::load(&dir.join("nope.yaml")).expect_err("missing");
+    assert!(matches!(e, ConfigError::Io { .. }) && e.to_string().contains("nope.yaml"), "{e}");
+}

@@ -1,0 +1,177 @@
+//! The real `lop_edge` binary: started on a temporary configuration (zoo:resnet18, synthetic
+//! profiles, four buckets, a Zenoh router on a free loopback port); two robots connect over
+//! Zenoh and run LOP inferences at once, whose outputs equal the unsplit model's; SIGTERM stops
+//! the edge with exit status 0.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use lop::plan::Side;
+use lop_runtime::client::{ClientOptions, RobotClient};
+use lop_runtime::exec::Worker;
+use lop_runtime::zenoh_link::ZenohConfig;
+use lop_runtime::zenoh_service::ZenohConnector;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn infer(
+    client: &mut RobotClient<ZenohConnector>,
+    inputs: &[tch::Tensor],
+    bw: f64,
+) -> lop_runtime::Result<lop_runtime::client::Inference> {
+    client.infer(inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await
+}
+
+/// The edge process; killed if a test fails before it exits.
+struct Edge {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    log: Vec<String>,
+}
+
+impl Edge {
+    /// Collects log lines until one contains `what` (true) or `limit` passes (false).
+    fn wait_for(&mut self, what: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(what);
+                    self.log.push(l);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("lop-edge-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("robots")).unwrap();
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let config = dir.join("edge.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "zenoh:\n  listen: [\"{endpoint}\"]\n\
+             models:\n  - id: resnet18\n    source: zoo:resnet18\n    server_profile: synthetic\n\
+             robot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
+             table:\n  buckets: [0, 2, 8, 30]\n  latency_ms: 1.0\n\
+             hello_timeout_s: 60\nshutdown_grace_s: 5\nlog: info,edge_server=debug\n"
+        ),
+    )
+    .unwrap();
+
+    // The robot's side: the same table configuration, its profile in the edge's directory, the
+    // table built once into the edge's cache (the edge then loads it).
+    let cfg = edge_server::EdgeConfig::load(&config).unwrap();
+    let spec = cfg.table_spec().unwrap();
+    let g = lop::model::load("zoo:resnet18", &Default::default()).unwrap();
+    let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
+    let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
+    robot.save(&dir.join("robots/robot.json")).unwrap();
+    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
+    let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
+    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
+    drop(g);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
+        .arg("--config")
+        .arg(&config)
+        .env_remove("LOP_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut edge = Edge { child, lines, log: Vec::new() };
+    assert!(edge.wait_for("lop_edge ready", Duration::from_secs(120)), "the edge did not start:\n{}", edge.log.join("\n"));
+
+    // Two robots at once, each in its own Zenoh session and edge session.
+    let mut clients = Vec::new();
+    for name in ["e2e-robot-1", "e2e-robot-2"] {
+        let session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
+        let (worker, loaded) = Worker::spawn(name, || lop::model::load("zoo:resnet18", &Default::default())).await.unwrap();
+        let mut opts = ClientOptions::new(name, "resnet18");
+        opts.hello_timeout = Duration::from_secs(60);
+        // A loaded test machine must not turn a slow inference into a fallback.
+        opts.deadline_slack = Duration::from_secs(20);
+        let connector = ZenohConnector::new(session.clone(), name);
+        let mut client = RobotClient::new(connector, opts, worker, loaded.meta, &loaded.hash, table.clone()).await.unwrap();
+        assert!(client.connected(), "{name} reached lop_edge:\n{}", edge.log.join("\n"));
+        client.set_method("lop");
+        clients.push((session, client));
+    }
+    let mut served_remotely = 0;
+    for bw in [8.0, 30.0] {
+        let [(_, a), (_, b)] = &mut clients[..] else { panic!("two clients") };
+        let (ra, rb) = tokio::join!(infer(a, &inputs, bw), infer(b, &inputs, bw));
+        for r in [ra.unwrap(), rb.unwrap()] {
+            assert!(!r.stats.fallback, "lop at {bw} MB/s fell back: {:?}", r.stats.fallback_reason);
+            let err = lop::exec::max_rel_err_all(&r.outputs, &whole).unwrap();
+            assert!(err <= 1e-5, "lop at {bw} MB/s: relative error {err}");
+            if r.stats.bytes_up > 0 && r.stats.server_compute_s.is_some_and(|s| s > 0.0) {
+                served_remotely += 1;
+            }
+        }
+    }
+    assert!(served_remotely >= 2, "inferences were split with the edge ({served_remotely})");
+    // The edge answers bandwidth probes (lop_bandwidth's active measurements).
+    let probe = lop_runtime::probe::probe(&clients[0].0, 256 << 10, Duration::from_secs(10)).await.unwrap();
+    assert!(probe.up_mbps > 0.0 && probe.down_mbps > 0.0, "{probe:?}");
+    for (session, client) in clients {
+        drop(client);
+        session.close().await.unwrap();
+    }
+
+    // SIGTERM: a clean exit with status 0, with a per-inference line and the totals logged.
+    let pid = i32::try_from(edge.child.id()).unwrap();
+    // SAFETY: kill(2) on our own child's pid with a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = edge.child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    edge.wait_for("\u{0}", Duration::from_secs(2));
+    let log = edge.log.join("\n");
+    let status = status.unwrap_or_else(|| panic!("lop_edge did not exit within 30 s of SIGTERM:\n{log}"));
+    assert!(status.success(), "lop_edge exited with {status}:\n{log}");
+    assert_eq!(log.matches("inference served").count(), 4, "{log}");
+    assert!(log.contains("lop_edge stopped") && log.contains("sessions=2") && log.contains("done=4"), "{log}");
+    assert!(log.contains("GPU energy"), "GPU energy is reported or said to be unavailable:\n{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,291 @@
+//! The hiroz backend (default): ROS 2 over Zenoh without a ROS install, rmw_zenoh-compatible
+//! (key expressions, Jazzy type hashes, attachments, liveliness graph), so nodes of a sourced
+//! ROS 2 with `rmw_zenoh_cpp` on the same router see these topics.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use hiroz::Builder as _;
+use hiroz::context::{ZContext, ZContextBuilder};
+use hiroz::msg::ZMessage;
+use hiroz::node::ZNode;
+use hiroz::parameter::{ParameterDescriptor, ParameterType, ParameterValue};
+use hiroz::pubsub::ZPub;
+use hiroz::qos::{QosHistory, QosProfile, QosReliability};
+use hiroz_msgs::diagnostic_msgs::{DiagnosticArray, DiagnosticStatus, KeyValue};
+use hiroz_msgs::sensor_msgs::{Image, PointCloud2};
+use hiroz_msgs::std_msgs::Header as RosHeader;
+use zenoh::Wait as _;
+
+use super::{
+    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, PointFieldIn, PowerSample, Pub,
+    Publisher, Qos, Ros, Subscription, from_time, to_time,
+};
+use crate::config::RosSettings;
+use crate::error::{Error, Result};
+use crate::params::{Declared, ParamValue};
+
+fn err(what: impl std::fmt::Display) -> Error {
+    Error::Ros { backend: "hiroz", what: what.to_string() }
+}
+
+/// A Zenoh router in this process (for a robot without `rmw_zenohd`); it routes while alive.
+pub struct EmbeddedRouter {
+    session: zenoh::Session,
+}
+
+impl std::fmt::Debug for EmbeddedRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedRouter").field("zid", &self.session.zid()).finish()
+    }
+}
+
+impl EmbeddedRouter {
+    /// Starts a router with rmw_zenoh's router settings, listening on `endpoint`.
+    ///
+    /// # Errors
+    /// [`Error::Ros`] when the endpoint is malformed or taken.
+    pub fn start(endpoint: &str) -> Result<EmbeddedRouter> {
+        let config = hiroz::config::RouterConfigBuilder::new().with_listen_endpoint(endpoint).build_config().map_err(err)?;
+        let session = zenoh::open(config).wait().map_err(|e| err(format!("starting the embedded router on {endpoint}: {e}")))?;
+        tracing::info!(%endpoint, "embedded Zenoh router started");
+        Ok(EmbeddedRouter { session })
+    }
+}
+
+/// One hiroz node (with its context and, optionally, an embedded router).
+pub struct HirozRos {
+    node: ZNode,
+    _ctx: ZContext,
+    _router: Option<Arc<EmbeddedRouter>>,
+}
+
+impl std::fmt::Debug for HirozRos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HirozRos").field("node", &self.node.name()).finish()
+    }
+}
+
+fn to_param(v: &ParamValue) -> (ParameterValue, ParameterType) {
+    match v {
+        ParamValue::Bool(b) => (ParameterValue::Bool(*b), ParameterType::Bool),
+        ParamValue::Int(i) => (ParameterValue::Integer(*i), ParameterType::Integer),
+        ParamValue::Double(d) => (ParameterValue::Double(*d), ParameterType::Double),
+        ParamValue::Str(s) => (ParameterValue::String(s.clone()), ParameterType::String),
+        ParamValue::StrList(l) => (ParameterValue::StringArray(l.clone()), ParameterType::StringArray),
+        ParamValue::DoubleList(l) => (ParameterValue::DoubleArray(l.clone()), ParameterType::DoubleArray),
+    }
+}
+
+impl HirozRos {
+    /// Opens a node named `node_name`: a ROS session to the router of `settings` (or a new
+    /// embedded router, when asked for and none is given), the remapping rules, and every
+    /// parameter of `declared` declared with its default and its value in force.
+    ///
+    /// Blocks while Zenoh opens the session: call it off the async executor.
+    ///
+    /// # Errors
+    /// [`Error::Ros`] when the session or the node cannot be created.
+    pub fn open(
+        settings: &RosSettings,
+        node_name: &str,
+        remaps: &[String],
+        declared: &[Declared],
+        router: Option<Arc<EmbeddedRouter>>,
+    ) -> Result<HirozRos> {
+        let router = match router {
+            Some(r) => Some(r),
+            None if settings.embedded_router => Some(Arc::new(EmbeddedRouter::start(&settings.router_endpoint)?)),
+            None => None,
+        };
+        let config =
+            hiroz::config::SessionConfigBuilder::new().with_router_endpoint(&settings.router_endpoint).build_config().map_err(err)?;
+        let mut b = ZContextBuilder::default().with_zenoh_config(config).with_namespace(&settings.namespace);
+        if let Some(id) = settings.domain_id {
+            b = b.with_domain_id(id);
+        }
+        b = b.with_remap_rules(remaps.iter().cloned()).map_err(err)?;
+        let ctx = b.build().map_err(|e| err(format!("opening the ROS session to {}: {e}", settings.router_endpoint)))?;
+        let overrides: HashMap<String, ParameterValue> =
+            declared.iter().filter(|d| d.value != d.default).map(|d| (d.name.clone(), to_param(&d.value).0)).collect();
+        let node = ctx
+            .create_node(node_name)
+            .with_type_description_service()
+            .with_parameter_overrides(overrides)
+            .build()
+            .map_err(|e| err(format!("creating node {node_name}: {e}")))?;
+        for d in declared {
+            let (default, kind) = to_param(&d.default);
+            if let Err(e) = node.declare_parameter(&d.name, default, ParameterDescriptor::new(d.name.clone(), kind)) {
+                tracing::warn!(parameter = %d.name, error = %e, "could not declare the parameter");
+            }
+        }
+        Ok(HirozRos { node, _ctx: ctx, _router: router })
+    }
+
+    /// The node.
+    pub fn node(&self) -> &ZNode {
+        &self.node
+    }
+
+    fn publisher<T>(&self, topic: &str) -> Result<ZPub<T, T::Serdes>>
+    where
+        T: ZMessage + hiroz::MessageTypeInfo + hiroz::WithTypeInfo,
+    {
+        self.node.create_pub::<T>(topic).build().map_err(|e| err(format!("publisher on {topic}: {e}")))
+    }
+}
+
+fn qos(q: Qos) -> QosProfile {
+    match q {
+        Qos::Default => QosProfile::default(),
+        Qos::SensorData => QosProfile {
+            reliability: QosReliability::BestEffort,
+            history: QosHistory::KeepLast(NonZeroUsize::MIN.saturating_add(4)),
+            ..Default::default()
+        },
+    }
+}
+
+struct HPub<T: ZMessage>(ZPub<T, T::Serdes>);
+
+impl<T> Publisher<T> for HPub<T>
+where
+    T: ZMessage,
+    T::Serdes: for<'a> hiroz::msg::ZSerializer<Input<'a> = &'a T> + Send + Sync,
+{
+    fn publish(&self, msg: &T) -> Result<()> {
+        self.0.publish(msg).map_err(|e| err(format!("publish: {e}")))
+    }
+}
+
+struct DiagPub(ZPub<DiagnosticArray, <DiagnosticArray as ZMessage>::Serdes>);
+
+impl Publisher<Diagnostics> for DiagPub {
+    fn publish(&self, d: &Diagnostics) -> Result<()> {
+        let msg = DiagnosticArray {
+            header: RosHeader { stamp: to_time(d.stamp), frame_id: String::new() },
+            status: vec![DiagnosticStatus {
+                level: d.level as u8,
+                name: d.name.clone(),
+                message: d.message.clone(),
+                hardware_id: d.hardware_id.clone(),
+                values: d.values.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect(),
+            }],
+        };
+        self.0.publish(&msg).map_err(|e| err(format!("publish diagnostics: {e}")))
+    }
+}
+
+/// A received byte array of one contiguous slice: read in place, no copy.
+struct OneSlice(hiroz::ZBuf);
+
+impl AsRef<[u8]> for OneSlice {
+    fn as_ref(&self) -> &[u8] {
+        self.0.0.zslices().next().map_or(&[], |s| s.as_slice())
+    }
+}
+
+/// The payload of a `uint8[]` field: in place when contiguous (the usual case), else copied.
+fn payload(z: hiroz::ZBuf) -> super::Payload {
+    if z.0.zslices().nth(1).is_none() {
+        Box::new(OneSlice(z))
+    } else {
+        Box::new(z.0.zslices().flat_map(|s| s.as_slice().iter().copied()).collect::<Vec<u8>>())
+    }
+}
+
+fn header(h: &RosHeader) -> Header {
+    Header { stamp: from_time(&h.stamp), frame_id: h.frame_id.clone() }
+}
+
+impl Ros for HirozRos {
+    fn name(&self) -> &'static str {
+        "hiroz"
+    }
+
+    fn inference_publisher(&self, topic: &str) -> Result<Pub<InferenceResult>> {
+        Ok(Box::new(HPub(self.publisher::<InferenceResult>(topic)?)))
+    }
+
+    fn bandwidth_publisher(&self, topic: &str) -> Result<Pub<Bandwidth>> {
+        Ok(Box::new(HPub(self.publisher::<Bandwidth>(topic)?)))
+    }
+
+    fn energy_publisher(&self, topic: &str) -> Result<Pub<InferenceEnergy>> {
+        Ok(Box::new(HPub(self.publisher::<InferenceEnergy>(topic)?)))
+    }
+
+    fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>> {
+        Ok(Box::new(HPub(self.publisher::<PowerSample>(topic)?)))
+    }
+
+    fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>> {
+        Ok(Box::new(DiagPub(self.publisher::<DiagnosticArray>(topic)?)))
+    }
+
+    fn subscribe_images(&self, topic: &str, q: Qos, cb: Callback<ImageIn>) -> Result<Subscription> {
+        let sub = self
+            .node
+            .create_sub::<Image>(topic)
+            .with_qos(qos(q))
+            .build_with_callback(move |m: Image| {
+                cb(ImageIn {
+                    header: header(&m.header),
+                    height: m.height,
+                    width: m.width,
+                    encoding: m.encoding,
+                    is_bigendian: m.is_bigendian != 0,
+                    step: m.step,
+                    data: payload(m.data),
+                })
+            })
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        Ok(Subscription::new(sub))
+    }
+
+    fn subscribe_clouds(&self, topic: &str, q: Qos, cb: Callback<CloudIn>) -> Result<Subscription> {
+        let sub = self
+            .node
+            .create_sub::<PointCloud2>(topic)
+            .with_qos(qos(q))
+            .build_with_callback(move |m: PointCloud2| {
+                cb(CloudIn {
+                    header: header(&m.header),
+                    height: m.height,
+                    width: m.width,
+                    fields: m
+                        .fields
+                        .into_iter()
+                        .map(|f| PointFieldIn { name: f.name, offset: f.offset, datatype: f.datatype, count: f.count })
+                        .collect(),
+                    is_bigendian: m.is_bigendian,
+                    point_step: m.point_step,
+                    row_step: m.row_step,
+                    data: payload(m.data),
+                    is_dense: m.is_dense,
+                })
+            })
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        Ok(Subscription::new(sub))
+    }
+
+    fn subscribe_inference(&self, topic: &str, cb: Callback<InferenceResult>) -> Result<Subscription> {
+        let sub = self
+            .node
+            .create_sub::<InferenceResult>(topic)
+            .build_with_callback(move |m: InferenceResult| cb(m))
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        Ok(Subscription::new(sub))
+    }
+
+    fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription> {
+        let sub = self
+            .node
+            .create_sub::<Bandwidth>(topic)
+            .build_with_callback(move |m: Bandwidth| cb(m))
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        Ok(Subscription::new(sub))
+    }
+}

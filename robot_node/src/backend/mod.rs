@@ -1,0 +1,278 @@
+//! The ROS layer of the nodes: one small trait, [`Ros`], that the node logic uses to publish
+//! typed messages, subscribe with callbacks and declare parameters, and one thin adapter per ROS
+//! library: [`hiroz`] (default; ROS 2 over Zenoh, rmw_zenoh-compatible, no ROS install needed)
+//! and `r2r` (feature `ros2`; a sourced ROS 2 with any RMW).
+//!
+//! The lop_msgs messages travel as the generated Rust types of [`lop_msgs::ros`]; sensor input
+//! arrives as the backend-neutral [`ImageIn`] and [`CloudIn`], whose payload stays the
+//! backend's buffer (no copy); diagnostics leave as [`Diagnostics`].
+
+pub mod hiroz;
+#[cfg(feature = "ros2")]
+pub mod r2r;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, PowerSample};
+
+use crate::error::Result;
+use crate::params::Declared;
+
+/// A ROS time stamp.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp {
+    /// Seconds.
+    pub sec: i32,
+    /// Nanoseconds within the second.
+    pub nanosec: u32,
+}
+
+impl Stamp {
+    /// The stamp of a system time (clamped to the representable range).
+    pub fn from_system(t: SystemTime) -> Stamp {
+        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Stamp { sec: i32::try_from(d.as_secs()).unwrap_or(i32::MAX), nanosec: d.subsec_nanos() }
+    }
+
+    /// Now, by the system clock.
+    pub fn now() -> Stamp {
+        Stamp::from_system(SystemTime::now())
+    }
+
+    /// The system time of this stamp (stamps before 1970 map to the epoch).
+    pub fn to_system(self) -> SystemTime {
+        let secs = u64::try_from(self.sec).unwrap_or(0);
+        UNIX_EPOCH + std::time::Duration::new(secs, self.nanosec.min(999_999_999))
+    }
+
+    /// Seconds since the epoch, as a float.
+    pub fn as_secs_f64(self) -> f64 {
+        f64::from(self.sec) + f64::from(self.nanosec) * 1e-9
+    }
+}
+
+/// A message header.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Header {
+    /// The source's stamp.
+    pub stamp: Stamp,
+    /// The source's frame.
+    pub frame_id: String,
+}
+
+/// A message payload kept in the backend's own buffer.
+pub type Payload = Box<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A received `sensor_msgs/msg/Image`.
+pub struct ImageIn {
+    /// Header.
+    pub header: Header,
+    /// Rows.
+    pub height: u32,
+    /// Columns.
+    pub width: u32,
+    /// Pixel encoding (`rgb8`, `bgr8`, `mono8`, ...).
+    pub encoding: String,
+    /// Byte order of multi-byte pixels.
+    pub is_bigendian: bool,
+    /// Bytes per row.
+    pub step: u32,
+    /// Pixels.
+    pub data: Payload,
+}
+
+impl std::fmt::Debug for ImageIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageIn")
+            .field("header", &self.header)
+            .field("size", &(self.width, self.height))
+            .field("encoding", &self.encoding)
+            .field("step", &self.step)
+            .field("bytes", &(*self.data).as_ref().len())
+            .finish()
+    }
+}
+
+/// One field of a point cloud's points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PointFieldIn {
+    /// Name (`x`, `y`, `z`, `intensity`, ...).
+    pub name: String,
+    /// Byte offset in a point.
+    pub offset: u32,
+    /// `sensor_msgs/PointField` datatype code.
+    pub datatype: u8,
+    /// Elements.
+    pub count: u32,
+}
+
+/// A received `sensor_msgs/msg/PointCloud2`.
+pub struct CloudIn {
+    /// Header.
+    pub header: Header,
+    /// Rows (1 for unorganised clouds).
+    pub height: u32,
+    /// Points per row.
+    pub width: u32,
+    /// Point layout.
+    pub fields: Vec<PointFieldIn>,
+    /// Byte order.
+    pub is_bigendian: bool,
+    /// Bytes per point.
+    pub point_step: u32,
+    /// Bytes per row.
+    pub row_step: u32,
+    /// Points.
+    pub data: Payload,
+    /// Whether the cloud has no invalid points.
+    pub is_dense: bool,
+}
+
+impl std::fmt::Debug for CloudIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudIn")
+            .field("header", &self.header)
+            .field("size", &(self.width, self.height))
+            .field("fields", &self.fields)
+            .field("bytes", &(*self.data).as_ref().len())
+            .finish()
+    }
+}
+
+/// Severity of a diagnostic status (`diagnostic_msgs/DiagnosticStatus` levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// OK.
+    Ok = 0,
+    /// WARN.
+    Warn = 1,
+    /// ERROR.
+    Error = 2,
+}
+
+/// One `diagnostic_msgs/DiagnosticStatus`, published in a `DiagnosticArray` on its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostics {
+    /// When.
+    pub stamp: Stamp,
+    /// Severity.
+    pub level: Level,
+    /// Status name (`lop_robot: inference`).
+    pub name: String,
+    /// One line.
+    pub message: String,
+    /// Robot id.
+    pub hardware_id: String,
+    /// Counters and measurements.
+    pub values: Vec<(String, String)>,
+}
+
+/// Receives each message of a subscription (called on the backend's thread: keep it short).
+pub type Callback<T> = Box<dyn Fn(T) + Send + Sync + 'static>;
+
+/// Publishes messages of one type on one topic.
+pub trait Publisher<T>: Send + Sync {
+    /// Publishes `msg`.
+    ///
+    /// # Errors
+    /// The backend's failure to publish.
+    fn publish(&self, msg: &T) -> Result<()>;
+}
+
+/// A boxed publisher.
+pub type Pub<T> = Box<dyn Publisher<T>>;
+
+/// Keeps a subscription alive; dropping it unsubscribes.
+pub struct Subscription(#[allow(dead_code)] Box<dyn Send + Sync>);
+
+impl Subscription {
+    /// Wraps whatever keeps a backend's subscription alive.
+    pub fn new(inner: impl Send + Sync + 'static) -> Subscription {
+        Subscription(Box::new(inner))
+    }
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Subscription")
+    }
+}
+
+/// Quality of service of a subscription or publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qos {
+    /// Reliable, keep last 10 (ROS default).
+    Default,
+    /// Best effort, keep last 5 (`rclcpp::SensorDataQoS`).
+    SensorData,
+}
+
+/// What a node needs from a ROS library.
+pub trait Ros: Send + Sync + 'static {
+    /// `hiroz` or `r2r`.
+    fn name(&self) -> &'static str;
+    /// A publisher of inference results.
+    ///
+    /// # Errors
+    /// The backend refuses the topic.
+    fn inference_publisher(&self, topic: &str) -> Result<Pub<InferenceResult>>;
+    /// A publisher of bandwidth estimates.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn bandwidth_publisher(&self, topic: &str) -> Result<Pub<Bandwidth>>;
+    /// A publisher of per-inference energy.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn energy_publisher(&self, topic: &str) -> Result<Pub<InferenceEnergy>>;
+    /// A publisher of power samples.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>>;
+    /// A publisher of `diagnostic_msgs/DiagnosticArray`.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>>;
+    /// Subscribes to `sensor_msgs/Image`.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn subscribe_images(&self, topic: &str, qos: Qos, cb: Callback<ImageIn>) -> Result<Subscription>;
+    /// Subscribes to `sensor_msgs/PointCloud2`.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn subscribe_clouds(&self, topic: &str, qos: Qos, cb: Callback<CloudIn>) -> Result<Subscription>;
+    /// Subscribes to inference results.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn subscribe_inference(&self, topic: &str, cb: Callback<InferenceResult>) -> Result<Subscription>;
+    /// Subscribes to bandwidth estimates.
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription>;
+}
+
+/// A shared backend.
+pub type SharedRos = Arc<dyn Ros>;
+
+/// Converts between this crate's stamps and the generated `builtin_interfaces/Time`.
+pub fn to_time(s: Stamp) -> hiroz_msgs::builtin_interfaces::Time {
+    hiroz_msgs::builtin_interfaces::Time { sec: s.sec, nanosec: s.nanosec }
+}
+
+/// See [`to_time`].
+pub fn from_time(t: &hiroz_msgs::builtin_interfaces::Time) -> Stamp {
+    Stamp { sec: t.sec, nanosec: t.nanosec }
+}
+
+/// The parameters a node declared, for backends that expose them (name, value in force).
+pub fn declared_summary(declared: &[Declared]) -> String {
+    declared.iter().map(|d| format!("{}={}", d.name, d.value.to_text())).collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,274 @@
+//! The r2r backend (feature `ros2`): a sourced ROS 2 with any RMW.
+//!
+//! Sensor and diagnostic messages use r2r's typed API. The lop_msgs messages are not among
+//! r2r's generated types unless the `lop_msgs` interface package is built and sourced, so they
+//! travel through r2r's untyped (JSON) publishers and subscribers, whose JSON is the serde form of
+//! the [`lop_msgs::ros`] types (same field names as the `.msg` files). rcl reads `--ros-args`
+//! (parameters, remappings) and `ROS_DOMAIN_ID` itself.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use r2r::QosProfile;
+
+use super::{
+    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, PointFieldIn, PowerSample, Pub,
+    Publisher, Qos, Ros, Stamp, Subscription,
+};
+use crate::config::RosSettings;
+use crate::error::{Error, Result};
+use crate::params::{Declared, ParamValue};
+
+fn err(what: impl std::fmt::Display) -> Error {
+    Error::Ros { backend: "r2r", what: what.to_string() }
+}
+
+/// One r2r node, spun on its own thread.
+pub struct R2rRos {
+    node: Arc<Mutex<r2r::Node>>,
+    runtime: tokio::runtime::Handle,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for R2rRos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("R2rRos")
+    }
+}
+
+impl Drop for R2rRos {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn to_r2r(v: &ParamValue) -> r2r::ParameterValue {
+    match v {
+        ParamValue::Bool(b) => r2r::ParameterValue::Bool(*b),
+        ParamValue::Int(i) => r2r::ParameterValue::Integer(*i),
+        ParamValue::Double(d) => r2r::ParameterValue::Double(*d),
+        ParamValue::Str(s) => r2r::ParameterValue::String(s.clone()),
+        ParamValue::StrList(l) => r2r::ParameterValue::StringArray(l.clone()),
+        ParamValue::DoubleList(l) => r2r::ParameterValue::DoubleArray(l.clone()),
+    }
+}
+
+fn qos(q: Qos) -> QosProfile {
+    match q {
+        Qos::Default => QosProfile::default(),
+        Qos::SensorData => QosProfile::sensor_data(),
+    }
+}
+
+fn stamp(t: &r2r::builtin_interfaces::msg::Time) -> Stamp {
+    Stamp { sec: t.sec, nanosec: t.nanosec }
+}
+
+impl R2rRos {
+    /// Creates node `node_name` (rcl parses the process's `--ros-args`) and declares every
+    /// parameter of `declared` that rcl did not set. Must be called inside a tokio runtime
+    /// (subscriptions are driven by its tasks).
+    ///
+    /// # Errors
+    /// [`Error::Ros`] when rcl fails.
+    pub fn open(settings: &RosSettings, node_name: &str, declared: &[Declared]) -> Result<R2rRos> {
+        if settings.embedded_router || settings.domain_id.is_some() {
+            tracing::warn!("r2r: embedded_router and domain_id are the RMW's business (ROS_DOMAIN_ID, rmw_zenohd); ignored");
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(err)?;
+        let ctx = r2r::Context::create().map_err(err)?;
+        let node = r2r::Node::create(ctx, node_name, &settings.namespace).map_err(err)?;
+        {
+            let mut params = node.params.lock().unwrap_or_else(PoisonError::into_inner);
+            for d in declared {
+                params.entry(d.name.clone()).or_insert_with(|| r2r::Parameter::new(to_r2r(&d.value)));
+            }
+        }
+        let node = Arc::new(Mutex::new(node));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (n, s) = (node.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name(format!("r2r-spin-{node_name}"))
+            .spawn(move || {
+                while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                    n.lock().unwrap_or_else(PoisonError::into_inner).spin_once(Duration::from_millis(5));
+                }
+            })
+            .map_err(err)?;
+        Ok(R2rRos { node, runtime, stop })
+    }
+
+    fn node(&self) -> MutexGuard<'_, r2r::Node> {
+        self.node.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn untyped_publisher<T: serde::Serialize + Send + Sync + 'static>(&self, topic: &str, ros_type: &str) -> Result<Pub<T>> {
+        let p = self
+            .node()
+            .create_publisher_untyped(topic, ros_type, QosProfile::default())
+            .map_err(|e| err(format!("publisher {ros_type} on {topic}: {e}")))?;
+        Ok(Box::new(JsonPub(Shared(p), std::marker::PhantomData)))
+    }
+
+    fn untyped_subscription<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        topic: &str,
+        ros_type: &'static str,
+        cb: Callback<T>,
+    ) -> Result<Subscription> {
+        let mut stream = self
+            .node()
+            .subscribe_untyped(topic, ros_type, QosProfile::default())
+            .map_err(|e| err(format!("subscriber {ros_type} on {topic}: {e}")))?;
+        let topic = topic.to_string();
+        let task = self.runtime.spawn(async move {
+            while let Some(v) = stream.next().await {
+                match v.map_err(err).and_then(|v| serde_json::from_value::<T>(v).map_err(err)) {
+                    Ok(m) => cb(m),
+                    Err(e) => tracing::warn!(%topic, error = %e, "undecodable message dropped"),
+                }
+            }
+        });
+        Ok(Subscription::new(AbortOnDrop(task)))
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// An r2r publisher handle shared across threads.
+struct Shared<P>(P);
+
+// SAFETY: r2r's publishers are not Send/Sync only because they hold a `Weak` to rcl's publisher
+// struct (raw pointers). We only call `publish`, which r2r implements with `rcl_publish`, documented
+// thread-safe by rcl ("Thread-safe: Yes" for rcl_publish), while the node owns the publisher's
+// lifetime; a publisher whose node is gone fails to upgrade and returns an error.
+unsafe impl<P> Send for Shared<P> {}
+// SAFETY: as above; `&Shared` only reaches `publish`.
+unsafe impl<P> Sync for Shared<P> {}
+
+struct JsonPub<T>(Shared<r2r::PublisherUntyped>, std::marker::PhantomData<fn(&T)>);
+
+impl<T: serde::Serialize> Publisher<T> for JsonPub<T> {
+    fn publish(&self, msg: &T) -> Result<()> {
+        let v = serde_json::to_value(msg).map_err(err)?;
+        self.0.0.publish(v).map_err(|e| err(format!("publish: {e}")))
+    }
+}
+
+struct DiagPub(Shared<r2r::Publisher<r2r::diagnostic_msgs::msg::DiagnosticArray>>);
+
+impl Publisher<Diagnostics> for DiagPub {
+    fn publish(&self, d: &Diagnostics) -> Result<()> {
+        use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
+        let msg = DiagnosticArray {
+            header: r2r::std_msgs::msg::Header {
+                stamp: r2r::builtin_interfaces::msg::Time { sec: d.stamp.sec, nanosec: d.stamp.nanosec },
+                frame_id: String::new(),
+            },
+            status: vec![DiagnosticStatus {
+                level: d.level as u8,
+                name: d.name.clone(),
+                message: d.message.clone(),
+                hardware_id: d.hardware_id.clone(),
+                values: d.values.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect(),
+            }],
+        };
+        self.0.0.publish(&msg).map_err(|e| err(format!("publish diagnostics: {e}")))
+    }
+}
+
+struct VecPayload(Vec<u8>);
+
+impl AsRef<[u8]> for VecPayload {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Ros for R2rRos {
+    fn name(&self) -> &'static str {
+        "r2r"
+    }
+
+    fn inference_publisher(&self, topic: &str) -> Result<Pub<InferenceResult>> {
+        self.untyped_publisher(topic, InferenceResult::ROS_TYPE.name)
+    }
+
+    fn bandwidth_publisher(&self, topic: &str) -> Result<Pub<Bandwidth>> {
+        self.untyped_publisher(topic, Bandwidth::ROS_TYPE.name)
+    }
+
+    fn energy_publisher(&self, topic: &str) -> Result<Pub<InferenceEnergy>> {
+        self.untyped_publisher(topic, InferenceEnergy::ROS_TYPE.name)
+    }
+
+    fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>> {
+        self.untyped_publisher(topic, PowerSample::ROS_TYPE.name)
+    }
+
+    fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>> {
+        let p = self.node().create_publisher(topic, QosProfile::default()).map_err(|e| err(format!("publisher on {topic}: {e}")))?;
+        Ok(Box::new(DiagPub(Shared(p))))
+    }
+
+    fn subscribe_images(&self, topic: &str, q: Qos, cb: Callback<ImageIn>) -> Result<Subscription> {
+        let mut stream =
+            self.node().subscribe::<r2r::sensor_msgs::msg::Image>(topic, qos(q)).map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        let task = self.runtime.spawn(async move {
+            while let Some(m) = stream.next().await {
+                cb(ImageIn {
+                    header: Header { stamp: stamp(&m.header.stamp), frame_id: m.header.frame_id },
+                    height: m.height,
+                    width: m.width,
+                    encoding: m.encoding,
+                    is_bigendian: m.is_bigendian != 0,
+                    step: m.step,
+                    data: Box::new(VecPayload(m.data)),
+                });
+            }
+        });
+        Ok(Subscription::new(AbortOnDrop(task)))
+    }
+
+    fn subscribe_clouds(&self, topic: &str, q: Qos, cb: Callback<CloudIn>) -> Result<Subscription> {
+        let mut stream = self
+            .node()
+            .subscribe::<r2r::sensor_msgs::msg::PointCloud2>(topic, qos(q))
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        let task = self.runtime.spawn(async move {
+            while let Some(m) = stream.next().await {
+                cb(CloudIn {
+                    header: Header { stamp: stamp(&m.header.stamp), frame_id: m.header.frame_id },
+                    height: m.height,
+                    width: m.width,
+                    fields: m
+                        .fields
+                        .into_iter()
+                        .map(|f| PointFieldIn { name: f.name, offset: f.offset, datatype: f.datatype, count: f.count })
+                        .collect(),
+                    is_bigendian: m.is_bigendian,
+                    point_step: m.point_step,
+                    row_step: m.row_step,
+                    data: Box::new(VecPayload(m.data)),
+                    is_dense: m.is_dense,
+                });
+            }
+        });
+        Ok(Subscription::new(AbortOnDrop(task)))
+    }
+
+    fn subscribe_inference(&self, topic: &str, cb: Callback<InferenceResult>) -> Result<Subscription> {
+        self.untyped_subscription(topic, InferenceResult::ROS_TYPE.name, cb)
+    }
+
+    fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription> {
+        self.untyped_subscription(topic, Bandwidth::ROS_TYPE.name, cb)
+    }
+}

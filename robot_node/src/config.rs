@@ -1,0 +1,535 @@
+//! Typed configuration of the three nodes, read from [`Params`] (a params file in the ROS 2 shape
+//! plus `--ros-args -p` overrides). `config/robot.yaml` documents every parameter with its default;
+//! a test checks that it names exactly the parameters read here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lop::plan::Side;
+use lop::profile::{Fit as ProfileFit, Profile};
+use lop_runtime::table_config::{ScaleSetting, TableSettings};
+use lop_runtime::zenoh_link::ZenohConfig;
+
+use crate::bandwidth::{Hysteresis, MonitorConfig};
+use crate::convert::{BevChannels, BevGrid, ChannelOrder, Fit, VoxelGrid};
+use crate::error::{Error, Result};
+use crate::params::{ParamValue, Params};
+
+fn invalid(what: String) -> Error {
+    Error::Config { what }
+}
+
+/// The local ROS session (rmw_zenoh model: every node a Zenoh peer of the robot's router).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RosSettings {
+    /// ROS domain id; `None`: `ROS_DOMAIN_ID` (read by hiroz) or 0.
+    pub domain_id: Option<usize>,
+    /// The robot's Zenoh router (`rmw_zenohd`), default `tcp/localhost:7447`.
+    pub router_endpoint: String,
+    /// Start a router in this process, listening on `router_endpoint`.
+    pub embedded_router: bool,
+    /// Node namespace (empty: root).
+    pub namespace: String,
+}
+
+impl RosSettings {
+    fn read(p: &mut Params) -> Result<RosSettings> {
+        let domain = p.int("domain_id", -1)?;
+        Ok(RosSettings {
+            domain_id: if domain < 0 { None } else { Some(usize::try_from(domain).map_err(|e| invalid(format!("domain_id: {e}")))?) },
+            router_endpoint: p.string("router_endpoint", "tcp/localhost:7447"),
+            embedded_router: p.bool("embedded_router", false)?,
+            namespace: p.string("namespace", ""),
+        })
+    }
+}
+
+/// The Zenoh session to the edge server (separate from the ROS session, so that the edge may
+/// run a router of its own on another host, or on this one in tests).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeSettings {
+    /// The edge's router, e.g. `tcp/192.168.1.10:7447`.
+    pub endpoint: String,
+    /// `client` (default; falls back to a peer that keeps retrying when no edge answers at
+    /// start) or `peer`.
+    pub mode: String,
+}
+
+impl EdgeSettings {
+    fn read(p: &mut Params) -> Result<EdgeSettings> {
+        let s = EdgeSettings { endpoint: p.string("edge.endpoint", "tcp/edge:7447"), mode: p.string("edge.mode", "client") };
+        if s.mode != "client" && s.mode != "peer" {
+            return Err(invalid(format!("edge.mode must be client or peer, got '{}'", s.mode)));
+        }
+        Ok(s)
+    }
+
+    /// Opens the session. A client that finds no edge falls back to a peer session connecting to
+    /// the same endpoint in the background, so the node runs (robot alone) until the edge is up.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] for a malformed endpoint.
+    pub async fn open(&self) -> Result<zenoh::Session> {
+        let peer = ZenohConfig::peer(Vec::new(), vec![self.endpoint.clone()]);
+        if self.mode == "peer" {
+            return Ok(peer.open().await?);
+        }
+        match ZenohConfig::client(vec![self.endpoint.clone()]).open().await {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                tracing::warn!(endpoint = %self.endpoint, error = %e, "no edge router yet; connecting as a peer in the background");
+                Ok(peer.open().await?)
+            }
+        }
+    }
+}
+
+/// Where a profile comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProfileSource {
+    /// A JSON profile file (`lop profile --out`).
+    File(PathBuf),
+    /// Synthetic per-row costs (tests, demos): time per row proportional to the op's output
+    /// bytes per row, 8 ns/byte on the robot and 1 ns/byte on the server, 20 us per call (the
+    /// profiles of `runtime/tests`).
+    Synthetic,
+}
+
+impl ProfileSource {
+    fn parse(s: &str) -> ProfileSource {
+        if s == "synthetic" { ProfileSource::Synthetic } else { ProfileSource::File(PathBuf::from(s)) }
+    }
+
+    /// The profile for `graph` on `side`.
+    ///
+    /// # Errors
+    /// [`Error::Engine`] for an unreadable or mismatched profile.
+    pub fn load(&self, graph: &lop::graph::Graph, side: Side) -> Result<Profile> {
+        match self {
+            ProfileSource::File(path) => Ok(Profile::load(path)?),
+            ProfileSource::Synthetic => {
+                let scale = if side == Side::Robot { 8e-9 } else { 1e-9 };
+                Ok(Profile::synthetic(graph, side, |id| ProfileFit::new(2e-5, graph.nodes[id].info.bytes_of_rows(1) as f64 * scale))?)
+            }
+        }
+    }
+}
+
+/// What the robot feeds its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// `sensor_msgs/Image` frames.
+    Camera,
+    /// `sensor_msgs/PointCloud2` sweeps.
+    Lidar,
+}
+
+/// How a point cloud becomes the model's input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CloudGrid {
+    /// A bird's-eye-view grid (CHW f32).
+    Bev(BevGrid),
+    /// An occupancy voxel grid.
+    Voxels(VoxelGrid),
+}
+
+/// Image settings (0 means "from the model's input shape").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImageSettings {
+    /// Rows (0: the model's).
+    pub height: u32,
+    /// Columns (0: the model's).
+    pub width: u32,
+    /// Channel order of a colour input.
+    pub order: ChannelOrder,
+    /// Resize or letterbox.
+    pub fit: Fit,
+}
+
+/// Topic names of `lop_robot`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RobotTopics {
+    /// Camera input.
+    pub image: String,
+    /// LiDAR input.
+    pub cloud: String,
+    /// Results out.
+    pub inference: String,
+    /// Bandwidth estimates in.
+    pub bandwidth: String,
+    /// Diagnostics out.
+    pub diagnostics: String,
+}
+
+/// Configuration of `lop_robot`.
+#[derive(Debug, Clone)]
+pub struct RobotConfig {
+    /// The ROS session.
+    pub ros: RosSettings,
+    /// The edge session.
+    pub edge: EdgeSettings,
+    /// This robot's id at the edge.
+    pub robot_id: String,
+    /// `zoo:NAME` or an ONNX path.
+    pub model_source: String,
+    /// The model's id at the edge.
+    pub model_id: String,
+    /// The robot's profile.
+    pub robot_profile: ProfileSource,
+    /// The server's profile.
+    pub server_profile: ProfileSource,
+    /// The schedule table (the edge must use the same).
+    pub table: TableSettings,
+    /// `lop`, `robot-only`, `server-only` or `layer-partition`.
+    pub method: String,
+    /// Robot kernels stretched this many times (emulation; 1 = none).
+    pub dilation: f64,
+    /// `cpu` or `cuda[:N]`.
+    pub device: tch::Device,
+    /// Camera or LiDAR.
+    pub input: InputKind,
+    /// Image conversion.
+    pub image: ImageSettings,
+    /// Point cloud conversion.
+    pub cloud: CloudGrid,
+    /// Where schedule tables are cached.
+    pub cache_dir: PathBuf,
+    /// Topics.
+    pub topics: RobotTopics,
+    /// Bandwidth assumed until the first estimate arrives, Mbit/s.
+    pub initial_bandwidth_mbps: f64,
+    /// Bucket switching (down at once, up after the prediction held above a higher bucket).
+    pub hysteresis: Hysteresis,
+    /// An inference's deadline is `factor x predicted + slack`.
+    pub deadline_factor: f64,
+    /// See `deadline_factor`.
+    pub deadline_slack: Duration,
+    /// How long to wait for the edge's Welcome.
+    pub hello_timeout: Duration,
+    /// Least time between reconnection attempts.
+    pub retry_interval: Duration,
+    /// Classes in `top_k` (0: none).
+    pub top_k: usize,
+    /// Diagnostics period.
+    pub diagnostics_period: Duration,
+    /// libtorch intra-op threads of the model worker (0: libtorch's default).
+    pub threads: i32,
+}
+
+fn device(s: &str) -> Result<tch::Device> {
+    match s {
+        "cpu" => Ok(tch::Device::Cpu),
+        "cuda" => Ok(tch::Device::Cuda(0)),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(tch::Device::Cuda)
+            .ok_or_else(|| invalid(format!("device must be cpu, cuda or cuda:N, got '{s}'"))),
+    }
+}
+
+fn ms(p: &mut Params, name: &str, default: f64) -> Result<Duration> {
+    let v = p.double(name, default)?;
+    Duration::try_from_secs_f64(v / 1e3).map_err(|_| invalid(format!("{name} must be a non-negative number of ms, got {v}")))
+}
+
+fn positive(name: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(invalid(format!("{name} must be > 0, got {v}"))) }
+}
+
+fn range(p: &mut Params, name: &str, default: (f64, f64)) -> Result<(f32, f32)> {
+    let v = p.doubles(name, &[default.0, default.1])?;
+    match v[..] {
+        [a, b] if a < b => Ok((a as f32, b as f32)),
+        _ => Err(invalid(format!("{name} must be [min, max] with min < max, got {v:?}"))),
+    }
+}
+
+fn hysteresis(p: &mut Params) -> Result<Hysteresis> {
+    let d = Hysteresis::default();
+    let margin = p.double("hysteresis.margin", d.margin)?;
+    if !(margin.is_finite() && margin >= 0.0) {
+        return Err(invalid(format!("hysteresis.margin must be >= 0, got {margin}")));
+    }
+    Ok(Hysteresis { margin, hold: ms(p, "hysteresis.hold_ms", d.hold.as_secs_f64() * 1e3)? })
+}
+
+fn u32_param(p: &mut Params, name: &str, default: i64) -> Result<u32> {
+    let v = p.int(name, default)?;
+    u32::try_from(v).map_err(|_| invalid(format!("{name} must be in 0..2^32, got {v}")))
+}
+
+fn param_to_json(v: ParamValue) -> serde_json::Value {
+    match v {
+        ParamValue::Bool(b) => b.into(),
+        ParamValue::Int(i) => i.into(),
+        ParamValue::Double(d) => d.into(),
+        ParamValue::Str(s) => s.into(),
+        ParamValue::StrList(l) => l.into(),
+        ParamValue::DoubleList(l) => l.into(),
+    }
+}
+
+fn json_to_param(v: &serde_json::Value) -> ParamValue {
+    match v {
+        serde_json::Value::Bool(b) => ParamValue::Bool(*b),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => ParamValue::Int(n.as_i64().unwrap_or(i64::MAX)),
+        serde_json::Value::Number(n) => ParamValue::Double(n.as_f64().unwrap_or(0.0)),
+        serde_json::Value::Array(a) => ParamValue::DoubleList(a.iter().filter_map(serde_json::Value::as_f64).collect()),
+        other => ParamValue::Str(other.as_str().map_or_else(|| other.to_string(), str::to_string)),
+    }
+}
+
+/// Reads the parameters under `prefix` shaped like `defaults` (nested objects become dotted
+/// names), as JSON.
+fn read_section(p: &mut Params, prefix: &str, defaults: serde_json::Value) -> serde_json::Value {
+    match defaults {
+        serde_json::Value::Object(fields) => serde_json::Value::Object(
+            fields.into_iter().map(|(field, default)| (field.clone(), read_section(p, &format!("{prefix}.{field}"), default))).collect(),
+        ),
+        default => param_to_json(p.raw(prefix, json_to_param(&default))),
+    }
+}
+
+/// Reads the `table.*` parameters (the `table:` section shared with the edge's configuration).
+///
+/// # Errors
+/// [`Error::Config`] naming the bad field.
+pub fn read_table(p: &mut Params) -> Result<TableSettings> {
+    let defaults = serde_json::to_value(TableSettings::default()).map_err(|e| invalid(format!("table defaults: {e}")))?;
+    let section = match read_section(p, "table", defaults) {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    serde_json::from_value(serde_json::Value::Object(section.clone())).map_err(|e| {
+        // Name the field: serde's message for a bad enum value does not.
+        let field = section.iter().find(|(k, v)| {
+            let one: serde_json::Map<String, serde_json::Value> = [((*k).clone(), (*v).clone())].into_iter().collect();
+            serde_json::from_value::<TableSettings>(serde_json::Value::Object(one)).is_err()
+        });
+        match field {
+            Some((k, v)) => invalid(format!("table.{k} = {v}: {e}")),
+            None => invalid(format!("table: {e}")),
+        }
+    })
+}
+
+impl RobotConfig {
+    /// Reads every parameter of `lop_robot` (defaults for those not given).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the bad parameter.
+    pub fn from_params(p: &mut Params) -> Result<RobotConfig> {
+        let ros = RosSettings::read(p)?;
+        let edge = EdgeSettings::read(p)?;
+        let robot_id = p.string("robot_id", "robot");
+        lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
+        let model_source = p.string("model.source", "zoo:resnet18");
+        let model_id = p.string("model.id", "resnet18");
+        let robot_profile = ProfileSource::parse(&p.string("model.robot_profile", "synthetic"));
+        let server_profile = ProfileSource::parse(&p.string("model.server_profile", "synthetic"));
+        let table = read_table(p)?;
+        let method = p.string("method", "lop");
+        if !["lop", "robot-only", "server-only", "layer-partition"].contains(&method.as_str()) {
+            return Err(invalid(format!("method must be lop, robot-only, server-only or layer-partition, got '{method}'")));
+        }
+        let dilation = p.double("dilation", 1.0)?;
+        if !(dilation >= 1.0 && dilation.is_finite()) {
+            return Err(invalid(format!("dilation must be >= 1, got {dilation}")));
+        }
+        let device = device(&p.string("device", "cpu"))?;
+        let input = match p.string("input", "camera").as_str() {
+            "camera" => InputKind::Camera,
+            "lidar" => InputKind::Lidar,
+            other => return Err(invalid(format!("input must be camera or lidar, got '{other}'"))),
+        };
+        let order = match p.string("image.channel_order", "rgb").as_str() {
+            "rgb" => ChannelOrder::Rgb,
+            "bgr" => ChannelOrder::Bgr,
+            other => return Err(invalid(format!("image.channel_order must be rgb or bgr, got '{other}'"))),
+        };
+        let pad = p.int("image.pad", 0)?;
+        let pad = u8::try_from(pad).map_err(|_| invalid(format!("image.pad must be 0..=255, got {pad}")))?;
+        let fit = match p.string("image.fit", "resize").as_str() {
+            "resize" => Fit::Resize,
+            "letterbox" => Fit::Letterbox { pad },
+            other => return Err(invalid(format!("image.fit must be resize or letterbox, got '{other}'"))),
+        };
+        let image = ImageSettings { height: u32_param(p, "image.height", 0)?, width: u32_param(p, "image.width", 0)?, order, fit };
+        let (x, y, z) =
+            (range(p, "cloud.x_range", (0.0, 102.4))?, range(p, "cloud.y_range", (-51.2, 51.2))?, range(p, "cloud.z_range", (-3.0, 1.0))?);
+        let (rows, cols, depth) = (u32_param(p, "cloud.rows", 0)?, u32_param(p, "cloud.cols", 0)?, u32_param(p, "cloud.depth", 0)?);
+        let names = p.string("cloud.bev_features", "occupancy,max_height,mean_intensity,density");
+        let cloud = match p.string("cloud.grid", "bev").as_str() {
+            "bev" => {
+                let mut channels = BevChannels { occupancy: false, max_height: false, mean_intensity: false, density: false };
+                for n in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    match n {
+                        "occupancy" => channels.occupancy = true,
+                        "max_height" => channels.max_height = true,
+                        "mean_intensity" => channels.mean_intensity = true,
+                        "density" => channels.density = true,
+                        other => return Err(invalid(format!("cloud.bev_features: unknown feature '{other}'"))),
+                    }
+                }
+                CloudGrid::Bev(BevGrid { x_range: x, y_range: y, z_range: z, rows, cols, channels })
+            }
+            "voxels" => CloudGrid::Voxels(VoxelGrid { x_range: x, y_range: y, z_range: z, rows, cols, depth }),
+            other => return Err(invalid(format!("cloud.grid must be bev or voxels, got '{other}'"))),
+        };
+        let topics = RobotTopics {
+            image: p.string("topics.image", "/camera/image_raw"),
+            cloud: p.string("topics.cloud", "/lidar/points"),
+            inference: p.string("topics.inference", "/lop/inference"),
+            bandwidth: p.string("topics.bandwidth", "/lop/bandwidth"),
+            diagnostics: p.string("topics.diagnostics", "/diagnostics"),
+        };
+        let top_k = p.int("top_k", 5)?;
+        Ok(RobotConfig {
+            ros,
+            edge,
+            robot_id,
+            model_source,
+            model_id,
+            robot_profile,
+            server_profile,
+            table,
+            method,
+            dilation,
+            device,
+            input,
+            image,
+            cloud,
+            cache_dir: PathBuf::from(p.string("cache_dir", ".lop-cache")),
+            topics,
+            initial_bandwidth_mbps: positive("initial_bandwidth_mbps", p.double("initial_bandwidth_mbps", 80.0)?)?,
+            hysteresis: hysteresis(p)?,
+            deadline_factor: positive("deadline_factor", p.double("deadline_factor", 3.0)?)?,
+            deadline_slack: ms(p, "deadline_slack_ms", 250.0)?,
+            hello_timeout: ms(p, "hello_timeout_ms", 5000.0)?,
+            retry_interval: ms(p, "retry_interval_ms", 500.0)?,
+            top_k: usize::try_from(top_k).map_err(|_| invalid(format!("top_k must be >= 0, got {top_k}")))?,
+            diagnostics_period: Duration::from_secs_f64(positive("diagnostics_period_s", p.double("diagnostics_period_s", 1.0)?)?),
+            threads: i32::try_from(p.int("threads", 0)?).map_err(|e| invalid(format!("threads: {e}")))?,
+        })
+    }
+}
+
+/// Configuration of `lop_bandwidth`.
+#[derive(Debug, Clone)]
+pub struct BandwidthConfig {
+    /// The ROS session.
+    pub ros: RosSettings,
+    /// The edge session (for active probes).
+    pub edge: EdgeSettings,
+    /// Results in (passive samples).
+    pub inference_topic: String,
+    /// Estimates out.
+    pub bandwidth_topic: String,
+    /// Probe timeout.
+    pub probe_timeout: Duration,
+    /// The monitor (predictor, publication period, probes, buckets, hysteresis).
+    pub monitor: MonitorConfig,
+}
+
+impl BandwidthConfig {
+    /// Reads every parameter of `lop_bandwidth`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the bad parameter.
+    pub fn from_params(p: &mut Params) -> Result<BandwidthConfig> {
+        let d = MonitorConfig::default();
+        let ros = RosSettings::read(p)?;
+        let edge = EdgeSettings::read(p)?;
+        let inference_topic = p.string("topics.inference", "/lop/inference");
+        let bandwidth_topic = p.string("topics.bandwidth", "/lop/bandwidth");
+        let rate_hz = positive("rate_hz", p.double("rate_hz", 2.0)?)?;
+        let window = p.int("window", d.window as i64)?;
+        let probe_bytes = p.int("probe_bytes", d.probe_bytes as i64)?;
+        let min_passive = p.int("min_passive_bytes", d.min_passive_bytes as i64)?;
+        let probes = p.bool("probes", true)?;
+        let table = read_table(p)?;
+        let bandwidth_scale = match &table.bandwidth_scale {
+            ScaleSetting::Factor(f) => positive("table.bandwidth_scale", *f)?,
+            ScaleSetting::Word(_) => {
+                tracing::warn!(
+                    "table.bandwidth_scale auto: the published bucket assumes scale 1 (lop_robot picks its own from the prediction)"
+                );
+                1.0
+            }
+        };
+        let monitor = MonitorConfig {
+            window: usize::try_from(window).ok().filter(|&w| w > 0).ok_or_else(|| invalid(format!("window must be >= 1, got {window}")))?,
+            predictor: p.string("predictor", &d.predictor),
+            publish_period: Duration::from_secs_f64(1.0 / rate_hz),
+            min_passive_bytes: u64::try_from(min_passive)
+                .map_err(|_| invalid(format!("min_passive_bytes must be >= 0, got {min_passive}")))?,
+            idle_threshold: ms(p, "probe_idle_ms", d.idle_threshold.as_secs_f64() * 1e3)?,
+            probe_interval: if probes { ms(p, "probe_interval_ms", d.probe_interval.as_secs_f64() * 1e3)? } else { Duration::ZERO },
+            probe_bytes: usize::try_from(probe_bytes)
+                .ok()
+                .filter(|&b| b > 0 && b <= lop_runtime::probe::MAX_PROBE_BYTES)
+                .ok_or_else(|| invalid(format!("probe_bytes must be 1..={}, got {probe_bytes}", lop_runtime::probe::MAX_PROBE_BYTES)))?,
+            hysteresis: hysteresis(p)?,
+            buckets: table.bucket_values().map_err(|e| invalid(e.to_string()))?,
+            bandwidth_scale,
+        };
+        Ok(BandwidthConfig { ros, edge, inference_topic, bandwidth_topic, probe_timeout: ms(p, "probe_timeout_ms", 2000.0)?, monitor })
+    }
+}
+
+/// Configuration of `lop_power`.
+#[derive(Debug, Clone)]
+pub struct PowerConfig {
+    /// The ROS session.
+    pub ros: RosSettings,
+    /// `auto`, `jetson-iio`, `jetson-hwmon`, `tegrastats`, `nvml`, `rapl` or `model`.
+    pub source: String,
+    /// Root of the sysfs trees (tests point it at a fake tree).
+    pub root: PathBuf,
+    /// Sampling rate, Hz.
+    pub rate_hz: f64,
+    /// Rate of /lop/power, Hz.
+    pub publish_hz: f64,
+    /// Results in.
+    pub inference_topic: String,
+    /// Energy out.
+    pub energy_topic: String,
+    /// Power samples out.
+    pub power_topic: String,
+    /// CSV log of per-inference energy (empty: none).
+    pub csv: String,
+    /// Seconds of samples kept.
+    pub window_s: f64,
+    /// Power model (source `model`): idle, computing and transmitting watts.
+    pub model: lop::power::model::PowerModel,
+}
+
+impl PowerConfig {
+    /// Reads every parameter of `lop_power`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the bad parameter.
+    pub fn from_params(p: &mut Params) -> Result<PowerConfig> {
+        let d = lop::power::model::PowerModel::default();
+        let model = lop::power::model::PowerModel {
+            idle_w: p.double("model.idle_w", d.idle_w)?,
+            computing_w: p.double("model.computing_w", d.computing_w)?,
+            transmitting_w: p.double("model.transmitting_w", d.transmitting_w)?,
+        };
+        model.validate().map_err(|e| invalid(format!("model: {e}")))?;
+        Ok(PowerConfig {
+            ros: RosSettings::read(p)?,
+            source: p.string("source", "auto"),
+            root: PathBuf::from(p.string("root", "/")),
+            rate_hz: positive("rate_hz", p.double("rate_hz", 100.0)?)?,
+            publish_hz: positive("publish_hz", p.double("publish_hz", 10.0)?)?,
+            inference_topic: p.string("topics.inference", "/lop/inference"),
+            energy_topic: p.string("topics.energy", "/lop/energy"),
+            power_topic: p.string("topics.power", "/lop/power"),
+            csv: p.string("csv", ""),
+            window_s: positive("window_s", p.double("window_s", 30.0)?)?,
+            model,
+        })
+    }
+}

@@ -1,0 +1,43 @@
+//! The error type of the robot nodes.
+
+use std::path::PathBuf;
+
+/// What can go wrong in a robot node.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A parameter or configuration value is invalid.
+    #[error("configuration: {what}")]
+    Config {
+        /// What, with the offending value.
+        what: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The ROS backend failed (session, publisher, subscriber).
+    #[error("ROS ({backend}): {what}")]
+    Ros {
+        /// `hiroz` or `r2r`.
+        backend: &'static str,
+        /// What failed, naming the topic or node.
+        what: String,
+    },
+    /// The runtime (edge link, client, worker) failed.
+    #[error(transparent)]
+    Runtime(#[from] lop_runtime::Error),
+    /// Energy accounting failed (power source, sampler, CSV log).
+    #[error("power: {0}")]
+    Power(#[from] crate::power::PowerNodeError),
+    /// The engine (model, profile, table, power source) failed.
+    #[error(transparent)]
+    Engine(#[from] lop::Error),
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,507 @@
+//! `lop_robot`: camera frames or LiDAR sweeps in, exact LOP inference results out.
+//!
+//! Subscription callbacks only stamp the arrival and put the message in a one-slot
+//! [`Mailbox`] (the newest frame replaces an unread one, counted as dropped-busy). One task takes
+//! frames from it: converts (on the blocking pool), runs the inference through the
+//! [`RobotClient`] (libtorch on the model's worker thread), and publishes the result with the
+//! input's stamp and frame. A bandwidth subscription feeds the [`BucketSelector`]; a diagnostics
+//! task publishes the counters about once a second. Bad input is counted and reported, never
+//! fatal.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use lop::graph::DType;
+use lop::model::LoadOptions;
+use lop::plan::Side;
+use lop_msgs::ros::msg::{ClassScore, OutputTensor};
+use lop_runtime::client::{ClientOptions, InferenceStats, RobotClient};
+use lop_runtime::exec::Worker;
+use lop_runtime::zenoh_service::ZenohConnector;
+use tch::{Kind, Tensor};
+use tokio::sync::watch;
+
+use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, Level, Qos, SharedRos, Stamp, to_time};
+use crate::bandwidth::BucketSelector;
+use crate::config::{CloudGrid, InputKind, RobotConfig};
+use crate::convert::{self, BevGrid, CloudView, ConvertError, ImageTarget, ImageView, PointFieldView, VoxelGrid};
+use crate::error::{Error, Result};
+use crate::mailbox::Mailbox;
+
+/// A frame waiting for the model, with its arrival time.
+enum Frame {
+    Image(ImageIn, Instant),
+    Cloud(CloudIn, Instant),
+}
+
+/// Counters of `lop_robot` (also published on /diagnostics).
+#[derive(Debug, Default)]
+pub struct RobotCounters {
+    /// Frames the subscriptions delivered.
+    pub received: AtomicU64,
+    /// Results published.
+    pub answered: AtomicU64,
+    /// Frames replaced by a newer one while the model was busy.
+    pub dropped_busy: AtomicU64,
+    /// Frames that could not be converted (encoding, step, size, empty or non-finite clouds).
+    pub bad_input: AtomicU64,
+    /// Results the robot finished alone.
+    pub fallbacks: AtomicU64,
+    /// Inferences that failed (engine errors).
+    pub errors: AtomicU64,
+    /// Whether the edge session is up (after the last inference).
+    pub connected: AtomicBool,
+    /// ROS-layer time of the last frame (arrival to publication minus the inference), ns.
+    pub ros_ns_last: AtomicU64,
+    /// Largest ROS-layer time, ns.
+    pub ros_ns_max: AtomicU64,
+    /// Sum of ROS-layer times, ns (mean = sum / answered).
+    pub ros_ns_sum: AtomicU64,
+    /// Bucket in force (table MB/s, as f64 bits).
+    pub bucket_bits: AtomicU64,
+    /// Frames from the edge dropped by the client (malformed, stale, ...).
+    pub edge_frames_dropped: AtomicU64,
+}
+
+impl RobotCounters {
+    fn values(&self) -> Vec<(String, String)> {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let answered = g(&self.answered);
+        let ms = |ns: u64| format!("{:.3}", ns as f64 * 1e-6);
+        vec![
+            ("frames_received".into(), g(&self.received).to_string()),
+            ("frames_answered".into(), answered.to_string()),
+            ("frames_dropped_busy".into(), g(&self.dropped_busy).to_string()),
+            ("frames_bad".into(), g(&self.bad_input).to_string()),
+            ("fallbacks".into(), g(&self.fallbacks).to_string()),
+            ("inference_errors".into(), g(&self.errors).to_string()),
+            ("edge_connected".into(), self.connected.load(Ordering::Relaxed).to_string()),
+            ("edge_frames_dropped".into(), g(&self.edge_frames_dropped).to_string()),
+            ("bucket_mb_s".into(), f64::from_bits(g(&self.bucket_bits)).to_string()),
+            ("ros_latency_ms_last".into(), ms(g(&self.ros_ns_last))),
+            ("ros_latency_ms_max".into(), ms(g(&self.ros_ns_max))),
+            ("ros_latency_ms_mean".into(), ms(g(&self.ros_ns_sum).checked_div(answered).unwrap_or(0))),
+        ]
+    }
+}
+
+/// What the model takes, resolved from its input shape and the configuration.
+#[derive(Debug, Clone)]
+enum Target {
+    Image(ImageTarget),
+    Bev(BevGrid),
+    Voxels(VoxelGrid),
+}
+
+fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType) -> Result<Target> {
+    let dim = |i: usize| shape.get(i).and_then(|&d| u32::try_from(d).ok()).unwrap_or(0);
+    let pick = |configured: u32, model: u32| if configured == 0 { model } else { configured };
+    match cfg.input {
+        InputKind::Camera => {
+            if shape.len() != 4 || dtype != DType::U8 {
+                return Err(Error::Config {
+                    what: format!("input camera needs a model taking a [1, C, H, W] uint8 image; this one takes {shape:?} {dtype:?}"),
+                });
+            }
+            Ok(Target::Image(ImageTarget {
+                height: pick(cfg.image.height, dim(2)),
+                width: pick(cfg.image.width, dim(3)),
+                channels: dim(1),
+                order: cfg.image.order,
+                fit: cfg.image.fit,
+            }))
+        }
+        InputKind::Lidar => match &cfg.cloud {
+            CloudGrid::Bev(g) => {
+                if shape.len() != 4 || usize::try_from(dim(1)).ok() != Some(g.channels.count()) {
+                    return Err(Error::Config {
+                        what: format!("the BEV grid has {} channels; the model takes {shape:?}", g.channels.count()),
+                    });
+                }
+                Ok(Target::Bev(BevGrid { rows: pick(g.rows, dim(2)), cols: pick(g.cols, dim(3)), ..g.clone() }))
+            }
+            CloudGrid::Voxels(g) => {
+                if shape.len() != 5 || dim(1) != 1 {
+                    return Err(Error::Config {
+                        what: format!("a voxel grid needs a model taking [1, 1, D, H, W]; this one takes {shape:?}"),
+                    });
+                }
+                Ok(Target::Voxels(VoxelGrid {
+                    depth: pick(g.depth, dim(2)),
+                    rows: pick(g.rows, dim(3)),
+                    cols: pick(g.cols, dim(4)),
+                    ..g.clone()
+                }))
+            }
+        },
+    }
+}
+
+/// Converts a frame to the model's input tensor (blocking work: call it on the blocking pool).
+fn to_tensor(frame: &Frame, target: &Target, shape: &[i64]) -> std::result::Result<Tensor, ConvertError> {
+    let tensor = |r: std::result::Result<Tensor, tch::TchError>| r.map_err(|e| ConvertError::BadTarget { msg: e.to_string() });
+    match (frame, target) {
+        (Frame::Image(m, _), Target::Image(t)) => {
+            let view = ImageView {
+                width: m.width,
+                height: m.height,
+                encoding: &m.encoding,
+                is_bigendian: m.is_bigendian,
+                step: m.step,
+                data: (*m.data).as_ref(),
+            };
+            let chw = convert::image_to_chw(&view, t)?;
+            tensor(Tensor::f_from_slice(&chw).and_then(|t| t.f_reshape(shape)))
+        }
+        (Frame::Cloud(c, _), Target::Bev(_) | Target::Voxels(_)) => {
+            let fields: Vec<PointFieldView> =
+                c.fields.iter().map(|f| PointFieldView { name: &f.name, offset: f.offset, datatype: f.datatype, count: f.count }).collect();
+            let view = CloudView {
+                fields: &fields,
+                is_bigendian: c.is_bigendian,
+                point_step: c.point_step,
+                row_step: c.row_step,
+                width: c.width,
+                height: c.height,
+                data: (*c.data).as_ref(),
+            };
+            let (grid, stats) = match target {
+                Target::Bev(g) => convert::cloud_to_bev_with_stats(&view, g)?,
+                Target::Voxels(g) => convert::cloud_to_voxels_with_stats(&view, g)?,
+                Target::Image(_) => return Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() }),
+            };
+            if stats.used == 0 {
+                return Err(ConvertError::ZeroSize {
+                    what: format!(
+                        "no usable point ({} points, {} non-finite, {} out of range)",
+                        stats.points, stats.nonfinite, stats.out_of_range
+                    ),
+                });
+            }
+            tensor(Tensor::f_from_slice(&grid).and_then(|t| t.f_reshape(shape)))
+        }
+        (Frame::Image(..), _) => Err(ConvertError::BadTarget { msg: "an image for a LiDAR model".into() }),
+        (Frame::Cloud(..), Target::Image(_)) => Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() }),
+    }
+}
+
+/// Output tensors as messages, and the top-k of the first one (classifiers).
+fn outputs_msg(
+    outputs: &[Tensor],
+    names: &[String],
+    top_k: usize,
+) -> std::result::Result<(Vec<OutputTensor>, Vec<ClassScore>), tch::TchError> {
+    let mut out = Vec::with_capacity(outputs.len());
+    for (i, t) in outputs.iter().enumerate() {
+        let t = t.f_to_device(tch::Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
+        let n = t.numel();
+        let mut data = vec![0f32; n];
+        t.f_copy_data(&mut data, n)?;
+        let shape = t.size().iter().map(|&d| u32::try_from(d).unwrap_or(u32::MAX)).collect();
+        out.push(OutputTensor { name: names.get(i).cloned().unwrap_or_else(|| format!("output{i}")), shape, data });
+    }
+    let mut top = Vec::new();
+    if let Some(first) = out.first()
+        && top_k > 0
+        && first.data.len() > 1
+        && first.shape.iter().filter(|&&d| d > 1).count() == 1
+    {
+        let mut idx: Vec<usize> = (0..first.data.len()).collect();
+        idx.sort_by(|&a, &b| first.data[b].total_cmp(&first.data[a]));
+        top = idx
+            .into_iter()
+            .take(top_k)
+            .map(|i| ClassScore { class_id: u32::try_from(i).unwrap_or(u32::MAX), score: first.data[i], label: String::new() })
+            .collect();
+    }
+    Ok((out, top))
+}
+
+/// What a finished `run` reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RobotSummary {
+    /// Frames received.
+    pub received: u64,
+    /// Results published.
+    pub answered: u64,
+    /// Frames replaced while busy.
+    pub dropped_busy: u64,
+    /// Bad frames.
+    pub bad_input: u64,
+    /// Fallbacks.
+    pub fallbacks: u64,
+    /// Mean ROS-layer time per answered frame, seconds.
+    pub ros_mean_s: f64,
+    /// Largest ROS-layer time, seconds.
+    pub ros_max_s: f64,
+}
+
+/// Runs `lop_robot` on `ros` until `shutdown` resolves: loads the model, builds (or loads) the
+/// schedule table, connects to the edge, subscribes, logs `ready`, then answers frames.
+///
+/// # Errors
+/// A model, profile or table that cannot be loaded; topics the backend refuses.
+pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<RobotSummary> {
+    let (stop_tx, mut stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    if cfg.threads > 0 {
+        tch::set_num_threads(cfg.threads);
+    }
+    let source = cfg.model_source.clone();
+    let (worker, loaded) = Worker::spawn("lop-robot-model", move || lop::model::load(&source, &LoadOptions::default())).await?;
+    let (robot_p, server_p, table_s, cache) =
+        (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
+    let (table, names, input_info) = worker
+        .call(move |g| -> Result<_> {
+            let robot = robot_p.load(g, Side::Robot)?;
+            let server = server_p.load(g, Side::Server)?;
+            let spec = table_s.spec(g, &robot, &server)?;
+            let (table, _, used) = lop::planner::table::load_or_build(&cache, g, None, &robot, &server, &spec, 1)?;
+            tracing::info!(cache = ?used, buckets = spec.buckets.len(), "schedule table ready");
+            let names: Vec<String> = g.outputs.iter().map(|&o| g.nodes[o].name.clone()).collect();
+            let inputs = g.inputs();
+            let [input] = inputs[..] else {
+                return Err(Error::Config { what: format!("the model has {} inputs; lop_robot feeds exactly one", inputs.len()) });
+            };
+            Ok((table, names, g.nodes[input].info.clone()))
+        })
+        .await??;
+    let target = resolve_target(&cfg, &input_info.shape, input_info.dtype)?;
+    let shape: Vec<i64> = input_info.shape.iter().map(|&d| d as i64).collect();
+    let buckets = table.spec.buckets.clone();
+    let scale = table.spec.bandwidth_scale;
+
+    let session = cfg.edge.open().await?;
+    let mut opts = ClientOptions::new(&cfg.robot_id, &cfg.model_id);
+    opts.method = cfg.method.clone();
+    opts.dilation = cfg.dilation;
+    opts.input_wire = cfg.table.input_wire();
+    opts.device = cfg.device;
+    opts.deadline_factor = cfg.deadline_factor;
+    opts.deadline_slack = cfg.deadline_slack;
+    opts.hello_timeout = cfg.hello_timeout;
+    opts.retry_interval = cfg.retry_interval;
+    let model_hash = loaded.hash.clone();
+    let mut client =
+        RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?;
+
+    let counters = Arc::new(RobotCounters::default());
+    counters.connected.store(client.connected(), Ordering::Relaxed);
+    let mailbox: Arc<Mailbox<Frame>> = Arc::new(Mailbox::new());
+    let latest_mbps: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
+
+    let publisher = ros.inference_publisher(&cfg.topics.inference)?;
+    let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
+    let put = {
+        let (mailbox, counters) = (mailbox.clone(), counters.clone());
+        move |f: Frame| {
+            counters.received.fetch_add(1, Ordering::Relaxed);
+            if mailbox.put(f).is_some() {
+                counters.dropped_busy.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    };
+    let _input_sub = match cfg.input {
+        InputKind::Camera => {
+            ros.subscribe_images(&cfg.topics.image, Qos::SensorData, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?
+        }
+        InputKind::Lidar => {
+            ros.subscribe_clouds(&cfg.topics.cloud, Qos::SensorData, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?
+        }
+    };
+    let _bw_sub = {
+        let latest = latest_mbps.clone();
+        ros.subscribe_bandwidth(
+            &cfg.topics.bandwidth,
+            Box::new(move |b| {
+                *latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(b.prediction_mbps);
+            }),
+        )?
+    };
+    let diag_task = {
+        let (counters, mut stop, period, hw) = (counters.clone(), stop.clone(), cfg.diagnostics_period, cfg.robot_id.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    _ = tick.tick() => {}
+                }
+                let connected = counters.connected.load(Ordering::Relaxed);
+                let bad = counters.bad_input.load(Ordering::Relaxed);
+                let d = Diagnostics {
+                    stamp: Stamp::now(),
+                    level: if connected { Level::Ok } else { Level::Warn },
+                    name: "lop_robot: inference".into(),
+                    message: if connected {
+                        format!("edge connected; {bad} bad frames")
+                    } else {
+                        format!("edge not connected (robot alone); {bad} bad frames")
+                    },
+                    hardware_id: hw.clone(),
+                    values: counters.values(),
+                };
+                if let Err(e) = diagnostics.publish(&d) {
+                    tracing::warn!(error = %e, "publishing diagnostics failed");
+                }
+            }
+        })
+    };
+    tracing::info!(
+        robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
+        topic = %match cfg.input { InputKind::Camera => &cfg.topics.image, InputKind::Lidar => &cfg.topics.cloud },
+        "ready"
+    );
+
+    let mut selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
+    let model_name = cfg.model_source.clone();
+    loop {
+        let frame = tokio::select! {
+            _ = stop.changed() => break,
+            f = mailbox.take() => f,
+        };
+        let started = std::time::SystemTime::now();
+        let (received, header, kind) = match &frame {
+            Frame::Image(m, t) => (*t, m.header.clone(), 0u8),
+            Frame::Cloud(c, t) => (*t, c.header.clone(), 1u8),
+        };
+        let (tgt, shp) = (target.clone(), shape.clone());
+        let t_convert = Instant::now();
+        let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp)).await;
+        let input = match converted {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                counters.bad_input.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, stamp = ?header.stamp, frame = %header.frame_id, "bad input frame dropped");
+                continue;
+            }
+            Err(e) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "conversion task failed");
+                continue;
+            }
+        };
+        let convert_s = t_convert.elapsed().as_secs_f64();
+        let mbps = latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(cfg.initial_bandwidth_mbps);
+        let bucket = selector.update(Instant::now(), mbps);
+        counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
+        let r = match client.infer(vec![input], bucket).await {
+            Ok(r) => r,
+            Err(e) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "inference failed");
+                continue;
+            }
+        };
+        let finished = std::time::SystemTime::now();
+        counters.connected.store(client.connected(), Ordering::Relaxed);
+        counters.edge_frames_dropped.store(client.dropped().total(), Ordering::Relaxed);
+        let t_out = Instant::now();
+        let (names, top_k, outs) = (names.clone(), cfg.top_k, r.outputs);
+        let decoded = match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "reading the outputs failed");
+                continue;
+            }
+            Err(e) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "output task failed");
+                continue;
+            }
+        };
+        let out_s = t_out.elapsed().as_secs_f64();
+        let t_pub = Instant::now();
+        let msg = result_msg(&r.stats, header, (started, finished), kind, &model_name, &model_hash, mbps, received.elapsed(), decoded);
+        if let Err(e) = publisher.publish(&msg) {
+            tracing::warn!(error = %e, "publishing the result failed");
+            continue;
+        }
+        let pub_s = t_pub.elapsed().as_secs_f64();
+        let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
+        let ros_ns = (ros_s * 1e9) as u64;
+        counters.answered.fetch_add(1, Ordering::Relaxed);
+        if r.stats.fallback {
+            counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
+        tracing::debug!(
+            id = r.stats.id,
+            total_ms = r.stats.total_s * 1e3,
+            ros_ms = ros_s * 1e3,
+            convert_ms = convert_s * 1e3,
+            outputs_ms = out_s * 1e3,
+            publish_ms = pub_s * 1e3,
+            bucket,
+            fallback = r.stats.fallback,
+            "inference published"
+        );
+    }
+    let _ = diag_task.await;
+    drop(client);
+    if let Err(e) = session.close().await {
+        tracing::debug!(error = %e, "closing the edge session");
+    }
+    let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let answered = g(&counters.answered);
+    let summary = RobotSummary {
+        received: g(&counters.received),
+        answered,
+        dropped_busy: g(&counters.dropped_busy),
+        bad_input: g(&counters.bad_input),
+        fallbacks: g(&counters.fallbacks),
+        ros_mean_s: g(&counters.ros_ns_sum).checked_div(answered).unwrap_or(0) as f64 * 1e-9,
+        ros_max_s: g(&counters.ros_ns_max) as f64 * 1e-9,
+    };
+    tracing::info!(?summary, "lop_robot stopped");
+    Ok(summary)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn result_msg(
+    s: &InferenceStats,
+    header: crate::backend::Header,
+    (started, finished): (std::time::SystemTime, std::time::SystemTime),
+    input_kind: u8,
+    model_name: &str,
+    model_hash: &str,
+    mbps: f64,
+    latency: Duration,
+    (outputs, top_k): (Vec<OutputTensor>, Vec<ClassScore>),
+) -> InferenceResult {
+    let server = s.server_compute_s.unwrap_or(0.0);
+    InferenceResult {
+        header: hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id },
+        inference_id: s.id,
+        started: to_time(Stamp::from_system(started)),
+        finished: to_time(Stamp::from_system(finished)),
+        model_name: model_name.to_string(),
+        model_sha256: model_hash.to_string(),
+        input_kind,
+        latency_s: latency.as_secs_f64(),
+        robot_compute_s: s.robot_compute_s,
+        server_compute_s: server,
+        waiting_s: s.robot_wait_s,
+        // The share of the robot's wait not explained by the server computing: bands in flight.
+        transfer_s: (s.robot_wait_s - server).max(0.0),
+        bytes_up: s.bytes_up,
+        bytes_down: s.bytes_down,
+        bandwidth_bucket: s.bucket,
+        bandwidth_mbps: mbps,
+        plan_hash: s.plan_hash.clone(),
+        method: s.method.clone(),
+        fallback: s.fallback,
+        fallback_reason: s.fallback_reason.clone().unwrap_or_default(),
+        outputs,
+        top_k,
+    }
+}

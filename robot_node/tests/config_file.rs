@@ -1,0 +1,58 @@
+//! `config/robot.yaml` documents every parameter of the three nodes with its default: each
+//! node's section names exactly the parameters the node reads, each with the default value.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use robot_node::config::{BandwidthConfig, PowerConfig, RobotConfig};
+use robot_node::params::{Params, RosArgs};
+
+fn check(node: &str, read: impl Fn(&mut Params)) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/robot.yaml");
+    let mut p = Params::load(node, Some(&file), &RosArgs::default()).unwrap();
+    read(&mut p);
+    assert!(p.unknown().is_empty(), "{node}: parameters in the file that the node does not read: {:?}", p.unknown());
+    let mut defaults = Params::empty(node);
+    read(&mut defaults);
+    let missing: Vec<&str> =
+        defaults.declared().iter().map(|d| d.name.as_str()).filter(|n| !p.declared().iter().any(|d| &d.name == n)).collect();
+    assert!(missing.is_empty(), "{node}: {missing:?}");
+    for d in p.declared() {
+        assert_eq!(d.value, d.default, "{node}: {} in the file is not its default", d.name);
+    }
+    // Every parameter the node reads appears in the file (the file's values were all used).
+    let text = std::fs::read_to_string(&file).unwrap();
+    for d in p.declared() {
+        let leaf = d.name.rsplit('.').next().unwrap();
+        assert!(text.contains(&format!("{leaf}:")), "{node}: {} is not documented", d.name);
+    }
+}
+
+#[test]
+fn robot_yaml_documents_every_parameter_with_its_default() {
+    check("lop_robot", |p| drop(RobotConfig::from_params(p).unwrap()));
+    check("lop_bandwidth", |p| drop(BandwidthConfig::from_params(p).unwrap()));
+    check("lop_power", |p| drop(PowerConfig::from_params(p).unwrap()));
+}
+
+#[test]
+fn command_line_overrides_and_bad_values() {
+    let args = RosArgs::parse(
+        &["--ros-args", "-p", "edge.endpoint:=tcp/10.0.0.2:7447", "-p", "dilation:=20", "-p", "table.bandwidth_scale:=auto"]
+            .map(String::from),
+    )
+    .unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/robot.yaml");
+    let mut p = Params::load("lop_robot", Some(&file), &args).unwrap();
+    let cfg = RobotConfig::from_params(&mut p).unwrap();
+    assert_eq!(cfg.edge.endpoint, "tcp/10.0.0.2:7447");
+    assert_eq!(cfg.dilation, 20.0);
+    assert_eq!(cfg.table.bandwidth_scale, lop_runtime::table_config::ScaleSetting::Word("auto".into()));
+    for bad in ["method:=fastest", "dilation:=0.5", "input:=radar", "image.fit:=crop", "table.input_dtype:=f16", "edge.mode:=router"] {
+        let args = RosArgs::parse(&["-p".to_string(), bad.to_string()]).unwrap();
+        let mut p = Params::load("lop_robot", None, &args).unwrap();
+        let err = RobotConfig::from_params(&mut p).err().map(|e| e.to_string()).unwrap_or_default();
+        let name = bad.split(":=").next().unwrap().rsplit('.').next().unwrap();
+        assert!(err.contains(name), "{bad}: {err}");
+    }
+}

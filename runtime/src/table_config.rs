@@ -1,0 +1,234 @@
+//! The schedule-table section shared by every configuration file (`config/edge.yaml`,
+//! `config/robot.yaml`): robot and edge must build the same [`TableSpec`] (its hash is checked
+//! in Hello), so both read it through this one type.
+
+use crate::error::{Error, Result};
+use crate::exec::InputWire;
+use lop::graph::Graph;
+use lop::planner::{PlannerConfig, TableSpec, auto_bandwidth_scale, parse_buckets};
+use lop::power::model::PowerModel;
+use lop::profile::Profile;
+use lop::sim::{ChunkBounds, ChunkOrder, Objective};
+
+/// Bucket values: `"FROM:TO:STEP"`, `"0,2,8"` or a YAML list, in MB/s (1 MB/s = 8 Mbit/s).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum BucketSetting {
+    /// A range or comma-separated list.
+    Text(String),
+    /// Explicit values.
+    List(Vec<f64>),
+}
+
+/// The bandwidth scale: a number, or `auto` (the paper's compute-to-transfer regime, see
+/// [`auto_bandwidth_scale`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum ScaleSetting {
+    /// A fixed factor.
+    Factor(f64),
+    /// `auto`.
+    Word(String),
+}
+
+/// How the raw input crosses the link, for every method alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputDtypeSetting {
+    /// Raw camera bytes (normalisation inside the graph).
+    #[default]
+    U8,
+    /// Normalised floats, 4 bytes per element (as in the paper).
+    F32,
+}
+
+/// The `table:` section of a configuration file. Every field has a default.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TableSettings {
+    /// Buckets in MB/s (default `0:30:1`; 0 = no link).
+    pub buckets: BucketSetting,
+    /// Bucket b stands for b x F MB/s on the real link (default 1).
+    pub bandwidth_scale: ScaleSetting,
+    /// How the raw input travels (default u8).
+    pub input_dtype: InputDtypeSetting,
+    /// One-way link latency the planner assumes, ms (default 1).
+    pub latency_ms: f64,
+    /// Per-message overhead the planner assumes, ms (default 0).
+    pub overhead_ms: f64,
+    /// `latency` (default), `energy`, `weighted:LAMBDA`, `deadline:MS`.
+    pub objective: String,
+    /// `aligned` (default) or `even` chunk bounds.
+    pub chunk_bounds: ChunkBounds,
+    /// `wavefront` (default) or `op-major` chunk order.
+    pub chunk_order: ChunkOrder,
+    /// Planner seed (default 0).
+    pub seed: u64,
+    /// Search budget multiplier (default 1).
+    pub budget: usize,
+    /// Refuse to send tensors larger than the raw input (default true).
+    pub prune_larger_than_input: bool,
+    /// The robot's power model (energy objectives; default 13.35 / 4.25 / 4.04 W).
+    pub robot_power: PowerModel,
+}
+
+impl Default for TableSettings {
+    fn default() -> TableSettings {
+        TableSettings {
+            buckets: BucketSetting::Text("0:30:1".into()),
+            bandwidth_scale: ScaleSetting::Factor(1.0),
+            input_dtype: InputDtypeSetting::U8,
+            latency_ms: 1.0,
+            overhead_ms: 0.0,
+            objective: "latency".into(),
+            chunk_bounds: ChunkBounds::Aligned,
+            chunk_order: ChunkOrder::Wavefront,
+            seed: 0,
+            budget: 1,
+            prune_larger_than_input: true,
+            robot_power: PowerModel::default(),
+        }
+    }
+}
+
+impl TableSettings {
+    /// The bucket values.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad range or list.
+    pub fn bucket_values(&self) -> Result<Vec<f64>> {
+        let bad = |e: lop::Error| Error::InvalidConfig { what: format!("table.buckets: {e}") };
+        match &self.buckets {
+            BucketSetting::Text(s) => parse_buckets(s).map_err(bad),
+            BucketSetting::List(v) => parse_buckets(&v.iter().map(f64::to_string).collect::<Vec<_>>().join(",")).map_err(bad),
+        }
+    }
+
+    /// How the raw input travels on the wire.
+    pub fn input_wire(&self) -> InputWire {
+        match self.input_dtype {
+            InputDtypeSetting::U8 => InputWire::Native,
+            InputDtypeSetting::F32 => InputWire::F32,
+        }
+    }
+
+    /// The table specification for a model and its two profiles (`auto` needs them).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the bad field; simulator errors for `auto`.
+    pub fn spec(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<TableSpec> {
+        let scale = match &self.bandwidth_scale {
+            ScaleSetting::Word(w) if w == "auto" => auto_bandwidth_scale(graph, robot, server)?,
+            _ => self.fixed_scale()?,
+        };
+        self.build(scale)
+    }
+
+    /// The table specification when the bandwidth scale is a number (the edge, which knows no
+    /// robot profile at start-up, needs one).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the bad field, including `auto`.
+    pub fn fixed_spec(&self) -> Result<TableSpec> {
+        self.build(self.fixed_scale()?)
+    }
+
+    fn fixed_scale(&self) -> Result<f64> {
+        match &self.bandwidth_scale {
+            ScaleSetting::Factor(f) if f.is_finite() && *f > 0.0 => Ok(*f),
+            other => Err(Error::InvalidConfig {
+                what: format!("table.bandwidth_scale must be a positive number here (auto needs the robot profile), got {other:?}"),
+            }),
+        }
+    }
+
+    fn build(&self, scale: f64) -> Result<TableSpec> {
+        let invalid = |what: String| Error::InvalidConfig { what };
+        let objective: Objective = self.objective.parse().map_err(|e: lop::Error| invalid(format!("table.objective: {e}")))?;
+        for (name, v) in [("latency_ms", self.latency_ms), ("overhead_ms", self.overhead_ms)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(invalid(format!("table.{name} must be >= 0, got {v}")));
+            }
+        }
+        if self.budget == 0 {
+            return Err(invalid("table.budget must be at least 1".into()));
+        }
+        let p = self.robot_power;
+        if [p.computing_w, p.transmitting_w, p.idle_w].iter().any(|w| !(w.is_finite() && *w >= 0.0)) {
+            return Err(invalid(format!("table.robot_power: watts must be finite and >= 0, got {p:?}")));
+        }
+        let planner = PlannerConfig { seed: self.seed, prune_larger_than_input: self.prune_larger_than_input, ..PlannerConfig::default() }
+            .scaled(self.budget);
+        let spec = TableSpec {
+            buckets: self.bucket_values()?,
+            bandwidth_scale: scale,
+            latency_s: self.latency_ms / 1e3,
+            overhead_s: self.overhead_ms / 1e3,
+            input_bytes_per_element: match self.input_dtype {
+                InputDtypeSetting::U8 => None,
+                InputDtypeSetting::F32 => Some(4),
+            },
+            objective,
+            power: p,
+            planner,
+            chunk_order: self.chunk_order,
+            chunk_bounds: self.chunk_bounds,
+        };
+        spec.check().map_err(|e| invalid(format!("table: {e}")))?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> std::result::Result<TableSettings, String> {
+        serde_json::from_str::<serde_json::Value>(yaml)
+            .map_err(|e| e.to_string())
+            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
+    }
+
+    #[test]
+    fn defaults_and_overrides() -> std::result::Result<(), String> {
+        let d = parse("{}")?;
+        assert_eq!(d, TableSettings::default());
+        assert_eq!(d.bucket_values().map_err(|e| e.to_string())?.len(), 31);
+        let s = parse(r#"{"buckets": [0, 2, 8, 30], "bandwidth_scale": "auto", "input_dtype": "f32", "chunk_bounds": "even"}"#)?;
+        assert_eq!(s.bucket_values().map_err(|e| e.to_string())?, vec![0.0, 2.0, 8.0, 30.0]);
+        assert_eq!(s.bandwidth_scale, ScaleSetting::Word("auto".into()));
+        assert_eq!(s.input_wire(), InputWire::F32);
+        assert_eq!(s.chunk_bounds, ChunkBounds::Even);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_fields_are_refused() -> std::result::Result<(), String> {
+        assert!(parse(r#"{"bucket": "0:3:1"}"#).is_err(), "unknown field accepted");
+        assert!(parse(r#"{"input_dtype": "f16"}"#).is_err());
+        let graph = lop::zoo::build("resnet18").map_err(|e| e.to_string())?;
+        let fit = |scale: f64| move |_| lop::profile::Fit::new(1e-5, scale);
+        let robot = Profile::synthetic(&graph, lop::plan::Side::Robot, fit(1e-5)).map_err(|e| e.to_string())?;
+        let server = Profile::synthetic(&graph, lop::plan::Side::Server, fit(1e-6)).map_err(|e| e.to_string())?;
+        for bad in [
+            r#"{"objective": "fast"}"#,
+            r#"{"bandwidth_scale": "big"}"#,
+            r#"{"bandwidth_scale": -2}"#,
+            r#"{"buckets": "3:1:1"}"#,
+            r#"{"budget": 0}"#,
+            r#"{"overhead_ms": -1}"#,
+            r#"{"robot_power": {"computing_w": -1, "transmitting_w": 1, "idle_w": 1}}"#,
+        ] {
+            let s = parse(bad)?;
+            let err = s.spec(&graph, &robot, &server).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("table."), "{bad}: {err}");
+        }
+        let auto = parse(r#"{"bandwidth_scale": "auto"}"#)?;
+        let ok = auto.spec(&graph, &robot, &server).map_err(|e| e.to_string())?;
+        assert!(ok.bandwidth_scale > 0.0 && ok.bandwidth_scale.is_finite());
+        assert!(auto.fixed_spec().is_err(), "auto accepted without profiles");
+        let fixed = parse(r#"{"bandwidth_scale": 0.5, "overhead_ms": 2}"#)?.fixed_spec().map_err(|e| e.to_string())?;
+        assert_eq!((fixed.bandwidth_scale, fixed.overhead_s), (0.5, 0.002));
+        Ok(())
+    }
+}

@@ -1,0 +1,144 @@
+//! Interop with an independent ROS 2 peer, no ROS install: `tests/interop/interop.py` (Python,
+//! `eclipse-zenoh` + `rosbags`, rmw_zenoh's wire format) plays the camera or LiDAR driver and
+//! `ros2 topic echo` against the real `lop_edge` and `lop_robot` binaries, started as separate
+//! processes. It checks the ROS graph's type hashes against REP-2011 hashes computed from the
+//! `.msg` files, every answered frame against the unsplit model (`lop run`) on the same converted
+//! input, the counting of a bad frame, and that frames sent = answered + dropped.
+//!
+//! The binaries come from this build's target directory (`target/release`, next to this test's
+//! executable); `cargo test --release --workspace` builds them. The scripts' profiles and
+//! schedule tables are cached in `target/lop-interop`.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tests::{python_test_env, workspace_root};
+
+/// Wall-clock limit of one script run (it bounds every wait of its own far below this).
+const LIMIT: Duration = Duration::from_secs(240);
+
+/// The two scripts run one after the other (each starts an edge and a robot on a 2-core box).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// `target/release` (or whichever profile directory holds this test executable).
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    // target/<profile>/deps/interop-<hash>
+    let dir = exe.parent().and_then(Path::parent).expect("the test executable sits in target/<profile>/deps").to_path_buf();
+    for bin in ["lop", "lop_edge", "lop_robot"] {
+        assert!(
+            dir.join(bin).is_file(),
+            "{} is missing: build the binaries first with `cargo build --release --workspace --bins` \
+             (`cargo test --release --workspace` builds them too)",
+            dir.join(bin).display()
+        );
+    }
+    dir
+}
+
+/// Runs `interop.py --mode MODE`, echoing its output, and returns (exit code, output).
+fn run_script(mode: &str) -> (Option<i32>, String) {
+    let python = python_test_env().unwrap_or_else(|e| panic!("the Python test peers could not be installed:\n{e}"));
+    let root = workspace_root();
+    let mut child = Command::new(python)
+        .arg(root.join("tests/interop/interop.py"))
+        .args(["--mode", mode, "--latency-frames", "5", "--show-message"])
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .arg("--cache-dir")
+        .arg(root.join("target/lop-interop"))
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the venv's python");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let out = child.stdout.take().expect("piped stdout");
+    let out_reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("waiting for the script") {
+            break Some(s);
+        }
+        if start.elapsed() > LIMIT {
+            // SIGTERM first: the script stops lop_edge and lop_robot on its way out.
+            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(30) {
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut output = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    if !stderr.is_empty() {
+        eprintln!("{stderr}");
+        output.push_str(&stderr);
+    }
+    let code = status.and_then(|s| s.code());
+    assert!(status.is_some(), "interop.py --mode {mode} ran past {LIMIT:?} and was stopped:\n{output}");
+    (code, output)
+}
+
+fn check_mode(mode: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t0 = Instant::now();
+    let (code, output) = run_script(mode);
+    assert_eq!(code, Some(0), "interop.py --mode {mode} failed (exit {code:?}); its output is above");
+    assert!(output.contains(&format!("PASS ({mode}")), "interop.py --mode {mode} exited 0 without PASS:\n{output}");
+    assert!(output.contains("/lop/inference as decoded by the Python peer"), "no decoded message shown:\n{output}");
+    eprintln!("interop {mode}: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn camera_frames_through_lop_robot_match_the_unsplit_model() {
+    check_mode("camera");
+}
+
+#[test]
+fn lidar_sweeps_through_lop_robot_match_the_unsplit_model() {
+    check_mode("lidar");
+}
+
+/// `launch/robot.launch.py` and its XML twin declare the same arguments and start the same
+/// command lines (evaluated without ROS by `tests/interop/check_launch.py`), and the real
+/// binaries accept those command lines with every override in force (`--print-params`).
+#[test]
+fn launch_files_agree_and_the_nodes_accept_their_command_lines() {
+    let python = python_test_env().unwrap_or_else(|e| panic!("the Python test peers could not be installed:\n{e}"));
+    let _ = bin_dir();
+    let root = workspace_root();
+    let out = Command::new(python)
+        .arg(root.join("tests/interop/check_launch.py"))
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("starting the venv's python");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("{text}");
+    assert!(out.status.success(), "check_launch.py failed ({}):\n{text}", out.status);
+    assert!(!text.contains("were not run"), "the launch files' command lines were not run against the binaries:\n{text}");
+}
