@@ -23,7 +23,7 @@ use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
 use tokio::sync::watch;
 
-use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, Level, Qos, SharedRos, Stamp, to_time};
+use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Qos, SharedRos, Stamp, to_time};
 use crate::bandwidth::BucketSelector;
 use crate::config::{CloudGrid, InputKind, RobotConfig};
 use crate::convert::{self, BevGrid, CloudView, ConvertError, ImageTarget, ImageView, PointFieldView, VoxelGrid};
@@ -46,6 +46,8 @@ pub struct RobotCounters {
     /// Frames replaced by a newer one while the model was busy.
     pub dropped_busy: AtomicU64,
     /// Frames that could not be converted (encoding, step, size, empty or non-finite clouds).
+    /// Messages of the wrong type and undecodable ones are the backend's
+    /// ([`crate::backend::Ros::input_faults`]); /diagnostics' `frames_bad` is the sum.
     pub bad_input: AtomicU64,
     /// Results the robot finished alone.
     pub fallbacks: AtomicU64,
@@ -66,7 +68,12 @@ pub struct RobotCounters {
 }
 
 impl RobotCounters {
-    fn values(&self) -> Vec<(String, String)> {
+    /// Bad input in all: frames that did not convert plus the backend's input faults.
+    fn bad_total(&self, faults: InputFaultCounts) -> u64 {
+        self.bad_input.load(Ordering::Relaxed).saturating_add(faults.total())
+    }
+
+    fn values(&self, faults: InputFaultCounts) -> Vec<(String, String)> {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let answered = g(&self.answered);
         let ms = |ns: u64| format!("{:.3}", ns as f64 * 1e-6);
@@ -74,7 +81,10 @@ impl RobotCounters {
             ("frames_received".into(), g(&self.received).to_string()),
             ("frames_answered".into(), answered.to_string()),
             ("frames_dropped_busy".into(), g(&self.dropped_busy).to_string()),
-            ("frames_bad".into(), g(&self.bad_input).to_string()),
+            ("frames_bad".into(), self.bad_total(faults).to_string()),
+            ("frames_unconvertible".into(), g(&self.bad_input).to_string()),
+            ("wrong_type".into(), faults.wrong_type.to_string()),
+            ("undecodable".into(), faults.undecodable.to_string()),
             ("fallbacks".into(), g(&self.fallbacks).to_string()),
             ("inference_errors".into(), g(&self.errors).to_string()),
             ("edge_connected".into(), self.connected.load(Ordering::Relaxed).to_string()),
@@ -228,8 +238,12 @@ pub struct RobotSummary {
     pub answered: u64,
     /// Frames replaced while busy.
     pub dropped_busy: u64,
-    /// Bad frames.
+    /// Bad input in all: unconvertible frames, messages of the wrong type, undecodable ones.
     pub bad_input: u64,
+    /// Messages of another type on the input topic (included in `bad_input`).
+    pub wrong_type: u64,
+    /// Input messages that failed to decode (included in `bad_input`).
+    pub undecodable: u64,
     /// Fallbacks.
     pub fallbacks: u64,
     /// Mean ROS-layer time per answered frame, seconds.
@@ -325,6 +339,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     let diag_task = {
         let (counters, mut stop, period, hw) = (counters.clone(), stop.clone(), cfg.diagnostics_period, cfg.robot_id.clone());
+        let ros = ros.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -334,7 +349,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
                     _ = tick.tick() => {}
                 }
                 let connected = counters.connected.load(Ordering::Relaxed);
-                let bad = counters.bad_input.load(Ordering::Relaxed);
+                let faults = ros.input_faults();
+                let bad = counters.bad_total(faults);
                 let d = Diagnostics {
                     stamp: Stamp::now(),
                     level: if connected { Level::Ok } else { Level::Warn },
@@ -345,7 +361,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
                         format!("edge not connected (robot alone); {bad} bad frames")
                     },
                     hardware_id: hw.clone(),
-                    values: counters.values(),
+                    values: counters.values(faults),
                 };
                 if let Err(e) = diagnostics.publish(&d) {
                     tracing::warn!(error = %e, "publishing diagnostics failed");
@@ -453,11 +469,14 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     }
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let answered = g(&counters.answered);
+    let faults = ros.input_faults();
     let summary = RobotSummary {
         received: g(&counters.received),
         answered,
         dropped_busy: g(&counters.dropped_busy),
-        bad_input: g(&counters.bad_input),
+        bad_input: counters.bad_total(faults),
+        wrong_type: faults.wrong_type,
+        undecodable: faults.undecodable,
         fallbacks: g(&counters.fallbacks),
         ros_mean_s: g(&counters.ros_ns_sum).checked_div(answered).unwrap_or(0) as f64 * 1e-9,
         ros_max_s: g(&counters.ros_ns_max) as f64 * 1e-9,

@@ -3,12 +3,13 @@
 //! ROS 2 with `rmw_zenoh_cpp` on the same router see these topics.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use hiroz::Builder as _;
 use hiroz::context::{ZContext, ZContextBuilder};
-use hiroz::msg::ZMessage;
+use hiroz::msg::{ZDeserializer, ZMessage};
 use hiroz::node::ZNode;
 use hiroz::parameter::{ParameterDescriptor, ParameterType, ParameterValue};
 use hiroz::pubsub::ZPub;
@@ -19,8 +20,8 @@ use hiroz_msgs::std_msgs::Header as RosHeader;
 use zenoh::Wait as _;
 
 use super::{
-    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, PointFieldIn, PowerSample, Pub,
-    Publisher, Qos, Ros, Subscription, from_time, to_time,
+    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, InputFault, InputFaultCounts,
+    InputFaults, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Subscription, from_time, to_time,
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
@@ -57,6 +58,7 @@ impl EmbeddedRouter {
 /// One hiroz node (with its context and, optionally, an embedded router).
 pub struct HirozRos {
     node: ZNode,
+    faults: Arc<InputFaults>,
     _ctx: ZContext,
     _router: Option<Arc<EmbeddedRouter>>,
 }
@@ -121,7 +123,7 @@ impl HirozRos {
                 tracing::warn!(parameter = %d.name, error = %e, "could not declare the parameter");
             }
         }
-        Ok(HirozRos { node, _ctx: ctx, _router: router })
+        Ok(HirozRos { node, faults: Arc::new(InputFaults::default()), _ctx: ctx, _router: router })
     }
 
     /// The node.
@@ -135,6 +137,79 @@ impl HirozRos {
     {
         self.node.create_pub::<T>(topic).build().map_err(|e| err(format!("publisher on {topic}: {e}")))
     }
+
+    /// Subscribes to input topic `topic` with `T`'s CDR decoder, calling `cb` with each message
+    /// that decodes and counting those that do not; and watches the topic's other types.
+    fn subscribe_input<T, F>(&self, topic: &str, q: Qos, cb: F) -> Result<Subscription>
+    where
+        T: ZMessage + hiroz::MessageTypeInfo + hiroz::WithTypeInfo,
+        T::Serdes: for<'a> ZDeserializer<Input<'a> = &'a [u8], Output = T> + 'static,
+        F: Fn(T) + Send + Sync + 'static,
+    {
+        let (faults, name) = (self.faults.clone(), topic.to_string());
+        let sub = self
+            .node
+            .create_sub::<T>(topic)
+            .with_qos(qos(q))
+            .with_serdes::<Checked<T::Serdes>>()
+            .build_with_callback(move |m: std::result::Result<T, String>| match m {
+                Ok(m) => cb(m),
+                Err(error) => faults.record(&name, &InputFault::Undecodable { error }),
+            })
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        let key = self.node.keyexpr_format().topic_key_expr(&sub.entity).map_err(|e| err(format!("key of {topic}: {e}")))?;
+        let watch = watch_types(self.node.session(), topic, key.as_str(), self.faults.clone())?;
+        Ok(Subscription::new((sub, watch)))
+    }
+}
+
+/// A CDR decoder that never fails: it hands the decoding error to the callback, so the input
+/// subscriptions count undecodable payloads (hiroz's callback subscriber only logs them).
+struct Checked<S>(PhantomData<fn() -> S>);
+
+impl<S> ZDeserializer for Checked<S>
+where
+    S: for<'a> ZDeserializer<Input<'a> = &'a [u8]>,
+{
+    type Input<'a> = &'a [u8];
+    type Output = std::result::Result<S::Output, String>;
+    type Error = std::convert::Infallible;
+
+    fn deserialize(input: &[u8]) -> std::result::Result<Self::Output, Self::Error> {
+        Ok(S::deserialize(input).map_err(|e| e.to_string()))
+    }
+}
+
+/// The type part of an rmw_zenoh data key `<domain>/<topic>/<type name>/<type hash>` below
+/// `prefix` (`<domain>/<topic>`): `Some((type name, type hash))`, or `None` for a key of another
+/// topic (a deeper one, or the `_buf_cpu` group key).
+fn key_type<'k>(key: &'k str, prefix: &str) -> Option<(&'k str, &'k str)> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
+    let (type_name, type_hash) = rest.split_once('/')?;
+    (!type_hash.contains('/')).then_some((type_name, type_hash))
+}
+
+/// Declares a raw Zenoh subscriber on `<domain>/<topic>/*/*`, the data keys of every type on the
+/// topic whose typed subscription has the key `expected`, and counts the samples of another type
+/// name or hash in `faults`. Samples on `expected` itself are left to the typed subscription.
+/// The subscriber declares no liveliness token, so it is not in the ROS graph.
+fn watch_types(session: &zenoh::Session, topic: &str, expected: &str, faults: Arc<InputFaults>) -> Result<zenoh::pubsub::Subscriber<()>> {
+    let mut parts = expected.rsplitn(3, '/');
+    let (Some(hash), Some(type_name), Some(prefix)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(err(format!("the key {expected} of {topic} has no type part")));
+    };
+    let (want, prefix, name) = ((type_name.to_string(), hash.to_string()), prefix.to_string(), topic.to_string());
+    session
+        .declare_subscriber(format!("{prefix}/*/*"))
+        .callback(move |s: zenoh::sample::Sample| {
+            if let Some((type_name, type_hash)) = key_type(s.key_expr().as_str(), &prefix)
+                && (type_name, type_hash) != (want.0.as_str(), want.1.as_str())
+            {
+                faults.record(&name, &InputFault::WrongType { type_name: type_name.into(), type_hash: type_hash.into() });
+            }
+        })
+        .wait()
+        .map_err(|e| err(format!("type watch on {topic}: {e}")))
 }
 
 fn qos(q: Qos) -> QosProfile {
@@ -226,49 +301,44 @@ impl Ros for HirozRos {
     }
 
     fn subscribe_images(&self, topic: &str, q: Qos, cb: Callback<ImageIn>) -> Result<Subscription> {
-        let sub = self
-            .node
-            .create_sub::<Image>(topic)
-            .with_qos(qos(q))
-            .build_with_callback(move |m: Image| {
-                cb(ImageIn {
-                    header: header(&m.header),
-                    height: m.height,
-                    width: m.width,
-                    encoding: m.encoding,
-                    is_bigendian: m.is_bigendian != 0,
-                    step: m.step,
-                    data: payload(m.data),
-                })
+        self.subscribe_input(topic, q, move |m: Image| {
+            cb(ImageIn {
+                header: header(&m.header),
+                height: m.height,
+                width: m.width,
+                encoding: m.encoding,
+                is_bigendian: m.is_bigendian != 0,
+                step: m.step,
+                data: payload(m.data),
             })
-            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
-        Ok(Subscription::new(sub))
+        })
     }
 
     fn subscribe_clouds(&self, topic: &str, q: Qos, cb: Callback<CloudIn>) -> Result<Subscription> {
-        let sub = self
-            .node
-            .create_sub::<PointCloud2>(topic)
-            .with_qos(qos(q))
-            .build_with_callback(move |m: PointCloud2| {
-                cb(CloudIn {
-                    header: header(&m.header),
-                    height: m.height,
-                    width: m.width,
-                    fields: m
-                        .fields
-                        .into_iter()
-                        .map(|f| PointFieldIn { name: f.name, offset: f.offset, datatype: f.datatype, count: f.count })
-                        .collect(),
-                    is_bigendian: m.is_bigendian,
-                    point_step: m.point_step,
-                    row_step: m.row_step,
-                    data: payload(m.data),
-                    is_dense: m.is_dense,
-                })
+        self.subscribe_input(topic, q, move |m: PointCloud2| {
+            cb(CloudIn {
+                header: header(&m.header),
+                height: m.height,
+                width: m.width,
+                fields: m
+                    .fields
+                    .into_iter()
+                    .map(|f| PointFieldIn { name: f.name, offset: f.offset, datatype: f.datatype, count: f.count })
+                    .collect(),
+                is_bigendian: m.is_bigendian,
+                point_step: m.point_step,
+                row_step: m.row_step,
+                data: payload(m.data),
+                is_dense: m.is_dense,
             })
-            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
-        Ok(Subscription::new(sub))
+        })
+    }
+
+    /// Counted by the input subscriptions: a raw Zenoh subscriber on each input topic's keys of
+    /// every type (rmw_zenoh puts the type name and hash in the key, so the typed subscription
+    /// never sees another type), and a decoder that reports its errors.
+    fn input_faults(&self) -> InputFaultCounts {
+        self.faults.counts()
     }
 
     fn subscribe_inference(&self, topic: &str, cb: Callback<InferenceResult>) -> Result<Subscription> {
@@ -287,5 +357,23 @@ impl Ros for HirozRos {
             .build_with_callback(move |m: Bandwidth| cb(m))
             .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
         Ok(Subscription::new(sub))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_type;
+
+    #[test]
+    fn key_type_reads_the_type_part_of_this_topic_only() {
+        let p = "0/camera/image_raw";
+        assert_eq!(
+            key_type("0/camera/image_raw/std_msgs::msg::dds_::String_/RIHS01_ab", p),
+            Some(("std_msgs::msg::dds_::String_", "RIHS01_ab"))
+        );
+        assert_eq!(key_type("0/camera/image_raw/compressed/T_/RIHS01_ab", p), None);
+        assert_eq!(key_type("0/camera/image_raw/T_/RIHS01_ab/_buf_cpu", p), None);
+        assert_eq!(key_type("0/camera/image_rawx/T_/H", p), None);
+        assert_eq!(key_type("0/camera/image_raw/T_", p), None);
     }
 }

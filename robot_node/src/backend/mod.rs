@@ -11,8 +11,9 @@ pub mod hiroz;
 #[cfg(feature = "ros2")]
 pub mod r2r;
 
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, PowerSample};
 
@@ -199,6 +200,87 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
+/// A message on an input topic that the typed subscription could not deliver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputFault {
+    /// A message of another type on the topic; its key names this type and type hash.
+    WrongType {
+        /// The type name in the key (`std_msgs::msg::dds_::String_`).
+        type_name: String,
+        /// The type hash in the key (`RIHS01_...`).
+        type_hash: String,
+    },
+    /// A message of the right type whose payload does not decode.
+    Undecodable {
+        /// The decoder's error.
+        error: String,
+    },
+}
+
+/// Input faults counted so far (see [`Ros::input_faults`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InputFaultCounts {
+    /// Messages of another type on an input topic.
+    pub wrong_type: u64,
+    /// Messages of the right type that failed to decode.
+    pub undecodable: u64,
+}
+
+impl InputFaultCounts {
+    /// Both counts together.
+    pub fn total(&self) -> u64 {
+        self.wrong_type.saturating_add(self.undecodable)
+    }
+}
+
+/// Shortest time between two warnings about input faults (the counts keep every one).
+const FAULT_WARN_PERIOD: Duration = Duration::from_secs(5);
+
+/// Counts the input faults of a backend's subscriptions and logs them at warn, at most once per
+/// [`FAULT_WARN_PERIOD`] (with the number of faults not logged since the last warning).
+#[derive(Debug, Default)]
+pub struct InputFaults {
+    wrong_type: AtomicU64,
+    undecodable: AtomicU64,
+    /// When the last warning was logged, and the faults counted since without a warning.
+    warned: Mutex<(Option<Instant>, u64)>,
+}
+
+impl InputFaults {
+    /// Counts `fault`, seen on `topic`, and logs it unless a warning was logged recently.
+    pub fn record(&self, topic: &str, fault: &InputFault) {
+        match fault {
+            InputFault::WrongType { .. } => self.wrong_type.fetch_add(1, Ordering::Relaxed),
+            InputFault::Undecodable { .. } => self.undecodable.fetch_add(1, Ordering::Relaxed),
+        };
+        let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if warned.0.is_some_and(|t| now.duration_since(t) < FAULT_WARN_PERIOD) {
+            warned.1 = warned.1.saturating_add(1);
+            return;
+        }
+        let unlogged = std::mem::take(&mut warned.1);
+        warned.0 = Some(now);
+        drop(warned);
+        let c = self.counts();
+        match fault {
+            InputFault::WrongType { type_name, type_hash } => tracing::warn!(
+                %topic, %type_name, %type_hash, wrong_type = c.wrong_type, undecodable = c.undecodable, unlogged,
+                "message of the wrong type on an input topic dropped"
+            ),
+            InputFault::Undecodable { error } => tracing::warn!(
+                %topic, %error, wrong_type = c.wrong_type, undecodable = c.undecodable, unlogged,
+                "undecodable message on an input topic dropped"
+            ),
+        }
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> InputFaultCounts {
+        InputFaultCounts { wrong_type: self.wrong_type.load(Ordering::Relaxed), undecodable: self.undecodable.load(Ordering::Relaxed) }
+    }
+}
+
 /// Quality of service of a subscription or publisher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Qos {
@@ -237,16 +319,22 @@ pub trait Ros: Send + Sync + 'static {
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>>;
-    /// Subscribes to `sensor_msgs/Image`.
+    /// Subscribes to `sensor_msgs/Image`. Messages the subscription cannot deliver (another type
+    /// on the topic, a payload that does not decode) are counted in [`Ros::input_faults`] where
+    /// the backend can see them.
     ///
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn subscribe_images(&self, topic: &str, qos: Qos, cb: Callback<ImageIn>) -> Result<Subscription>;
-    /// Subscribes to `sensor_msgs/PointCloud2`.
+    /// Subscribes to `sensor_msgs/PointCloud2` (input faults as for [`Ros::subscribe_images`]).
     ///
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn subscribe_clouds(&self, topic: &str, qos: Qos, cb: Callback<CloudIn>) -> Result<Subscription>;
+    /// The input faults of the image and cloud subscriptions so far: messages of another type
+    /// on their topics and payloads that do not decode. Backends whose ROS layer drops these
+    /// before the node sees them report zeros.
+    fn input_faults(&self) -> InputFaultCounts;
     /// Subscribes to inference results.
     ///
     /// # Errors

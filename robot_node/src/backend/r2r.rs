@@ -13,8 +13,8 @@ use futures::StreamExt as _;
 use r2r::QosProfile;
 
 use super::{
-    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, PointFieldIn, PowerSample, Pub,
-    Publisher, Qos, Ros, Stamp, Subscription,
+    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, InputFaultCounts, PointFieldIn,
+    PowerSample, Pub, Publisher, Qos, Ros, Stamp, Subscription,
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
@@ -262,6 +262,16 @@ impl Ros for R2rRos {
             }
         });
         Ok(Subscription::new(AbortOnDrop(task)))
+    }
+
+    /// Always zero (a documented no-op): the RMW drops input faults before this node sees them.
+    /// A DDS RMW matches publishers and subscriptions by type name (and rmw_zenoh by type name
+    /// and hash in the key), so a message of another type on an input topic never reaches the
+    /// typed subscription; a payload that fails CDR decoding makes the RMW's take fail inside
+    /// rcl, which logs it and delivers nothing to r2r's stream. Neither is visible through r2r,
+    /// so lop_robot's `wrong_type` and `undecodable` stay 0 on this backend.
+    fn input_faults(&self) -> InputFaultCounts {
+        InputFaultCounts::default()
     }
 
     fn subscribe_inference(&self, topic: &str, cb: Callback<InferenceResult>) -> Result<Subscription> {
