@@ -682,6 +682,8 @@ pub fn enter_namespace(name: &str) -> Result<()> {
         .map_err(|source| Error::Netns { what: format!("opening {}", path.display()), source })?;
     // SAFETY: the fd is open (owned by `file` for the duration of the call); setns only
     // changes the calling thread's network namespace.
+    // SAFETY: the fd is open (owned by `file` for the duration of the call); setns only changes
+    // the calling thread's network namespace.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
         let source = std::io::Error::last_os_error();
