@@ -159,6 +159,10 @@ impl ZenohConfig {
             set("connect/endpoints", json_strings(&self.connect))?;
         }
         set("scouting/multicast/enabled", self.multicast_scouting.to_string())?;
+        // hiroz builds Zenoh with shared memory, which would carry large payloads between a robot
+        // and an edge on one host through memory instead of the link (and past any tc shaping).
+        // The robot-edge link is a network link: never shortcut it.
+        set("transport/shared_memory/enabled", "false".into())?;
         Ok(config)
     }
 
