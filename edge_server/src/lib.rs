@@ -18,7 +18,7 @@ use lop::graph::Graph;
 use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop::power::Ring;
-use lop::profile::{DeviceKind, Fit, Profile, ProfileOptions, profile_graph};
+use lop::profile::{DeviceKind, Profile, ProfileOptions, profile_graph};
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served};
 use lop_runtime::zenoh_link::EdgeAcceptor;
 use lop_runtime::zenoh_service::serve_zenoh;
@@ -58,16 +58,9 @@ pub enum Error {
     Runtime(#[from] lop_runtime::Error),
 }
 
-/// The synthetic profile of `graph` for `role` (`server_profile: synthetic`; tests and demos):
-/// every op costs 20 us plus 1 ns (server) or 8 ns (robot) per output byte of a row, times its
-/// rows. Robots that test against a synthetic edge build their tables from the same function.
-///
-/// # Errors
-/// When the graph's content hash cannot be computed.
-pub fn synthetic_profile(graph: &Graph, role: Side) -> lop::Result<Profile> {
-    let scale = if role == Side::Server { 1e-9 } else { 8e-9 };
-    Profile::synthetic(graph, role, |id| Fit::new(2e-5, graph.nodes[id].info.bytes_of_rows(1) as f64 * scale))
-}
+/// The synthetic profile (`server_profile: synthetic`; tests and demos): the same function the
+/// robot's configuration uses, so both build the same table.
+pub use lop_runtime::synthetic::synthetic_profile;
 
 /// The sha256 (hex) of a file's bytes.
 fn file_sha256(path: &std::path::Path) -> Result<String, Error> {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use lop::plan::Side;
-use lop::profile::{Fit as ProfileFit, Profile};
+use lop::profile::Profile;
 use lop_runtime::table_config::{ScaleSetting, TableSettings};
 use lop_runtime::zenoh_link::ZenohConfig;
 
@@ -107,10 +107,7 @@ impl ProfileSource {
     pub fn load(&self, graph: &lop::graph::Graph, side: Side) -> Result<Profile> {
         match self {
             ProfileSource::File(path) => Ok(Profile::load(path)?),
-            ProfileSource::Synthetic => {
-                let scale = if side == Side::Robot { 8e-9 } else { 1e-9 };
-                Ok(Profile::synthetic(graph, side, |id| ProfileFit::new(2e-5, graph.nodes[id].info.bytes_of_rows(1) as f64 * scale))?)
-            }
+            ProfileSource::Synthetic => Ok(lop_runtime::synthetic::synthetic_profile(graph, side)?),
         }
     }
 }

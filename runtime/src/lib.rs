@@ -59,6 +59,7 @@ pub mod plans;
 pub mod probe;
 pub mod session;
 pub mod shaped;
+pub mod synthetic;
 pub mod table_config;
 pub mod trace;
 pub mod zenoh_link;
