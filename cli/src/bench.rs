@@ -138,6 +138,7 @@ fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dila
     if let Ok(p) = Profile::load(&cached)
         && p.validate(graph, &hash).is_ok()
         && p.role == role
+        && (p.dilation_waits || dilation <= 1.0)
     {
         eprintln!("using cached {} profile {}", role.name(), cached.display());
         return Ok(p);

@@ -113,12 +113,46 @@ impl<'g> SideExec<'g> {
     /// Rows `rows` of value `id` as a tensor (to send, or to read an output).
     ///
     /// # Errors
-    /// [`Error::MissingRows`] when no held block covers them.
+    /// [`Error::MissingRows`] when the held blocks do not cover them.
     pub fn extract(&self, id: NodeId, rows: &Rows) -> Result<Tensor> {
         let info = &self.graph.nodes[id].info;
-        let h = self.block_covering(id, rows).ok_or_else(|| self.missing_err(id, id, rows))?;
+        let h = self.gather(id, id, rows)?;
         let b = BandIn { tensor: &h.tensor, start: h.rows.start, info };
         b.rows(rows).map_err(|source| Error::Torch { node: self.graph.nodes[id].name.clone(), op: "extract", source })
+    }
+
+    /// Rows `need` of value `value` (read by node `node`) as one block: a view of the block
+    /// that covers them, or the needed parts of adjacent blocks joined. Blocks are kept as they
+    /// arrive rather than merged, so that storing the k-th chunk of an op copies nothing and
+    /// reading a band copies only that band (merging on insert copied the whole value held so
+    /// far for every chunk: quadratic in the chunk count).
+    fn gather(&self, node: NodeId, value: NodeId, need: &Rows) -> Result<Held> {
+        if let Some(h) = self.block_covering(value, need) {
+            return Ok(Held { rows: h.rows.clone(), tensor: h.tensor.shallow_clone() });
+        }
+        let info = &self.graph.nodes[value].info;
+        let Some(axis) = info.row_axis else { return Err(self.missing_err(node, value, need)) };
+        let mut blocks: Vec<&Held> = self.held[value].iter().filter(|h| h.rows.start < need.end && need.start < h.rows.end).collect();
+        blocks.sort_by_key(|h| h.rows.start);
+        let torch = |source| Error::Torch { node: self.graph.nodes[node].name.clone(), op: "gather", source };
+        let mut parts = Vec::with_capacity(blocks.len());
+        let mut cur = need.start;
+        for h in blocks {
+            if h.rows.start > cur {
+                break;
+            }
+            let end = h.rows.end.min(need.end);
+            if end <= cur {
+                continue;
+            }
+            parts.push(h.tensor.f_narrow(axis as i64, (cur - h.rows.start) as i64, (end - cur) as i64).map_err(torch)?);
+            cur = end;
+        }
+        if cur < need.end {
+            return Err(self.missing_err(node, value, need));
+        }
+        let tensor = Tensor::f_cat(&parts, axis as i64).map_err(torch)?;
+        Ok(Held { rows: need.clone(), tensor })
     }
 
     fn missing_err(&self, node: NodeId, value: NodeId, need: &Rows) -> Error {
@@ -131,8 +165,8 @@ impl<'g> SideExec<'g> {
         }
     }
 
-    /// Stores rows `rows` of value `id`, merging with held blocks they touch or overlap
-    /// (rows already held are kept as they are).
+    /// Stores rows `rows` of value `id`; rows already held are kept as they are (only the new
+    /// rows of `tensor` are stored, as views).
     ///
     /// # Errors
     /// [`Error::Input`] when the tensor's row count does not match `rows`; libtorch errors.
@@ -153,16 +187,20 @@ impl<'g> SideExec<'g> {
             return Err(Error::Input(format!("tensor for rows {rows:?} of '{name}' has shape {:?}, expected {expect:?}", tensor.size())));
         }
         let torch = |source| Error::Torch { node: name.clone(), op: "insert", source };
-        let mut block = Held { rows, tensor };
-        // Merge with every block that overlaps or touches.
-        while let Some(pos) = self.held[id].iter().position(|h| h.rows.start <= block.rows.end && block.rows.start <= h.rows.end) {
-            let h = self.held[id].swap_remove(pos);
-            self.live_bytes -= super::tensor_bytes(&h.tensor);
-            block = merge(h, block, axis).map_err(torch)?;
+        let gaps = self.missing(id, &rows);
+        let mut new = Vec::with_capacity(gaps.len());
+        for gap in gaps {
+            let t = match axis {
+                Some(a) if gap != rows => tensor.f_narrow(a as i64, (gap.start - rows.start) as i64, gap.len() as i64).map_err(torch)?,
+                _ => tensor.shallow_clone(),
+            };
+            new.push(Held { rows: gap, tensor: t });
         }
-        self.live_bytes += super::tensor_bytes(&block.tensor);
+        for h in new {
+            self.live_bytes += super::tensor_bytes(&h.tensor);
+            self.held[id].push(h);
+        }
         self.peak_bytes = self.peak_bytes.max(self.live_bytes);
-        self.held[id].push(block);
         Ok(())
     }
 
@@ -172,11 +210,16 @@ impl<'g> SideExec<'g> {
     /// [`Error::MissingRows`] when an input is not held; libtorch errors.
     pub fn compute(&self, id: NodeId, rows: &Rows) -> Result<Tensor> {
         let node = &self.graph.nodes[id];
-        let mut bands = Vec::with_capacity(node.inputs.len());
-        for (inp, need) in self.needs(id, rows) {
-            let h = self.block_covering(inp, &need).ok_or_else(|| self.missing_err(id, inp, &need))?;
-            bands.push(BandIn { tensor: &h.tensor, start: h.rows.start, info: &self.graph.nodes[inp].info });
+        let needs = self.needs(id, rows);
+        let mut blocks = Vec::with_capacity(needs.len());
+        for (inp, need) in &needs {
+            blocks.push(self.gather(id, *inp, need)?);
         }
+        let bands: Vec<BandIn<'_>> = needs
+            .iter()
+            .zip(&blocks)
+            .map(|((inp, _), h)| BandIn { tensor: &h.tensor, start: h.rows.start, info: &self.graph.nodes[*inp].info })
+            .collect();
         node.op.compute(&bands, &node.info, rows).map_err(|source| Error::Torch {
             node: node.name.clone(),
             op: node.op.kind_name(),
@@ -218,14 +261,82 @@ impl<'g> SideExec<'g> {
     }
 }
 
-fn merge(a: Held, b: Held, axis: Option<usize>) -> Result<Held, tch::TchError> {
-    let Some(axis) = axis else { return Ok(a) };
-    let (first, second) = if a.rows.start <= b.rows.start { (a, b) } else { (b, a) };
-    if second.rows.end <= first.rows.end {
-        return Ok(first);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, GraphBuilder};
+    use crate::ops::Pool;
+
+    /// input f32 [1,2,12,5] -> 3x3 max pool (stride 1, pad 1): output row r reads rows r-1..r+1.
+    fn pool_graph() -> Graph {
+        let mut b = GraphBuilder::new("pool");
+        let x = b.input("x", vec![1, 2, 12, 5], DType::F32);
+        let pool = Pool {
+            kernel: vec![3, 3],
+            strides: vec![1, 1],
+            pads_begin: vec![1, 1],
+            pads_end: vec![1, 1],
+            dilations: vec![1, 1],
+            ceil_mode: false,
+            count_include_pad: false,
+        };
+        let y = b.add("pool", Op::MaxPool(pool), &[x]).expect("pool");
+        b.output(y);
+        b.build().expect("graph")
     }
-    let skip = first.rows.end.saturating_sub(second.rows.start);
-    let tail = second.tensor.f_narrow(axis as i64, skip as i64, (second.rows.len() - skip) as i64)?;
-    let tensor = Tensor::f_cat(&[&first.tensor, &tail], axis as i64)?;
-    Ok(Held { rows: first.rows.start..second.rows.end, tensor })
+
+    fn input() -> Tensor {
+        Tensor::randn([1, 2, 12, 5], (tch::Kind::Float, tch::Device::Cpu))
+    }
+
+    #[test]
+    fn bands_stored_in_pieces_read_back_across_their_boundaries() {
+        let g = pool_graph();
+        let x = input();
+        let mut side = SideExec::new(&g, Side::Server);
+        // Rows 0..4, 4..7 and an overlapping 6..12 (rows 6 already held must keep their values).
+        side.insert(0, 0..4, x.narrow(2, 0, 4)).expect("0..4");
+        side.insert(0, 4..7, x.narrow(2, 4, 3)).expect("4..7");
+        let overlap = x.narrow(2, 6, 6).copy();
+        let _ = overlap.narrow(2, 0, 1).fill_(1e6);
+        side.insert(0, 6..12, overlap).expect("6..12");
+        assert!(side.missing(0, &(0..12)).is_empty());
+        let whole = side.extract(0, &(0..12)).expect("whole");
+        assert!(whole.equal(&x), "rows read back across three blocks must equal the input");
+        let band = side.extract(0, &(3..9)).expect("band");
+        assert!(band.equal(&x.narrow(2, 3, 6)));
+        // A pool band whose halo spans all three blocks equals the same rows of the whole pool.
+        let out = side.compute(1, &(3..8)).expect("pool band");
+        let reference = side.compute(1, &(0..12)).expect("pool whole");
+        assert!(out.equal(&reference.narrow(2, 3, 5)));
+    }
+
+    #[test]
+    fn reading_rows_across_a_gap_names_the_missing_rows() {
+        let g = pool_graph();
+        let x = input();
+        let mut side = SideExec::new(&g, Side::Robot);
+        side.insert(0, 0..4, x.narrow(2, 0, 4)).expect("0..4");
+        side.insert(0, 6..12, x.narrow(2, 6, 6)).expect("6..12");
+        assert_eq!(side.missing(0, &(0..12)), vec![4..6]);
+        assert!(matches!(side.extract(0, &(2..8)), Err(Error::MissingRows { .. })));
+        assert!(matches!(side.compute(1, &(0..4)), Err(Error::MissingRows { .. })), "row 3 needs input row 4");
+        assert!(side.compute(1, &(0..3)).is_ok());
+    }
+
+    #[test]
+    fn chunked_compute_stores_pieces_that_read_back_whole() {
+        let g = pool_graph();
+        let x = input();
+        let mut side = SideExec::new(&g, Side::Server);
+        side.insert(0, 0..12, x.shallow_clone()).expect("input");
+        for r in [0..3, 3..5, 5..9, 9..12] {
+            side.compute_and_store(1, &r, 1).expect("chunk");
+        }
+        let reference = side.compute(1, &(0..12)).expect("whole");
+        assert!(side.extract(1, &(0..12)).expect("read").equal(&reference));
+        let before = side.live_bytes();
+        side.insert(1, 2..10, reference.narrow(2, 2, 8)).expect("held already");
+        assert_eq!(side.live_bytes(), before, "rows held already are not stored twice");
+    }
 }

@@ -56,6 +56,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
+/// Waits `(dilation - 1) x took` after a kernel, as the dilated runtime does after every chunk
+/// (DESIGN.md section 9), so that each timed run starts from the state the runtime's kernels
+/// start from. On a virtual machine a core left idle for tens of milliseconds wakes slowly and
+/// its caches are cold: measured back to back, kernels ran 1.3-3.7x faster than the same
+/// kernels run between dilation waits, and the simulator then under-predicted the emulated
+/// robot by 40%.
+fn dilation_wait(took: std::time::Duration, dilation: f64) {
+    if dilation > 1.0 {
+        std::thread::sleep(took.mul_f64(dilation - 1.0));
+    }
+}
+
 fn sync(device: DeviceKind) {
     if device == DeviceKind::Cuda {
         tch::Cuda::synchronize(0);
@@ -121,16 +133,20 @@ pub fn profile_graph(
             let range = 0..rows;
             let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
             for _ in 0..opts.warmup {
+                let t = Instant::now();
                 drop(node.op.compute(&bands, &node.info, &range).map_err(torch)?);
+                sync(opts.device);
+                dilation_wait(t.elapsed(), opts.dilation);
             }
-            sync(opts.device);
             let mut times = Vec::with_capacity(opts.runs);
             for _ in 0..opts.runs {
                 let t = Instant::now();
                 let out = node.op.compute(&bands, &node.info, &range).map_err(torch)?;
                 sync(opts.device);
-                times.push(t.elapsed().as_secs_f64());
+                let took = t.elapsed();
+                times.push(took.as_secs_f64());
                 drop(out);
+                dilation_wait(took, opts.dilation);
             }
             let raw = median(times);
             samples.push(Sample { rows, median_s: raw * opts.dilation, raw_median_s: raw, runs: opts.runs });
@@ -155,6 +171,7 @@ pub fn profile_graph(
         role: opts.role,
         device: opts.device,
         dilation: opts.dilation,
+        dilation_waits: opts.dilation > 1.0,
         threads: usize::try_from(tch::get_num_threads()).unwrap_or(0),
         units: opts.units,
         hardware: hardware(),

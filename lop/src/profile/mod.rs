@@ -160,6 +160,11 @@ pub struct Profile {
     /// Factor every measured time was multiplied by (DESIGN.md section 9: a K-times slower
     /// robot emulated on a faster machine); 1 for a real measurement.
     pub dilation: f64,
+    /// Whether each timed run was followed by the dilation wait, as the dilated runtime waits
+    /// after every chunk (false in profiles written before this field existed, whose dilated
+    /// times were measured back to back and under-predict the emulated robot).
+    #[serde(default)]
+    pub dilation_waits: bool,
     /// libtorch intra-op threads during the measurement.
     pub threads: usize,
     /// Units per op the band sizes were chosen from.
@@ -200,6 +205,7 @@ impl Profile {
             role,
             device: DeviceKind::Cpu,
             dilation: 1.0,
+            dilation_waits: false,
             threads: 1,
             units: 8,
             hardware: Hardware { cpu_model: "synthetic".into(), cores: 0, libtorch: None, cuda_devices: 0 },

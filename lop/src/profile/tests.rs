@@ -46,11 +46,18 @@ fn measured_profile_round_trips_and_validates() {
     let inputs = crate::exec::synthetic_inputs(&g, 0).expect("inputs");
     let opts = ProfileOptions { dilation: 3.0, ..ProfileOptions::default() };
     let mut calls = 0;
+    let t0 = std::time::Instant::now();
     let p = profile_graph(&g, &inputs, &opts, |_, _, _| calls += 1).expect("profile");
+    let took = t0.elapsed().as_secs_f64();
     assert_eq!(calls, 5);
     assert_eq!(p.ops.len(), 4);
     assert_eq!(p.role, Side::Robot);
     assert_eq!(p.dilation, 3.0);
+    assert!(p.dilation_waits, "a dilated profile waits after every run, as the dilated runtime does");
+    // Every warm-up and timed run is followed by a wait of twice its duration: profiling takes
+    // about 3.6x the timed runs' kernel time (about 1.2x without the waits).
+    let raw: f64 = p.ops.iter().flat_map(|o| &o.samples).map(|s| s.raw_median_s * s.runs as f64).sum();
+    assert!(took >= 2.5 * raw, "profiling took {took} s for {raw} s of kernels at dilation 3");
     for op in &p.ops {
         assert!(op.samples.iter().all(|s| s.runs == 5 && (s.median_s - 3.0 * s.raw_median_s).abs() <= 1e-15));
         assert!(op.fit.a_s >= 0.0 && op.fit.b_s_per_row >= 0.0);
