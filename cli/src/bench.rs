@@ -16,7 +16,7 @@ use anyhow::Context;
 use lop::plan::Side;
 use lop::planner::PlannerConfig;
 use lop::planner::table::TableSpec;
-use lop::profile::{DeviceKind, Fit, Profile, ProfileOptions, profile_graph};
+use lop::profile::{DeviceKind, Fit, Profile, ProfileCache, ProfileOptions};
 use lop::sim::{SimConfig, Simulator};
 use lop_runtime::bench::{BenchConfig, MethodReport, NetnsBenchOptions, NetnsSummary, OverheadReport};
 use lop_runtime::edge::EdgeCounts;
@@ -126,7 +126,7 @@ fn short_name(m: &str) -> &str {
     if m == "layer-partition" { "layer" } else { m }
 }
 
-/// A profile from `path`, or measured now (cached by model hash, role and dilation).
+/// A profile from `path`, or measured now (cached by model hash, role, dilation and threads).
 fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dilation: f64) -> anyhow::Result<Profile> {
     let hash = graph.content_hash()?;
     if let Some(p) = path {
@@ -134,13 +134,10 @@ fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dila
         prof.validate(graph, &hash).with_context(|| format!("{} profile {}", role.name(), p.display()))?;
         return Ok(prof);
     }
-    let cached = dir.join(format!("{}.{}.d{dilation}.{}.json", graph.name, role.name(), &hash[..12]));
-    if let Ok(p) = Profile::load(&cached)
-        && p.validate(graph, &hash).is_ok()
-        && p.role == role
-        && (p.dilation_waits || dilation <= 1.0)
-    {
-        eprintln!("using cached {} profile {}", role.name(), cached.display());
+    let cache = ProfileCache::new(dir);
+    let opts = ProfileOptions { role, device: DeviceKind::Cpu, dilation, runs: 5, warmup: 1, units: 8 };
+    if let Some((p, at)) = cache.load(graph, &hash, &opts, tch::Device::Cpu) {
+        eprintln!("using cached {} profile {}", role.name(), at.display());
         return Ok(p);
     }
     eprintln!(
@@ -151,14 +148,11 @@ fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dila
         dir.display()
     );
     let inputs = lop::exec::synthetic_inputs(graph, 0)?;
-    let opts = ProfileOptions { role, device: DeviceKind::Cpu, dilation, runs: 5, warmup: 1, units: 8 };
-    let prof = profile_graph(graph, &inputs, &opts, |i, n, _| {
+    let (prof, _) = cache.measure(graph, &hash, &inputs, &opts, tch::Device::Cpu, |i, n, _| {
         if i % 20 == 0 && i < n {
             eprintln!("  [{i}/{n}]");
         }
     })?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    prof.save(&cached)?;
     Ok(prof)
 }
 

@@ -18,7 +18,7 @@ use lop::graph::Graph;
 use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop::power::Ring;
-use lop::profile::{DeviceKind, Profile, ProfileOptions, profile_graph};
+use lop::profile::{DeviceKind, Profile, ProfileCache, ProfileOptions};
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served};
 use lop_runtime::zenoh_link::EdgeAcceptor;
 use lop_runtime::zenoh_service::serve_zenoh;
@@ -142,27 +142,18 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
 fn measured_profile(cfg: &EdgeConfig, id: &str, graph: &mut Graph, hash: &str, device: tch::Device) -> Result<Profile, Error> {
     let engine = |source| Error::Model { id: id.to_string(), source: Box::new(source) };
     let kind = if device.is_cuda() { DeviceKind::Cuda } else { DeviceKind::Cpu };
-    let dev_name = match device {
-        tch::Device::Cuda(n) => format!("cuda{n}"),
-        _ => "cpu".into(),
-    };
-    let threads = tch::get_num_threads();
-    let cached = cfg.profile_cache.join(format!("{id}.server.{dev_name}.t{threads}.{}.json", &hash[..16.min(hash.len())]));
-    if let Ok(p) = Profile::load(&cached)
-        && p.role == Side::Server
-        && p.validate(graph, hash).is_ok()
-    {
-        tracing::info!(model = %id, profile = %cached.display(), "using the cached server profile");
+    let opts = ProfileOptions { role: Side::Server, device: kind, dilation: 1.0, runs: 5, warmup: 1, units: 8 };
+    let cache = ProfileCache::new(&cfg.profile_cache);
+    if let Some((p, at)) = cache.load(graph, hash, &opts, device) {
+        tracing::info!(model = %id, profile = %at.display(), "using the cached server profile");
         return Ok(p);
     }
-    tracing::info!(model = %id, device = %dev_name, threads, "measuring the server profile (once; cached)");
+    tracing::info!(model = %id, device = ?device, threads = tch::get_num_threads(), "measuring the server profile (once; cached)");
     let started = Instant::now();
     graph.to_device(device).map_err(engine)?;
     let inputs: Vec<tch::Tensor> = lop::exec::synthetic_inputs(graph, 0).map_err(engine)?.iter().map(|t| t.to_device(device)).collect();
-    let opts = ProfileOptions { role: Side::Server, device: kind, dilation: 1.0, runs: 5, warmup: 1, units: 8 };
-    let prof = profile_graph(graph, &inputs, &opts, |_, _, _| {}).map_err(engine)?;
-    prof.save(&cached).map_err(engine)?;
-    tracing::info!(model = %id, seconds = started.elapsed().as_secs_f64(), profile = %cached.display(), "server profile measured");
+    let (prof, at) = cache.measure(graph, hash, &inputs, &opts, device, |_, _, _| {}).map_err(engine)?;
+    tracing::info!(model = %id, seconds = started.elapsed().as_secs_f64(), profile = %at.display(), "server profile measured");
     Ok(prof)
 }
 

@@ -5,8 +5,10 @@
 //! JSON, and checked against the model it is applied to by [`Profile::validate`]. The simulator
 //! reads compute times only through [`Fit::time`].
 
+pub mod cache;
 pub mod measure;
 
+pub use cache::ProfileCache;
 pub use measure::{ProfileOptions, hardware, profile_graph};
 
 use crate::error::{Error, Result};
