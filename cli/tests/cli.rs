@@ -142,3 +142,64 @@ fn bench_exec_json_has_the_contract_keys() {
     let ratio = v["ratio"].as_f64().expect("ratio");
     assert!(ratio > 0.0 && ratio.is_finite());
 }
+
+#[test]
+fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
+    let dir = scratch("plan");
+    let (robot, server) = (dir.join("robot.json"), dir.join("server.json"));
+    for (role, dilation, out) in [("robot", "3", &robot), ("server", "1", &server)] {
+        let o = lop(&["profile", "zoo:resnet18", "--role", role, "--dilation", dilation, "--out", out.to_str().expect("utf8")]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let prof: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&robot).expect("robot profile")).expect("json");
+    assert_eq!(
+        (prof["role"].as_str(), prof["dilation"].as_f64(), prof["dilation_waits"].as_bool()),
+        (Some("robot"), Some(3.0), Some(true))
+    );
+    let plan = |out: &str| {
+        let out = dir.join(out);
+        let o = lop(&[
+            "plan",
+            "zoo:resnet18",
+            "--robot-profile",
+            robot.to_str().expect("utf8"),
+            "--server-profile",
+            server.to_str().expect("utf8"),
+            "--buckets",
+            "0:6:2",
+            "--bandwidth-scale",
+            "auto",
+            "--cache-dir",
+            dir.join("cache").to_str().expect("utf8"),
+            "--out",
+            out.to_str().expect("utf8"),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (stdout_json(&o), std::fs::read(&out).expect("table"))
+    };
+    let (v, table) = plan("a.table");
+    assert_eq!(v["model"], "resnet18");
+    assert_eq!(v["input_dtype"], "u8");
+    assert!(v["planning_time_s"].as_f64().is_some() && v["bandwidth_scale"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    let buckets = v["buckets"].as_array().expect("buckets");
+    assert_eq!(buckets.len(), 4);
+    for b in buckets {
+        let m = &b["makespan_ms"];
+        let lop = m["lop"].as_f64().expect("lop");
+        let baselines: Vec<f64> = ["robot-only", "server-only", "layer"].iter().filter_map(|k| m[*k].as_f64()).collect();
+        assert!(m.get("energy-layer").is_some(), "{b}");
+        assert!(lop <= baselines.iter().copied().fold(f64::INFINITY, f64::min) + 1e-9, "LOSS worse than a baseline: {b}");
+        // Server-only is one of the plans the server-pipelining bound covers.
+        if b["bucket_mb_s"].as_f64() > Some(0.0) {
+            let bound = b["server_pipeline_bound_ms"].as_f64().expect("bound");
+            assert!(bound <= m["server-only"].as_f64().expect("server-only") + 1e-9, "{b}");
+        } else {
+            assert!(b["server_pipeline_bound_ms"].is_null(), "no link, no bound: {b}");
+        }
+    }
+    let (again, table_again) = plan("b.table");
+    assert_eq!(again["cache"], "hit");
+    assert_eq!(table, table_again, "same inputs, byte-identical table");
+    let _ = std::fs::remove_dir_all(&dir);
+}

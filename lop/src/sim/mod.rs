@@ -37,6 +37,7 @@ mod bounds;
 mod derive;
 mod engine;
 mod objective;
+mod pipeline_bound;
 mod report;
 mod schedule;
 #[cfg(test)]

@@ -1,0 +1,137 @@
+//! How far server-side pipelining can go under exact halos: a lower bound on the makespan of
+//! every plan in which the robot only sends the graph input and the server computes every op.
+//!
+//! Whatever the chunking and order, every output row that depends on the input's last row can
+//! only be computed after that row has arrived, and the server computes one kernel at a time.
+//! So such a plan takes at least: the whole input over the uplink (one message's overhead, its
+//! bytes at the link's bandwidth, the latency), then the server time of every op's rows that
+//! depend on the last input row (one kernel per op, the fewest), then those rows of the outputs
+//! over the downlink. Receptive fields decide the middle term: the deep layers of a 224x224
+//! CNN depend on the last input row in every row, which is why exactness caps the gain of
+//! hiding the server's compute behind the upload.
+
+use super::Simulator;
+use crate::graph::NodeId;
+use crate::plan::Side;
+use crate::rows::Footprint;
+
+/// Per value, how many of its rows depend on the graph input's last row; `None` when the
+/// dependent rows of some value are not a suffix of its rows (no bound is claimed then).
+fn dependent_rows(sim: &Simulator<'_>, input: NodeId) -> Option<Vec<usize>> {
+    let g = sim.graph();
+    let mut dep = vec![0usize; g.nodes.len()];
+    dep[input] = 1;
+    for id in 0..g.nodes.len() {
+        if !g.is_op(id) {
+            continue;
+        }
+        let node = &g.nodes[id];
+        let rows = node.info.rows().max(1);
+        let mut count = 0;
+        let mut first = rows;
+        for r in 0..rows {
+            let depends = node.inputs.iter().enumerate().any(|(k, &v)| {
+                if dep[v] == 0 {
+                    return false;
+                }
+                let v_rows = g.nodes[v].info.rows().max(1);
+                match g.footprint(id, k, &(r..r + 1)) {
+                    Footprint::Rows(f) => f.end > v_rows - dep[v],
+                    Footprint::Broadcast | Footprint::Whole => true,
+                }
+            });
+            if depends {
+                count += 1;
+                first = first.min(r);
+            }
+        }
+        if count > 0 && count != rows - first {
+            return None;
+        }
+        dep[id] = count;
+    }
+    Some(dep)
+}
+
+impl Simulator<'_> {
+    /// The lower bound described in the module docs, in seconds; `None` without a link, for
+    /// graphs with more than one input, or when dependent rows are not suffixes.
+    pub fn server_pipeline_bound(&self) -> Option<f64> {
+        let g = self.graph();
+        let link = self.config().link;
+        if link.bandwidth <= 0.0 {
+            return None;
+        }
+        let inputs: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| matches!(g.nodes[id].op, crate::ops::Op::Input)).collect();
+        let [input] = inputs[..] else { return None };
+        let dep = dependent_rows(self, input)?;
+        let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
+        let input_bytes = (self.row_bytes[input] * g.nodes[input].info.rows().max(1)) as f64;
+        let tail: f64 = (0..g.nodes.len())
+            .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
+            .map(|id| self.op_time(Side::Server, id, dep[id]))
+            .sum();
+        let out_bytes: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * dep[o]).sum();
+        Some(transfer(input_bytes) + tail + transfer(out_bytes as f64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baseline;
+    use crate::graph::{DType, Graph, GraphBuilder};
+    use crate::ops::{Op, Pool};
+    use crate::plan::Plan;
+    use crate::profile::{Fit, Profile};
+    use crate::sim::{Link, SimConfig};
+
+    /// input u8 [1,1,16,4] -> norm -> 3x3 max pool (pad 1) -> 3x3 max pool (pad 1).
+    fn chain() -> Graph {
+        let pool = || {
+            Op::MaxPool(Pool {
+                kernel: vec![3, 3],
+                strides: vec![1, 1],
+                pads_begin: vec![1, 1],
+                pads_end: vec![1, 1],
+                dilations: vec![1, 1],
+                ceil_mode: false,
+                count_include_pad: false,
+            })
+        };
+        let mut b = GraphBuilder::new("chain");
+        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
+        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        let p1 = b.add("pool1", pool(), &[n]).expect("pool1");
+        let p2 = b.add("pool2", pool(), &[p1]).expect("pool2");
+        b.output(p2);
+        b.build().expect("graph")
+    }
+
+    #[test]
+    fn the_bound_counts_the_rows_that_read_the_last_input_row() {
+        let g = chain();
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-4)).expect("server");
+        let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
+        let dep = dependent_rows(&sim, 0).expect("suffixes");
+        // The last input row reaches norm's last row, pool1's last 2 rows and pool2's last 3.
+        assert_eq!(&dep[1..], &[1, 2, 3]);
+        // Upload 64 bytes, server tail (1+2+3 rows), download pool2's last 3 rows (48 bytes).
+        let want = (1e-4 + 64.0 / 1e4 + 2e-3) + (3.0 * 1e-4 + 6.0 * 1e-4) + (1e-4 + 48.0 / 1e4 + 2e-3);
+        let got = sim.server_pipeline_bound().expect("bound");
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        // No server-side plan beats it, however finely chunked; the finest comes close.
+        let whole = baseline::server_only(&sim, 16).expect("server-only").cost.expect("feasible");
+        assert!(whole.makespan_s > got);
+        for k in [2, 4, 8, 16] {
+            let mut plan = Plan::server_only(&g, 16);
+            for id in 1..g.nodes.len() {
+                plan.splits[id].server_chunks = k;
+            }
+            let cost = sim.cost(&plan).expect("chunked");
+            assert!(cost.makespan_s >= got - 1e-12, "{k} chunks: {} < bound {got}", cost.makespan_s);
+        }
+    }
+}
