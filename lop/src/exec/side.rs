@@ -271,16 +271,7 @@ mod tests {
     fn pool_graph() -> Graph {
         let mut b = GraphBuilder::new("pool");
         let x = b.input("x", vec![1, 2, 12, 5], DType::F32);
-        let pool = Pool {
-            kernel: vec![3, 3],
-            strides: vec![1, 1],
-            pads_begin: vec![1, 1],
-            pads_end: vec![1, 1],
-            dilations: vec![1, 1],
-            ceil_mode: false,
-            count_include_pad: false,
-        };
-        let y = b.add("pool", Op::MaxPool(pool), &[x]).expect("pool");
+        let y = b.add("pool", Op::MaxPool(Pool::same_3x3()), &[x]).expect("pool");
         b.output(y);
         b.build().expect("graph")
     }

@@ -49,6 +49,23 @@ pub struct Pool {
     pub count_include_pad: bool,
 }
 
+#[cfg(test)]
+impl Pool {
+    /// A 3x3 window, stride 1, padding 1 (output rows = input rows; each reads one row of halo
+    /// on either side): the smallest op with a halo, for tests.
+    pub(crate) fn same_3x3() -> Pool {
+        Pool {
+            kernel: vec![3, 3],
+            strides: vec![1, 1],
+            pads_begin: vec![1, 1],
+            pads_end: vec![1, 1],
+            dilations: vec![1, 1],
+            ceil_mode: false,
+            count_include_pad: false,
+        }
+    }
+}
+
 fn i64s(v: &[usize]) -> Vec<i64> {
     v.iter().map(|&x| x as i64).collect()
 }

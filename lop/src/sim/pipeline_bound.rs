@@ -88,17 +88,7 @@ mod tests {
 
     /// input u8 [1,1,16,4] -> norm -> 3x3 max pool (pad 1) -> 3x3 max pool (pad 1).
     fn chain() -> Graph {
-        let pool = || {
-            Op::MaxPool(Pool {
-                kernel: vec![3, 3],
-                strides: vec![1, 1],
-                pads_begin: vec![1, 1],
-                pads_end: vec![1, 1],
-                dilations: vec![1, 1],
-                ceil_mode: false,
-                count_include_pad: false,
-            })
-        };
+        let pool = || Op::MaxPool(Pool::same_3x3());
         let mut b = GraphBuilder::new("chain");
         let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
         let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
