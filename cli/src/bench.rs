@@ -392,6 +392,12 @@ fn print_report(
         .fold(f64::INFINITY, f64::min);
     let lop_ratio = ordered.iter().find(|(n, _)| *n == "lop").map(|(_, r)| r.mean_ms / best_other).filter(|r| r.is_finite());
     let trace = args.trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    // In the lop requests' buckets, simulated: LOP's plans and the server-pipelining bound
+    // against the best baseline.
+    let lop_sim = ordered.iter().find(|(n, _)| *n == "lop").and_then(|(_, r)| {
+        let best = r.sim_best_baseline_ms.filter(|b| *b > 0.0)?;
+        Some((r.sim_mean_ms / best, r.sim_bound_ms.map(|b| b.min(best) / best)))
+    });
     if args.json {
         let methods: serde_json::Map<String, serde_json::Value> =
             ordered.iter().map(|(m, r)| Ok((m.to_string(), serde_json::to_value(r)?))).collect::<anyhow::Result<_>>()?;
@@ -408,6 +414,8 @@ fn print_report(
             "energy": "modelled (power model), not measured",
             "methods": methods,
             "lop_vs_best_other": lop_ratio,
+            "lop_sim_vs_best_baseline_sim": lop_sim.map(|x| x.0),
+            "bound_vs_best_baseline_sim": lop_sim.and_then(|x| x.1),
             "netns": run.netns,
             "edge_counts": run.edge,
         });
@@ -441,6 +449,10 @@ fn print_report(
     }
     if let Some(r) = lop_ratio {
         println!("lop / best of robot-only, server-only, layer: {r:.3}");
+    }
+    if let Some((plans, bound)) = lop_sim {
+        let bound = bound.map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
+        println!("simulated in the lop requests' buckets, / best baseline: lop plans {plans:.3}, server-pipelining bound {bound}");
     }
     if let Some(n) = &run.netns {
         for (m, s) in &n.shaping {

@@ -72,6 +72,17 @@ fn check_report(v: &serde_json::Value, transport: &str) {
         assert!(num("max_rel_err") <= 1e-5, "{name}: {m}");
     }
     let f = |m: &str, k: &str| methods[m][k].as_f64().unwrap_or(f64::NAN);
+    // Yardsticks in each method's buckets: the best baseline is no worse than any baseline, LOSS
+    // is no worse than the best baseline, and server-only is a plan the server-pipelining bound
+    // covers (the bound is absent only when a request ran in bucket 0, no link).
+    let eps = 1e-6;
+    for m in ["robot-only", "server-only", "layer"] {
+        assert!(f(m, "sim_best_baseline_ms") <= f(m, "sim_mean_ms") + eps, "{m}: {v}");
+    }
+    assert!(f("lop", "sim_mean_ms") <= f("lop", "sim_best_baseline_ms") + eps, "{v}");
+    if let Some(b) = methods["server-only"]["sim_bound_ms"].as_f64() {
+        assert!(b <= f("server-only", "sim_mean_ms") + eps, "{v}");
+    }
     assert_eq!(f("robot-only", "bytes_up"), 0.0);
     assert_eq!(f("robot-only", "bytes_down"), 0.0);
     // The raw 224x224x3 frame as uint8 plus frame headers goes up; the 1000 logits come back.

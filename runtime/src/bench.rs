@@ -98,6 +98,14 @@ pub struct MethodReport {
     pub sim_mean_ms: f64,
     /// Measured over simulated mean latency (`mean_ms / sim_mean_ms`), when a simulation ran.
     pub fidelity: Option<f64>,
+    /// Mean, over the requests' buckets, of the simulator's lower bound for plans in which the
+    /// server computes everything (exact halos: the input's last rows arrive, then every row
+    /// that reads them is computed); `None` when some bucket had no bound (no link).
+    pub sim_bound_ms: Option<f64>,
+    /// Mean, over the requests' buckets, of the simulated best of robot-only, server-only and
+    /// the layer partition: with `sim_mean_ms` and `sim_bound_ms`, how much of what server
+    /// pipelining could gain in these buckets the plans found.
+    pub sim_best_baseline_ms: Option<f64>,
     /// Bytes sent to the edge, per inference (mean).
     pub bytes_up: f64,
     /// Bytes received from the edge, per inference (mean).
@@ -144,6 +152,8 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
         p95_ms: p95,
         sim_mean_ms,
         fidelity: (sim_mean_ms > 0.0).then(|| mean / sim_mean_ms),
+        sim_bound_ms: None,
+        sim_best_baseline_ms: None,
         bytes_up: stats.iter().map(|s| s.0.bytes_up as f64).sum::<f64>() / n,
         bytes_down: stats.iter().map(|s| s.0.bytes_down as f64).sum::<f64>() / n,
         energy_j: stats.iter().map(|s| s.1).sum::<f64>() / n,
@@ -238,10 +248,36 @@ async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Tensor>,
     Ok((worker, loaded, inputs, whole))
 }
 
-async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<ScheduleTable> {
+/// Per table entry, simulated seconds: the best of robot-only, server-only and the layer
+/// partition, and the server-pipelining bound (`lop::sim::Simulator::server_pipeline_bound`).
+#[derive(Debug, Clone, Copy)]
+struct BucketYardsticks {
+    best_baseline_s: Option<f64>,
+    bound_s: Option<f64>,
+}
+
+/// The schedule table and its entries' yardsticks.
+async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<(ScheduleTable, Vec<BucketYardsticks>)> {
     let (robot, server, spec, dir) = (cfg.robot.clone(), cfg.server.clone(), cfg.spec.clone(), cfg.cache_dir.clone());
-    let (table, _, _) = worker.call(move |g| lop::planner::table::load_or_build(&dir, g, None, &robot, &server, &spec, 1)).await??;
-    Ok(table)
+    let out = worker
+        .call(move |g| -> lop::Result<(ScheduleTable, Vec<BucketYardsticks>)> {
+            let (table, _, _) = lop::planner::table::load_or_build(&dir, g, None, &robot, &server, &spec, 1)?;
+            let mut sim = lop::sim::Simulator::new(g, &robot, &server, spec.sim_config(0.0))?;
+            let mut marks = Vec::with_capacity(table.entries.len());
+            for e in &table.entries {
+                sim.set_config(spec.sim_config(e.bucket_mb_s))?;
+                let best_baseline_s = e
+                    .baselines
+                    .iter()
+                    .filter(|b| ["robot-only", "server-only", "layer-partition"].contains(&b.name.as_str()))
+                    .filter_map(|b| b.makespan_s)
+                    .reduce(f64::min);
+                marks.push(BucketYardsticks { best_baseline_s, bound_s: sim.server_pipeline_bound() });
+            }
+            Ok((table, marks))
+        })
+        .await??;
+    Ok(out)
 }
 
 fn client_options(cfg: &BenchConfig, method: &str) -> ClientOptions {
@@ -264,7 +300,7 @@ async fn run_methods<C: Connector>(
         return Err(Error::InvalidConfig { what: "requests must be at least 1".into() });
     }
     let (mut worker, loaded, inputs, whole) = robot_worker(cfg).await?;
-    let table = table(cfg, &worker).await?;
+    let (table, marks) = table(cfg, &worker).await?;
     let mut out = BTreeMap::new();
     for method in &cfg.methods {
         let opts = client_options(cfg, method);
@@ -274,6 +310,7 @@ async fn run_methods<C: Connector>(
         }
         let epoch = Instant::now();
         let (mut lat, mut sims, mut stats, mut err) = (Vec::new(), Vec::new(), Vec::new(), 0.0f64);
+        let (mut bound_s, mut best_s) = (Vec::new(), Vec::new());
         for i in 0..cfg.requests {
             let rate = cfg.trace.rate_mbps(epoch.elapsed());
             let bucket_units = rate / 8.0 / cfg.spec.bandwidth_scale;
@@ -285,6 +322,10 @@ async fn run_methods<C: Connector>(
             if let Some(p) = r.stats.predicted_s {
                 sims.push(p);
             }
+            if let Some(m) = marks.get(r.stats.bucket as usize) {
+                bound_s.extend(m.bound_s);
+                best_s.extend(m.best_baseline_s);
+            }
             let e = modelled_energy(&cfg.power, &r.stats, rate);
             stats.push((r.stats, e));
             if !cfg.gap.is_zero() {
@@ -292,7 +333,11 @@ async fn run_methods<C: Connector>(
             }
         }
         let dropped = client.dropped().total();
-        out.insert(method.clone(), summarize(&mut lat, &sims, &stats, err, dropped));
+        let mut report = summarize(&mut lat, &sims, &stats, err, dropped);
+        let mean_ms = |v: &[f64]| (v.len() == cfg.requests).then(|| v.iter().sum::<f64>() / v.len() as f64 * 1e3);
+        report.sim_bound_ms = mean_ms(&bound_s);
+        report.sim_best_baseline_ms = mean_ms(&best_s);
+        out.insert(method.clone(), report);
         worker = client.into_worker();
     }
     Ok(out)
@@ -810,7 +855,7 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
     let edge = ZenohEdge::start(start_edge(cfg).await?, &endpoint).await?;
     let robot = ZenohConfig::client(vec![endpoint]).open().await?;
     let (worker, loaded, inputs, whole) = robot_worker(cfg).await?;
-    let table = table(cfg, &worker).await?;
+    let (table, _) = table(cfg, &worker).await?;
     // (a) runs on its own model copy, like the edge's replica.
     let (source, load) = (cfg.source.clone(), cfg.load.clone());
     let (bare, _) = Worker::spawn("bare", move || lop::model::load(&source, &load)).await?;

@@ -22,6 +22,9 @@ async fn a_new_bandwidth_estimate_takes_effect_on_the_next_inference() {
     let link = ShapedConfig::symmetric(Trace::constant(400.0).unwrap()).with_latency(Duration::from_millis(1));
     let mut opts = ClientOptions::new("switch-robot", "resnet18");
     opts.hello_timeout = Duration::from_secs(10);
+    // Not a timing test: on a loaded 2-core CI host the first inference ran past the default
+    // 250 ms slack over the synthetic profiles' prediction and fell back.
+    opts.deadline_slack = Duration::from_secs(3);
     let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
     assert!(c.connected());
 
