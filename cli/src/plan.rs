@@ -255,13 +255,16 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         })
         .collect();
     if let Some(path) = &args.svg {
-        let series: Vec<svg::Series> = [("robot-only", "robot-only"), ("server-only", "server-only"), ("layer", "layer"), ("lop", "lop")]
-            .iter()
-            .map(|(label, key)| {
-                let pts = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["makespan_ms"][key].as_f64())).collect();
-                (label.to_string(), pts)
-            })
-            .collect();
+        let mut series: Vec<svg::Series> =
+            [("robot-only", "robot-only"), ("server-only", "server-only"), ("layer", "layer"), ("lop", "lop")]
+                .iter()
+                .map(|(label, key)| {
+                    let pts = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["makespan_ms"][key].as_f64())).collect();
+                    (label.to_string(), pts)
+                })
+                .collect();
+        let bound = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["server_pipeline_bound_ms"].as_f64())).collect();
+        series.push(("pipelining bound".to_string(), bound));
         let title = format!("{}: latency vs bandwidth ({:?} input)", table.model, args.setup.input_dtype);
         std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
             .with_context(|| format!("writing {}", path.display()))?;

@@ -159,10 +159,11 @@ pub fn latency_plot(series: &[Series], title: &str, x_label: &str) -> String {
         let lim = if vert { xmax } else { ymax };
         for i in 0..=((lim * 1.0001 / val).floor() as usize) {
             let v = i as f64 * val;
+            let label = tick_label(v, val);
             if vert {
                 let _ = writeln!(
                     s,
-                    r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1}" stroke="#ddd"/><text x="{0:.1}" y="{2}" font-size="12" text-anchor="middle">{v}</text>"##,
+                    r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1}" stroke="#ddd"/><text x="{0:.1}" y="{2}" font-size="12" text-anchor="middle">{label}</text>"##,
                     px(v),
                     top + ph,
                     top + ph + 18.0
@@ -170,7 +171,7 @@ pub fn latency_plot(series: &[Series], title: &str, x_label: &str) -> String {
             } else {
                 let _ = writeln!(
                     s,
-                    r##"<line x1="{left}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#ddd"/><text x="{2}" y="{3:.1}" font-size="12" text-anchor="end">{v}</text>"##,
+                    r##"<line x1="{left}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#ddd"/><text x="{2}" y="{3:.1}" font-size="12" text-anchor="end">{label}</text>"##,
                     py(v),
                     left + pw,
                     left - 6.0,
@@ -191,6 +192,8 @@ pub fn latency_plot(series: &[Series], title: &str, x_label: &str) -> String {
     for (i, (name, p)) in series.iter().enumerate() {
         let c = palette[i % palette.len()];
         let width = if name == "lop" { 3.0 } else { 1.8 };
+        // Bounds are drawn dashed: they are limits, not methods.
+        let dash = if name.contains("bound") { r#" stroke-dasharray="7 4""# } else { "" };
         let mut d = String::new();
         let mut pen = false;
         for (x, y) in p {
@@ -202,11 +205,11 @@ pub fn latency_plot(series: &[Series], title: &str, x_label: &str) -> String {
                 _ => pen = false,
             }
         }
-        let _ = writeln!(s, r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="{width}"/>"#);
+        let _ = writeln!(s, r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="{width}"{dash}/>"#);
         let ly = top + 20.0 + i as f64 * 22.0;
         let _ = writeln!(
             s,
-            r#"<line x1="{0}" y1="{ly}" x2="{1}" y2="{ly}" stroke="{c}" stroke-width="3"/><text x="{2}" y="{3}" font-size="13">{4}</text>"#,
+            r#"<line x1="{0}" y1="{ly}" x2="{1}" y2="{ly}" stroke="{c}" stroke-width="3"{dash}/><text x="{2}" y="{3}" font-size="13">{4}</text>"#,
             left + pw + 15.0,
             left + pw + 45.0,
             left + pw + 52.0,

@@ -161,6 +161,12 @@ fn timeline_svg_has_four_lanes_and_a_makespan() {
     assert!(svg.contains(" KB") || svg.contains(" B<") || svg.contains(" B:"), "transfers carry bytes");
     let plot = svg::latency_plot(&[("lop".into(), vec![(1.0, Some(2.0)), (2.0, Some(1.0))])], "t", "MB/s");
     assert!(plot.starts_with("<svg") && plot.contains("<path"));
+    // Ticks at multiples of 0.1 print as such (not 0.30000000000000004); bounds are dashed.
+    let series =
+        vec![("lop".to_string(), vec![(0.0, Some(1.0)), (0.55, Some(0.4))]), ("pipelining bound".to_string(), vec![(0.55, Some(0.3))])];
+    let plot = svg::latency_plot(&series, "t", "MB/s");
+    assert!(plot.contains(">0.3</text>") && !plot.contains("0000000"), "{plot}");
+    assert_eq!(plot.matches("stroke-dasharray").count(), 2, "the bound's path and legend line");
 }
 
 #[test]
