@@ -221,14 +221,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         table.save(&args.out)?;
     }
     let ms = |v: Option<f64>| v.map(|s| s * 1e3);
-    // What server-side pipelining could reach at best under exact halos (lop::sim's
-    // pipeline_bound): the yardstick for how much of LOP's possible gain the planner found.
-    let mut bound_sim = lop::sim::Simulator::new(&setup.graph, &setup.robot, &setup.server, spec.sim_config(0.0))?;
-    let mut bounds = Vec::with_capacity(table.entries.len());
-    for e in &table.entries {
-        bound_sim.set_config(spec.sim_config(e.bucket_mb_s))?;
-        bounds.push(bound_sim.server_pipeline_bound());
-    }
+    let bounds = table.pipeline_bounds(&setup.graph, &setup.robot, &setup.server)?;
     let base = |e: &lop::planner::BucketEntry, n: &str| e.baselines.iter().find(|b| b.name == n).and_then(|b| b.makespan_s);
     let energy_name = "layer-partition-energy-deadline";
     let rows: Vec<serde_json::Value> = table

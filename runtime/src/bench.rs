@@ -262,18 +262,13 @@ async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<(ScheduleTable, Vec
     let out = worker
         .call(move |g| -> lop::Result<(ScheduleTable, Vec<BucketYardsticks>)> {
             let (table, _, _) = lop::planner::table::load_or_build(&dir, g, None, &robot, &server, &spec, 1)?;
-            let mut sim = lop::sim::Simulator::new(g, &robot, &server, spec.sim_config(0.0))?;
-            let mut marks = Vec::with_capacity(table.entries.len());
-            for e in &table.entries {
-                sim.set_config(spec.sim_config(e.bucket_mb_s))?;
-                let best_baseline_s = e
-                    .baselines
-                    .iter()
-                    .filter(|b| ["robot-only", "server-only", "layer-partition"].contains(&b.name.as_str()))
-                    .filter_map(|b| b.makespan_s)
-                    .reduce(f64::min);
-                marks.push(BucketYardsticks { best_baseline_s, bound_s: sim.server_pipeline_bound() });
-            }
+            let bounds = table.pipeline_bounds(g, &robot, &server)?;
+            let marks = table
+                .entries
+                .iter()
+                .zip(bounds)
+                .map(|(e, bound_s)| BucketYardsticks { best_baseline_s: e.best_baseline_s(), bound_s })
+                .collect();
             Ok((table, marks))
         })
         .await??;

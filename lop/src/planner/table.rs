@@ -224,6 +224,12 @@ impl BucketEntry {
         }
         self.baselines.iter().find(|b| b.name == method).and_then(|b| b.makespan_s)
     }
+
+    /// The best simulated makespan of the latency baselines LOSS is judged against:
+    /// robot-only, server-only and the layer partition (its extreme cuts included), seconds.
+    pub fn best_baseline_s(&self) -> Option<f64> {
+        ["robot-only", "server-only", "layer-partition"].iter().filter_map(|m| self.makespan_of(m)).reduce(f64::min)
+    }
 }
 
 impl ScheduleTable {
@@ -234,6 +240,22 @@ impl ScheduleTable {
         let mut t = self.clone();
         t.hash.clear();
         crate::content_hash::json_content_hash(&t, 12)
+    }
+
+    /// Per entry, the simulator's server-pipelining lower bound in its bucket
+    /// ([`crate::sim::Simulator::server_pipeline_bound`]), seconds: the yardstick for how much
+    /// of what hiding the server's compute behind the upload could gain the plans found.
+    ///
+    /// # Errors
+    /// Profiles that do not fit `graph`; a spec with a negative link or power.
+    pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
+        let mut sim = Simulator::new(graph, robot, server, self.spec.sim_config(0.0))?;
+        let mut out = Vec::with_capacity(self.entries.len());
+        for e in &self.entries {
+            sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
+            out.push(sim.server_pipeline_bound());
+        }
+        Ok(out)
     }
 
     /// The entry for a bandwidth: the highest bucket not above `mb_s` (bucket values), or the

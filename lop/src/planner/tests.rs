@@ -116,6 +116,20 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     let (b, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
     assert_eq!(a.to_json(), b.to_json(), "same inputs and seed, same bytes");
     assert_eq!(a.entries[0].method, "robot-only", "bucket 0 has no link");
+    // Yardsticks: LOSS is never worse than the best latency baseline; server-only is a plan the
+    // server-pipelining bound covers; bucket 0 (no link) has no bound.
+    let bounds = a.pipeline_bounds(&g, &r, &s).expect("bounds");
+    assert_eq!(bounds.len(), a.entries.len());
+    assert!(bounds[0].is_none());
+    for (e, bound) in a.entries.iter().zip(&bounds) {
+        let best = e.best_baseline_s().expect("robot-only is always feasible");
+        let each = ["robot-only", "server-only", "layer-partition"].map(|m| e.makespan_of(m).unwrap_or(f64::INFINITY));
+        assert_eq!(best, each.iter().copied().fold(f64::INFINITY, f64::min));
+        assert!(e.makespan_s.expect("lop") <= best + 1e-12);
+        if let (Some(b), Some(so)) = (bound, e.makespan_of("server-only")) {
+            assert!(*b <= so + 1e-12, "bucket {}: bound {b} above server-only {so}", e.bucket_mb_s);
+        }
+    }
     let dir = std::env::temp_dir().join(format!("lop-table-cache-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     let (t1, _, u1) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("miss");
