@@ -43,8 +43,13 @@ pub struct ModelArgs {
     pub model: String,
     /// Input shape for models with dynamic input dimensions, e.g. `1,3,416,416`.
     #[arg(long, value_parser = parse_shape)]
-    pub input_shape: Option<Vec<usize>>,
+    pub input_shape: Option<Dims>,
 }
+
+/// A whole shape given as one value (`1,3,416,416`). An alias, so that clap's derive takes it as
+/// one value of this type: spelled `Option<Vec<usize>>`, clap reads it as a list of `usize`
+/// values and panics on the parser's type.
+pub type Dims = Vec<usize>;
 
 impl ModelArgs {
     /// Loads the model.

@@ -5,7 +5,7 @@ use clap::Parser;
 fn main() {
     let args = lop_cli::Args::parse();
     // Every command runs inference repeatedly; keep freed activation memory for reuse.
-    lop::alloc::retain_freed_memory();
+    lop_runtime::alloc::retain_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LOP_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)

@@ -200,7 +200,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         overhead_s: 0.0,
         input_bytes_per_element: args.setup.input_dtype.bytes_per_element(),
         objective: args.setup.objective,
-        power: lop::power::model::PowerModel::default(),
+        power: lop::sim::RobotPower::default(),
         planner,
         chunk_order: args.setup.chunk_order.chunk_order(),
         chunk_bounds: args.setup.chunk_bounds.chunk_bounds(),

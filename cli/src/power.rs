@@ -1,12 +1,12 @@
 //! `lop power [--source auto|jetson-iio|jetson-hwmon|tegrastats|nvml|rapl|model] [--root DIR]
 //! [--rate HZ] --duration S [--json]`: samples a power source and prints what it saw.
 //!
-//! `auto` tries the measured sources in [`lop::power::SourceKind::AUTO_ORDER`] and fails, naming
+//! `auto` tries the measured sources in [`lop_power::SourceKind::AUTO_ORDER`] and fails, naming
 //! each source and why, when none is there; it never falls back to the power model, which must be
 //! asked for (`--source model`, idle state) and is then labelled `"modelled": true`.
 
 use anyhow::Context;
-use lop::power::{self, EnergyOptions, Ring, SamplerConfig, SourceConfig, SourceKind, sampler};
+use lop_power::{EnergyOptions, Ring, SamplerConfig, SourceConfig, SourceKind, sampler};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -109,8 +109,8 @@ pub fn run(args: &PowerArgs) -> anyhow::Result<i32> {
         ..SourceConfig::default()
     };
     let mut source = match args.source {
-        SourceArg::Auto => power::detect(&cfg, &SourceKind::AUTO_ORDER)?,
-        SourceArg::Kind(k) => power::open(k, &cfg).with_context(|| format!("opening power source {k}"))?,
+        SourceArg::Auto => lop_power::detect(&cfg, &SourceKind::AUTO_ORDER)?,
+        SourceArg::Kind(k) => lop_power::open(k, &cfg).with_context(|| format!("opening power source {k}"))?,
     };
     // Room for every reading: a ring that dropped the oldest would shorten the run it reports.
     let capacity = (args.rate * args.duration * 1.5).ceil().min(50_000_000.0) as usize + 16;
@@ -145,7 +145,7 @@ pub fn run(args: &PowerArgs) -> anyhow::Result<i32> {
         Some((a, b)) if a < b => {
             // The whole run: gaps are allowed up to its length (read errors are counted above).
             let opts = EnergyOptions { max_gap: b - a, ..EnergyOptions::default() };
-            if let Some(e) = ring.energy(a, b, &opts)?.energy() {
+            if let Some(e) = lop_power::energy::energy(&ring, a, b, &opts)?.energy() {
                 let secs = e.duration.as_secs_f64();
                 report.mean_w = Some(e.mean_w);
                 report.energy_j = Some(e.joules);

@@ -41,13 +41,21 @@ pub fn output_path(base: &Path, i: usize, n: usize) -> PathBuf {
 /// Bad `.npy` files (dtype, shape), unknown split, execution failures.
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(args.units > 0, "--units must be positive");
-    let graph = args.model.load()?;
     let mut inputs = Vec::new();
     for p in &args.input {
         anyhow::ensure!(p.exists(), "input file {} does not exist", p.display());
         let t = tch::Tensor::read_npy(p).with_context(|| format!("reading {} (a .npy file)", p.display()))?;
         inputs.push(t);
     }
+    // A model with dynamic dimensions takes them from the (first) input array unless
+    // --input-shape says otherwise; static dimensions are checked against it at import.
+    let graph = match (&args.model.input_shape, inputs.first()) {
+        (None, Some(first)) if !args.model.model.starts_with("zoo:") => {
+            let shape = first.size().iter().map(|&d| usize::try_from(d)).collect::<Result<Vec<_>, _>>()?;
+            ModelArgs { model: args.model.model.clone(), input_shape: Some(shape) }.load()?
+        }
+        _ => args.model.load()?,
+    };
     let outputs = match args.split.as_str() {
         "whole" => run_whole(&graph, &inputs)?.outputs,
         s => {

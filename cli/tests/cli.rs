@@ -203,3 +203,112 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     assert_eq!(table, table_again, "same inputs, byte-identical table");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A two-convolution ONNX model whose input height and width are dynamic (`make_dynamic_conv.py`).
+fn dynamic_model() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/dynamic_conv.onnx").display().to_string()
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every command that loads a model takes `--input-shape` (clap once panicked on it in all of
+/// them), fixes the dynamic dimensions with it, and without it fails with a message that names
+/// the dynamic dimensions and the flag.
+#[test]
+fn input_shape_works_in_every_command_that_loads_a_model() {
+    let m = dynamic_model();
+    let dir = scratch("input-shape");
+    let path = |f: &str| dir.join(f).display().to_string();
+    let shape = ["--input-shape", "1,3,40,32"];
+
+    let out = lop(&["inspect", &m, "--json", shape[0], shape[1]]);
+    ok(&out);
+    let v = stdout_json(&out);
+    assert_eq!(v["input_shapes"], serde_json::json!([[1, 3, 40, 32]]), "{v}");
+    let out = lop(&["inspect", &m]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--input-shape") && err.contains("1,3,H,W"), "{err}");
+    let out = lop(&["inspect", &m, "--input-shape", "1,3,0,32"]);
+    assert_eq!(out.status.code(), Some(2), "a zero dimension is refused by the parser");
+    let out = lop(&["inspect", "zoo:resnet18", "--input-shape", "1,3,640,640"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fixed at [1, 3, 224, 224]"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = lop(&["verify", &m, "--plans", "3", "--json", shape[0], shape[1]]);
+    ok(&out);
+    assert_eq!(stdout_json(&out)["ok"], true);
+
+    let out = lop(&["bench-exec", &m, "--runs", "1", "--warmup", "0", "--json", shape[0], shape[1]]);
+    ok(&out);
+
+    let robot = path("robot.json");
+    let server = path("server.json");
+    for (role, out_path) in [("robot", &robot), ("server", &server)] {
+        ok(&lop(&["profile", &m, "--role", role, "--runs", "5", "--warmup", "0", "--out", out_path, shape[0], shape[1]]));
+    }
+    let table = path("table.json");
+    let setup = ["--robot-profile", robot.as_str(), "--server-profile", server.as_str(), "--input-dtype", "f32", shape[0], shape[1]];
+    let mut plan = vec!["plan", m.as_str(), "--buckets", "0:4:2", "--out", table.as_str(), "--json"];
+    plan.extend(setup);
+    ok(&lop(&plan));
+    let mut simulate = vec!["simulate", m.as_str(), "--bandwidth", "2MB/s", "--table", table.as_str(), "--json"];
+    simulate.extend(setup);
+    ok(&lop(&simulate));
+    // A profile measured at another shape is for another graph.
+    let mut other = vec!["plan", m.as_str(), "--buckets", "0:4:2", "--out", table.as_str(), "--json"];
+    other.extend(setup);
+    let last = other.len() - 1;
+    other[last] = "1,3,48,32";
+    assert_eq!(lop(&other).status.code(), Some(2));
+
+    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/traces/indoor.csv").display().to_string();
+    let out = lop(&[
+        "bench",
+        &m,
+        "--trace",
+        &trace,
+        "--synthetic-profiles",
+        "--requests",
+        "2",
+        "--methods",
+        "server-only,lop",
+        "--buckets",
+        "0:4:2",
+        "--input-dtype",
+        "f32",
+        "--bandwidth-scale",
+        "1",
+        "--json",
+        shape[0],
+        shape[1],
+    ]);
+    ok(&out);
+}
+
+/// `lop run` takes a dynamic model's height and width from the input array, and the output
+/// follows them (two sizes, one model file).
+#[test]
+fn run_takes_dynamic_dimensions_from_the_input() {
+    let m = dynamic_model();
+    let dir = scratch("run-dynamic");
+    for (h, w) in [(32, 32), (48, 40)] {
+        let x = dir.join(format!("x{h}.npy"));
+        tch::Tensor::randn([1, 3, h, w], (tch::Kind::Float, tch::Device::Cpu)).write_npy(&x).expect("write npy");
+        let y = dir.join(format!("y{h}.npy"));
+        for split in ["whole", "random:3"] {
+            let out = lop(&["run", &m, "--input", &x.display().to_string(), "--output", &y.display().to_string(), "--split", split]);
+            ok(&out);
+            let y = tch::Tensor::read_npy(&y).expect("output written");
+            assert_eq!(y.size(), vec![1, 4, h / 2, w / 2], "{split}");
+        }
+    }
+}

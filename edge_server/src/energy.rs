@@ -1,6 +1,6 @@
 //! GPU energy per served inference: each [`Served`] interval `[start, end]` is paired with the
 //! power readings around it (NVML's energy counter when the GPU has one, else power integrated
-//! over the interval; see [`lop::power::energy`]).
+//! over the interval; see [`lop_power::energy`]).
 //!
 //! An inference's figure can only be computed once a reading at or after its end exists, so a
 //! [`Meter`] keeps served inferences pending and resolves them on [`Meter::poll`]; one still
@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lop::power::{EnergyOptions, EnergyOutcome, NoData, Ring};
+use lop_power::{EnergyOptions, EnergyOutcome, NoData, Ring};
 use lop_runtime::edge::Served;
 
 /// Something that knows the energy over an interval (the NVML sampler's ring; a fake in tests).
@@ -19,10 +19,10 @@ pub trait IntervalEnergy: Send {
     ///
     /// # Errors
     /// A reversed interval.
-    fn energy(&self, start: Instant, end: Instant) -> lop::Result<EnergyOutcome>;
+    fn energy(&self, start: Instant, end: Instant) -> lop_power::Result<EnergyOutcome>;
 }
 
-/// A ring filled by a [`lop::power::sampler`] thread.
+/// A ring filled by a [`lop_power::sampler`] thread.
 #[derive(Debug, Clone)]
 pub struct RingEnergy {
     /// The readings.
@@ -32,10 +32,10 @@ pub struct RingEnergy {
 }
 
 impl IntervalEnergy for RingEnergy {
-    fn energy(&self, start: Instant, end: Instant) -> lop::Result<EnergyOutcome> {
+    fn energy(&self, start: Instant, end: Instant) -> lop_power::Result<EnergyOutcome> {
         // A poisoned lock means the sampler panicked mid-push; the ring is still consistent.
         let ring = self.ring.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        ring.energy(start, end, &self.opts)
+        lop_power::energy::energy(&ring, start, end, &self.opts)
     }
 }
 
@@ -138,7 +138,7 @@ impl<S: IntervalEnergy> Meter<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lop::power::PowerReading;
+    use lop_power::PowerReading;
     use lop_runtime::edge::ServedOutcome;
 
     /// Readings pushed by hand: a fake NVML with a counter.
@@ -227,16 +227,16 @@ mod tests {
         horizon: Arc<Mutex<Instant>>,
     }
     impl IntervalEnergy for Constant {
-        fn energy(&self, start: Instant, end: Instant) -> lop::Result<EnergyOutcome> {
+        fn energy(&self, start: Instant, end: Instant) -> lop_power::Result<EnergyOutcome> {
             let h = *self.horizon.lock().expect("lock");
             if end > h {
                 return Ok(EnergyOutcome::NoData(NoData::EndsAfterBuffer { by: end - h }));
             }
             let d = end.duration_since(start);
-            Ok(EnergyOutcome::Energy(lop::power::Energy {
+            Ok(EnergyOutcome::Energy(lop_power::Energy {
                 joules: 250.0 * d.as_secs_f64(),
                 rails_j: vec![],
-                method: lop::power::Method::Trapezoid,
+                method: lop_power::Method::Trapezoid,
                 duration: d,
                 mean_w: 250.0,
                 samples: 0,

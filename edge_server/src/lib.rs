@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use lop::graph::Graph;
 use lop::model::LoadOptions;
 use lop::plan::Side;
-use lop::power::Ring;
 use lop::profile::{DeviceKind, Profile, ProfileCache, ProfileOptions};
+use lop_power::Ring;
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served};
 use lop_runtime::zenoh_link::EdgeAcceptor;
 use lop_runtime::zenoh_service::serve_zenoh;
@@ -214,7 +214,7 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
     let acceptor = EdgeAcceptor::new(&session).await?;
     let task = serve_zenoh(svc.clone(), acceptor);
     // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
-    let probes = lop_runtime::probe::serve_probes(&session).await?;
+    let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await?;
     tracing::info!(
         mode = ?cfg.zenoh.mode,
         listen = ?cfg.zenoh.listen,
@@ -285,7 +285,7 @@ fn gpu_meter(cfg: &EdgeConfig, device: tch::Device) -> Option<Meter<RingEnergy>>
             return None;
         }
     };
-    let source = match lop::power::nvml::NvmlSource::open(index) {
+    let source = match lop_power::nvml::NvmlSource::open(index) {
         Ok(s) => s,
         Err(e) => {
             tracing::info!(reason = %e, "GPU energy not available");
@@ -300,8 +300,8 @@ fn gpu_meter(cfg: &EdgeConfig, device: tch::Device) -> Option<Meter<RingEnergy>>
             return None;
         }
     };
-    let sampler = lop::power::SamplerConfig { rate_hz: g.rate_hz, ..Default::default() };
-    match lop::power::sampler::spawn(Box::new(source), sampler, ring.clone()) {
+    let sampler = lop_power::SamplerConfig { rate_hz: g.rate_hz, ..Default::default() };
+    match lop_power::sampler::spawn(Box::new(source), sampler, ring.clone()) {
         Ok(handle) => {
             // The sampler runs for the life of the process.
             std::mem::forget(handle);

@@ -30,7 +30,7 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    lop::alloc::retain_freed_memory();
+    lop_runtime::alloc::retain_freed_memory();
     edge_server::run(cfg).context("lop_edge")?;
     Ok(())
 }

@@ -5,7 +5,6 @@
 //! crate builds on this.
 //!
 //! ## Layout
-//! - [`alloc`]: allocator settings for long-running inference processes.
 //! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
@@ -16,8 +15,6 @@
 //! - [`zoo`]: built-in models with seeded weights.
 //! - [`model`]: loading a model by zoo name or path.
 //! - [`inspect`]: locality statistics.
-//! - [`power`]: power sources (Jetson INA3221, tegrastats, NVML, RAPL, a state model), sampling
-//!   and the energy of an interval.
 //! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
 //! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy).
 //! - [`baseline`]: robot-only, server-only, and the exact best layer partitions (latency,
@@ -26,8 +23,6 @@
 //!   tables per bandwidth bucket (built in parallel, cached by content hash), SVG pictures.
 #![deny(missing_docs)]
 
-pub mod alloc;
-pub mod bandwidth;
 pub mod baseline;
 pub mod content_hash;
 pub mod error;
@@ -39,7 +34,6 @@ pub mod onnx;
 pub mod ops;
 pub mod plan;
 pub mod planner;
-pub mod power;
 pub mod profile;
 mod rng;
 pub use rng::Rng;

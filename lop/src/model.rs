@@ -17,7 +17,17 @@ pub struct LoadOptions {
 /// [`Error::UnknownModel`] for a name that is neither; import errors for bad files.
 pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
     if let Some(zoo_name) = name.strip_prefix("zoo:") {
-        return crate::zoo::build(zoo_name);
+        let graph = crate::zoo::build(zoo_name)?;
+        if let Some(given) = &opts.input_shape {
+            let have: Vec<&Vec<usize>> = graph.inputs().into_iter().map(|i| &graph.nodes[i].info.shape).collect();
+            if have.iter().any(|s| *s != given) {
+                return Err(Error::Input(format!(
+                    "input shape {given:?} does not fit {name}, whose input shape is fixed at {:?}",
+                    have.first().map_or(&Vec::new(), |s| *s)
+                )));
+            }
+        }
+        return Ok(graph);
     }
     let path = Path::new(name);
     if path.exists() {

@@ -1,7 +1,7 @@
 //! `lop_bandwidth`: the link monitor node. Passive samples come from every (non-fallback)
 //! `/lop/inference` result (bytes both ways over the result's transfer time); when no sample has
 //! arrived for a while, an active probe runs against the edge's responder
-//! ([`lop_runtime::probe::probe`]); a [`Monitor`] turns them into `/lop/bandwidth` estimates at
+//! ([`lop_runtime::bandwidth::probe::probe`]); a [`Monitor`] turns them into `/lop/bandwidth` estimates at
 //! the configured rate (2 Hz by default).
 
 use std::future::Future;
@@ -11,9 +11,9 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use crate::backend::{Bandwidth, SharedRos, Stamp, to_time};
-use crate::bandwidth::Monitor;
 use crate::config::BandwidthConfig;
 use crate::error::{Error, Result};
+use lop_runtime::bandwidth::Monitor;
 
 fn lock(m: &Mutex<Monitor>) -> std::sync::MutexGuard<'_, Monitor> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -66,7 +66,7 @@ pub async fn run(cfg: BandwidthConfig, ros: SharedRos, shutdown: impl Future<Out
             lock(&monitor).probe_started(now);
             let (s, monitor, timeout) = (s.clone(), monitor.clone(), cfg.probe_timeout);
             probe_task = Some(tokio::spawn(async move {
-                let r = lop_runtime::probe::probe(&s, bytes, timeout).await;
+                let r = lop_runtime::bandwidth::probe::probe(&s, bytes, timeout).await;
                 let (up, down) = match r {
                     Ok(p) => {
                         tracing::debug!(up = p.up_mbps, down = p.down_mbps, rtt_ms = p.rtt_s * 1e3, "probe");

@@ -10,10 +10,10 @@ use lop::profile::Profile;
 use lop_runtime::table_config::{ScaleSetting, TableSettings};
 use lop_runtime::zenoh_link::ZenohConfig;
 
-use crate::bandwidth::{Hysteresis, MonitorConfig};
 use crate::convert::{BevChannels, BevGrid, ChannelOrder, Fit, VoxelGrid};
 use crate::error::{Error, Result};
 use crate::params::{ParamValue, Params};
+use lop_runtime::bandwidth::{Hysteresis, MonitorConfig};
 
 fn invalid(what: String) -> Error {
     Error::Config { what }
@@ -465,8 +465,10 @@ impl BandwidthConfig {
             probe_interval: if probes { ms(p, "probe_interval_ms", d.probe_interval.as_secs_f64() * 1e3)? } else { Duration::ZERO },
             probe_bytes: usize::try_from(probe_bytes)
                 .ok()
-                .filter(|&b| b > 0 && b <= lop_runtime::probe::MAX_PROBE_BYTES)
-                .ok_or_else(|| invalid(format!("probe_bytes must be 1..={}, got {probe_bytes}", lop_runtime::probe::MAX_PROBE_BYTES)))?,
+                .filter(|&b| b > 0 && b <= lop_runtime::bandwidth::probe::MAX_PROBE_BYTES)
+                .ok_or_else(|| {
+                    invalid(format!("probe_bytes must be 1..={}, got {probe_bytes}", lop_runtime::bandwidth::probe::MAX_PROBE_BYTES))
+                })?,
             hysteresis: hysteresis(p)?,
             buckets: table.bucket_values().map_err(|e| invalid(e.to_string()))?,
             bandwidth_scale,
@@ -499,7 +501,7 @@ pub struct PowerConfig {
     /// Seconds of samples kept.
     pub window_s: f64,
     /// Power model (source `model`): idle, computing and transmitting watts.
-    pub model: lop::power::model::PowerModel,
+    pub model: lop_power::model::PowerModel,
 }
 
 impl PowerConfig {
@@ -508,8 +510,8 @@ impl PowerConfig {
     /// # Errors
     /// [`Error::Config`] naming the bad parameter.
     pub fn from_params(p: &mut Params) -> Result<PowerConfig> {
-        let d = lop::power::model::PowerModel::default();
-        let model = lop::power::model::PowerModel {
+        let d = lop_power::model::PowerModel::default();
+        let model = lop_power::model::PowerModel {
             idle_w: p.double("model.idle_w", d.idle_w)?,
             computing_w: p.double("model.computing_w", d.computing_w)?,
             transmitting_w: p.double("model.transmitting_w", d.transmitting_w)?,

@@ -34,7 +34,10 @@ pub enum Error {
     /// Energy accounting failed (power source, sampler, CSV log).
     #[error("power: {0}")]
     Power(#[from] crate::power::PowerNodeError),
-    /// The engine (model, profile, table, power source) failed.
+    /// A power source could not be opened or read.
+    #[error(transparent)]
+    PowerSource(#[from] lop_power::Error),
+    /// The engine (model, profile, table) failed.
     #[error(transparent)]
     Engine(#[from] lop::Error),
 }

@@ -4,19 +4,19 @@
 //!
 //! - [`robot`]: `lop_robot`, camera frames or LiDAR sweeps in, exact inference results out
 //!   (one-slot mailbox, bucket selection, diagnostics, ROS-layer latency).
-//! - [`bandwidth_node`]: `lop_bandwidth`, passive samples from results, active probes, estimates.
+//! - [`bandwidth_node`]: `lop_bandwidth`, passive samples from results, active probes, estimates
+//!   (the estimation itself is `lop_runtime::bandwidth`).
 //! - [`power_node`]: `lop_power`, power sampling, energy per inference, a CSV log.
 //! - [`backend`]: the [`backend::Ros`] trait the nodes use, with the hiroz adapter (default) and
 //!   the r2r adapter (feature `ros2`).
 //! - [`params`] and [`config`]: parameters the ROS 2 way (params file, `--ros-args -p`), typed
 //!   per node; [`cli`]: what the three binaries share.
-//! - [`convert`], [`bandwidth`], [`power`]: backend-free logic (sensor messages to tensors, the
-//!   bandwidth monitor and bucket selector, energy accounting).
+//! - [`convert`], [`power`]: backend-free logic (sensor messages to tensors, energy accounting
+//!   per inference over the `lop_power` crate's sources).
 //! - [`mailbox`]: the one-slot mailbox; [`Error`]: the error type.
 #![deny(missing_docs)]
 
 pub mod backend;
-pub mod bandwidth;
 pub mod bandwidth_node;
 pub mod cli;
 pub mod config;

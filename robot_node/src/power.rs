@@ -1,10 +1,10 @@
-//! The `lop_power` node's logic over [`lop::power`]: the energy of each inference, its CSV log,
+//! The `lop_power` node's logic over the [`lop_power`] crate: the energy of each inference, its CSV log,
 //! the reduced `/lop/power` stream and the power model's state feed.
 //!
 //! - [`EnergyAccountant`] keeps readings in a bounded [`Ring`], filled by its own sampler thread
 //!   ([`EnergyAccountant::sampled`]) or by the caller ([`EnergyAccountant::fed`] +
 //!   [`EnergyAccountant::push`]), and answers [`EnergyAccountant::energy`] for wall-clock
-//!   intervals with [`lop::power::energy`] (trapezoid or counter; no integration here).
+//!   intervals with [`lop_power::energy`] (trapezoid or counter; no integration here).
 //!   Wall-clock times (the ROS stamps) map to the monotonic clock of the readings through one
 //!   anchor taken at construction: a wall-clock step after that (NTP) shifts the mapping by the
 //!   step, so long-running nodes on a stepping clock should re-create the accountant.
@@ -17,7 +17,7 @@
 //!   intervals, for a live [`ModelSource`] ([`ModelStates::apply`]) or, after the fact, as exact
 //!   modelled readings for an accountant ([`ModelFeed`]).
 
-use lop::power::{
+use lop_power::{
     BoxedSource, EnergyOptions, EnergyOutcome, ModelSource, NoData, PowerModel, PowerReading, Ring, SamplerConfig, SamplerHandle,
     SamplerStats, State,
 };
@@ -42,8 +42,8 @@ pub enum PowerNodeError {
     NoData(NoData),
     /// A wall-clock time too far from the anchor to map to the monotonic clock.
     Clock(String),
-    /// An engine error (a rejected reading, a sampler that failed).
-    Engine(lop::Error),
+    /// A power source or sampler error (a rejected reading, a sampler that failed).
+    Source(lop_power::Error),
     /// A file that could not be created or written.
     Io {
         /// The file.
@@ -71,7 +71,7 @@ impl fmt::Display for PowerNodeError {
             }
             PowerNodeError::NoData(why) => write!(f, "no energy figure: {why}"),
             PowerNodeError::Clock(msg) => write!(f, "clock: {msg}"),
-            PowerNodeError::Engine(e) => write!(f, "{e}"),
+            PowerNodeError::Source(e) => write!(f, "{e}"),
             PowerNodeError::Io { path, source } => write!(f, "i/o error on {}: {source}", path.display()),
             PowerNodeError::Config(msg) => write!(f, "power node: {msg}"),
         }
@@ -81,16 +81,16 @@ impl fmt::Display for PowerNodeError {
 impl std::error::Error for PowerNodeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            PowerNodeError::Engine(e) => Some(e),
+            PowerNodeError::Source(e) => Some(e),
             PowerNodeError::Io { source, .. } => Some(source),
             _ => None,
         }
     }
 }
 
-impl From<lop::Error> for PowerNodeError {
-    fn from(e: lop::Error) -> Self {
-        PowerNodeError::Engine(e)
+impl From<lop_power::Error> for PowerNodeError {
+    fn from(e: lop_power::Error) -> Self {
+        PowerNodeError::Source(e)
     }
 }
 
@@ -167,7 +167,7 @@ impl EnergyAccountant {
         })
     }
 
-    /// An accountant that samples `source` on its own thread (see [`lop::power::sampler`]),
+    /// An accountant that samples `source` on its own thread (see [`lop_power::sampler`]),
     /// keeping at most `capacity` readings (e.g. 6000: a minute at 100 Hz). The thread stops when
     /// the accountant is dropped or [`EnergyAccountant::stop`]ped.
     ///
@@ -176,7 +176,7 @@ impl EnergyAccountant {
     pub fn sampled(source: BoxedSource, cfg: SamplerConfig, capacity: usize) -> Result<EnergyAccountant, PowerNodeError> {
         let mut acc = EnergyAccountant::fed(source.name().to_string(), source.rails().to_vec(), capacity)?;
         tracing::info!(source = %acc.source, rails = ?acc.rails, rate_hz = cfg.rate_hz, capacity, "power sampling started");
-        acc.sampler = Some(lop::power::sampler::spawn(source, cfg, Arc::clone(&acc.ring))?);
+        acc.sampler = Some(lop_power::sampler::spawn(source, cfg, Arc::clone(&acc.ring))?);
         Ok(acc)
     }
 
@@ -225,7 +225,7 @@ impl EnergyAccountant {
             return Err(PowerNodeError::Interval { start, end });
         }
         let (a, b) = (self.instant_of(start)?, self.instant_of(end)?);
-        let outcome = lop::power::energy::energy(&lock(&self.ring), a, b, &self.opts)?;
+        let outcome = lop_power::energy::energy(&lock(&self.ring), a, b, &self.opts)?;
         match outcome {
             EnergyOutcome::NoData(why) => {
                 tracing::debug!(id, why = %why, "no energy figure");
@@ -597,7 +597,7 @@ const MODEL_STEP: Duration = Duration::from_millis(500);
 
 /// Turns inferences' states into modelled readings, for an accountant fed after the fact: the
 /// readings carry the exact integral of the modelled power as their energy counter, so
-/// [`lop::power::energy`] (which prefers the counter) reproduces [`ModelStates::energy_j`]. The
+/// [`lop_power::energy`] (which prefers the counter) reproduces [`ModelStates::energy_j`]. The
 /// robot is idle between inferences; an inference that starts before the previous one ended is
 /// cut to start there (its overlapping part is not counted twice).
 #[derive(Debug, Clone)]
@@ -691,6 +691,14 @@ mod tests {
     }
     fn secs(t: f64) -> Duration {
         Duration::from_secs_f64(t)
+    }
+
+    /// The power node's modelled watts and the planner's priced watts describe the same
+    /// reference robot by default, so modelled energy and planned energy agree out of the box.
+    #[test]
+    fn power_model_defaults_match_the_simulators() {
+        let (m, sim) = (PowerModel::default(), lop::sim::RobotPower::default());
+        assert_eq!((m.computing_w, m.transmitting_w, m.idle_w), (sim.computing_w, sim.transmitting_w, sim.idle_w));
     }
     struct TempDir(PathBuf);
     impl TempDir {

@@ -14,8 +14,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use lop::power::{SamplerConfig, SourceConfig, SourceKind};
 use lop_msgs::ros::msg::RailEnergy;
+use lop_power::{SamplerConfig, SourceConfig, SourceKind};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::{InferenceEnergy, InferenceResult, PowerSample, SharedRos, Stamp, to_time};
@@ -36,10 +36,10 @@ fn open_accountant(cfg: &PowerConfig) -> Result<(EnergyAccountant, Option<ModelF
     }
     let scfg = SourceConfig { root: cfg.root.clone(), model: cfg.model, ..SourceConfig::default() };
     let source = if cfg.source == "auto" {
-        lop::power::detect(&scfg, &SourceKind::ALL)?
+        lop_power::detect(&scfg, &SourceKind::ALL)?
     } else {
         let kind: SourceKind = cfg.source.parse()?;
-        lop::power::open(kind, &scfg)?
+        lop_power::open(kind, &scfg)?
     };
     let sampler = SamplerConfig { rate_hz: cfg.rate_hz, ..SamplerConfig::default() };
     Ok((EnergyAccountant::sampled(source, sampler, capacity)?, None))

@@ -24,11 +24,11 @@ use tch::{Kind, Tensor};
 use tokio::sync::watch;
 
 use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Qos, SharedRos, Stamp, to_time};
-use crate::bandwidth::BucketSelector;
 use crate::config::{CloudGrid, InputKind, RobotConfig};
 use crate::convert::{self, BevGrid, CloudView, ConvertError, ImageTarget, ImageView, PointFieldView, VoxelGrid};
 use crate::error::{Error, Result};
 use crate::mailbox::Mailbox;
+use lop_runtime::bandwidth::BucketSelector;
 
 /// A frame waiting for the model, with its arrival time.
 enum Frame {

@@ -131,7 +131,7 @@ async fn camera_frames_to_exact_results() {
     .await
     .unwrap();
     let _edge = serve_zenoh(svc.clone(), acceptor);
-    let _probes = lop_runtime::probe::serve_probes(&edge_session).await.unwrap();
+    let _probes = lop_runtime::bandwidth::probe::serve_probes(&edge_session).await.unwrap();
 
     // The node (it starts the embedded ROS router).
     let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use lop::model::LoadOptions;
 use lop::planner::table::{ScheduleTable, TableSpec};
-use lop::power::model::PowerModel;
 use lop::profile::Profile;
+use lop::sim::RobotPower;
 use tch::Tensor;
 use zenoh::qos::{CongestionControl, Priority as ZPriority};
 
@@ -76,7 +76,7 @@ pub struct BenchConfig {
     /// Where schedule tables are cached.
     pub cache_dir: PathBuf,
     /// The robot's power model (modelled energy).
-    pub power: PowerModel,
+    pub power: RobotPower,
     /// Pause between inferences (0: back to back).
     pub gap: Duration,
 }
@@ -123,7 +123,7 @@ pub struct MethodReport {
 /// Modelled robot energy of one inference: computing watts while it computed, transmitting
 /// watts while its uplink bytes were on the wire (at the link rate when it started), idle watts
 /// for the rest.
-pub fn modelled_energy(power: &PowerModel, s: &InferenceStats, uplink_mbps: f64) -> f64 {
+pub fn modelled_energy(power: &RobotPower, s: &InferenceStats, uplink_mbps: f64) -> f64 {
     let tx_s = if uplink_mbps > 0.0 { s.bytes_up as f64 * 8.0 / (uplink_mbps * 1e6) } else { 0.0 };
     let compute = s.robot_compute_s.min(s.total_s);
     let tx = tx_s.min(s.total_s - compute);

@@ -9,6 +9,8 @@
 //!   bands) and [`Traffic`] counters per direction.
 //! - [`shaped`]: an in-process link ([`shaped_pair`]) that replays a trace per direction with a
 //!   latency and a per-message overhead, on tokio's clock, for tests and the demo.
+//! - [`bandwidth`]: bandwidth estimation: predictors, the monitor and bucket hysteresis, active
+//!   probes against the edge.
 //! - [`Error`]: one error type and the [`Result`] alias.
 //!
 //! - [`zenoh_link`]: the Zenoh link (router/client/peer sessions, control frames at a higher
@@ -23,6 +25,7 @@
 //! - [`client`]: the robot client (connect, infer, statistics, deadlines, fallback, reconnection).
 //! - [`local`]: an edge and robots in one process over shaped links (tests, demo, benchmark).
 //! - [`bench`]: the benchmark harness behind `lop bench`.
+//! - [`alloc`]: allocator settings for long-running inference processes.
 //!
 //! The engine crate `lop` stays free of tokio; this crate is where async lives.
 //!
@@ -47,6 +50,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
+pub mod bandwidth;
 pub mod bench;
 pub mod client;
 pub mod edge;
@@ -56,7 +61,6 @@ pub mod link;
 pub mod local;
 pub mod netns;
 pub mod plans;
-pub mod probe;
 pub mod session;
 pub mod shaped;
 pub mod synthetic;

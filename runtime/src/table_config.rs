@@ -6,8 +6,8 @@ use crate::error::{Error, Result};
 use crate::exec::InputWire;
 use lop::graph::Graph;
 use lop::planner::{PlannerConfig, TableSpec, auto_bandwidth_scale, parse_buckets};
-use lop::power::model::PowerModel;
 use lop::profile::Profile;
+use lop::sim::RobotPower;
 use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 
 /// Bucket values: `"FROM:TO:STEP"`, `"0,2,8"` or a YAML list, in MB/s (1 MB/s = 8 Mbit/s).
@@ -69,7 +69,7 @@ pub struct TableSettings {
     /// Refuse to send tensors larger than the raw input (default true).
     pub prune_larger_than_input: bool,
     /// The robot's power model (energy objectives; default 13.35 / 4.25 / 4.04 W).
-    pub robot_power: PowerModel,
+    pub robot_power: RobotPower,
 }
 
 impl Default for TableSettings {
@@ -86,7 +86,7 @@ impl Default for TableSettings {
             seed: 0,
             budget: 1,
             prune_larger_than_input: true,
-            robot_power: PowerModel::default(),
+            robot_power: RobotPower::default(),
         }
     }
 }

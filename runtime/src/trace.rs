@@ -210,6 +210,13 @@ impl Trace {
         self.times_ns.is_empty()
     }
 
+    /// The samples as `(t_s, mbps)` pairs (rates scaled), in time order: what a bandwidth
+    /// predictor sees when it is replayed over the trace
+    /// ([`crate::bandwidth::predict::evaluate`]).
+    pub fn samples(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        self.times_ns.iter().zip(&self.mbps).map(|(&t, &r)| (t as f64 * 1e-9, r))
+    }
+
     /// Length of one loop of the trace (the last time plus the last step; 0 for a constant).
     pub fn period(&self) -> Duration {
         if self.times_ns.len() < 2 { Duration::ZERO } else { Duration::from_nanos(self.period_ns) }

@@ -1,7 +1,7 @@
 //! Convolutions: Conv (with the batch norm after it folded in), ConvTranspose, and
 //! BatchNormalization that cannot be folded; the padding rules shared with pooling.
 
-use super::convert::{const_input, data, weight};
+use super::args::{const_input, data, weight};
 use super::importer::{Importer, Val};
 use super::node::Ctx;
 use crate::error::Result;

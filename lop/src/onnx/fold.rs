@@ -2,7 +2,7 @@
 //! shape-arithmetic ops whose inputs are all known at import time. Integer arithmetic follows
 //! ONNX (integer division truncates); libtorch on the CPU evaluates it exactly.
 
-use super::convert::ints_param;
+use super::args::{self, ints_param};
 use super::importer::{Importer, Val};
 use super::layout;
 use super::node::Ctx;
@@ -110,7 +110,7 @@ fn eval(cx: &Ctx, ins: &[Option<Val>], c: &[Option<&Tensor>]) -> Result<Tensor> 
         "CastLike" => x()?.f_to_kind(y()?.kind()).map_err(t)?,
         "Gather" => {
             let (x, idx) = (x()?, y()?);
-            let a = layout::axis(cx, cx.attr_i("axis", 0)?, x.dim())?;
+            let a = args::axis(cx, cx.attr_i("axis", 0)?, x.dim())?;
             let d = x.size()[a];
             let v = ints(idx).map_err(&t)?;
             let v = v
@@ -138,7 +138,7 @@ fn eval(cx: &Ctx, ins: &[Option<Val>], c: &[Option<&Tensor>]) -> Result<Tensor> 
         "Concat" => {
             let xs: Vec<&Tensor> = c.iter().flatten().copied().collect();
             let rank = xs.first().map_or(0, |x| x.dim());
-            let a = layout::axis(cx, cx.attr_i("axis", 0)?, rank)?;
+            let a = args::axis(cx, cx.attr_i("axis", 0)?, rank)?;
             Tensor::f_cat(&xs, a as i64).map_err(t)?
         }
         "Slice" => {
@@ -222,7 +222,7 @@ fn reduce(cx: &Ctx, ins: &[Option<Val>], x: &Tensor) -> Result<Tensor> {
     let t = cx.torch();
     let keep = cx.attr_i("keepdims", 1)? != 0;
     let ax = match ints_param(cx, ins, "axes", 1)? {
-        Some(v) if !v.is_empty() => layout::axes(cx, &v, x.dim())?,
+        Some(v) if !v.is_empty() => args::axes(cx, &v, x.dim())?,
         _ if cx.attr_i("noop_with_empty_axes", 0)? != 0 => return Ok(x.shallow_clone()),
         _ => (0..x.dim()).collect(),
     };

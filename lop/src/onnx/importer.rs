@@ -1,9 +1,10 @@
-//! The import state: ONNX value names bound to IR nodes or to constants, and the walk over the
-//! ONNX nodes that folds constants and converts everything else.
+//! The import state: ONNX value names bound to IR nodes or to constants, the IR being built, and
+//! what the walk ([`super::dispatch`]) needs to know of the ONNX graph (liveness, consumers,
+//! nodes already fused).
 
 use super::node::Ctx;
 use super::proto::{GraphProto, NodeProto};
-use super::{convert, fold, tensor};
+use super::tensor;
 use crate::error::{Error, Result};
 use crate::graph::{DType, GraphBuilder, NodeId, ValueInfo};
 use crate::ops::{BandIn, Op};
@@ -209,52 +210,19 @@ impl<'m> Importer<'m> {
         self.b.add(name, op, &ids).map(Val::Node).map_err(|e| cx.annotate(e))
     }
 
-    /// Walks the ONNX nodes in order.
-    pub fn run(&mut self) -> Result<()> {
-        let graph = self.graph;
-        for (i, node) in graph.node.iter().enumerate() {
-            if !self.live[i] || self.skip.contains(&i) {
-                continue;
-            }
-            let op = node.op_type.as_deref().unwrap_or("");
-            let base = [node.name.as_deref().unwrap_or(""), node.output.first().map_or("", String::as_str)]
-                .into_iter()
-                .find(|s| !s.is_empty())
-                .map_or_else(|| format!("{op}_{i}"), str::to_string);
-            let name = if self.names.contains(&base) { format!("{base}_{i}") } else { base };
-            let cx = Ctx { node, name, op, opset: self.opset };
-            self.convert_one(&cx)?;
-        }
-        Ok(())
+    /// Whether ONNX node `i` reaches a graph output.
+    pub fn is_live(&self, i: usize) -> bool {
+        self.live[i]
     }
 
-    fn convert_one(&mut self, cx: &Ctx) -> Result<()> {
-        let domain = cx.node.domain.as_deref().unwrap_or("");
-        if !domain.is_empty() && domain != "ai.onnx" {
-            return Err(cx.unsupported(format!("operators of domain '{domain}' are not supported")));
-        }
-        let mut ins = Vec::with_capacity(cx.n_inputs());
-        for k in 0..cx.n_inputs() {
-            ins.push(match cx.input(k) {
-                None => None,
-                Some(n) => Some(self.get(n).ok_or_else(|| cx.malformed(format!("input '{n}' is not defined before the node")))?.dup()),
-            });
-        }
-        let outs = match fold::fold(self, cx, &ins)? {
-            Some(ts) => ts.into_iter().map(Val::Const).collect(),
-            None => convert::convert(self, cx, &ins)?,
-        };
-        for (k, name) in cx.node.output.iter().enumerate() {
-            if name.is_empty() {
-                continue;
-            }
-            match outs.get(k) {
-                Some(v) => self.bind(name, v.dup())?,
-                None if self.is_used(name) => return Err(cx.unsupported(format!("output {k} ('{name}') is not supported"))),
-                None => {}
-            }
-        }
-        Ok(())
+    /// Whether ONNX node `i` was fused into an earlier node.
+    pub fn is_skipped(&self, i: usize) -> bool {
+        self.skip.contains(&i)
+    }
+
+    /// Whether an IR node is already called `name`.
+    pub fn is_name_taken(&self, name: &str) -> bool {
+        self.names.contains(name)
     }
 
     /// Adds the graph inputs (those without an initializer).

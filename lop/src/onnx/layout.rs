@@ -1,30 +1,11 @@
 //! Layout ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Expand, and Gather of
 //! one index. The shape rules here are shared with constant folding.
 
-use super::convert::{data, ints_param};
+use super::args::{axes, axis, data, ints_param};
 use super::importer::{Importer, Val};
 use super::node::Ctx;
 use crate::error::Result;
 use crate::ops::{Op, SliceAxis};
-
-/// Normalises a possibly negative axis of a rank-`rank` tensor.
-pub(super) fn axis(cx: &Ctx, a: i64, rank: usize) -> Result<usize> {
-    let r = rank as i64;
-    if a < -r || a >= r {
-        return Err(cx.malformed(format!("axis {a} out of range for rank {rank}")));
-    }
-    Ok(if a < 0 { (a + r) as usize } else { a as usize })
-}
-
-/// Normalised, sorted, distinct axes.
-pub(super) fn axes(cx: &Ctx, v: &[i64], rank: usize) -> Result<Vec<usize>> {
-    let mut out = v.iter().map(|&a| axis(cx, a, rank)).collect::<Result<Vec<_>>>()?;
-    out.sort_unstable();
-    if out.windows(2).any(|w| w[0] == w[1]) {
-        return Err(cx.malformed(format!("repeated axes {v:?}")));
-    }
-    Ok(out)
-}
 
 /// Output shape of Unsqueeze (`axes` index the output).
 pub(super) fn unsqueeze_shape(cx: &Ctx, shape: &[usize], ax: &[i64]) -> Result<Vec<usize>> {

@@ -1,9 +1,8 @@
 //! Arithmetic ops: element-wise unary and binary maps, PRelu, Softmax, LayerNormalization,
 //! MatMul, Gemm, ReduceMean and Cast.
 
-use super::convert::{const_input, data, ints_param, weight};
+use super::args::{axes, axis, const_input, data, ints_param, weight};
 use super::importer::{Importer, Val};
-use super::layout::{axes, axis};
 use super::node::Ctx;
 use super::tensor::{floats, kind_of};
 use crate::error::Result;

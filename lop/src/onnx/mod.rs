@@ -10,8 +10,9 @@
 //! Every unsupported op or attribute value returns [`Error::Unsupported`] naming the node, its
 //! op type and the opset; undecodable or inconsistent files return [`Error::Malformed`].
 
+mod args;
 mod conv;
-mod convert;
+mod dispatch;
 mod fold;
 mod importer;
 mod layout;
@@ -92,7 +93,7 @@ pub fn import_bytes(bytes: &[u8], name: &str, base_dir: Option<&Path>, opts: &Im
             imp.add_input(iname, shape, dtype)?;
         }
     }
-    imp.run()?;
+    dispatch::run(&mut imp)?;
     imp.finish_outputs()?;
     imp.b.build()
 }
@@ -121,7 +122,23 @@ fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(
             })
             .collect()
     });
-    let show = |d: &[Option<usize>]| d.iter().map(|x| x.map_or("?".to_string(), |v| v.to_string())).collect::<Vec<_>>().join(",");
+    // Dynamic dimensions are shown by their names where the exporter gave them (`height`).
+    let names: Vec<String> = tt.shape.as_ref().map_or_else(Vec::new, |s| {
+        s.dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(dimension::Value::DimParam(p)) if !p.is_empty() => p.clone(),
+                _ => "?".to_string(),
+            })
+            .collect()
+    });
+    let show = |d: &[Option<usize>]| {
+        d.iter()
+            .enumerate()
+            .map(|(i, x)| x.map_or_else(|| names.get(i).cloned().unwrap_or_else(|| "?".into()), |v| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let checked = |shape: Vec<usize>| -> Result<(Vec<usize>, DType)> {
         match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
             Some(n) if n <= 1 << 40 => Ok((shape, dtype)),

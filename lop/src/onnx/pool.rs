@@ -1,8 +1,8 @@
 //! Pooling ops (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool) and constant Pads,
 //! which are folded into the Conv or pooling op that alone consumes them.
 
+use super::args::{const_input, data, ints_param};
 use super::conv::{add, padded_input, pads, spatial};
-use super::convert::{const_input, data, ints_param};
 use super::importer::{Importer, PendingPad, Val};
 use super::node::Ctx;
 use super::tensor::floats;
@@ -84,7 +84,7 @@ pub(super) fn pad_params(cx: &Ctx, ins: &[Option<Val>], rank: usize) -> Result<(
         None => cx.attr_f("value", 0.0)?,
     };
     let ax = match ints_param(cx, ins, "axes", 3)? {
-        Some(a) => a.iter().map(|&a| super::layout::axis(cx, a, rank)).collect::<Result<Vec<_>>>()?,
+        Some(a) => a.iter().map(|&a| super::args::axis(cx, a, rank)).collect::<Result<Vec<_>>>()?,
         None => (0..rank).collect(),
     };
     if p.len() != 2 * ax.len() {

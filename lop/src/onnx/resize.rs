@@ -1,7 +1,7 @@
 //! Resize (opsets 10 to 19) and the older Upsample: output size from scales or sizes, the
 //! interpolation and coordinate modes.
 
-use super::convert::{const_input, data};
+use super::args::{const_input, data};
 use super::importer::{Importer, Val};
 use super::node::Ctx;
 use super::tensor::{floats, ints};
@@ -30,7 +30,7 @@ fn params(cx: &Ctx, ins: &[Option<Val>]) -> Result<Params> {
 fn geometry(cx: &Ctx, ins: &[Option<Val>], shape: &[usize]) -> Result<(Vec<usize>, Vec<f32>)> {
     let rank = shape.len();
     let axes: Vec<usize> = match cx.attr_ints("axes")? {
-        Some(a) => a.iter().map(|&a| super::layout::axis(cx, a, rank)).collect::<Result<_>>()?,
+        Some(a) => a.iter().map(|&a| super::args::axis(cx, a, rank)).collect::<Result<_>>()?,
         None => (0..rank).collect(),
     };
     let mut out = shape.to_vec();

@@ -1,9 +1,8 @@
 //! Slice and Split: ONNX's slice parameters (attributes or inputs, negative indices, clamping),
 //! shared with constant folding, and their IR form as strided slices with positive steps.
 
-use super::convert::{data, ints_param};
+use super::args::{axes, axis, data, ints_param};
 use super::importer::{Importer, Val};
-use super::layout::{axes, axis};
 use super::node::Ctx;
 use crate::error::Result;
 use crate::ops::{Op, SliceAxis};

@@ -6,9 +6,8 @@ use super::{PlannerConfig, plan};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::plan::Plan;
-use crate::power::model::PowerModel;
 use crate::profile::Profile;
-use crate::sim::{ChunkBounds, ChunkOrder, Link, Objective, SimConfig, Simulator};
+use crate::sim::{ChunkBounds, ChunkOrder, Link, Objective, RobotPower, SimConfig, Simulator};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -54,7 +53,7 @@ pub struct TableSpec {
     /// What is minimised.
     pub objective: Objective,
     /// The robot's power model.
-    pub power: PowerModel,
+    pub power: RobotPower,
     /// The planner's knobs.
     pub planner: PlannerConfig,
     /// How the simulator orders each side's chunks (the executor follows the same rule).

@@ -99,7 +99,7 @@ fn spec(buckets: Vec<f64>) -> TableSpec {
         overhead_s: 0.0,
         input_bytes_per_element: None,
         objective: Objective::Latency,
-        power: crate::power::model::PowerModel::default(),
+        power: crate::sim::RobotPower::default(),
         planner: small_cfg(3),
         chunk_order: crate::sim::ChunkOrder::default(),
         chunk_bounds: crate::sim::ChunkBounds::default(),

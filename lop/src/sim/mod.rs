@@ -38,6 +38,7 @@ mod derive;
 mod engine;
 mod objective;
 mod pipeline_bound;
+mod power;
 mod report;
 mod schedule;
 #[cfg(test)]
@@ -45,6 +46,7 @@ mod tests;
 
 pub use bounds::{ChunkBounds, chunk_bounds};
 pub use objective::Objective;
+pub use power::RobotPower;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
 pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 
@@ -52,7 +54,6 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, ValueInfo};
 use crate::ops::Op;
 use crate::plan::{Plan, Side};
-use crate::power::model::PowerModel;
 use crate::profile::{Fit, Profile};
 use crate::rows::{Footprint, Rows};
 
@@ -91,7 +92,7 @@ pub struct SimConfig {
     /// The link.
     pub link: Link,
     /// Robot watts while computing, transmitting and idle.
-    pub power: PowerModel,
+    pub power: RobotPower,
     /// Bytes per element of graph inputs on the wire, overriding their dtype (`Some(4)` prices a
     /// raw uint8 frame as if it travelled as f32); `None` uses the dtype.
     pub input_bytes_per_element: Option<usize>,
@@ -105,7 +106,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             link: Link::mbytes(10.0, 0.001),
-            power: PowerModel::default(),
+            power: RobotPower::default(),
             input_bytes_per_element: None,
             order: ChunkOrder::Wavefront,
             bounds: ChunkBounds::Even,

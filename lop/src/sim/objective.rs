@@ -1,7 +1,7 @@
 //! Objectives (DESIGN.md section 5): what a planner or a baseline search minimises.
 
 use super::Cost;
-use crate::power::model::PowerModel;
+use super::RobotPower;
 
 /// What to minimise. Every objective scores a [`Cost`]; lower is better; an infeasible cost
 /// (a missed deadline) scores infinity.
@@ -54,7 +54,7 @@ impl Objective {
     /// Energy is at least `computing_w * robot_s`: with `c >= robot_s` computing seconds in a
     /// makespan `T >= c`, energy `>= computing_w * c + min(transmitting_w, idle_w) * (T - c)`,
     /// which is `>= computing_w * robot_s` whichever of the watts is larger.
-    pub fn lower_bound(&self, robot_s: f64, power: &PowerModel) -> f64 {
+    pub fn lower_bound(&self, robot_s: f64, power: &RobotPower) -> f64 {
         let e = power.computing_w * robot_s;
         match *self {
             Objective::Latency => robot_s,

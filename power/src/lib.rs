@@ -1,4 +1,8 @@
-//! Power sources, sampling, and the energy of an interval.
+//! # lop_power: power sources, sampling, and the energy of an interval
+//!
+//! A leaf crate (no libtorch, no async, no ROS): the robot's `lop_power` node, the edge server's
+//! GPU energy and the `lop power` command read power through it. The planner's simulator needs
+//! only watts per robot activity, which the engine keeps as `lop::sim::RobotPower`.
 //!
 //! A [`PowerSource`] gives one [`PowerReading`] per [`PowerSource::read`]: a monotonic timestamp,
 //! the watts of each rail, the total watts and, where the hardware keeps one, a cumulative energy
@@ -36,7 +40,10 @@
 //! reported as measured. When nothing is found the error names every source tried and why it
 //! failed.
 
+#![deny(missing_docs)]
+
 pub mod energy;
+mod error;
 pub mod jetson_hwmon;
 pub mod jetson_iio;
 pub mod model;
@@ -52,11 +59,11 @@ mod testutil;
 mod timing_tests;
 
 pub use energy::{Energy, EnergyOptions, EnergyOutcome, Method, NoData};
+pub use error::{Error, Result};
 pub use model::{ModelSource, PowerModel, State};
 pub use ring::Ring;
 pub use sampler::{SamplerConfig, SamplerHandle, SamplerStats};
 
-use crate::error::{Error, Result};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

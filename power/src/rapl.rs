@@ -141,8 +141,8 @@ impl PowerSource for Rapl {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::Fixture;
     use super::*;
+    use crate::testutil::Fixture;
 
     fn zone(fx: &Fixture, id: &str, name: &str, uj: u64, max: u64) -> PathBuf {
         let dir = format!("{POWERCAP_DIR}/{id}");

@@ -184,8 +184,8 @@ impl PowerSource for Tegrastats {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::Fixture;
     use super::*;
+    use crate::testutil::Fixture;
     use std::io::Cursor;
 
     const JP4_NANO: &str = "RAM 1520/3956MB (lfb 4x4MB) SWAP 0/1978MB (cached 0MB) IRAM 0/252kB(lfb 252kB) \
@@ -266,8 +266,8 @@ mod tests {
         let bin = fx.write("usr/bin/tegrastats", &script);
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let cfg = super::super::SourceConfig { root: fx.root().to_path_buf(), ..Default::default() };
-        let mut s = super::super::detect(&cfg, &super::super::SourceKind::AUTO_ORDER).expect("tegrastats found");
+        let cfg = crate::SourceConfig { root: fx.root().to_path_buf(), ..Default::default() };
+        let mut s = crate::detect(&cfg, &crate::SourceKind::AUTO_ORDER).expect("tegrastats found");
         assert_eq!(s.name(), NAME);
         let mut n = 0;
         while let Ok(r) = s.read() {

@@ -118,8 +118,8 @@ impl PowerSource for JetsonHwmon {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::Fixture;
     use super::*;
+    use crate::testutil::Fixture;
 
     #[test]
     fn power_hwmon_jetpack5_orin_nano_layout() {

@@ -16,12 +16,11 @@
 //! - [`Last`] (`last`): the last sample.
 //!
 //! [`evaluate`] replays a trace, predicting every sample from the ones before it, and reports
-//! the mean absolute error, MAPE and the overestimate rate. [`parse_trace_csv`] reads the
-//! project's `t_s,mbps` trace files (`lop` does not depend on the runtime crate's reader).
+//! the mean absolute error, MAPE and the overestimate rate (samples from
+//! [`crate::Trace::samples`]).
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use std::collections::VecDeque;
-use std::path::Path;
 
 /// Samples below this many Mbit/s count as this value in harmonic means, so that an outage
 /// (a 0 sample) gives a prediction near zero rather than a division by zero.
@@ -47,10 +46,10 @@ pub const NAMES: [&str; 6] = ["harmonic", "mean", "ewma", "median", "robust-mpc"
 /// `alpha = 2 / (window + 1)` (the span convention, so N = 5 weighs the last sample by 1/3).
 ///
 /// # Errors
-/// [`Error::Input`] for an unknown name or a zero window.
+/// [`Error::InvalidConfig`] for an unknown name or a zero window.
 pub fn by_name(name: &str, window: usize) -> Result<Box<dyn Predictor>> {
     if window == 0 {
-        return Err(Error::Input("bandwidth predictor window must be at least 1".into()));
+        return Err(Error::InvalidConfig { what: "bandwidth predictor window must be at least 1".into() });
     }
     Ok(match name {
         "harmonic" => Box::new(HarmonicMean::new(window)),
@@ -59,7 +58,7 @@ pub fn by_name(name: &str, window: usize) -> Result<Box<dyn Predictor>> {
         "median" => Box::new(Median::new(window)),
         "robust-mpc" => Box::new(RobustMpc::new(window)),
         "last" => Box::new(Last::default()),
-        other => return Err(Error::Input(format!("unknown bandwidth predictor '{other}' (known: {})", NAMES.join(", ")))),
+        other => return Err(Error::InvalidConfig { what: format!("unknown bandwidth predictor '{other}' (known: {})", NAMES.join(", ")) }),
     })
 }
 
@@ -170,10 +169,10 @@ impl Ewma {
     /// With weight `alpha` in (0, 1] on the newest sample.
     ///
     /// # Errors
-    /// [`Error::Input`] when `alpha` is outside (0, 1].
+    /// [`Error::InvalidConfig`] when `alpha` is outside (0, 1].
     pub fn new(alpha: f64) -> Result<Ewma> {
         if !(alpha > 0.0 && alpha <= 1.0) {
-            return Err(Error::Input(format!("EWMA alpha {alpha} is not in (0, 1]")));
+            return Err(Error::InvalidConfig { what: format!("EWMA alpha {alpha} is not in (0, 1]") });
         }
         Ok(Ewma { alpha, value: None })
     }
@@ -343,57 +342,6 @@ pub fn evaluate(p: &mut dyn Predictor, samples: &[(f64, f64)]) -> Evaluation {
     }
 }
 
-/// Parses a `t_s,mbps` trace: `#` comments and blank lines skipped, a `t_s,mbps` header, then
-/// one finite, non-negative sample per line with increasing times.
-///
-/// # Errors
-/// [`Error::Input`] naming the line of the first problem.
-pub fn parse_trace_csv(text: &str) -> Result<Vec<(f64, f64)>> {
-    let mut header = false;
-    let mut out: Vec<(f64, f64)> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = |msg: String| Error::Input(format!("trace line {}: {msg}", i + 1));
-        if !header {
-            if line.replace(' ', "") != "t_s,mbps" {
-                return Err(bad(format!("expected the header 't_s,mbps', found '{line}'")));
-            }
-            header = true;
-            continue;
-        }
-        let mut fields = line.split(',').map(str::trim);
-        let (Some(t), Some(r), None) = (fields.next(), fields.next(), fields.next()) else {
-            return Err(bad(format!("expected two fields, found '{line}'")));
-        };
-        let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| bad(format!("'{s}' is not a number")));
-        let (t, r) = (num(t)?, num(r)?);
-        if r < 0.0 {
-            return Err(bad(format!("negative rate {r}")));
-        }
-        if out.last().is_some_and(|&(p, _)| t <= p) {
-            return Err(bad(format!("time {t} does not increase")));
-        }
-        out.push((t, r));
-    }
-    if !header {
-        return Err(Error::Input("trace has no 't_s,mbps' header".into()));
-    }
-    Ok(out)
-}
-
-/// Reads and parses a trace file (see [`parse_trace_csv`]).
-///
-/// # Errors
-/// [`Error::Io`] if unreadable, [`Error::Input`] if malformed.
-pub fn load_trace_csv(path: impl AsRef<Path>) -> Result<Vec<(f64, f64)>> {
-    let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    parse_trace_csv(&text).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,27 +418,20 @@ mod tests {
     }
 
     #[test]
-    fn bandwidth_names_and_csv_errors() {
+    fn bandwidth_names() {
         assert!(by_name("oracle", 5).is_err());
         assert!(by_name("harmonic", 0).is_err());
         for n in NAMES {
             assert_eq!(by_name(n, 3).expect("known").name(), n);
-        }
-        assert_eq!(parse_trace_csv("# c\nt_s,mbps\n0,1.5\n0.5, 2\n").expect("ok"), vec![(0.0, 1.5), (0.5, 2.0)]);
-        for (bad, what) in
-            [("0,1\n", "header"), ("t_s,mbps\n0,x\n", "number"), ("t_s,mbps\n0,1\n0,2\n", "increase"), ("t_s,mbps\n0,-1\n", "negative")]
-        {
-            let e = parse_trace_csv(bad).expect_err(bad).to_string();
-            assert!(e.contains(what), "{e}");
         }
     }
 
     /// Evaluates every predictor on the bundled traces and prints the table.
     #[test]
     fn bandwidth_predictors_on_bundled_traces() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/traces");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/traces");
         for name in ["outdoor", "indoor"] {
-            let samples = load_trace_csv(dir.join(format!("{name}.csv"))).expect("bundled trace");
+            let samples: Vec<(f64, f64)> = crate::Trace::load(dir.join(format!("{name}.csv"))).expect("bundled trace").samples().collect();
             assert!(samples.len() > 100);
             eprintln!("{name} ({} samples, window 5):", samples.len());
             eprintln!("  {:<11} {:>9} {:>8} {:>9} {:>12}", "predictor", "MAE Mb/s", "MAPE %", "over %", "mean over");

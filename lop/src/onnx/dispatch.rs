@@ -1,15 +1,66 @@
-//! Dispatch of one ONNX node (with at least one computed input) to its converter, and the
-//! helpers converters share for reading inputs.
+//! The walk over the ONNX nodes: each node is folded to a constant when every input is known at
+//! import time, or else dispatched to the converter of its op family. This is the one file that
+//! knows every converter; converters know only the import state ([`super::importer`]) and the
+//! input and attribute readers ([`super::args`]).
 
+use super::args::data;
 use super::importer::{Importer, Val};
 use super::node::Ctx;
 use super::{conv, fold, layout, math, pool, resize, slice, tensor};
 use crate::error::Result;
-use tch::Tensor;
+
+/// Walks the ONNX nodes in order, converting every live node not fused into an earlier one.
+pub(super) fn run(imp: &mut Importer) -> Result<()> {
+    let graph = imp.graph;
+    for (i, node) in graph.node.iter().enumerate() {
+        if !imp.is_live(i) || imp.is_skipped(i) {
+            continue;
+        }
+        let op = node.op_type.as_deref().unwrap_or("");
+        let base = [node.name.as_deref().unwrap_or(""), node.output.first().map_or("", String::as_str)]
+            .into_iter()
+            .find(|s| !s.is_empty())
+            .map_or_else(|| format!("{op}_{i}"), str::to_string);
+        let name = if imp.is_name_taken(&base) { format!("{base}_{i}") } else { base };
+        let cx = Ctx { node, name, op, opset: imp.opset };
+        convert_one(imp, &cx)?;
+    }
+    Ok(())
+}
+
+/// Folds or converts one node and binds its outputs.
+fn convert_one(imp: &mut Importer, cx: &Ctx) -> Result<()> {
+    let domain = cx.node.domain.as_deref().unwrap_or("");
+    if !domain.is_empty() && domain != "ai.onnx" {
+        return Err(cx.unsupported(format!("operators of domain '{domain}' are not supported")));
+    }
+    let mut ins = Vec::with_capacity(cx.n_inputs());
+    for k in 0..cx.n_inputs() {
+        ins.push(match cx.input(k) {
+            None => None,
+            Some(n) => Some(imp.get(n).ok_or_else(|| cx.malformed(format!("input '{n}' is not defined before the node")))?.dup()),
+        });
+    }
+    let outs = match fold::fold(imp, cx, &ins)? {
+        Some(ts) => ts.into_iter().map(Val::Const).collect(),
+        None => convert(imp, cx, &ins)?,
+    };
+    for (k, name) in cx.node.output.iter().enumerate() {
+        if name.is_empty() {
+            continue;
+        }
+        match outs.get(k) {
+            Some(v) => imp.bind(name, v.dup())?,
+            None if imp.is_used(name) => return Err(cx.unsupported(format!("output {k} ('{name}') is not supported"))),
+            None => {}
+        }
+    }
+    Ok(())
+}
 
 /// Converts one node into IR nodes; returns one value per ONNX output (fewer when trailing
 /// outputs are not produced).
-pub(super) fn convert(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
+fn convert(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
     match cx.op {
         "Identity" => Ok(vec![data(cx, ins, 0)?]),
         "Dropout" => dropout(cx, ins),
@@ -50,34 +101,4 @@ fn dropout(cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
         return Err(cx.unsupported("training_mode = true"));
     }
     Ok(vec![data(cx, ins, 0)?])
-}
-
-/// Required input `k`.
-pub(super) fn data(cx: &Ctx, ins: &[Option<Val>], k: usize) -> Result<Val> {
-    ins.get(k).and_then(Option::as_ref).map(Val::dup).ok_or_else(|| cx.malformed(format!("missing input {k}")))
-}
-
-/// Optional input `k`, which must be known at import time.
-pub(super) fn const_input(cx: &Ctx, ins: &[Option<Val>], k: usize, what: &str) -> Result<Option<Tensor>> {
-    match ins.get(k).and_then(Option::as_ref) {
-        None => Ok(None),
-        Some(Val::Const(t)) => Ok(Some(t.shallow_clone())),
-        Some(Val::Node(_)) => Err(cx.unsupported(format!("input {k} ({what}) must be known at import time"))),
-    }
-}
-
-/// Required input `k`, which must be known at import time.
-pub(super) fn weight(cx: &Ctx, ins: &[Option<Val>], k: usize, what: &str) -> Result<Tensor> {
-    const_input(cx, ins, k, what)?.ok_or_else(|| cx.malformed(format!("missing input {k} ({what})")))
-}
-
-/// An integer list given as attribute `attr` (old opsets) or as constant input `k` (new ones).
-pub(super) fn ints_param(cx: &Ctx, ins: &[Option<Val>], attr: &str, k: usize) -> Result<Option<Vec<i64>>> {
-    if let Some(v) = cx.attr_ints(attr)? {
-        return Ok(Some(v));
-    }
-    match const_input(cx, ins, k, attr)? {
-        None => Ok(None),
-        Some(t) => tensor::ints(&t).map(Some).map_err(cx.torch()),
-    }
 }

@@ -79,7 +79,7 @@ fn power_timing_hwmon_integral_within_2pct() {
         windows.push((applied[k] + Duration::from_millis(70), applied[k + 3] + Duration::from_millis(70)));
     }
     for (start, end) in windows {
-        let e = ring.energy(start, end, &opts).expect("valid interval");
+        let e = crate::energy::energy(&ring, start, end, &opts).expect("valid interval");
         let e = e.energy().expect("covered");
         assert_eq!(e.method, Method::Trapezoid);
         let want = step_integral(&applied, &levels, start, end);
@@ -130,7 +130,7 @@ fn power_timing_iio_square_wave_30ms_at_100hz() {
         let (phase_start, phase_end, w) = (applied[k], applied[k + 1], levels[k]);
         // Mid-phase inference.
         let (start, end) = (phase_start + ms(30), phase_start + ms(60));
-        let e = ring.energy(start, end, &opts).expect("valid").energy().expect("covered").clone();
+        let e = crate::energy::energy(&ring, start, end, &opts).expect("valid").energy().expect("covered").clone();
         let want = w * (end - start).as_secs_f64();
         let err = rel(e.joules, want);
         let (before, _) = bracket(start);
@@ -148,7 +148,7 @@ fn power_timing_iio_square_wave_30ms_at_100hz() {
         // Inference whose start is the rising edge.
         if k % 2 == 0 && k > 0 {
             let (start, end) = (phase_start, phase_start + ms(30));
-            let e = ring.energy(start, end, &opts).expect("valid").energy().expect("covered").clone();
+            let e = crate::energy::energy(&ring, start, end, &opts).expect("valid").energy().expect("covered").clone();
             let want = step_integral(&applied, &levels, start, end);
             let (b0, b1) = bracket(start);
             let (_, after) = bracket(end);
@@ -195,7 +195,7 @@ fn power_timing_rapl_wraparound_within_2pct() {
         (applied, end)
     });
     let (start, end) = (applied[10], applied[n - 10]);
-    let e = ring.energy(start, end, &EnergyOptions::default()).expect("valid");
+    let e = crate::energy::energy(&ring, start, end, &EnergyOptions::default()).expect("valid");
     let e = e.energy().expect("covered");
     assert_eq!(e.method, Method::Counter);
     // The truth is the staircase: every increment applied in (start, end].
@@ -233,7 +233,7 @@ fn power_timing_model_states_within_2pct() {
     let mut sw = vec![start];
     sw.extend(&applied);
     let want = step_integral(&sw, &lv, start, end);
-    let e = ring.energy(start, end, &EnergyOptions::default()).expect("valid");
+    let e = crate::energy::energy(&ring, start, end, &EnergyOptions::default()).expect("valid");
     let e = e.energy().expect("covered");
     assert!(e.modelled, "modelled energy is labelled");
     assert_eq!(e.method, Method::Counter);

@@ -100,8 +100,8 @@ impl PowerSource for JetsonIio {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::Fixture;
     use super::*;
+    use crate::testutil::Fixture;
 
     #[test]
     fn power_iio_jetpack4_nano_layout() {

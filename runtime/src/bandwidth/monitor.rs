@@ -9,14 +9,15 @@
 //!   [`MonitorConfig::probe_interval`]; the adapter runs it, calls [`Monitor::probe_started`], then
 //!   [`Monitor::probe_result`]. A probe that measured nothing in either direction is a sample of
 //!   0 Mbit/s: a link that cannot carry a probe cannot carry bands either;
-//! - every sample feeds a [`lop::bandwidth::Predictor`] (the harmonic mean of the last
+//! - every sample feeds a [`Predictor`] (the harmonic mean of the last
 //!   [`MonitorConfig::window`] samples by default), and [`Monitor::tick`] publishes the
 //!   prediction and the bucket a [`BucketSelector`] keeps in force.
 //!
 //! Units: throughput in Mbit/s; buckets in the schedule table's MB/s (1 MB/s = 8 Mbit/s), where
 //! bucket `b` stands for `b * bandwidth_scale` MB/s on the real link (the planner's convention).
 
-use lop::bandwidth::Predictor;
+use super::predict::{self, Predictor};
+use crate::{Error, Result};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -36,23 +37,6 @@ impl Default for Hysteresis {
         Hysteresis { margin: 0.5, hold: Duration::from_secs(2) }
     }
 }
-
-/// Why a monitor or selector configuration is invalid.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BandwidthError {
-    /// A bad value, named.
-    Config(String),
-}
-
-impl fmt::Display for BandwidthError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BandwidthError::Config(msg) => write!(f, "bandwidth monitor configuration: {msg}"),
-        }
-    }
-}
-
-impl std::error::Error for BandwidthError {}
 
 /// Picks the schedule-table bucket in force from predictions, with hysteresis.
 ///
@@ -96,16 +80,16 @@ impl BucketSelector {
     /// As [`BucketSelector::new`], refusing invalid values.
     ///
     /// # Errors
-    /// [`BandwidthError::Config`] naming the value.
-    pub fn try_new(buckets: Vec<f64>, scale: f64, hysteresis: Hysteresis) -> Result<BucketSelector, BandwidthError> {
+    /// [`Error::InvalidConfig`] naming the value.
+    pub fn try_new(buckets: Vec<f64>, scale: f64, hysteresis: Hysteresis) -> Result<BucketSelector> {
         if buckets.is_empty() || buckets.iter().any(|b| !b.is_finite() || *b < 0.0) {
-            return Err(BandwidthError::Config(format!("buckets must be a non-empty list of finite values >= 0, got {buckets:?}")));
+            return Err(Error::InvalidConfig { what: format!("buckets must be a non-empty list of finite values >= 0, got {buckets:?}") });
         }
         if !(scale.is_finite() && scale > 0.0) {
-            return Err(BandwidthError::Config(format!("bandwidth scale must be positive, got {scale}")));
+            return Err(Error::InvalidConfig { what: format!("bandwidth scale must be positive, got {scale}") });
         }
         if !(hysteresis.margin.is_finite() && hysteresis.margin >= 0.0) {
-            return Err(BandwidthError::Config(format!("hysteresis margin must be >= 0, got {}", hysteresis.margin)));
+            return Err(Error::InvalidConfig { what: format!("hysteresis margin must be >= 0, got {}", hysteresis.margin) });
         }
         Ok(BucketSelector::new(buckets, scale, hysteresis))
     }
@@ -182,7 +166,7 @@ impl BucketSelector {
 pub struct MonitorConfig {
     /// Samples the predictor looks at (N).
     pub window: usize,
-    /// A [`lop::bandwidth::NAMES`] entry.
+    /// A [`predict::NAMES`] entry.
     pub predictor: String,
     /// How often [`Monitor::tick`] publishes.
     pub publish_period: Duration,
@@ -260,12 +244,12 @@ impl Monitor {
     /// A monitor started at `now`.
     ///
     /// # Errors
-    /// [`BandwidthError::Config`] for an unknown predictor, a zero window or publish period, bad
+    /// [`Error::InvalidConfig`] for an unknown predictor, a zero window or publish period, bad
     /// buckets, scale or margin.
-    pub fn new(cfg: MonitorConfig, now: Instant) -> Result<Monitor, BandwidthError> {
-        let predictor = lop::bandwidth::by_name(&cfg.predictor, cfg.window).map_err(|e| BandwidthError::Config(e.to_string()))?;
+    pub fn new(cfg: MonitorConfig, now: Instant) -> Result<Monitor> {
+        let predictor = predict::by_name(&cfg.predictor, cfg.window)?;
         if cfg.publish_period.is_zero() {
-            return Err(BandwidthError::Config("publish period must be positive".into()));
+            return Err(Error::InvalidConfig { what: "publish period must be positive".into() });
         }
         let selector = BucketSelector::try_new(cfg.buckets.clone(), cfg.bandwidth_scale, cfg.hysteresis)?;
         Ok(Monitor {
@@ -436,7 +420,7 @@ mod tests {
     fn monitor_on_bundled_traces_switches_less_with_hysteresis() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/traces");
         for name in ["outdoor", "indoor"] {
-            let samples = lop::bandwidth::load_trace_csv(dir.join(format!("{name}.csv"))).expect("bundled trace");
+            let samples = crate::Trace::load(dir.join(format!("{name}.csv"))).expect("bundled trace").samples().collect::<Vec<_>>();
             let run = |hysteresis: Hysteresis| {
                 let t0 = Instant::now();
                 let mut m = Monitor::new(MonitorConfig { hysteresis, ..MonitorConfig::default() }, t0).expect("valid");

@@ -6,7 +6,6 @@
 //! wrong joule figure.
 
 use super::PowerReading;
-use super::energy::{self, EnergyOptions, EnergyOutcome};
 use crate::error::{Error, Result};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -105,14 +104,6 @@ impl Ring {
     /// Index of the first reading strictly after `t` (`len` if none).
     pub(crate) fn first_after(&self, t: Instant) -> usize {
         self.buf.partition_point(|r| r.at <= t)
-    }
-
-    /// The energy over `[start, end]`; see [`energy::energy`].
-    ///
-    /// # Errors
-    /// As [`energy::energy`].
-    pub fn energy(&self, start: Instant, end: Instant, opts: &EnergyOptions) -> Result<EnergyOutcome> {
-        energy::energy(self, start, end, opts)
     }
 }
 

@@ -236,8 +236,8 @@ pub fn spawn(mut source: BoxedSource, cfg: SamplerConfig, ring: Arc<Mutex<Ring>>
 
 #[cfg(test)]
 mod tests {
-    use super::super::model::{ModelSource, PowerModel, State};
     use super::*;
+    use crate::model::{ModelSource, PowerModel, State};
 
     /// A source that fails on chosen reads and otherwise repeats a value `repeat` times.
     struct Scripted {

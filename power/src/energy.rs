@@ -245,8 +245,8 @@ fn counter_delta(rs: &[&super::PowerReading], start: Instant, end: Instant) -> O
 
 #[cfg(test)]
 mod tests {
-    use super::super::PowerReading;
     use super::*;
+    use crate::PowerReading;
 
     fn ring_of(t0: Instant, pts: &[(f64, f64, Option<f64>)]) -> Ring {
         let mut ring = Ring::new(pts.len().max(2)).expect("ring");

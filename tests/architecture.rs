@@ -1,0 +1,124 @@
+//! ARCHITECTURE.md's codemap held against the code: every workspace crate is listed with its
+//! folder; a crate's workspace dependencies are among those it may use; and nothing it depends on,
+//! directly or through others (normal dependencies, host platform, the crate's own features), is
+//! a crate it must never depend on (the engine on tokio, Zenoh or NVML, say).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use tests::{run_command, workspace_root};
+
+/// One row of the codemap.
+#[derive(Debug)]
+struct Row {
+    folder: String,
+    may_use: BTreeSet<String>,
+    never: BTreeSet<String>,
+}
+
+/// The backticked names of a table cell.
+fn names(cell: &str) -> BTreeSet<String> {
+    cell.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// The rows of the table under `## Codemap`, by crate.
+fn codemap(text: &str) -> Result<BTreeMap<String, Row>, String> {
+    let section = text.split("\n## Codemap").nth(1).ok_or("ARCHITECTURE.md has no '## Codemap' section")?;
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut rows = BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        let [krate, folder, _concern, may_use, never] = cells[..] else {
+            return Err(format!("codemap row without 5 cells: {line}"));
+        };
+        let krate = names(krate).into_iter().next().ok_or_else(|| format!("no crate name in: {line}"))?;
+        let folder = names(folder).into_iter().next().ok_or_else(|| format!("no folder in: {line}"))?;
+        let row = Row { folder: folder.trim_end_matches('/').to_string(), may_use: names(may_use), never: names(never) };
+        if rows.insert(krate.clone(), row).is_some() {
+            return Err(format!("crate '{krate}' is listed twice"));
+        }
+    }
+    Ok(rows)
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+/// Package names printed by `cargo tree` (one package per line, no prefix).
+fn tree(krate: &str, depth: Option<usize>) -> BTreeSet<String> {
+    let mut c = cargo();
+    c.args(["tree", "--offline", "--locked", "-p", krate, "-e", "normal", "--prefix", "none", "-f", "{p}"]);
+    if let Some(d) = depth {
+        c.args(["--depth", &d.to_string()]);
+    }
+    let out = run_command(&format!("cargo tree -p {krate}"), &mut c).unwrap_or_else(|e| panic!("{e}"));
+    out.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| *n != krate).map(str::to_string).collect()
+}
+
+/// Workspace members: package name -> folder relative to the root.
+fn members() -> BTreeMap<String, String> {
+    let out = run_command("cargo metadata", cargo().args(["metadata", "--offline", "--no-deps", "--format-version", "1"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let meta: serde_json::Value = serde_json::from_str(&out).expect("cargo metadata prints JSON");
+    let root = workspace_root();
+    meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| {
+            let manifest = std::path::Path::new(p["manifest_path"].as_str().expect("manifest_path"));
+            let dir = manifest.parent().expect("manifest in a folder").strip_prefix(&root).expect("member inside the workspace");
+            (p["name"].as_str().expect("name").to_string(), dir.display().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn codemap_parser_reads_cells_and_rejects_bad_rows() {
+    let text = "# A\n## Codemap\n| crate | folder | concern | may use | never |\n|---|---|---|---|---|\n\
+                | `a` | `a/` | x | `b` | `tokio`, `zenoh` |\n| `b` | `b/` | y | | |\n## Invariants\n| `c` | `c/` | z | | |\n";
+    let rows = codemap(text).expect("parses");
+    assert_eq!(rows.keys().collect::<Vec<_>>(), ["a", "b"], "rows after the section are not the codemap's");
+    assert_eq!(rows["a"].folder, "a");
+    assert_eq!(rows["a"].may_use, BTreeSet::from(["b".to_string()]));
+    assert_eq!(rows["a"].never, BTreeSet::from(["tokio".to_string(), "zenoh".to_string()]));
+    assert!(rows["b"].never.is_empty());
+    assert!(codemap("## Codemap\n| `a` | `a/` | x |\n").is_err(), "a short row is an error");
+    assert!(codemap("## Codemap\n| `a` | `a/` | x | | |\n| `a` | `a/` | x | | |\n").is_err(), "a crate listed twice is an error");
+    assert!(codemap("# nothing\n").is_err());
+}
+
+#[test]
+fn codemap_matches_the_dependency_graph() {
+    let text = std::fs::read_to_string(workspace_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md at the root");
+    let rows = codemap(&text).expect("a codemap");
+    let members = members();
+    let listed: BTreeSet<&String> = rows.keys().collect();
+    let actual: BTreeSet<&String> = members.keys().collect();
+    assert_eq!(listed, actual, "the codemap must list exactly the workspace members");
+    let mut problems = Vec::new();
+    for (krate, row) in &rows {
+        if members[krate] != row.folder {
+            problems.push(format!("{krate}: the codemap says folder '{}', the workspace has '{}'", row.folder, members[krate]));
+        }
+        let direct = tree(krate, Some(1));
+        for dep in direct.iter().filter(|d| members.contains_key(*d)) {
+            if !row.may_use.contains(dep) {
+                problems.push(format!("{krate} depends on the workspace crate {dep}, which the codemap does not allow"));
+            }
+        }
+        let all = tree(krate, None);
+        assert!(all.is_superset(&direct), "{krate}: the full tree must contain the direct dependencies");
+        for bad in row.never.intersection(&all) {
+            problems.push(format!("{krate} depends (directly or through others) on {bad}, which the codemap forbids"));
+        }
+    }
+    // The check sees through crates: the runtime reaches tokio and Zenoh, the robot nodes reach
+    // hiroz through lop_msgs's `ros` feature.
+    let runtime = tree("lop_runtime", None);
+    assert!(runtime.contains("tokio") && runtime.contains("zenoh"), "{runtime:?}");
+    assert!(tree("robot_node", None).contains("hiroz"));
+    assert!(problems.is_empty(), "ARCHITECTURE.md's codemap is broken:\n{}", problems.join("\n"));
+}
