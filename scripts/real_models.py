@@ -17,6 +17,9 @@ ONNX op types it uses. The models:
 - resnet18, densenet121, convnext_tiny: torchvision 0.28 architectures with random weights
   (torch.manual_seed(0); weights=None, nothing is downloaded), eval mode, input [1,3,224,224],
   exported with the legacy TorchScript exporter (dynamo=False) at opset 17.
+- yolo_det, yolo_pose: YOLOv8-style detector (80 classes, output [1,84,A]) and pose net (1 class,
+  17 keypoints, output [1,56,A]) from scripts/yolo_style.py, seeded weights, input [1,3,320,320]
+  (A = 2100 anchors), box (DFL) and keypoint decoding in the graph, legacy exporter, opset 17.
 - common_det: ddddocr 1.6.1's bundled detector (a trained YOLOX-style net, MIT licence), input
   [1,3,416,416] fed the way ddddocr feeds it: BGR pixels as float32 in 0..255, letterboxed with
   the padding value 114.
@@ -42,6 +45,10 @@ from pathlib import Path
 # Bump to force every file to be regenerated.
 FORMAT = 1
 TORCHVISION_MODELS = ("resnet18", "densenet121", "convnext_tiny")
+# name: (classes, keypoints) of scripts/yolo_style.py's YoloStyle.
+YOLO_STYLE_MODELS = {"yolo_det": (80, 0), "yolo_pose": (1, 17)}
+YOLO_SIZE = 320
+ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "common_det")
 OPSET = 17
 
 
@@ -89,6 +96,31 @@ def export_torchvision(name: str, path: Path) -> None:
             do_constant_folding=True,
         )
     os.replace(tmp, path)
+
+
+def export_module(model, shape: list[int], path: Path) -> None:
+    """Exports a torch module to `path` (opset 17, legacy exporter, static shape)."""
+    import torch
+
+    example = torch.zeros(*shape)
+    tmp = path.with_name(path.name + ".tmp")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            model,
+            (example,),
+            str(tmp),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["images"],
+            output_names=["output0"],
+            do_constant_folding=True,
+        )
+    os.replace(tmp, path)
+
+
+def yolo_style_source() -> str:
+    return sha256(Path(__file__).with_name("yolo_style.py"))
 
 
 def ddddocr_det_path() -> Path:
@@ -213,7 +245,7 @@ def run_ort(model_path: Path, x):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="output folder (created)")
-    ap.add_argument("--models", default=",".join((*TORCHVISION_MODELS, "common_det")), help="comma-separated subset")
+    ap.add_argument("--models", default=",".join(ALL_MODELS), help="comma-separated subset")
     ap.add_argument("--force", action="store_true", help="regenerate everything")
     args = ap.parse_args()
 
@@ -245,6 +277,19 @@ def main() -> int:
             shape = [1, 3, 224, 224]
             make_input = natural_image_input
             source_note = f"torchvision {versions['torchvision']} {name}, random weights (torch.manual_seed(0)), legacy exporter, opset {OPSET}"
+        elif name in YOLO_STYLE_MODELS:
+            nc, kpts = YOLO_STYLE_MODELS[name]
+            shape = [1, 3, YOLO_SIZE, YOLO_SIZE]
+            source = {"kind": "yolo_style", "format": FORMAT, "torch": versions["torch"], "script": yolo_style_source(), "opset": OPSET, "shape": shape}
+            if stamp.get("source") != source or not onnx_path.is_file():
+                sys.path.insert(0, str(Path(__file__).parent))
+                import yolo_style
+
+                log(f"{name}: exporting scripts/yolo_style.py YoloStyle(nc={nc}, keypoints={kpts}), seed 0, opset {OPSET}")
+                export_module(yolo_style.seeded(nc=nc, keypoints=kpts), shape, onnx_path)
+                stamp = {}
+            make_input = natural_image_input
+            source_note = f"YOLOv8-style {'pose' if kpts else 'detector'} (scripts/yolo_style.py), seeded weights, legacy exporter, opset {OPSET}"
         elif name == "common_det":
             src = ddddocr_det_path()
             source = {"kind": "ddddocr", "format": FORMAT, "sha256": sha256(src)}
@@ -258,7 +303,7 @@ def main() -> int:
             make_input = captcha_like_input
             source_note = "ddddocr 1.6.1 common_det.onnx (YOLOX-style detector, MIT); BGR pixels 0..255 as float32, padding 114"
         else:
-            raise SystemExit(f"real_models: unknown model '{name}' (known: {', '.join((*TORCHVISION_MODELS, 'common_det'))})")
+            raise SystemExit(f"real_models: unknown model '{name}' (known: {', '.join(ALL_MODELS)})")
 
         model_sha = sha256(onnx_path)
         ops = op_counts(onnx_path)

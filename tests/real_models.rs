@@ -1,6 +1,7 @@
 //! Real models against onnxruntime: ddddocr 1.6.1's `common_det.onnx` (a trained YOLOX-style
-//! detector) and torchvision 0.28's resnet18, densenet121 and convnext_tiny (random seeded
-//! weights, legacy exporter, opset 17). For each, lop imports the ONNX file and runs it whole
+//! detector), torchvision 0.28's resnet18, densenet121 and convnext_tiny, and YOLOv8-style
+//! detection and pose nets (`scripts/yolo_style.py`) (random seeded weights, legacy exporter,
+//! opset 17). For each, lop imports the ONNX file and runs it whole
 //! and split under two random plans on the same input as onnxruntime (CPU, graph optimisations
 //! off); every output must be within 1e-4 relative error (max abs difference over max abs
 //! reference value).
@@ -133,6 +134,19 @@ fn check_model(name: &str) {
 #[test]
 fn common_det_matches_onnxruntime() {
     check_model("common_det");
+}
+
+/// A YOLOv8-style detector (DFL box decoding in the graph, [1, 84, 2100]): the head's flattened
+/// anchors and box bins are barriers, so whole and split runs match onnxruntime.
+#[test]
+fn yolo_det_matches_onnxruntime() {
+    check_model("yolo_det");
+}
+
+/// The YOLOv8-style pose head ([1, 56, 2100]: box, score, 17 keypoint triplets).
+#[test]
+fn yolo_pose_matches_onnxruntime() {
+    check_model("yolo_pose");
 }
 
 #[test]

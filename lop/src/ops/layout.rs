@@ -103,8 +103,9 @@ pub(super) fn infer_reshape(x: &ValueInfo, shape: &[usize]) -> Result<ValueInfo,
     if n != x.numel() {
         return Err(format!("cannot reshape {:?} ({} elements) to {shape:?} ({n} elements)", x.shape, x.numel()));
     }
-    let row_axis = reshape_row_axis(x, shape).or(if shape.len() >= 3 { Some(2) } else { None });
-    Ok(ValueInfo { shape: shape.to_vec(), dtype: x.dtype, row_axis })
+    // Rows survive only where the reshape keeps them intact; merged or split rows (flattened
+    // anchors, box bins) are no longer image rows, so the value becomes one block.
+    Ok(ValueInfo { shape: shape.to_vec(), dtype: x.dtype, row_axis: reshape_row_axis(x, shape) })
 }
 
 /// Whether a transpose or reshape maps input row i to output row i.

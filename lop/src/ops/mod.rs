@@ -219,6 +219,27 @@ impl Op {
     /// # Errors
     /// [`Error::Shape`] when the inputs do not fit the op.
     pub fn infer(&self, node: &str, ins: &[&ValueInfo]) -> Result<ValueInfo> {
+        let mut out = self.infer_shape(node, ins)?;
+        if !self.keeps_image_rows(ins) {
+            out.row_axis = None;
+        }
+        Ok(out)
+    }
+
+    /// Whether the output's rows can be rows of the image: some input has a row axis, and ops
+    /// that slide a window over axis 2 (convolutions, pools) read rows there. Otherwise (a
+    /// convolution over box bins, arithmetic on flattened anchors) the output is one block and
+    /// the op a barrier, computed whole on one side.
+    fn keeps_image_rows(&self, ins: &[&ValueInfo]) -> bool {
+        match self {
+            Op::Input | Op::Constant(_) => true,
+            Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) => ins[0].row_axis == Some(2),
+            _ => ins.iter().any(|v| v.row_axis.is_some()),
+        }
+    }
+
+    /// The output shape and dtype, with the row axis each op's own rule gives.
+    fn infer_shape(&self, node: &str, ins: &[&ValueInfo]) -> Result<ValueInfo> {
         let bad = |msg: String| Error::shape(node, self.kind_name(), msg);
         match self.arity() {
             Some(n) if ins.len() != n => return Err(bad(format!("expects {n} inputs, got {}", ins.len()))),
@@ -342,6 +363,11 @@ impl Op {
     /// # Errors
     /// When libtorch fails or a band does not hold the rows needed.
     pub fn compute(&self, ins: &[BandIn<'_>], out: &ValueInfo, rows: &Rows) -> Result<Tensor, tch::TchError> {
+        if out.row_axis.is_none()
+            && let Some(t) = self.compute_unbanded(ins)?
+        {
+            return Ok(t);
+        }
         let whole_out = out.row_axis.is_none() || (rows.start == 0 && rows.end == out.rows());
         match self {
             Op::Input => Err(tch::TchError::Kind("graph inputs are not computed".into())),
@@ -404,6 +430,25 @@ impl Op {
                 narrow_out(x.f_softmax(*axis as i64, tch::Kind::Float)?, out, rows, global && !whole_out)
             }
         }
+    }
+
+    /// A barrier whose output is one block (no row axis), computed from whole inputs: every
+    /// value is read with the conventional row axis (axis 2 for rank >= 3) and every row is
+    /// computed, which is the plain op. `None` when that reading gives no row axis either (vectors,
+    /// matrices), for which the band code already computes whole values.
+    fn compute_unbanded(&self, ins: &[BandIn<'_>]) -> Result<Option<Tensor>, tch::TchError> {
+        if matches!(self, Op::Input | Op::Constant(_)) {
+            return Ok(None);
+        }
+        let infos: Vec<ValueInfo> = ins.iter().map(|b| ValueInfo::new(b.info.shape.clone(), b.info.dtype)).collect();
+        let refs: Vec<&ValueInfo> = infos.iter().collect();
+        let out = self.infer("", &refs).map_err(|e| tch::TchError::Shape(e.to_string()))?;
+        if out.row_axis.is_none() {
+            return Ok(None);
+        }
+        let whole: Vec<Tensor> = ins.iter().map(BandIn::whole).collect::<Result<_, _>>()?;
+        let bands: Vec<BandIn<'_>> = whole.iter().zip(&infos).map(|(tensor, info)| BandIn { tensor, start: 0, info }).collect();
+        self.compute(&bands, &out, &(0..out.rows())).map(Some)
     }
 
     /// Moves weights to `device`.

@@ -334,6 +334,50 @@ fn global_ops_are_classified_and_run_on_one_side() {
     let _ = assert_splits_exact(&g, &[x], 1e-6);
 }
 
+/// A YOLOv8-style head: features flattened to anchors, DFL bins (reshape, transpose, softmax
+/// over bins, a 1x1 convolution over them), arithmetic against a constant anchor grid. Once the
+/// spatial rows are flattened no value has image rows any more: every head op is a barrier, the
+/// convolution over bins included (it once treated the 4 box sides as rows), and split runs
+/// equal the whole run, which equals the same ops done by hand.
+#[test]
+fn flattened_anchor_heads_are_barriers_and_split_exactly() {
+    let (bins, h, w) = (4usize, 6usize, 5usize);
+    let a = h * w;
+    let x = randn(&[1, 4 * bins as i64, h as i64, w as i64], 40);
+    let mut b = GraphBuilder::new("dfl");
+    let i = b.input("x", vec![1, 4 * bins, h, w], DType::F32);
+    let feat = b.add("relu", Op::Unary(UnaryOp::Relu), &[i]).expect("relu");
+    let flat = b.add("flatten", Op::Reshape { shape: vec![1, 4 * bins, a] }, &[feat]).expect("flatten");
+    assert_eq!(b.info(flat).row_axis, None, "flattened anchors are not image rows");
+    let split = b.add("bins", Op::Reshape { shape: vec![1, 4, bins, a] }, &[flat]).expect("bins");
+    let t = b.add("transpose", Op::Transpose { perm: vec![0, 2, 1, 3] }, &[split]).expect("t");
+    let sm = b.add("softmax", Op::Softmax { axis: 1 }, &[t]).expect("softmax");
+    let weight = Tensor::arange(bins as i64, (Kind::Float, tch::Device::Cpu)).view([1, bins as i64, 1, 1]);
+    let dfl = b.add("dfl", Op::Conv(conv(weight.shallow_clone(), None, 1, [0, 0], [0, 0], 1, 1)), &[sm]).expect("dfl");
+    assert_eq!(b.info(dfl).shape, vec![1, 1, 4, a]);
+    let dist = b.add("dist", Op::Reshape { shape: vec![1, 4, a] }, &[dfl]).expect("dist");
+    let grid = randn(&[1, 4, a as i64], 41);
+    let anchors = b.add("anchors", Op::Constant(grid.shallow_clone()), &[]).expect("anchors");
+    let boxes = b.add("boxes", Op::Binary(BinaryOp::Add), &[dist, anchors]).expect("boxes");
+    b.output(boxes);
+    let g = b.build().expect("graph");
+    assert!(g.locality(feat).is_local());
+    for id in [flat, split, t, sm, dfl, dist, boxes] {
+        assert_eq!(g.locality(id), OpClass::Global, "{}", g.nodes[id].name);
+        assert_eq!(g.nodes[id].info.row_axis, None, "{}", g.nodes[id].name);
+    }
+    let whole = assert_splits_exact(&g, &[x.shallow_clone()], 0.0);
+    let by_hand = x
+        .relu()
+        .view([1, 4, bins as i64, a as i64])
+        .transpose(1, 2)
+        .softmax(1, Kind::Float)
+        .conv2d(&weight, None::<Tensor>, [1, 1], [0, 0], [1, 1], 1)
+        .view([1, 4, a as i64])
+        + grid;
+    assert!(max_rel(&whole, &by_hand) < 1e-6, "{}", max_rel(&whole, &by_hand));
+}
+
 #[test]
 fn normalize_u8_input_splits_exactly_and_sends_bytes() {
     let mut rng = Rng::new(28);
