@@ -10,7 +10,7 @@
 //! schedule tables are cached in `target/lop-interop`.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -22,18 +22,12 @@ const LIMIT: Duration = Duration::from_secs(240);
 /// The two scripts run one after the other (each starts an edge and a robot on a 2-core box).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// `target/release` (or whichever profile directory holds this test executable).
+/// `target/release` (or whichever profile directory holds this test executable), with the three
+/// binaries the scripts start.
 fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    // target/<profile>/deps/interop-<hash>
-    let dir = exe.parent().and_then(Path::parent).expect("the test executable sits in target/<profile>/deps").to_path_buf();
-    for bin in ["lop", "lop_edge", "lop_robot"] {
-        assert!(
-            dir.join(bin).is_file(),
-            "{} is missing: build the binaries first with `cargo build --release --workspace --bins` \
-             (`cargo test --release --workspace` builds them too)",
-            dir.join(bin).display()
-        );
+    let dir = tests::built_binary("lop").parent().expect("a binary sits in a folder").to_path_buf();
+    for bin in ["lop_edge", "lop_robot"] {
+        let _ = tests::built_binary(bin);
     }
     dir
 }

@@ -6,6 +6,7 @@
 //!   names the command, its exit status and the tail of its output.
 //! - [`python_test_env`]: once per test process, `scripts/setup.sh --test-deps` (the venv with
 //!   torch, torchvision, onnx, onnxruntime, ddddocr); returns the venv's Python.
+//! - [`built_binary`]: a binary of this build (`lop`, `lop_edge`, `lop_robot`).
 //! - [`rel_err`]: the comparison metric, `max|actual - expected| / max|expected|`.
 #![deny(missing_docs)]
 
@@ -71,6 +72,22 @@ pub fn python_test_env() -> Result<PathBuf, String> {
         if python.is_file() { Ok(python) } else { Err(format!("{} missing after scripts/setup.sh", python.display())) }
     })
     .clone()
+}
+
+/// A binary of this build: in the profile directory that holds the running test executable
+/// (`target/release/deps/NAME-HASH` sits below `target/release`). Panics with the command that
+/// builds it when it is missing.
+pub fn built_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe.parent().and_then(Path::parent).expect("the test executable sits in target/<profile>/deps");
+    let bin = dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is missing: build the binaries first with `cargo build --release --workspace --bins` \
+         (`cargo test --release --workspace` builds them too)",
+        bin.display()
+    );
+    bin
 }
 
 /// The project's comparison metric ([`lop::exec::max_rel_err`]: `max|actual - expected| /

@@ -85,8 +85,9 @@ fn check_model(name: &str) {
         entry["input_shape"].as_array().expect("input_shape").iter().map(|d| d.as_u64().expect("input_shape dims") as usize).collect();
 
     let onnx_path = file(&entry["onnx"]);
-    let graph = load(onnx_path.to_str().expect("utf-8 path"), &LoadOptions { input_shape: Some(input_shape.clone()) })
-        .unwrap_or_else(|e| panic!("{name}: lop could not import {}: {e}", onnx_path.display()));
+    let graph =
+        load(onnx_path.to_str().expect("utf-8 path"), &LoadOptions { input_shape: Some(input_shape.clone()), ..LoadOptions::default() })
+            .unwrap_or_else(|e| panic!("{name}: lop could not import {}: {e}", onnx_path.display()));
     let input = Tensor::read_npy(file(&entry["input"])).unwrap_or_else(|e| panic!("{name}: reading the input: {e}"));
     assert_eq!(shape_of(&input), input_shape, "{name}: input file shape");
     let expected: Vec<Tensor> = entry["outputs"]

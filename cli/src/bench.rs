@@ -20,11 +20,11 @@ use lop::profile::{DeviceKind, Fit, Profile, ProfileCache, ProfileOptions};
 use lop::sim::{SimConfig, Simulator};
 use lop_runtime::bench::{BenchConfig, MethodReport, NetnsBenchOptions, NetnsSummary, OverheadReport};
 use lop_runtime::edge::EdgeCounts;
-use lop_runtime::exec::InputWire;
 use lop_runtime::trace::Trace;
 
 use crate::ModelArgs;
-use crate::plan::{Bounds, InputDtype, parse_buckets};
+use crate::plan::{Bounds, parse_buckets};
+use lop_runtime::table_config::InputWireSetting;
 
 /// Arguments of `lop bench`.
 #[derive(Debug, clap::Args)]
@@ -68,9 +68,10 @@ pub struct BenchArgs {
     /// take 0.44 x the robot-only compute time (the paper's VGG19 indoor regime).
     #[arg(long, default_value = "auto")]
     pub bandwidth_scale: String,
-    /// How the raw input crosses the link, for every method alike.
-    #[arg(long, value_enum, default_value = "u8")]
-    pub input_dtype: InputDtype,
+    /// How the raw input crosses the link, for every method alike: native, u8 (an error for a
+    /// float model without --preprocess) or f32 (see `lop plan --help`).
+    #[arg(long, alias = "input-dtype", default_value = "native")]
+    pub input_wire: InputWireSetting,
     /// One-way link latency, milliseconds (default: 1 in-process; 0 over Zenoh, where loopback
     /// and a veth without netem add none of their own).
     #[arg(long)]
@@ -190,6 +191,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         None => Trace::constant(1000.0)?,
     };
     let graph = args.model.load()?;
+    args.input_wire.check(&graph)?;
     let tmp = std::env::temp_dir();
     let pdir = args.profile_dir.clone().unwrap_or_else(|| tmp.join("lop-profiles"));
     let (robot, server) = if args.synthetic_profiles {
@@ -225,7 +227,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         bandwidth_scale: scale,
         latency_s: latency_ms / 1e3,
         overhead_s: 0.0,
-        input_bytes_per_element: args.input_dtype.bytes_per_element(),
+        input_bytes_per_element: args.input_wire.bytes_per_element(),
         objective: lop::sim::Objective::Latency,
         power: Default::default(),
         planner: PlannerConfig::default(),
@@ -235,7 +237,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let cfg = BenchConfig {
         model_id: graph.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_"),
         source: args.model.model.clone(),
-        load: lop::model::LoadOptions { input_shape: args.model.input_shape.clone() },
+        load: args.model.load_options(),
         robot,
         server,
         spec,
@@ -244,10 +246,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         methods: methods.iter().map(|m| m.to_string()).collect(),
         requests: args.requests,
         dilation: args.dilation,
-        input_wire: match args.input_dtype {
-            InputDtype::U8 => InputWire::Native,
-            InputDtype::F32 => InputWire::F32,
-        },
+        input_wire: args.input_wire.wire(),
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| tmp.join("lop-plan-cache")),
         power: Default::default(),
         gap: Duration::ZERO,
@@ -343,7 +342,7 @@ fn print_overhead(args: &BenchArgs, cfg: &BenchConfig, r: &OverheadReport) -> an
             o.insert("model".into(), args.model.model.clone().into());
             o.insert("transport".into(), "zenoh".into());
             o.insert("link".into(), "Zenoh over loopback (127.0.0.1), unshaped".into());
-            o.insert("input_dtype".into(), input_dtype_name(args.input_dtype).into());
+            o.insert("input_wire".into(), args.input_wire.name().into());
             o.insert("threads".into(), tch::get_num_threads().into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -365,13 +364,6 @@ fn print_overhead(args: &BenchArgs, cfg: &BenchConfig, r: &OverheadReport) -> an
     }
     println!("ratio (c) / ((a) + (b)): median {:.3}, mean {:.3}; fallbacks {}", r.ratio, r.ratio_mean, r.fallbacks);
     Ok(())
-}
-
-fn input_dtype_name(d: InputDtype) -> &'static str {
-    match d {
-        InputDtype::U8 => "u8",
-        InputDtype::F32 => "f32",
-    }
 }
 
 fn print_report(
@@ -406,7 +398,7 @@ fn print_report(
             "trace": trace,
             "dilation": cfg.dilation,
             "bandwidth_scale": scale,
-            "input_dtype": input_dtype_name(args.input_dtype),
+            "input_wire": args.input_wire.name(),
             "transport": run.transport,
             "link": run.link,
             "latency_ms": run.latency_ms,
@@ -424,7 +416,10 @@ fn print_report(
     }
     println!(
         "{} over {trace} (x{scale:.3}), dilation {}, input {:?}, {} requests per method",
-        args.model.model, cfg.dilation, args.input_dtype, cfg.requests
+        args.model.model,
+        cfg.dilation,
+        args.input_wire.name(),
+        cfg.requests
     );
     println!("link: {} [{}]; robot energy is modelled, not measured", run.link, run.transport);
     println!(

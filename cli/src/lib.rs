@@ -44,6 +44,15 @@ pub struct ModelArgs {
     /// Input shape for models with dynamic input dimensions, e.g. `1,3,416,416`.
     #[arg(long, value_parser = parse_shape)]
     pub input_shape: Option<Dims>,
+    /// A front end for a float-input model, so that camera frames cross the link as bytes:
+    /// `unit` (x/255), `raw` (0..255), `imagenet`, or `mean=R,G,B;std=R,G,B`; add `;bgr` for
+    /// models trained on BGR.
+    #[arg(long, value_parser = parse_preprocess)]
+    pub preprocess: Option<lop::preprocess::Preprocess>,
+}
+
+fn parse_preprocess(s: &str) -> Result<lop::preprocess::Preprocess, String> {
+    lop::preprocess::Preprocess::parse(s).map_err(|e| e.to_string())
 }
 
 /// A whole shape given as one value (`1,3,416,416`). An alias, so that clap's derive takes it as
@@ -58,8 +67,12 @@ impl ModelArgs {
     /// Unknown names, unreadable or unsupported models.
     pub fn load(&self) -> anyhow::Result<lop::Graph> {
         use anyhow::Context;
-        let opts = lop::model::LoadOptions { input_shape: self.input_shape.clone() };
-        lop::model::load(&self.model, &opts).with_context(|| format!("loading model '{}'", self.model))
+        lop::model::load(&self.model, &self.load_options()).with_context(|| format!("loading model '{}'", self.model))
+    }
+
+    /// The options [`ModelArgs::load`] loads with.
+    pub fn load_options(&self) -> lop::model::LoadOptions {
+        lop::model::LoadOptions { input_shape: self.input_shape.clone(), preprocess: self.preprocess.clone() }
     }
 }
 

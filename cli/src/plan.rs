@@ -8,26 +8,8 @@ use anyhow::Context;
 use lop::planner::{PlannerConfig, TableSpec, load_or_build, svg};
 use lop::profile::Profile;
 use lop::sim::{ChunkBounds, ChunkOrder, Objective};
+use lop_runtime::table_config::InputWireSetting;
 use std::path::PathBuf;
-
-/// How the raw input crosses the link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InputDtype {
-    /// Raw camera bytes (normalisation inside the graph).
-    U8,
-    /// Normalised floats, 4 bytes per element (as in the paper).
-    F32,
-}
-
-impl InputDtype {
-    /// The simulator's input pricing.
-    pub fn bytes_per_element(self) -> Option<usize> {
-        match self {
-            InputDtype::U8 => None,
-            InputDtype::F32 => Some(4),
-        }
-    }
-}
 
 /// How each side orders its compute chunks (see `lop::sim::ChunkOrder`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -79,9 +61,11 @@ pub struct SetupArgs {
     /// The server's profile.
     #[arg(long)]
     pub server_profile: PathBuf,
-    /// How the raw input crosses the link, for every method alike.
-    #[arg(long, value_enum, default_value = "u8")]
-    pub input_dtype: InputDtype,
+    /// How the raw input crosses the link, for every method alike: native (the input's own
+    /// dtype: bytes for models normalising inside the graph), u8 (bytes, or an error for a float
+    /// model without --preprocess) or f32 (4 bytes per element, as in the paper).
+    #[arg(long, alias = "input-dtype", default_value = "native")]
+    pub input_wire: InputWireSetting,
     /// One-way link latency, milliseconds.
     #[arg(long, default_value_t = 1.0)]
     pub latency_ms: f64,
@@ -120,6 +104,7 @@ impl SetupArgs {
     pub fn load(&self) -> anyhow::Result<Setup> {
         anyhow::ensure!(self.latency_ms.is_finite() && self.latency_ms >= 0.0, "--latency-ms must be >= 0");
         let graph = self.model.load()?;
+        self.input_wire.check(&graph)?;
         let robot = Profile::load(&self.robot_profile).with_context(|| format!("robot profile {}", self.robot_profile.display()))?;
         let server = Profile::load(&self.server_profile).with_context(|| format!("server profile {}", self.server_profile.display()))?;
         let hash = graph.content_hash()?;
@@ -198,7 +183,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         bandwidth_scale: scale,
         latency_s: args.setup.latency_ms / 1e3,
         overhead_s: 0.0,
-        input_bytes_per_element: args.setup.input_dtype.bytes_per_element(),
+        input_bytes_per_element: args.setup.input_wire.bytes_per_element(),
         objective: args.setup.objective,
         power: lop::sim::RobotPower::default(),
         planner,
@@ -207,7 +192,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
-    let opts = lop::model::LoadOptions { input_shape: args.setup.model.input_shape.clone() };
+    let opts = args.setup.model.load_options();
     let name = args.setup.model.model.clone();
     let loader = move || lop::model::load(&name, &opts);
     let plan_start = std::time::Instant::now();
@@ -258,7 +243,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                 .collect();
         let bound = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["server_pipeline_bound_ms"].as_f64())).collect();
         series.push(("pipelining bound".to_string(), bound));
-        let title = format!("{}: latency vs bandwidth ({:?} input)", table.model, args.setup.input_dtype);
+        let title = format!("{}: latency vs bandwidth ({} input)", table.model, args.setup.input_wire.name());
         std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -270,7 +255,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         "planning_time_s": planning,
         "total_time_s": started.elapsed().as_secs_f64(),
         "threads": threads,
-        "input_dtype": format!("{:?}", args.setup.input_dtype).to_lowercase(),
+        "input_wire": args.setup.input_wire.name(),
         "bandwidth_scale": scale,
         "objective": spec.objective,
         "chunk_order": spec.chunk_order,

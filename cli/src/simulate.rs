@@ -68,7 +68,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     let s = args.setup.load()?;
     let config = SimConfig {
         link: Link::mbytes(args.bandwidth, args.setup.latency_ms / 1e3),
-        input_bytes_per_element: args.setup.input_dtype.bytes_per_element(),
+        input_bytes_per_element: args.setup.input_wire.bytes_per_element(),
         order: args.setup.chunk_order.chunk_order(),
         bounds: args.setup.chunk_bounds.chunk_bounds(),
         ..SimConfig::default()

@@ -48,12 +48,12 @@ fn json(out: &Output) -> serde_json::Value {
 }
 
 fn check_report(v: &serde_json::Value, transport: &str) {
-    for key in ["model", "trace", "dilation", "bandwidth_scale", "input_dtype", "transport", "methods"] {
+    for key in ["model", "trace", "dilation", "bandwidth_scale", "input_wire", "transport", "methods"] {
         assert!(v.get(key).is_some(), "missing {key}: {v}");
     }
     assert_eq!(v["transport"], transport);
     assert_eq!(v["model"], "zoo:resnet18");
-    assert_eq!(v["input_dtype"], "u8");
+    assert_eq!(v["input_wire"], "native");
     assert_eq!(v["dilation"].as_f64(), Some(8.0));
     assert!(v["bandwidth_scale"].as_f64().is_some_and(|s| s > 0.0), "{v}");
     let methods = v["methods"].as_object().expect("methods");

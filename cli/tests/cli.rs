@@ -180,7 +180,7 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     };
     let (v, table) = plan("a.table");
     assert_eq!(v["model"], "resnet18");
-    assert_eq!(v["input_dtype"], "u8");
+    assert_eq!(v["input_wire"], "native");
     assert!(v["planning_time_s"].as_f64().is_some() && v["bandwidth_scale"].as_f64().is_some_and(|s| s > 0.0), "{v}");
     let buckets = v["buckets"].as_array().expect("buckets");
     assert_eq!(buckets.len(), 4);
@@ -256,7 +256,7 @@ fn input_shape_works_in_every_command_that_loads_a_model() {
         ok(&lop(&["profile", &m, "--role", role, "--runs", "5", "--warmup", "0", "--out", out_path, shape[0], shape[1]]));
     }
     let table = path("table.json");
-    let setup = ["--robot-profile", robot.as_str(), "--server-profile", server.as_str(), "--input-dtype", "f32", shape[0], shape[1]];
+    let setup = ["--robot-profile", robot.as_str(), "--server-profile", server.as_str(), "--input-wire", "f32", shape[0], shape[1]];
     let mut plan = vec!["plan", m.as_str(), "--buckets", "0:4:2", "--out", table.as_str(), "--json"];
     plan.extend(setup);
     ok(&lop(&plan));
@@ -283,7 +283,7 @@ fn input_shape_works_in_every_command_that_loads_a_model() {
         "server-only,lop",
         "--buckets",
         "0:4:2",
-        "--input-dtype",
+        "--input-wire",
         "f32",
         "--bandwidth-scale",
         "1",
@@ -311,4 +311,72 @@ fn run_takes_dynamic_dimensions_from_the_input() {
             assert_eq!(y.size(), vec![1, 4, h / 2, w / 2], "{split}");
         }
     }
+}
+
+/// Camera bytes for a float-input model: `--input-wire u8` without a preprocess stage is an error
+/// that says how to add one; with `--preprocess unit` the frame is priced as bytes (server-only
+/// gets faster at a slow link than with f32), and `lop run` on the byte frame gives exactly the
+/// float model's output on `x / 255`.
+#[test]
+fn preprocess_stage_puts_camera_bytes_on_the_wire_for_float_models() {
+    let m = dynamic_model();
+    let dir = scratch("preprocess");
+    let path = |f: &str| dir.join(f).display().to_string();
+    let shape = ["--input-shape", "1,3,32,32"];
+    let (robot, server) = (path("robot.json"), path("server.json"));
+    for (role, out_path) in [("robot", &robot), ("server", &server)] {
+        ok(&lop(&[
+            "profile",
+            &m,
+            "--role",
+            role,
+            "--runs",
+            "5",
+            "--warmup",
+            "0",
+            "--out",
+            out_path,
+            shape[0],
+            shape[1],
+            "--preprocess",
+            "unit",
+        ]));
+    }
+    let plan = |wire: &str, extra: &[&str]| {
+        let table = path(&format!("table-{wire}-{}.json", extra.len()));
+        let mut args = vec!["plan", m.as_str(), "--buckets", "1:1:1", "--out", table.as_str(), "--json", "--input-wire", wire];
+        args.extend([shape[0], shape[1], "--robot-profile", robot.as_str(), "--server-profile", server.as_str()]);
+        args.extend(extra);
+        lop(&args)
+    };
+    let out = plan("u8", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("preprocess") && err.contains("'unit'"), "{err}");
+    let server_only = |out: &Output| stdout_json(out)["buckets"][0]["makespan_ms"]["server-only"].as_f64().expect("server-only ms");
+    let bytes = plan("u8", &["--preprocess", "unit"]);
+    ok(&bytes);
+    let floats = plan("f32", &["--preprocess", "unit"]);
+    ok(&floats);
+    assert!(server_only(&bytes) < server_only(&floats), "{} vs {}", server_only(&bytes), server_only(&floats));
+
+    let frame = tch::Tensor::randint(256, [1, 3, 32, 32], (tch::Kind::Uint8, tch::Device::Cpu));
+    let (x8, xf, y8, yf) = (dir.join("x8.npy"), dir.join("xf.npy"), dir.join("y8.npy"), dir.join("yf.npy"));
+    frame.write_npy(&x8).expect("write");
+    (frame.to_kind(tch::Kind::Float) / 255.0).write_npy(&xf).expect("write");
+    ok(&lop(&[
+        "run",
+        &m,
+        "--preprocess",
+        "unit",
+        "--split",
+        "random:5",
+        "--input",
+        &x8.display().to_string(),
+        "--output",
+        &y8.display().to_string(),
+    ]));
+    ok(&lop(&["run", &m, "--input", &xf.display().to_string(), "--output", &yf.display().to_string()]));
+    let (a, b) = (tch::Tensor::read_npy(&y8).expect("y8"), tch::Tensor::read_npy(&yf).expect("yf"));
+    assert!(a.equal(&b), "byte frame through the stage differs from the float frame");
 }

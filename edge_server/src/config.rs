@@ -150,6 +150,11 @@ pub struct ModelEntry {
     /// Input shape for ONNX models with dynamic input dimensions, e.g. `[1, 3, 416, 416]`.
     #[serde(default)]
     pub input_shape: Option<Vec<usize>>,
+    /// A front end for a float-input model so that frames arrive as bytes (`unit`, `raw`,
+    /// `imagenet`, `mean=R,G,B;std=R,G,B`, each with an optional `;bgr`); robots must use the
+    /// same, since it is part of the model.
+    #[serde(default)]
+    pub preprocess: Option<String>,
     /// The edge's profile of this model: a profile JSON path, `measure` (at start-up, cached in
     /// `profile_cache`) or `synthetic` (tests).
     #[serde(default)]
@@ -338,6 +343,9 @@ impl EdgeConfig {
                 && (shape.is_empty() || shape.contains(&0))
             {
                 return Err(self.invalid(field("input_shape"), format!("{shape:?} is not a shape of positive dimensions")));
+            }
+            if let Some(spec) = &m.preprocess {
+                lop::preprocess::Preprocess::parse(spec).map_err(|e| self.invalid(field("preprocess"), e.to_string()))?;
             }
             self.model_source(i)?;
         }

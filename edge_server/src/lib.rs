@@ -85,7 +85,13 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
     let mut models = Vec::new();
     for (i, m) in cfg.models.iter().enumerate() {
         let source = cfg.model_source(i)?;
-        let load = LoadOptions { input_shape: m.input_shape.clone() };
+        let preprocess = m
+            .preprocess
+            .as_deref()
+            .map(lop::preprocess::Preprocess::parse)
+            .transpose()
+            .map_err(|e| Error::Model { id: m.id.clone(), source: Box::new(e) })?;
+        let load = LoadOptions { input_shape: m.input_shape.clone(), preprocess };
         let engine = |source| Error::Model { id: m.id.clone(), source: Box::new(source) };
         let mut graph = lop::model::load(&source.load_name(), &load).map_err(engine)?;
         let hash = graph.content_hash().map_err(engine)?;
@@ -105,6 +111,11 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
                 .into());
             }
         }
+        cfg.table.input_wire.check(&graph).map_err(|e| ConfigError::Invalid {
+            path: cfg.path.clone(),
+            field: "table.input_wire".into(),
+            msg: format!("model '{}': {e}", m.id),
+        })?;
         let server_profile = match &m.server_profile {
             ProfileSource::Synthetic => synthetic_profile(&graph, Side::Server).map_err(engine)?,
             ProfileSource::File(p) => {

@@ -14,6 +14,8 @@
 //! - [`onnx`]: ONNX import.
 //! - [`zoo`]: built-in models with seeded weights.
 //! - [`model`]: loading a model by zoo name or path.
+//! - [`preprocess`]: the model's front end (channel order, scale, mean, std) as graph ops, so that
+//!   frames cross the link as bytes for float-input models too.
 //! - [`inspect`]: locality statistics.
 //! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
 //! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy).
@@ -34,6 +36,7 @@ pub mod onnx;
 pub mod ops;
 pub mod plan;
 pub mod planner;
+pub mod preprocess;
 pub mod profile;
 mod rng;
 pub use rng::Rng;

@@ -9,6 +9,9 @@ use std::path::Path;
 pub struct LoadOptions {
     /// Shape for every graph input whose ONNX shape is dynamic (`--input-shape`).
     pub input_shape: Option<Vec<usize>>,
+    /// A front end prepended to a float-input model (`--preprocess`), so that frames enter as
+    /// uint8 bytes.
+    pub preprocess: Option<crate::preprocess::Preprocess>,
 }
 
 /// Loads `name`: `zoo:NAME` (see [`crate::zoo::names`]) or a path to a `.onnx` file.
@@ -16,6 +19,14 @@ pub struct LoadOptions {
 /// # Errors
 /// [`Error::UnknownModel`] for a name that is neither; import errors for bad files.
 pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
+    let graph = load_graph(name, opts)?;
+    match &opts.preprocess {
+        Some(p) => p.apply(graph),
+        None => Ok(graph),
+    }
+}
+
+fn load_graph(name: &str, opts: &LoadOptions) -> Result<Graph> {
     if let Some(zoo_name) = name.strip_prefix("zoo:") {
         let graph = crate::zoo::build(zoo_name)?;
         if let Some(given) = &opts.input_shape {

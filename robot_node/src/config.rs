@@ -169,6 +169,8 @@ pub struct RobotConfig {
     pub robot_id: String,
     /// `zoo:NAME` or an ONNX path.
     pub model_source: String,
+    /// How the model is loaded (`model.input_shape`, `model.preprocess`).
+    pub model_load: lop::model::LoadOptions,
     /// The model's id at the edge.
     pub model_id: String,
     /// The robot's profile.
@@ -323,6 +325,17 @@ impl RobotConfig {
         lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
         let model_source = p.string("model.source", "zoo:resnet18");
         let model_id = p.string("model.id", "resnet18");
+        let shape = p.doubles("model.input_shape", &[])?;
+        let input_shape = if shape.is_empty() {
+            None
+        } else {
+            let dims: Option<Vec<usize>> = shape.iter().map(|&d| (d >= 1.0 && d.fract() == 0.0 && d < 1e9).then_some(d as usize)).collect();
+            Some(dims.ok_or_else(|| invalid(format!("model.input_shape must be positive integers, got {shape:?}")))?)
+        };
+        let preprocess = match p.string("model.preprocess", "").as_str() {
+            "" => None,
+            spec => Some(lop::preprocess::Preprocess::parse(spec).map_err(|e| invalid(format!("model.preprocess: {e}")))?),
+        };
         let robot_profile = ProfileSource::parse(&p.string("model.robot_profile", "synthetic"));
         let server_profile = ProfileSource::parse(&p.string("model.server_profile", "synthetic"));
         let table = read_table(p)?;
@@ -387,6 +400,7 @@ impl RobotConfig {
             edge,
             robot_id,
             model_source,
+            model_load: lop::model::LoadOptions { input_shape, preprocess },
             model_id,
             robot_profile,
             server_profile,

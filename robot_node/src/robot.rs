@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use lop::graph::DType;
-use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{ClientOptions, InferenceStats, RobotClient};
@@ -266,8 +265,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     if cfg.threads > 0 {
         tch::set_num_threads(cfg.threads);
     }
-    let source = cfg.model_source.clone();
-    let (worker, loaded) = Worker::spawn("lop-robot-model", move || lop::model::load(&source, &LoadOptions::default())).await?;
+    let (source, load) = (cfg.model_source.clone(), cfg.model_load.clone());
+    let (worker, loaded) = Worker::spawn("lop-robot-model", move || lop::model::load(&source, &load)).await?;
     let (robot_p, server_p, table_s, cache) =
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
     let (table, names, input_info) = worker

@@ -414,6 +414,8 @@ pub struct EdgeProcessConfig {
     pub source: String,
     /// Input shape for dynamic ONNX inputs.
     pub input_shape: Option<Vec<usize>>,
+    /// The preprocess stage, as [`lop::preprocess::Preprocess::spec`] writes it.
+    pub preprocess: Option<String>,
     /// The robot's profile.
     pub robot: Profile,
     /// The server's profile.
@@ -435,6 +437,7 @@ impl BenchConfig {
             model_id: self.model_id.clone(),
             source: self.source.clone(),
             input_shape: self.load.input_shape.clone(),
+            preprocess: self.load.preprocess.as_ref().map(lop::preprocess::Preprocess::spec),
             robot: self.robot.clone(),
             server: self.server.clone(),
             spec: self.spec.clone(),
@@ -459,7 +462,8 @@ pub async fn serve_edge_process(
     stop: impl std::future::Future<Output = ()>,
     ready: impl FnOnce(),
 ) -> Result<EdgeCounts> {
-    let load = LoadOptions { input_shape: cfg.input_shape.clone() };
+    let preprocess = cfg.preprocess.as_deref().map(lop::preprocess::Preprocess::parse).transpose()?;
+    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess };
     let service =
         EdgeService::start(edge_options(&cfg.model_id, &cfg.source, &load, &cfg.robot, &cfg.server, &cfg.spec, &cfg.cache_dir)).await?;
     let edge = ZenohEdge::start(service, &cfg.listen).await?;

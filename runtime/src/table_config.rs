@@ -31,15 +31,89 @@ pub enum ScaleSetting {
     Word(String),
 }
 
-/// How the raw input crosses the link, for every method alike.
+/// How the raw input crosses the link, for every method alike (`table.input_wire`,
+/// `--input-wire`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum InputDtypeSetting {
-    /// Raw camera bytes (normalisation inside the graph).
+pub enum InputWireSetting {
+    /// The graph input's own dtype: camera bytes for models that normalise inside the graph
+    /// (the zoo, and ONNX models given a preprocess stage), float32 for other float models.
     #[default]
+    Native,
+    /// Camera bytes, and an error for a model whose input is not uint8 (it needs a preprocess
+    /// stage first): the setting that makes sure frames are never priced as bytes but sent as
+    /// floats.
     U8,
-    /// Normalised floats, 4 bytes per element (as in the paper).
+    /// Float32, 4 bytes per element (as in the paper), whatever the input's dtype.
     F32,
+}
+
+impl InputWireSetting {
+    /// The names, for messages.
+    pub const NAMES: &str = "native, u8 or f32";
+
+    /// Checks the setting against the model's graph input.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for `u8` on a model whose input is not uint8, saying how to add a
+    /// preprocess stage.
+    pub fn check(self, graph: &Graph) -> Result<()> {
+        if self != InputWireSetting::U8 {
+            return Ok(());
+        }
+        for i in graph.inputs() {
+            let info = &graph.nodes[i].info;
+            if info.dtype != lop::DType::U8 {
+                return Err(Error::InvalidConfig {
+                    what: format!(
+                        "input wire u8: '{}' takes {:?} input {:?}, so its frames would cross the link as floats. Give it a \
+                         preprocess stage that takes camera bytes (--preprocess or model.preprocess: {}), or use the \
+                         input wire native or f32",
+                        graph.name,
+                        info.dtype,
+                        info.shape,
+                        lop::preprocess::SPEC_HELP
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The simulator's pricing of graph inputs (`None`: their own dtype).
+    pub fn bytes_per_element(self) -> Option<usize> {
+        match self {
+            InputWireSetting::Native | InputWireSetting::U8 => None,
+            InputWireSetting::F32 => Some(4),
+        }
+    }
+
+    /// How the runtime sends graph inputs.
+    pub fn wire(self) -> InputWire {
+        match self {
+            InputWireSetting::Native | InputWireSetting::U8 => InputWire::Native,
+            InputWireSetting::F32 => InputWire::F32,
+        }
+    }
+
+    /// The setting's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputWireSetting::Native => "native",
+            InputWireSetting::U8 => "u8",
+            InputWireSetting::F32 => "f32",
+        }
+    }
+}
+
+impl std::str::FromStr for InputWireSetting {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [InputWireSetting::Native, InputWireSetting::U8, InputWireSetting::F32]
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| format!("unknown input wire '{s}' (expected {})", InputWireSetting::NAMES))
+    }
 }
 
 /// The `table:` section of a configuration file. Every field has a default.
@@ -50,8 +124,9 @@ pub struct TableSettings {
     pub buckets: BucketSetting,
     /// Bucket b stands for b x F MB/s on the real link (default 1).
     pub bandwidth_scale: ScaleSetting,
-    /// How the raw input travels (default u8).
-    pub input_dtype: InputDtypeSetting,
+    /// How the raw input travels (default native; `input_dtype` is read as its old name).
+    #[serde(alias = "input_dtype")]
+    pub input_wire: InputWireSetting,
     /// One-way link latency the planner assumes, ms (default 1).
     pub latency_ms: f64,
     /// Per-message overhead the planner assumes, ms (default 0).
@@ -77,7 +152,7 @@ impl Default for TableSettings {
         TableSettings {
             buckets: BucketSetting::Text("0:30:1".into()),
             bandwidth_scale: ScaleSetting::Factor(1.0),
-            input_dtype: InputDtypeSetting::U8,
+            input_wire: InputWireSetting::Native,
             latency_ms: 1.0,
             overhead_ms: 0.0,
             objective: "latency".into(),
@@ -106,10 +181,7 @@ impl TableSettings {
 
     /// How the raw input travels on the wire.
     pub fn input_wire(&self) -> InputWire {
-        match self.input_dtype {
-            InputDtypeSetting::U8 => InputWire::Native,
-            InputDtypeSetting::F32 => InputWire::F32,
-        }
+        self.input_wire.wire()
     }
 
     /// The table specification for a model and its two profiles (`auto` needs them).
@@ -117,6 +189,7 @@ impl TableSettings {
     /// # Errors
     /// [`Error::InvalidConfig`] naming the bad field; simulator errors for `auto`.
     pub fn spec(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<TableSpec> {
+        self.input_wire.check(graph)?;
         let scale = match &self.bandwidth_scale {
             ScaleSetting::Word(w) if w == "auto" => auto_bandwidth_scale(graph, robot, server)?,
             _ => self.fixed_scale()?,
@@ -164,10 +237,7 @@ impl TableSettings {
             bandwidth_scale: scale,
             latency_s: self.latency_ms / 1e3,
             overhead_s: self.overhead_ms / 1e3,
-            input_bytes_per_element: match self.input_dtype {
-                InputDtypeSetting::U8 => None,
-                InputDtypeSetting::F32 => Some(4),
-            },
+            input_bytes_per_element: self.input_wire.bytes_per_element(),
             objective,
             power: p,
             planner,
@@ -199,6 +269,29 @@ mod tests {
         assert_eq!(s.bandwidth_scale, ScaleSetting::Word("auto".into()));
         assert_eq!(s.input_wire(), InputWire::F32);
         assert_eq!(s.chunk_bounds, ChunkBounds::Even);
+        assert_eq!(parse(r#"{"input_wire": "u8"}"#)?.input_wire, InputWireSetting::U8, "the new name");
+        assert_eq!(d.input_wire, InputWireSetting::Native);
+        Ok(())
+    }
+
+    /// `u8` promises camera bytes: on a float-input model it is an error that says how to add a
+    /// preprocess stage, and once the stage is there it holds; `native` prices each model by its
+    /// own input dtype.
+    #[test]
+    fn u8_wire_needs_a_byte_input() -> std::result::Result<(), String> {
+        let mut b = lop::GraphBuilder::new("float_net");
+        let x = b.input("images", vec![1, 3, 8, 8], lop::DType::F32);
+        let y = b.add("relu", lop::Op::Unary(lop::ops::UnaryOp::Relu), &[x]).map_err(|e| e.to_string())?;
+        b.output(y);
+        let float = b.build().map_err(|e| e.to_string())?;
+        let e = InputWireSetting::U8.check(&float).expect_err("float input").to_string();
+        assert!(e.contains("float_net") && e.contains("F32") && e.contains("preprocess") && e.contains("'unit'"), "{e}");
+        InputWireSetting::Native.check(&float).map_err(|e| e.to_string())?;
+        InputWireSetting::F32.check(&float).map_err(|e| e.to_string())?;
+        let bytes = lop::preprocess::Preprocess::parse("unit").and_then(|p| p.apply(float)).map_err(|e| e.to_string())?;
+        InputWireSetting::U8.check(&bytes).map_err(|e| e.to_string())?;
+        assert_eq!("u8".parse::<InputWireSetting>(), Ok(InputWireSetting::U8));
+        assert!("f16".parse::<InputWireSetting>().is_err());
         Ok(())
     }
 
