@@ -40,7 +40,7 @@ fn inspect_json_counts_resnet18() {
 
 #[test]
 fn verify_json_passes_on_a_zoo_model() {
-    let out = lop(&["verify", "zoo:occupancy3d", "--plans", "3", "--json"]);
+    let out = lop(&["verify", "zoo:occupancy3d@64x64x16", "--plans", "3", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v = stdout_json(&out);
     assert_eq!(v["plans"], 3);
@@ -73,7 +73,7 @@ fn run_writes_outputs_and_split_matches_whole() {
     for (path, mode) in [(&whole, "whole"), (&split, "random:7")] {
         let out = lop(&[
             "run",
-            "zoo:occupancy3d",
+            "zoo:occupancy3d@64x64x16",
             "--input",
             input.to_str().expect("utf8"),
             "--output",
@@ -127,13 +127,13 @@ fn bad_inputs_give_clear_errors_not_panics() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     // Unknown split.
-    let out = lop(&["run", "zoo:occupancy3d", "--input", small.to_str().expect("utf8"), "--output", "y.npy", "--split", "sideways"]);
+    let out = lop(&["run", "zoo:occupancy3d@64x64x16", "--input", small.to_str().expect("utf8"), "--output", "y.npy", "--split", "sideways"]);
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn bench_exec_json_has_the_contract_keys() {
-    let out = lop(&["bench-exec", "zoo:occupancy3d", "--runs", "3", "--warmup", "1", "--json"]);
+    let out = lop(&["bench-exec", "zoo:occupancy3d@64x64x16", "--runs", "3", "--warmup", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v = stdout_json(&out);
     for key in ["model", "whole_ms", "banded_ms", "ratio", "peak_mem_ratio"] {

@@ -15,9 +15,9 @@ const EPS: f64 = 1e-6;
 const LAYER_SCALE: f64 = 0.1;
 
 /// ConvNeXt-Tiny.
-pub(super) fn convnext_tiny(name: &str, seed: u64) -> Result<(Graph, usize)> {
+pub(super) fn convnext_tiny(name: &str, seed: u64, size: &[usize]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.image_input()?;
+    let x = b.image_input(size)?;
     let x = b.conv("stem.conv", x, ConvCfg::new(DIMS[0], 4).stride(4).pad(0).bias(Bias::Plain))?;
     let mut x = b.layer_norm_2d("stem.norm", x, EPS)?;
     for (i, (&depth, &dim)) in DEPTHS.iter().zip(&DIMS).enumerate() {

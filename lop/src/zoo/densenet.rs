@@ -14,9 +14,9 @@ const BN_SIZE: usize = 4;
 const BLOCKS: [usize; 4] = [6, 12, 24, 16];
 
 /// DenseNet-121.
-pub(super) fn densenet121(name: &str, seed: u64) -> Result<(Graph, usize)> {
+pub(super) fn densenet121(name: &str, seed: u64, size: &[usize]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.image_input()?;
+    let x = b.image_input(size)?;
     let x = b.conv_relu("conv0", x, ConvCfg::new(64, 7).stride(2).pad(3))?;
     let mut x = b.max_pool("pool0", x, 3, 2, 1, 2)?;
     for (i, &n) in BLOCKS.iter().enumerate() {

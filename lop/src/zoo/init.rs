@@ -142,10 +142,15 @@ impl Zb {
         Tensor::f_from_slice(&v).and_then(|t| t.f_reshape(dims.as_slice())).map_err(torch_err(format!("creating a {shape:?} weight")))
     }
 
-    /// The raw image input `[1, 3, 224, 224]` u8 and its ImageNet normalisation.
-    pub(crate) fn image_input(&mut self) -> Result<NodeId> {
-        let x = self.g.input("image", vec![1, 3, 224, 224], DType::U8);
+    /// The raw image input `[1, 3, H, W]` u8 (`size` = `[H, W]`) and its ImageNet normalisation.
+    pub(crate) fn image_input(&mut self, size: &[usize]) -> Result<NodeId> {
+        let x = self.g.input("image", vec![1, 3, size[0], size[1]], DType::U8);
         self.g.add("normalize", Op::NormalizeU8 { mean: IMAGENET_MEAN.to_vec(), std: IMAGENET_STD.to_vec() }, &[x])
+    }
+
+    /// A u8 graph input (camera bytes).
+    pub(crate) fn input_u8(&mut self, name: &str, shape: Vec<usize>) -> NodeId {
+        self.g.input(name, shape, DType::U8)
     }
 
     /// An f32 graph input.

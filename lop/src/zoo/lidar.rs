@@ -25,9 +25,9 @@ const NECK: usize = 128;
 const STAGES: [(usize, usize); 3] = [(64, 2), (128, 3), (256, 3)];
 
 /// The BEV detector.
-pub(super) fn lidar_bev(name: &str, seed: u64) -> Result<(Graph, usize)> {
+pub(super) fn lidar_bev(name: &str, seed: u64, size: &[usize]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.input_f32("bev", vec![1, 4, 256, 256]);
+    let x = b.input_f32("bev", vec![1, 4, size[0], size[1]]);
     let mut x = b.conv_relu("stem", x, ConvCfg::new(32, 3))?;
     let mut feats = Vec::new();
     for (i, &(w, n)) in STAGES.iter().enumerate() {

@@ -16,9 +16,9 @@ fn conv_relu6(b: &mut Zb, name: &str, x: NodeId, c: ConvCfg) -> Result<NodeId> {
 }
 
 /// MobileNetV2 at width 1.0.
-pub(super) fn mobilenet_v2(name: &str, seed: u64) -> Result<(Graph, usize)> {
+pub(super) fn mobilenet_v2(name: &str, seed: u64, size: &[usize]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.image_input()?;
+    let x = b.image_input(size)?;
     let mut x = conv_relu6(&mut b, "features.0", x, ConvCfg::new(32, 3).stride(2))?;
     let mut idx = 1;
     for (t, c, n, s) in SETTINGS {

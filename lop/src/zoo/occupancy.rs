@@ -18,9 +18,9 @@ fn conv3(b: &mut Zb, name: &str, x: NodeId, out: usize) -> Result<NodeId> {
 }
 
 /// The occupancy completion net.
-pub(super) fn occupancy3d(name: &str, seed: u64) -> Result<(Graph, usize)> {
+pub(super) fn occupancy3d(name: &str, seed: u64, size: &[usize]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.input_f32("voxels", vec![1, 1, 64, 64, 16]);
+    let x = b.input_f32("voxels", vec![1, 1, size[0], size[1], size[2]]);
     let e1 = conv3(&mut b, "enc1.conv1", x, WIDTHS[0])?;
     let e1 = conv3(&mut b, "enc1.conv2", e1, WIDTHS[0])?;
     let p1 = b.max_pool("enc2.pool", e1, 2, 2, 0, 3)?;

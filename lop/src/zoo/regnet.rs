@@ -13,9 +13,9 @@ const WIDTHS: [usize; 4] = [32, 64, 160, 400];
 const GROUP_WIDTH: usize = 16;
 
 /// RegNetX-400MF.
-pub(super) fn regnet_x_400mf(name: &str, seed: u64) -> Result<(Graph, usize)> {
+pub(super) fn regnet_x_400mf(name: &str, seed: u64, size: &[usize]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.image_input()?;
+    let x = b.image_input(size)?;
     let mut x = b.conv_relu("stem", x, ConvCfg::new(32, 3).stride(2))?;
     for (i, (&depth, &w)) in DEPTHS.iter().zip(&WIDTHS).enumerate() {
         for j in 0..depth {

@@ -8,9 +8,9 @@ use crate::ops::BinaryOp;
 
 /// A ResNet with `depths` blocks per stage; `bottleneck` selects 1x1-3x3-1x1 blocks (x4 width)
 /// instead of two 3x3 convs.
-pub(super) fn resnet(name: &str, seed: u64, bottleneck: bool, depths: [usize; 4]) -> Result<(Graph, usize)> {
+pub(super) fn resnet(name: &str, seed: u64, size: &[usize], bottleneck: bool, depths: [usize; 4]) -> Result<(Graph, usize)> {
     let mut b = Zb::new(name, seed);
-    let x = b.image_input()?;
+    let x = b.image_input(size)?;
     let x = b.conv_relu("conv1", x, ConvCfg::new(64, 7).stride(2).pad(3))?;
     let mut x = b.max_pool("maxpool", x, 3, 2, 1, 2)?;
     // Keep the summed variance the residual branches add about that of a 16-block net, so

@@ -63,7 +63,10 @@ fn check_model(name: &str, out_shape: &[usize]) {
         if k == 0 {
             eprintln!("{name}: output '{node}' {:?} rms {r:.4} (whole run with probes {elapsed:.2?})", t.size());
         }
-        assert!((1e-2..=1e2).contains(&r), "{name}: '{node}' rms {r} outside [1e-2, 1e2]");
+        // Detectors decode boxes and keypoints to input pixels: their output may reach the
+        // image's size.
+        let hi = if k == 0 && ["yolo_det", "pose_hr"].contains(&name) { 1e3 } else { 1e2 };
+        assert!((1e-2..=hi).contains(&r), "{name}: '{node}' rms {r} outside [1e-2, {hi}]");
     }
     let probe_rms: Vec<String> =
         g.outputs[1..].iter().zip(&run.outputs[1..]).map(|(&id, t)| format!("{}={:.2}", g.nodes[id].name, rms(t))).collect();
@@ -90,14 +93,43 @@ model_tests! {
     zoo_mobilenet_v2: "mobilenet_v2" => [1, 1000];
     zoo_regnet_x_400mf: "regnet_x_400mf" => [1, 1000];
     zoo_lidar_bev: "lidar_bev" => [1, 11, 64, 64];
-    zoo_occupancy3d: "occupancy3d" => [1, 2, 64, 64, 16];
+    zoo_occupancy3d: "occupancy3d" => [1, 2, 256, 32, 256];
+    zoo_yolo_det: "yolo_det" => [1, 84, 8400];
+    zoo_pose_hr: "pose_hr" => [1, 56, 12600];
 }
 
 #[test]
 fn zoo_registry_matches_names() {
-    let registered: Vec<&str> = MODELS.iter().map(|(n, _, _)| *n).collect();
+    let registered: Vec<&str> = MODELS.iter().map(|e| e.name).collect();
     assert_eq!(registered, names());
     assert!(matches!(build("resnet19"), Err(Error::UnknownModel { .. })));
+}
+
+/// `zoo:NAME@HxW` builds an image model at another size, and every size that cannot work is an
+/// error naming the constraint.
+#[test]
+fn zoo_size_overrides_and_their_constraints() {
+    let g = build("resnet18@480x640").expect("a multiple of 32");
+    assert_eq!(g.nodes[g.inputs()[0]].info.shape, vec![1, 3, 480, 640]);
+    assert_eq!(g.nodes[g.outputs[0]].info.shape, vec![1, 1000]);
+    assert_eq!(g.name, "resnet18@480x640");
+    let g = build("yolo_det@320x480").expect("a multiple of 32");
+    assert_eq!(g.nodes[g.outputs[0]].info.shape, vec![1, 84, 40 * 60 + 20 * 30 + 10 * 15]);
+    let g = build("occupancy3d@64x32x64").expect("multiples of 4");
+    assert_eq!(g.nodes[g.outputs[0]].info.shape, vec![1, 2, 64, 32, 64]);
+    assert_eq!(build("yolo_det@640x640").expect("the default").name, "yolo_det", "the default size keeps the plain name");
+    for (spec, says) in [
+        ("vgg16@480x640", "224x224 only"),
+        ("yolo_det@500x640", "500 is not a multiple of 32"),
+        ("occupancy3d@64x30x64", "30 is not a multiple of 4"),
+        ("yolo_det@640", "2 dimensions"),
+        ("resnet18@axb", "not a size"),
+        ("resnet18@0x224", "not a size"),
+        ("lidar_bev@128x128", "256x256 only"),
+    ] {
+        let e = build(spec).expect_err(spec).to_string();
+        assert!(e.contains(says), "{spec}: {e}");
+    }
 }
 
 #[test]

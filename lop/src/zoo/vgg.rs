@@ -9,10 +9,10 @@ const VGG16: [&[usize]; 5] = [&[64, 64], &[128, 128], &[256, 256, 256], &[512, 5
 const VGG19: [&[usize]; 5] = [&[64, 64], &[128, 128], &[256, 256, 256, 256], &[512, 512, 512, 512], &[512, 512, 512, 512]];
 
 /// VGG with `layers` 16 or 19.
-pub(super) fn vgg(name: &str, seed: u64, layers: usize) -> Result<(Graph, usize)> {
+pub(super) fn vgg(name: &str, seed: u64, size: &[usize], layers: usize) -> Result<(Graph, usize)> {
     let cfg = if layers == 19 { VGG19 } else { VGG16 };
     let mut b = Zb::new(name, seed);
-    let mut x = b.image_input()?;
+    let mut x = b.image_input(size)?;
     for (i, widths) in cfg.iter().enumerate() {
         for (j, &w) in widths.iter().enumerate() {
             x = b.conv_relu(&format!("conv{}_{}", i + 1, j + 1), x, ConvCfg::new(w, 3).bias(Bias::Plain))?;
