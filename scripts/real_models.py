@@ -20,6 +20,12 @@ ONNX op types it uses. The models:
 - yolo_det, yolo_pose: YOLOv8-style detector (80 classes, output [1,84,A]) and pose net (1 class,
   17 keypoints, output [1,56,A]) from scripts/yolo_style.py, seeded weights, input [1,3,320,320]
   (A = 2100 anchors), box (DFL) and keypoint decoding in the graph, legacy exporter, opset 17.
+- common_det_640: the same trained detector with its input height and width made dynamic
+  (dim_param, stale inner shapes dropped) and run at 640x640, as a camera-resolution frame would
+  be (output [1,8400,6] instead of [1,3549,6]).
+- ppocr_det: rapidocr-onnxruntime 1.4.4's bundled PP-OCRv4 text detector (a trained DBNet-style
+  segmenter, Apache-2.0; dynamic input, run at [1,3,640,640]; output a [1,1,640,640] probability
+  map), fed a normalised natural-image input.
 - common_det: ddddocr 1.6.1's bundled detector (a trained YOLOX-style net, MIT licence), input
   [1,3,416,416] fed the way ddddocr feeds it: BGR pixels as float32 in 0..255, letterboxed with
   the padding value 114.
@@ -48,7 +54,7 @@ TORCHVISION_MODELS = ("resnet18", "densenet121", "convnext_tiny")
 # name: (classes, keypoints) of scripts/yolo_style.py's YoloStyle.
 YOLO_STYLE_MODELS = {"yolo_det": (80, 0), "yolo_pose": (1, 17)}
 YOLO_SIZE = 320
-ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "common_det")
+ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "common_det", "common_det_640", "ppocr_det")
 OPSET = 17
 
 
@@ -123,14 +129,44 @@ def yolo_style_source() -> str:
     return sha256(Path(__file__).with_name("yolo_style.py"))
 
 
-def ddddocr_det_path() -> Path:
-    spec = importlib.util.find_spec("ddddocr")
+def copy_model(name: str, src: Path, out: Path) -> None:
+    log(f"{name}: copying {src}")
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, out)
+
+
+def make_dynamic(src: Path, out: Path) -> None:
+    """Copies an image model with its input height and width turned into named dynamic
+    dimensions, dropping the inferred shapes of inner values and outputs that the export froze."""
+    import onnx
+
+    model = onnx.load(str(src))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for axis, name in ((2, "height"), (3, "width")):
+        dims[axis].Clear()
+        dims[axis].dim_param = name
+    del model.graph.value_info[:]
+    for o in model.graph.output:
+        o.type.tensor_type.shape.Clear()
+    tmp = out.with_name(out.name + ".tmp")
+    onnx.save(model, str(tmp))
+    os.replace(tmp, out)
+
+
+def packaged_model(package: str, relative: str) -> Path:
+    """A model file shipped inside an installed package (found without importing it)."""
+    spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise SystemExit("real_models: ddddocr is not installed (run scripts/setup.sh --test-deps)")
-    path = Path(spec.origin).parent / "common_det.onnx"
+        raise SystemExit(f"real_models: {package} is not installed (run scripts/setup.sh --test-deps)")
+    path = Path(spec.origin).parent / relative
     if not path.is_file():
-        raise SystemExit(f"real_models: {path} is missing from the ddddocr package")
+        raise SystemExit(f"real_models: {path} is missing from the {package} package")
     return path
+
+
+def ddddocr_det_path() -> Path:
+    return packaged_model("ddddocr", "common_det.onnx")
 
 
 def static_input_shape(model_path: Path, fallback: list[int]) -> list[int]:
@@ -290,14 +326,30 @@ def main() -> int:
                 stamp = {}
             make_input = natural_image_input
             source_note = f"YOLOv8-style {'pose' if kpts else 'detector'} (scripts/yolo_style.py), seeded weights, legacy exporter, opset {OPSET}"
+        elif name == "common_det_640":
+            src = ddddocr_det_path()
+            source = {"kind": "ddddocr-dynamic", "format": FORMAT, "sha256": sha256(src)}
+            if stamp.get("source") != source or not onnx_path.is_file():
+                log(f"{name}: {src} with dynamic height and width")
+                make_dynamic(src, onnx_path)
+                stamp = {}
+            shape = [1, 3, 640, 640]
+            make_input = captcha_like_input
+            source_note = "ddddocr 1.6.1 common_det.onnx with dynamic H and W, run at 640x640; BGR pixels 0..255, padding 114"
+        elif name == "ppocr_det":
+            src = packaged_model("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx")
+            source = {"kind": "rapidocr", "format": FORMAT, "sha256": sha256(src)}
+            if stamp.get("source") != source or not onnx_path.is_file():
+                copy_model(name, src, onnx_path)
+                stamp = {}
+            shape = [1, 3, 640, 640]
+            make_input = natural_image_input
+            source_note = "rapidocr-onnxruntime 1.4.4 ch_PP-OCRv4_det_infer.onnx (PP-OCRv4 text detector, Apache-2.0) at 640x640"
         elif name == "common_det":
             src = ddddocr_det_path()
             source = {"kind": "ddddocr", "format": FORMAT, "sha256": sha256(src)}
             if stamp.get("source") != source or not onnx_path.is_file():
-                log(f"{name}: copying {src}")
-                tmp = onnx_path.with_name(onnx_path.name + ".tmp")
-                shutil.copyfile(src, tmp)
-                os.replace(tmp, onnx_path)
+                copy_model(name, src, onnx_path)
                 stamp = {}
             shape = static_input_shape(onnx_path, [1, 3, 416, 416])
             make_input = captcha_like_input

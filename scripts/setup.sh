@@ -6,7 +6,9 @@
 # Pass --test-deps to also install the Python peers the real-model tests use into the same venv:
 # torchvision==0.28.0 (the release built for torch 2.13; torch stays pinned so pip never swaps
 # it), onnx and onnxruntime (reference outputs), numpy, pillow, and ddddocr==1.6.1 without its
-# dependencies (only its bundled common_det.onnx is used), and the independent ROS 2 peer of the
+# dependencies (only its bundled common_det.onnx is used), rapidocr-onnxruntime==1.4.4 without its
+# dependencies (only its bundled PP-OCRv4 text detector, a trained segmenter, is used), and the
+# independent ROS 2 peer of the
 # interop tests: eclipse-zenoh==1.10.2 (the Zenoh protocol of the Rust zenoh 1.10.2 the nodes
 # use) and rosbags==0.11.9 (CDR and .msg parsing, no ROS install). When they are already there
 # at the pinned versions, nothing is downloaded (a fraction of a second). Concurrent runs
@@ -21,6 +23,7 @@ onnx_version=1.23.2
 onnxruntime_version=1.31.1
 numpy_version=2.4.6
 ddddocr_version=1.6.1
+rapidocr_version=1.4.4
 zenoh_version=1.10.2
 rosbags_version=0.11.9
 
@@ -59,9 +62,9 @@ if [ "$test_deps" = 1 ]; then
   # dependencies are deliberately absent).
   check_test_deps() {
     "$venv/bin/python" - "$torch_version" "$torchvision_version" "$onnx_version" "$onnxruntime_version" "$numpy_version" "$ddddocr_version" \
-      "$zenoh_version" "$rosbags_version" <<'PY'
+      "$zenoh_version" "$rosbags_version" "$rapidocr_version" <<'PY'
 import importlib.metadata as md, importlib.util, os, sys
-names = ["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr", "eclipse-zenoh", "rosbags"]
+names = ["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr", "eclipse-zenoh", "rosbags", "rapidocr-onnxruntime"]
 want = dict(zip(names, sys.argv[1:]))
 want["pillow"] = None
 bad = []
@@ -76,6 +79,9 @@ for name, version in want.items():
 spec = importlib.util.find_spec("ddddocr")
 if spec is None or not os.path.isfile(os.path.join(os.path.dirname(spec.origin), "common_det.onnx")):
     bad.append("ddddocr/common_det.onnx missing")
+spec = importlib.util.find_spec("rapidocr_onnxruntime")
+if spec is None or not os.path.isfile(os.path.join(os.path.dirname(spec.origin), "models", "ch_PP-OCRv4_det_infer.onnx")):
+    bad.append("rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx missing")
 if bad:
     print("; ".join(bad), file=sys.stderr)
     sys.exit(1)
@@ -88,7 +94,7 @@ PY
       "torch==$torch_version" "torchvision==$torchvision_version" \
       "onnx==$onnx_version" "onnxruntime==$onnxruntime_version" "numpy==$numpy_version" pillow \
       "eclipse-zenoh==$zenoh_version" "rosbags==$rosbags_version" >&2
-    "$venv/bin/pip" install --quiet --no-deps "ddddocr==$ddddocr_version" >&2
+    "$venv/bin/pip" install --quiet --no-deps "ddddocr==$ddddocr_version" "rapidocr-onnxruntime==$rapidocr_version" >&2
     if ! check_test_deps; then
       echo "setup: test peers still incomplete after installing (see above)" >&2
       exit 1

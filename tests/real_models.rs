@@ -1,5 +1,6 @@
 //! Real models against onnxruntime: ddddocr 1.6.1's `common_det.onnx` (a trained YOLOX-style
-//! detector), torchvision 0.28's resnet18, densenet121 and convnext_tiny, and YOLOv8-style
+//! detector, at its own 416x416 and at 640x640 through a dynamic shape), rapidocr-onnxruntime
+//! 1.4.4's PP-OCRv4 text detector (a trained segmenter, 640x640), torchvision 0.28's resnet18, densenet121 and convnext_tiny, and YOLOv8-style
 //! detection and pose nets (`scripts/yolo_style.py`) (random seeded weights, legacy exporter,
 //! opset 17). For each, lop imports the ONNX file and runs it whole
 //! and split under two random plans on the same input as onnxruntime (CPU, graph optimisations
@@ -148,6 +149,20 @@ fn yolo_det_matches_onnxruntime() {
 #[test]
 fn yolo_pose_matches_onnxruntime() {
     check_model("yolo_pose");
+}
+
+/// The trained detector at camera resolution through a dynamic input shape: 640x640 instead of
+/// the 416x416 it was exported at (its anchor grids follow the feature maps).
+#[test]
+fn common_det_at_640_matches_onnxruntime() {
+    check_model("common_det_640");
+}
+
+/// A trained segmenter shipped in a PyPI wheel: PP-OCRv4's text detector (rapidocr-onnxruntime),
+/// dynamic input run at 640x640, probability map out.
+#[test]
+fn ppocr_det_matches_onnxruntime() {
+    check_model("ppocr_det");
 }
 
 #[test]

@@ -127,7 +127,8 @@ fn bad_inputs_give_clear_errors_not_panics() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     // Unknown split.
-    let out = lop(&["run", "zoo:occupancy3d@64x64x16", "--input", small.to_str().expect("utf8"), "--output", "y.npy", "--split", "sideways"]);
+    let out =
+        lop(&["run", "zoo:occupancy3d@64x64x16", "--input", small.to_str().expect("utf8"), "--output", "y.npy", "--split", "sideways"]);
     assert_eq!(out.status.code(), Some(2));
 }
 

@@ -157,7 +157,7 @@ fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(
         }
         (None, Some(given)) => checked(given.clone()),
         (d, None) => Err(Error::Input(format!(
-            "input '{name}' has dynamic shape [{}]; give a static input shape (--input-shape)",
+            "input '{name}' has dynamic shape [{}]; give a static input shape (--input-shape on the command line, model.input_shape in the robot and edge configurations)",
             d.as_deref().map_or_else(|| "unknown".to_string(), show)
         ))),
     }
