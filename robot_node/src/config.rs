@@ -139,8 +139,11 @@ pub struct ImageSettings {
     pub width: u32,
     /// Channel order of a colour input.
     pub order: ChannelOrder,
-    /// Resize or letterbox.
-    pub fit: Fit,
+    /// Resize or letterbox; `None` (`auto`): letterbox for detectors and other models with dense
+    /// outputs (boxes must keep the frame's aspect ratio), resize for classifiers.
+    pub fit: Option<Fit>,
+    /// The padding value of a letterbox (`auto` included).
+    pub pad: u8,
 }
 
 /// Topic names of `lop_robot`.
@@ -360,12 +363,13 @@ impl RobotConfig {
         };
         let pad = p.int("image.pad", 0)?;
         let pad = u8::try_from(pad).map_err(|_| invalid(format!("image.pad must be 0..=255, got {pad}")))?;
-        let fit = match p.string("image.fit", "resize").as_str() {
-            "resize" => Fit::Resize,
-            "letterbox" => Fit::Letterbox { pad },
-            other => return Err(invalid(format!("image.fit must be resize or letterbox, got '{other}'"))),
+        let fit = match p.string("image.fit", "auto").as_str() {
+            "auto" => None,
+            "resize" => Some(Fit::Resize),
+            "letterbox" => Some(Fit::Letterbox { pad }),
+            other => return Err(invalid(format!("image.fit must be auto, resize or letterbox, got '{other}'"))),
         };
-        let image = ImageSettings { height: u32_param(p, "image.height", 0)?, width: u32_param(p, "image.width", 0)?, order, fit };
+        let image = ImageSettings { height: u32_param(p, "image.height", 0)?, width: u32_param(p, "image.width", 0)?, order, fit, pad };
         let (x, y, z) =
             (range(p, "cloud.x_range", (0.0, 102.4))?, range(p, "cloud.y_range", (-51.2, 51.2))?, range(p, "cloud.z_range", (-3.0, 1.0))?);
         let (rows, cols, depth) = (u32_param(p, "cloud.rows", 0)?, u32_param(p, "cloud.cols", 0)?, u32_param(p, "cloud.depth", 0)?);

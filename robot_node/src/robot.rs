@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Qos, SharedRos, Stamp, to_time};
 use crate::config::{CloudGrid, InputKind, RobotConfig};
-use crate::convert::{self, BevGrid, CloudView, ConvertError, ImageTarget, ImageView, PointFieldView, VoxelGrid};
+use crate::convert::{self, BevGrid, CloudView, ConvertError, Fit, ImageTarget, ImageView, PointFieldView, VoxelGrid};
 use crate::error::{Error, Result};
 use crate::mailbox::Mailbox;
 use lop_runtime::bandwidth::BucketSelector;
@@ -104,22 +104,31 @@ enum Target {
     Voxels(VoxelGrid),
 }
 
-fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType) -> Result<Target> {
+fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType, dense_outputs: bool) -> Result<Target> {
     let dim = |i: usize| shape.get(i).and_then(|&d| u32::try_from(d).ok()).unwrap_or(0);
     let pick = |configured: u32, model: u32| if configured == 0 { model } else { configured };
     match cfg.input {
         InputKind::Camera => {
             if shape.len() != 4 || dtype != DType::U8 {
+                let hint = if dtype == DType::F32 && shape.len() == 4 {
+                    format!(
+                        " (a float model takes camera bytes behind a preprocess stage: model.preprocess, {})",
+                        lop::preprocess::SPEC_HELP
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(Error::Config {
-                    what: format!("input camera needs a model taking a [1, C, H, W] uint8 image; this one takes {shape:?} {dtype:?}"),
+                    what: format!("input camera needs a model taking a [1, C, H, W] uint8 image; this one takes {shape:?} {dtype:?}{hint}"),
                 });
             }
+            let auto = if dense_outputs { Fit::Letterbox { pad: cfg.image.pad } } else { Fit::Resize };
             Ok(Target::Image(ImageTarget {
                 height: pick(cfg.image.height, dim(2)),
                 width: pick(cfg.image.width, dim(3)),
                 channels: dim(1),
                 order: cfg.image.order,
-                fit: cfg.image.fit,
+                fit: cfg.image.fit.unwrap_or(auto),
             }))
         }
         InputKind::Lidar => match &cfg.cloud {
@@ -269,7 +278,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let (worker, loaded) = Worker::spawn("lop-robot-model", move || lop::model::load(&source, &load)).await?;
     let (robot_p, server_p, table_s, cache) =
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
-    let (table, names, input_info) = worker
+    let (table, names, input_info, dense_outputs) = worker
         .call(move |g| -> Result<_> {
             let robot = robot_p.load(g, Side::Robot)?;
             let server = server_p.load(g, Side::Server)?;
@@ -281,10 +290,11 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             let [input] = inputs[..] else {
                 return Err(Error::Config { what: format!("the model has {} inputs; lop_robot feeds exactly one", inputs.len()) });
             };
-            Ok((table, names, g.nodes[input].info.clone()))
+            let dense = g.outputs.iter().any(|&o| g.nodes[o].info.shape.len() >= 3);
+            Ok((table, names, g.nodes[input].info.clone(), dense))
         })
         .await??;
-    let target = resolve_target(&cfg, &input_info.shape, input_info.dtype)?;
+    let target = resolve_target(&cfg, &input_info.shape, input_info.dtype, dense_outputs)?;
     let shape: Vec<i64> = input_info.shape.iter().map(|&d| d as i64).collect();
     let buckets = table.spec.buckets.clone();
     let scale = table.spec.bandwidth_scale;
@@ -521,5 +531,42 @@ fn result_msg(
         fallback_reason: s.fallback_reason.clone().unwrap_or_default(),
         outputs,
         top_k,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{ParamValue, Params};
+
+    fn config(fit: Option<&str>) -> RobotConfig {
+        let mut p = Params::empty("lop_robot");
+        if let Some(f) = fit {
+            p.set("image.fit", ParamValue::Str(f.into()));
+        }
+        p.set("image.pad", ParamValue::Int(114));
+        RobotConfig::from_params(&mut p).expect("valid parameters")
+    }
+
+    fn fit_of(t: Target) -> Fit {
+        match t {
+            Target::Image(i) => i.fit,
+            other => panic!("not an image target: {other:?}"),
+        }
+    }
+
+    /// `image.fit: auto` (the default) letterboxes frames for models with dense outputs
+    /// (detectors: boxes keep the frame's aspect ratio) and resizes them for classifiers; an
+    /// explicit setting wins; a float model is refused with the preprocess hint.
+    #[test]
+    fn auto_fit_letterboxes_detectors_and_resizes_classifiers() {
+        let shape = [1, 3, 640, 640];
+        let auto = config(None);
+        assert_eq!(fit_of(resolve_target(&auto, &shape, DType::U8, true).expect("detector")), Fit::Letterbox { pad: 114 });
+        assert_eq!(fit_of(resolve_target(&auto, &shape, DType::U8, false).expect("classifier")), Fit::Resize);
+        let resize = config(Some("resize"));
+        assert_eq!(fit_of(resolve_target(&resize, &shape, DType::U8, true).expect("explicit")), Fit::Resize);
+        let e = resolve_target(&auto, &shape, DType::F32, true).expect_err("float input").to_string();
+        assert!(e.contains("model.preprocess"), "{e}");
     }
 }
