@@ -127,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::BenchEdge(a) => bench_edge::run(&a),
         Command::BenchExec(a) => bench_exec::run(&a),
         Command::Power(a) => power::run(&a),
-        Command::Profile(a) => profile::run(&a),
+        Command::Profile(a) => profile::run(&a, args.threads),
         Command::Plan(a) => plan::run(&a, args.threads),
         Command::Simulate(a) => simulate::run(&a),
     }

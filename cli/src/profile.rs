@@ -59,7 +59,7 @@ pub struct ProfileArgs {
 ///
 /// # Errors
 /// Bad options, a missing CUDA device, load or execution failures, an unwritable output.
-pub fn run(args: &ProfileArgs) -> anyhow::Result<i32> {
+pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     anyhow::ensure!(args.runs >= 5, "--runs must be at least 5");
     anyhow::ensure!(args.dilation.is_finite() && args.dilation > 0.0, "--dilation must be positive");
     let role = match args.role {
@@ -76,6 +76,12 @@ pub fn run(args: &ProfileArgs) -> anyhow::Result<i32> {
             DeviceKind::Cuda
         }
     };
+    // An emulated (dilated) robot shares this machine with the edge, so it runs one libtorch
+    // thread, as `lop bench` runs it; measured with two, every kernel after a dilation wait also
+    // paid for waking the second worker (yolo_det@640: over 5 minutes instead of 44 s here).
+    if threads.is_none() && args.dilation > 1.0 {
+        tch::set_num_threads(1);
+    }
     let mut graph = args.model.load()?;
     graph.to_device(device.device()).context("moving the model to the device")?;
     let inputs = lop::exec::synthetic_inputs(&graph, 0)?
@@ -127,12 +133,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lop-cli-profile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let out = dir.join("robot.json");
-        assert!(run(&args(out.clone(), 3)).is_err(), "fewer than 5 runs must be refused");
-        assert_eq!(run(&args(out.clone(), 5)).expect("profile"), 0);
+        assert!(run(&args(out.clone(), 3), None).is_err(), "fewer than 5 runs must be refused");
+        assert_eq!(run(&args(out.clone(), 5), None).expect("profile"), 0);
         let p = lop::profile::Profile::load(&out).expect("load");
         let g = lop::zoo::build("mobilenet_v2").expect("model");
         p.validate(&g, &g.content_hash().expect("hash")).expect("valid for its model");
         assert_eq!((p.role, p.dilation, p.device), (Side::Robot, 2.0, DeviceKind::Cpu));
+        assert_eq!(p.threads, 1, "a dilated robot profiles with one libtorch thread unless told otherwise");
         assert!(p.ops.iter().all(|o| !o.local || o.samples.len() >= 4.min(o.out_rows)));
         let other = lop::zoo::build("resnet18").expect("model");
         let err = p.validate(&other, &other.content_hash().expect("hash")).expect_err("other model");
