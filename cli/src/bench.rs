@@ -415,7 +415,7 @@ fn print_report(
         return Ok(());
     }
     println!(
-        "{} over {trace} (x{scale:.3}), dilation {}, input {:?}, {} requests per method",
+        "{} over {trace} (x{scale:.3}), dilation {}, input wire {}, {} requests per method",
         args.model.model,
         cfg.dilation,
         args.input_wire.name(),
