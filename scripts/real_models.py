@@ -86,7 +86,14 @@ def export_torchvision(name: str, path: Path) -> None:
 
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None).eval()
-    example = torch.zeros(1, 3, 224, 224)
+    export_module(model, [1, 3, 224, 224], path, "input", "output")
+
+
+def export_module(model, shape: list[int], path: Path, input_name: str = "images", output_name: str = "output0") -> None:
+    """Exports a torch module to `path` (opset 17, legacy exporter, static shape)."""
+    import torch
+
+    example = torch.zeros(*shape)
     tmp = path.with_name(path.name + ".tmp")
     with torch.no_grad(), warnings.catch_warnings():
         # The legacy exporter is chosen on purpose; silence its deprecation notice.
@@ -97,29 +104,8 @@ def export_torchvision(name: str, path: Path) -> None:
             str(tmp),
             dynamo=False,
             opset_version=OPSET,
-            input_names=["input"],
-            output_names=["output"],
-            do_constant_folding=True,
-        )
-    os.replace(tmp, path)
-
-
-def export_module(model, shape: list[int], path: Path) -> None:
-    """Exports a torch module to `path` (opset 17, legacy exporter, static shape)."""
-    import torch
-
-    example = torch.zeros(*shape)
-    tmp = path.with_name(path.name + ".tmp")
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(
-            model,
-            (example,),
-            str(tmp),
-            dynamo=False,
-            opset_version=OPSET,
-            input_names=["images"],
-            output_names=["output0"],
+            input_names=[input_name],
+            output_names=[output_name],
             do_constant_folding=True,
         )
     os.replace(tmp, path)

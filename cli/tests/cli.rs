@@ -378,6 +378,10 @@ fn preprocess_stage_puts_camera_bytes_on_the_wire_for_float_models() {
         &y8.display().to_string(),
     ]));
     ok(&lop(&["run", &m, "--input", &xf.display().to_string(), "--output", &yf.display().to_string()]));
+    let out = lop(&["run", &m, "--input", &x8.display().to_string(), "--output", &yf.display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a byte frame without the stage: {err}");
+    assert!(err.contains("Uint8") && err.contains("preprocess"), "{err}");
     let (a, b) = (tch::Tensor::read_npy(&y8).expect("y8"), tch::Tensor::read_npy(&yf).expect("yf"));
     assert!(a.equal(&b), "byte frame through the stage differs from the float frame");
 }

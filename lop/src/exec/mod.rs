@@ -31,7 +31,17 @@ pub fn check_inputs(graph: &Graph, inputs: &[Tensor]) -> Result<()> {
             return Err(Error::Input(format!("input '{}' must have shape {:?}, got {:?}", graph.nodes[id].name, info.shape, shape)));
         }
         if t.kind() != info.dtype.kind() {
-            return Err(Error::Input(format!("input '{}' must have dtype {:?}, got {:?}", graph.nodes[id].name, info.dtype, t.kind())));
+            let hint = if t.kind() == tch::Kind::Uint8 && info.dtype == crate::graph::DType::F32 {
+                format!(" (camera bytes for a float model need a preprocess stage: {})", crate::preprocess::SPEC_HELP)
+            } else {
+                String::new()
+            };
+            return Err(Error::Input(format!(
+                "input '{}' must have dtype {:?}, got {:?}{hint}",
+                graph.nodes[id].name,
+                info.dtype,
+                t.kind()
+            )));
         }
     }
     Ok(())
