@@ -240,9 +240,16 @@ fn input_shape_works_in_every_command_that_loads_a_model() {
     assert!(err.contains("--input-shape") && err.contains("1,3,H,W"), "{err}");
     let out = lop(&["inspect", &m, "--input-shape", "1,3,0,32"]);
     assert_eq!(out.status.code(), Some(2), "a zero dimension is refused by the parser");
-    let out = lop(&["inspect", "zoo:resnet18", "--input-shape", "1,3,640,640"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fixed at [1, 3, 224, 224]"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A zoo model takes a shape as its size override (zoo:resnet18@640x640) where it can.
+    let out = lop(&["inspect", "zoo:resnet18", "--json", "--input-shape", "1,3,640,640"]);
+    ok(&out);
+    assert_eq!(stdout_json(&out)["input_shapes"], serde_json::json!([[1, 3, 640, 640]]));
+    for (bad, says) in [("1,3,100,100", "multiple of 32"), ("1,4,224,224", "which takes [1, 3, 224, 224]")] {
+        let out = lop(&["inspect", "zoo:resnet18", "--input-shape", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{bad}: {err}");
+    }
 
     let out = lop(&["verify", &m, "--plans", "3", "--json", shape[0], shape[1]]);
     ok(&out);

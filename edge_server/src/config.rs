@@ -150,6 +150,11 @@ pub struct ModelEntry {
     /// Input shape for ONNX models with dynamic input dimensions, e.g. `[1, 3, 416, 416]`.
     #[serde(default)]
     pub input_shape: Option<Vec<usize>>,
+    /// Several input shapes for one model with dynamic dimensions, each served (and profiled) as
+    /// its own variant: the camera resolutions of the robots that send frames at their own size
+    /// (`lop_robot` without `model.input_shape`). Exclusive with `input_shape`.
+    #[serde(default)]
+    pub input_shapes: Vec<Vec<usize>>,
     /// A front end for a float-input model so that frames arrive as bytes (`unit`, `raw`,
     /// `imagenet`, `mean=R,G,B;std=R,G,B`, each with an optional `;bgr`); robots must use the
     /// same, since it is part of the model.
@@ -339,10 +344,23 @@ impl EdgeConfig {
             if m.source.is_none() && m.sha256.is_none() {
                 return Err(self.invalid(field("source"), "give a source (zoo:NAME or a file in the store), or a sha256"));
             }
-            if let Some(shape) = &m.input_shape
-                && (shape.is_empty() || shape.contains(&0))
+            if m.input_shape.is_some() && !m.input_shapes.is_empty() {
+                return Err(self.invalid(field("input_shapes"), "give input_shape or input_shapes, not both"));
+            }
+            for (name, shape) in m.input_shape.iter().map(|s| ("input_shape", s)).chain(m.input_shapes.iter().map(|s| ("input_shapes", s)))
             {
-                return Err(self.invalid(field("input_shape"), format!("{shape:?} is not a shape of positive dimensions")));
+                if shape.is_empty() || shape.contains(&0) {
+                    return Err(self.invalid(field(name), format!("{shape:?} is not a shape of positive dimensions")));
+                }
+            }
+            if let Some((j, dup)) = m.input_shapes.iter().enumerate().find(|(j, s)| m.input_shapes[..*j].contains(s)) {
+                return Err(self.invalid(format!("models[{i}].input_shapes[{j}]"), format!("{dup:?} is listed twice")));
+            }
+            if m.input_shapes.len() > 1 && matches!(m.server_profile, ProfileSource::File(_)) {
+                return Err(self.invalid(
+                    field("server_profile"),
+                    "a profile file fits one input shape; with several input_shapes use measure (each shape is profiled and cached)",
+                ));
             }
             if let Some(spec) = &m.preprocess {
                 lop::preprocess::Preprocess::parse(spec).map_err(|e| self.invalid(field("preprocess"), e.to_string()))?;
@@ -373,6 +391,16 @@ impl EdgeConfig {
         }
         self.table_spec()?;
         Ok(())
+    }
+
+    /// The input shapes model `i` is served at: `[None]` (its own static shape), its
+    /// `input_shape`, or each of its `input_shapes`.
+    pub fn served_shapes(&self, i: usize) -> Vec<Option<Vec<usize>>> {
+        match self.models.get(i) {
+            Some(m) if !m.input_shapes.is_empty() => m.input_shapes.iter().cloned().map(Some).collect(),
+            Some(m) => vec![m.input_shape.clone()],
+            None => Vec::new(),
+        }
     }
 
     /// Model `i`'s source: a zoo name, or a file inside the store (which must exist).

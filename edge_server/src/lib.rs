@@ -91,50 +91,14 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
             .map(lop::preprocess::Preprocess::parse)
             .transpose()
             .map_err(|e| Error::Model { id: m.id.clone(), source: Box::new(e) })?;
-        let load = LoadOptions { input_shape: m.input_shape.clone(), preprocess };
-        let engine = |source| Error::Model { id: m.id.clone(), source: Box::new(source) };
-        let mut graph = lop::model::load(&source.load_name(), &load).map_err(engine)?;
-        let hash = graph.content_hash().map_err(engine)?;
-        if let Some(expected) = &m.sha256 {
-            let expected = expected.to_ascii_lowercase();
-            let file = match &source {
-                ModelSource::File(p) => Some(file_sha256(p)?),
-                ModelSource::Zoo(_) => None,
-            };
-            if expected != hash && file.as_deref() != Some(expected.as_str()) {
-                let file = file.map(|f| format!(", file sha256 {f}")).unwrap_or_default();
-                return Err(ConfigError::Invalid {
-                    path: cfg.path.clone(),
-                    field: format!("models[{i}].sha256"),
-                    msg: format!("expected {expected}, but '{}' has content hash {hash}{file}", source.load_name()),
-                }
-                .into());
-            }
-        }
-        cfg.table.input_wire.check(&graph).map_err(|e| ConfigError::Invalid {
-            path: cfg.path.clone(),
-            field: "table.input_wire".into(),
-            msg: format!("model '{}': {e}", m.id),
-        })?;
-        let server_profile = match &m.server_profile {
-            ProfileSource::Synthetic => synthetic_profile(&graph, Side::Server).map_err(engine)?,
-            ProfileSource::File(p) => {
-                let prof = Profile::load(p).and_then(|prof| prof.validate(&graph, &hash).map(|()| prof));
-                let bad = |msg: String| ConfigError::Invalid {
-                    path: cfg.path.clone(),
-                    field: format!("models[{i}].server_profile"),
-                    msg: format!("{}: {msg}", p.display()),
-                };
-                let prof = prof.map_err(|e| bad(e.to_string()))?;
-                if prof.role != Side::Server {
-                    return Err(bad("not a server profile (role robot)".into()).into());
-                }
-                prof
-            }
-            ProfileSource::Measure => measured_profile(cfg, &m.id, &mut graph, &hash, device)?,
+        let file_sha = match &source {
+            ModelSource::File(p) if m.sha256.is_some() => Some(file_sha256(p)?),
+            _ => None,
         };
-        tracing::info!(model = %m.id, source = %source.load_name(), %hash, profile = %server_profile.hash(), "model ready");
-        models.push(EdgeModel { id: m.id.clone(), source: source.load_name(), load, server_profile });
+        for input_shape in cfg.served_shapes(i) {
+            let load = LoadOptions { input_shape, preprocess: preprocess.clone() };
+            models.push(prepare_variant(cfg, i, &source, load, file_sha.as_deref(), device)?);
+        }
     }
     Ok(EdgeOptions {
         models,
@@ -147,6 +111,59 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         limits: lop_msgs::protocol::Limits { max_frame_len: cfg.max_frame_bytes },
         hello_timeout: Duration::from_secs_f64(cfg.hello_timeout_s),
     })
+}
+
+/// One served variant of model `i` (its own shape, or one of its `input_shapes`): loaded, its
+/// sha256 checked, its server profile read, measured or made up.
+fn prepare_variant(
+    cfg: &EdgeConfig,
+    i: usize,
+    source: &ModelSource,
+    load: LoadOptions,
+    file_sha: Option<&str>,
+    device: tch::Device,
+) -> Result<EdgeModel, Error> {
+    let m = &cfg.models[i];
+    let engine = |source| Error::Model { id: m.id.clone(), source: Box::new(source) };
+    let mut graph = lop::model::load(&source.load_name(), &load).map_err(engine)?;
+    let hash = graph.content_hash().map_err(engine)?;
+    if let Some(expected) = &m.sha256 {
+        let expected = expected.to_ascii_lowercase();
+        if expected != hash && file_sha != Some(expected.as_str()) {
+            let file = file_sha.map(|f| format!(", file sha256 {f}")).unwrap_or_default();
+            return Err(ConfigError::Invalid {
+                path: cfg.path.clone(),
+                field: format!("models[{i}].sha256"),
+                msg: format!("expected {expected}, but '{}' has content hash {hash}{file}", source.load_name()),
+            }
+            .into());
+        }
+    }
+    cfg.table.input_wire.check(&graph).map_err(|e| ConfigError::Invalid {
+        path: cfg.path.clone(),
+        field: "table.input_wire".into(),
+        msg: format!("model '{}': {e}", m.id),
+    })?;
+    let server_profile = match &m.server_profile {
+        ProfileSource::Synthetic => synthetic_profile(&graph, Side::Server).map_err(engine)?,
+        ProfileSource::File(p) => {
+            let prof = Profile::load(p).and_then(|prof| prof.validate(&graph, &hash).map(|()| prof));
+            let bad = |msg: String| ConfigError::Invalid {
+                path: cfg.path.clone(),
+                field: format!("models[{i}].server_profile"),
+                msg: format!("{}: {msg}", p.display()),
+            };
+            let prof = prof.map_err(|e| bad(e.to_string()))?;
+            if prof.role != Side::Server {
+                return Err(bad("not a server profile (role robot)".into()).into());
+            }
+            prof
+        }
+        ProfileSource::Measure => measured_profile(cfg, &m.id, &mut graph, &hash, device)?,
+    };
+    let shape = graph.inputs().first().map(|&n| graph.nodes[n].info.shape.clone()).unwrap_or_default();
+    tracing::info!(model = %m.id, source = %source.load_name(), ?shape, %hash, profile = %server_profile.hash(), "model ready");
+    Ok(EdgeModel { id: m.id.clone(), source: source.load_name(), load, server_profile })
 }
 
 /// The server profile of a model measured on `device`, or the cached one.

@@ -78,6 +78,17 @@ fn bad_values_name_their_field() {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");
     }
+    // Several input shapes: exclusive with input_shape, no duplicates, no profile file.
+    let dynamic = "models:\n  - id: det\n    source: zoo:resnet18\n";
+    for (extra, field) in [
+        ("    input_shape: [1, 3, 64, 64]\n    input_shapes: [[1, 3, 32, 32]]\n", "models[0].input_shapes"),
+        ("    input_shapes: [[1, 3, 32, 32], [1, 3, 0, 32]]\n", "models[0].input_shapes"),
+        ("    input_shapes: [[1, 3, 32, 32], [1, 3, 32, 32]]\n", "models[0].input_shapes[1]"),
+        ("    input_shapes: [[1, 3, 32, 32], [1, 3, 64, 64]]\n    server_profile: server.json\n", "models[0].server_profile"),
+    ] {
+        let msg = load_err(&dir, &format!("{dynamic}{extra}"));
+        assert!(msg.contains(field), "{extra:?}: {msg}");
+    }
     let msg = load_err(&dir, "models:\n  - id: 'bad id!'\n    source: zoo:resnet18\n");
     assert!(msg.contains("models[0].id"), "{msg}");
     let msg = load_err(&dir, "models: []\n");
@@ -137,4 +148,27 @@ fn unreadable_file_names_the_path() {
     let dir = tempdir("io");
     let e = EdgeConfig::load(&dir.join("nope.yaml")).expect_err("missing");
     assert!(matches!(e, ConfigError::Io { .. }) && e.to_string().contains("nope.yaml"), "{e}");
+}
+
+/// `input_shapes`: one served variant per shape, each loaded and profiled at its size (a zoo
+/// model takes the shape as its size override).
+#[test]
+fn input_shapes_serve_one_variant_per_shape() {
+    let dir = tempdir("shapes");
+    let p = write(
+        &dir,
+        "models:\n  - id: r18\n    source: zoo:resnet18\n    server_profile: synthetic\n    input_shapes: [[1, 3, 64, 64], [1, 3, 96, 128]]\n",
+    );
+    let cfg = EdgeConfig::load(&p).expect("loads");
+    let opts = edge_server::prepare(&cfg).expect("prepares");
+    let shapes: Vec<(&str, Option<Vec<usize>>)> = opts.models.iter().map(|m| (m.id.as_str(), m.load.input_shape.clone())).collect();
+    assert_eq!(shapes, vec![("r18", Some(vec![1, 3, 64, 64])), ("r18", Some(vec![1, 3, 96, 128]))]);
+    assert_ne!(opts.models[0].server_profile.model_hash, opts.models[1].server_profile.model_hash, "each size is its own model");
+    // A size the model cannot take is refused at start-up, naming the constraint.
+    let p = write(
+        &dir,
+        "models:\n  - id: r18\n    source: zoo:resnet18\n    server_profile: synthetic\n    input_shapes: [[1, 3, 64, 64], [1, 3, 100, 100]]\n",
+    );
+    let e = edge_server::prepare(&EdgeConfig::load(&p).expect("loads")).expect_err("100 is no multiple of 32").to_string();
+    assert!(e.contains("multiple of 32"), "{e}");
 }

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+pub use crate::onnx::DeclaredInput;
 use std::path::Path;
 
 /// Options for [`load`].
@@ -26,14 +27,57 @@ pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
     }
 }
 
+/// The inputs `name` declares, before any shape is fixed: an ONNX file's dynamic dimensions are
+/// `None` (callers fill them, e.g. from a camera frame, and pass [`LoadOptions::input_shape`]);
+/// a zoo model's are all fixed.
+///
+/// # Errors
+/// As [`load`].
+pub fn declared_inputs(name: &str) -> Result<Vec<DeclaredInput>> {
+    if name.starts_with("zoo:") {
+        let graph = load_graph(name, &LoadOptions::default())?;
+        return Ok(graph
+            .inputs()
+            .into_iter()
+            .map(|i| {
+                let info = &graph.nodes[i].info;
+                DeclaredInput {
+                    name: graph.nodes[i].name.clone(),
+                    dims: Some(info.shape.iter().map(|&d| Some(d)).collect()),
+                    dim_names: info.shape.iter().map(ToString::to_string).collect(),
+                    dtype: info.dtype,
+                }
+            })
+            .collect());
+    }
+    let path = Path::new(name);
+    if path.exists() {
+        return crate::onnx::declared_inputs_file(path);
+    }
+    Err(Error::UnknownModel { name: name.to_string(), known: crate::zoo::known_names() })
+}
+
+/// A zoo name with the size an input shape asks for (`resnet18` with `[1, 3, 480, 640]` is
+/// `resnet18@480x640`): the trailing dimensions are the zoo size; the rest is checked after the
+/// build. Names that carry a size already, or unknown names, are kept.
+fn sized_zoo_name(zoo_name: &str, input_shape: Option<&[usize]>) -> String {
+    let (Some(shape), Some(size)) = (input_shape, crate::zoo::default_size(zoo_name)) else { return zoo_name.to_string() };
+    match shape.len().checked_sub(size.len()) {
+        Some(lead) if shape[lead..] != *size => {
+            format!("{zoo_name}@{}", shape[lead..].iter().map(usize::to_string).collect::<Vec<_>>().join("x"))
+        }
+        _ => zoo_name.to_string(),
+    }
+}
+
 fn load_graph(name: &str, opts: &LoadOptions) -> Result<Graph> {
     if let Some(zoo_name) = name.strip_prefix("zoo:") {
-        let graph = crate::zoo::build(zoo_name)?;
+        let graph = crate::zoo::build(&sized_zoo_name(zoo_name, opts.input_shape.as_deref()))?;
         if let Some(given) = &opts.input_shape {
             let have: Vec<&Vec<usize>> = graph.inputs().into_iter().map(|i| &graph.nodes[i].info.shape).collect();
             if have.iter().any(|s| *s != given) {
                 return Err(Error::Input(format!(
-                    "input shape {given:?} does not fit {name}, whose input shape is fixed at {:?}",
+                    "input shape {given:?} does not fit {name}, which takes {:?} (only its size can change, as in zoo:NAME@HxW)",
                     have.first().map_or(&Vec::new(), |s| *s)
                 )));
             }

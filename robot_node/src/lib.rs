@@ -13,6 +13,8 @@
 //!   per node; [`cli`]: what the three binaries share.
 //! - [`convert`], [`power`]: backend-free logic (sensor messages to tensors, energy accounting
 //!   per inference over the `lop_power` crate's sources).
+//! - [`input_shape`]: the shape a model with dynamic dimensions is loaded at (configuration or
+//!   the first frame).
 //! - [`mailbox`]: the one-slot mailbox; [`Error`]: the error type.
 #![deny(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod convert;
 mod error;
+pub mod input_shape;
 pub mod mailbox;
 pub mod params;
 pub mod power;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use lop::graph::DType;
+use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{ClientOptions, InferenceStats, RobotClient};
@@ -26,6 +27,7 @@ use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultC
 use crate::config::{CloudGrid, InputKind, RobotConfig};
 use crate::convert::{self, BevGrid, CloudView, ConvertError, Fit, ImageTarget, ImageView, PointFieldView, VoxelGrid};
 use crate::error::{Error, Result};
+use crate::input_shape::{self, Resolved, ShapeOrigin};
 use crate::mailbox::Mailbox;
 use lop_runtime::bandwidth::BucketSelector;
 
@@ -274,8 +276,22 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     if cfg.threads > 0 {
         tch::set_num_threads(cfg.threads);
     }
-    let (source, load) = (cfg.model_source.clone(), cfg.model_load.clone());
-    let (worker, loaded) = Worker::spawn("lop-robot-model", move || lop::model::load(&source, &load)).await?;
+    let Some((load, origin)) = input_load(&cfg, &ros, &mut stop).await? else {
+        return Ok(RobotSummary::default());
+    };
+    let source = cfg.model_source.clone();
+    let at = load.input_shape.clone();
+    let (worker, loaded) = match Worker::spawn("lop-robot-model", move || lop::model::load(&source, &load)).await {
+        Ok(w) => w,
+        Err(e) if origin != ShapeOrigin::Given => {
+            return Err(Error::Config {
+                what: format!(
+                    "the model does not load at {at:?} ({origin:?}): {e}; set model.input_shape (frames are then fitted to it, see image.fit)"
+                ),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let (robot_p, server_p, table_s, cache) =
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
     let (table, names, input_info, dense_outputs) = worker
@@ -492,6 +508,48 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     tracing::info!(?summary, "lop_robot stopped");
     Ok(summary)
+}
+
+/// The load options with a dynamic model's shape fixed ([`crate::input_shape`]), waiting for the
+/// first camera frame where only it can tell; `None` when `stop` came first.
+async fn input_load(cfg: &RobotConfig, ros: &SharedRos, stop: &mut watch::Receiver<bool>) -> Result<Option<(LoadOptions, ShapeOrigin)>> {
+    let source = cfg.model_source.clone();
+    let declared = tokio::task::spawn_blocking(move || lop::model::declared_inputs(&source))
+        .await
+        .map_err(|e| Error::Config { what: format!("reading the model's inputs: {e}") })??;
+    let mut load = cfg.model_load.clone();
+    let origin = match input_shape::resolve(cfg, &declared)? {
+        Resolved::Shape(shape, origin) => {
+            load.input_shape = shape;
+            origin
+        }
+        Resolved::NeedsFrame => {
+            tracing::info!(topic = %cfg.topics.image, "the model's input size is dynamic: waiting for the first frame to fix it");
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, u32)>(1);
+            let _sub = ros.subscribe_images(
+                &cfg.topics.image,
+                Qos::SensorData,
+                Box::new(move |m| {
+                    let _ = tx.try_send((m.height, m.width));
+                }),
+            )?;
+            let (height, width) = loop {
+                tokio::select! {
+                    _ = stop.changed() => return Ok(None),
+                    size = rx.recv() => match size {
+                        Some((h, w)) if h > 0 && w > 0 => break (h, w),
+                        Some(_) => continue,
+                        None => return Ok(None),
+                    },
+                }
+            };
+            let shape = input_shape::from_frame(cfg, &declared, height, width)?;
+            tracing::info!(?shape, "input shape fixed by the first frame");
+            load.input_shape = Some(shape);
+            ShapeOrigin::FirstFrame
+        }
+    };
+    Ok(Some((load, origin)))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -8,16 +8,16 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{assert_outputs_equal, free_port, image, image_bytes, roundtrip};
 use hiroz::Builder as _;
-use hiroz_msgs::builtin_interfaces::Time;
 use hiroz_msgs::diagnostic_msgs::DiagnosticArray;
 use hiroz_msgs::sensor_msgs::Image;
-use hiroz_msgs::std_msgs::{Header, String as StdString};
+use hiroz_msgs::std_msgs::String as StdString;
 use lop::plan::Side;
 use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult};
-use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
-use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
-use lop_runtime::zenoh_service::serve_zenoh;
+use lop_runtime::edge::EdgeModel;
 use robot_node::backend::hiroz::HirozRos;
 use robot_node::config::{ProfileSource, RobotConfig};
 use robot_node::convert::{ChannelOrder, Fit, ImageTarget, ImageView, image_to_chw};
@@ -25,26 +25,9 @@ use robot_node::params::{ParamValue, Params};
 
 const MODEL: &str = "zoo:resnet18";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn image(w: u32, h: u32, step: u32, sec: i32, seed: u32) -> Image {
-    let data: Vec<u8> = (0..step * h).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect();
-    Image {
-        header: Header { stamp: Time { sec, nanosec: 7 }, frame_id: format!("cam{sec}") },
-        height: h,
-        width: w,
-        encoding: "rgb8".into(),
-        is_bigendian: 0,
-        step,
-        data: data.into(),
-    }
-}
-
 /// The unsplit model's outputs on `img` converted as the node converts it.
 fn reference(g: &lop::graph::Graph, img: &Image) -> Vec<tch::Tensor> {
-    let data: Vec<u8> = img.data.0.zslices().flat_map(|s| s.as_slice().iter().copied()).collect();
+    let data = image_bytes(img);
     let view =
         ImageView { width: img.width, height: img.height, encoding: &img.encoding, is_bigendian: false, step: img.step, data: &data };
     let target = ImageTarget { height: 224, width: 224, channels: 3, order: ChannelOrder::Rgb, fit: Fit::Letterbox { pad: 0 } };
@@ -54,37 +37,8 @@ fn reference(g: &lop::graph::Graph, img: &Image) -> Vec<tch::Tensor> {
 }
 
 fn assert_outputs(r: &InferenceResult, whole: &[tch::Tensor]) {
-    assert_eq!(r.outputs.len(), whole.len());
-    for (o, w) in r.outputs.iter().zip(whole) {
-        let shape: Vec<i64> = o.shape.iter().map(|&d| i64::from(d)).collect();
-        assert_eq!(shape, w.size(), "output shape");
-        let got = tch::Tensor::from_slice(&o.data).reshape(&shape);
-        let err = lop::exec::max_rel_err(&got, w).unwrap();
-        assert!(err <= 1e-5, "output {} differs from the unsplit model: {err}", o.name);
-    }
+    assert_outputs_equal(r, whole);
     assert!(!r.top_k.is_empty(), "a classifier's top-k is decoded");
-}
-
-/// Publishes `img` every 300 ms until the result with its stamp arrives.
-fn roundtrip(
-    camera: &hiroz::pubsub::ZPub<Image, <Image as hiroz::msg::ZMessage>::Serdes>,
-    results: &mpsc::Receiver<InferenceResult>,
-    img: &Image,
-    deadline: Instant,
-) -> InferenceResult {
-    let mut last_send = None::<Instant>;
-    while Instant::now() < deadline {
-        if last_send.is_none_or(|t| t.elapsed() > Duration::from_millis(300)) {
-            camera.publish(img).unwrap();
-            last_send = Some(Instant::now());
-        }
-        if let Ok(r) = results.recv_timeout(Duration::from_millis(50))
-            && r.header.stamp.sec == img.header.stamp.sec
-        {
-            return r;
-        }
-    }
-    panic!("no result for the frame stamped {}", img.header.stamp.sec);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -115,23 +69,8 @@ async fn camera_frames_to_exact_results() {
     let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap();
     let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();
     let spec = cfg.table.spec(&g, &robot, &server).unwrap();
-    let edge_session = ZenohConfig::router(vec![edge_ep.clone()]).open().await.unwrap();
-    let acceptor = EdgeAcceptor::new(&edge_session).await.unwrap();
-    let svc = EdgeService::start(EdgeOptions {
-        models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: server }],
-        robot_profiles: vec![robot],
-        profiles_dir: None,
-        spec,
-        cache_dir: dir.clone(),
-        replicas: 1,
-        device: tch::Device::Cpu,
-        limits: Default::default(),
-        hello_timeout: Duration::from_secs(10),
-    })
-    .await
-    .unwrap();
-    let _edge = serve_zenoh(svc.clone(), acceptor);
-    let _probes = lop_runtime::bandwidth::probe::serve_probes(&edge_session).await.unwrap();
+    let model = EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: server };
+    let (_svc, _edge) = common::start_edge(&edge_ep, vec![model], vec![robot], spec, &dir).await;
 
     // The node (it starts the embedded ROS router).
     let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());

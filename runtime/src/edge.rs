@@ -312,7 +312,13 @@ impl EdgeService {
 
     /// The ids of the models served, in configuration order.
     pub fn model_ids(&self) -> Vec<String> {
-        self.inner.models.iter().map(|m| m.id.clone()).collect()
+        let mut ids: Vec<String> = Vec::new();
+        for m in &self.inner.models {
+            if !ids.contains(&m.id) {
+                ids.push(m.id.clone());
+            }
+        }
+        ids
     }
 
     /// Serves one robot session over a link until the robot closes it or the link breaks.
@@ -419,10 +425,17 @@ impl Session {
             return self.reject(RejectReason::ShuttingDown, "the edge is shutting down".into());
         }
         let Some(mi) = self.svc.models.iter().position(|m| m.hash == h.model_sha256) else {
-            return self.reject(
-                RejectReason::UnknownModel,
-                format!("no model with sha256 {} (id '{}') in the store", h.model_sha256.to_hex(), h.model_id),
-            );
+            // The same model at another input size is the likely cause: say which sizes are served.
+            let shapes: Vec<&Vec<u32>> = self.svc.models.iter().filter(|m| m.id == h.model_id).map(|m| &m.input_shape).collect();
+            let text = if shapes.is_empty() || shapes.contains(&&h.input_shape) {
+                format!("no model with sha256 {} (id '{}') in the store", h.model_sha256.to_hex(), h.model_id)
+            } else {
+                format!(
+                    "model '{}' is served at input shapes {shapes:?}, not {:?} (edge: models[].input_shapes)",
+                    h.model_id, h.input_shape
+                )
+            };
+            return self.reject(RejectReason::UnknownModel, text);
         };
         let model = &self.svc.models[mi];
         if h.input_shape != model.input_shape {

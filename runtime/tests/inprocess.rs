@@ -119,11 +119,24 @@ async fn bad_frames_are_dropped_and_counted() {
         robot_profile_hash: lop_runtime::plans::digest(&s.robot.hash()).unwrap(),
         planner_hash: lop_runtime::plans::digest(&s.spec.hash()).unwrap(),
         input_dtype: DType::U8,
-        input_shape: vec![1, 3, 224, 224],
+        input_shape: vec![1, 3, 320, 320],
     };
+    // The served model at a size it is not served at: the reject says which sizes are.
     tx.send_frame(&Frame::Hello(hello.clone())).await.unwrap();
     match recv(&mut rx).await {
-        Frame::Reject(r) => assert_eq!(r.reason, lop_msgs::protocol::RejectReason::UnknownModel, "{}", r.text),
+        Frame::Reject(r) => {
+            assert_eq!(r.reason, lop_msgs::protocol::RejectReason::UnknownModel, "{}", r.text);
+            assert!(r.text.contains("[[1, 3, 224, 224]]") && r.text.contains("input_shapes"), "{}", r.text);
+        }
+        f => panic!("expected Reject, got {f:?}"),
+    }
+    hello.input_shape = vec![1, 3, 224, 224];
+    tx.send_frame(&Frame::Hello(hello.clone())).await.unwrap();
+    match recv(&mut rx).await {
+        Frame::Reject(r) => {
+            assert_eq!(r.reason, lop_msgs::protocol::RejectReason::UnknownModel, "{}", r.text);
+            assert!(!r.text.contains("input_shapes"), "the size is served: no size hint: {}", r.text);
+        }
         f => panic!("expected Reject, got {f:?}"),
     }
     hello.model_sha256 = hash;

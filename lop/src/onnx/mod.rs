@@ -98,8 +98,42 @@ pub fn import_bytes(bytes: &[u8], name: &str, base_dir: Option<&Path>, opts: &Im
     imp.b.build()
 }
 
-/// Static shape and dtype of a graph input; dynamic dimensions come from `opts`.
-fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(Vec<usize>, DType)> {
+/// A graph input as the file declares it: dimensions the exporter left dynamic are `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredInput {
+    /// The input's name.
+    pub name: String,
+    /// Its dimensions (`None` where dynamic); `None` when the file gives no rank at all.
+    pub dims: Option<Vec<Option<usize>>>,
+    /// Names of the dimensions (`height` where the exporter named a dynamic one, `?` otherwise).
+    pub dim_names: Vec<String>,
+    /// Its element type.
+    pub dtype: DType,
+}
+
+impl DeclaredInput {
+    /// Whether some dimension (or the rank) is not fixed by the file.
+    pub fn is_dynamic(&self) -> bool {
+        self.dims.as_ref().is_none_or(|d| d.iter().any(Option::is_none))
+    }
+}
+
+/// The graph inputs an ONNX file declares (initializers excluded), without importing the graph:
+/// what a caller reads to fill dynamic dimensions before [`import_file`].
+///
+/// # Errors
+/// As [`import_file`] for unreadable, malformed or unsupported files.
+pub fn declared_inputs_file(path: &Path) -> Result<Vec<DeclaredInput>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let name = path.file_stem().map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());
+    let model = ModelProto::decode(&bytes[..]).map_err(|e| Error::Malformed(format!("'{name}' is not an ONNX model: {e}")))?;
+    let graph = model.graph.as_ref().ok_or_else(|| Error::Malformed(format!("'{name}' has no graph")))?;
+    let initialized: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_deref().unwrap_or("")).collect();
+    graph.input.iter().filter(|vi| !initialized.contains(vi.name.as_deref().unwrap_or(""))).map(|vi| declared(vi, 0)).collect()
+}
+
+/// Reads a graph input's declaration.
+fn declared(vi: &ValueInfoProto, opset: i64) -> Result<DeclaredInput> {
     let name = vi.name.as_deref().unwrap_or("");
     let unsupported = |reason: String| Error::Unsupported { node: name.to_string(), op_type: "graph input".into(), opset, reason };
     let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
@@ -123,7 +157,7 @@ fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(
             .collect()
     });
     // Dynamic dimensions are shown by their names where the exporter gave them (`height`).
-    let names: Vec<String> = tt.shape.as_ref().map_or_else(Vec::new, |s| {
+    let dim_names: Vec<String> = tt.shape.as_ref().map_or_else(Vec::new, |s| {
         s.dim
             .iter()
             .map(|d| match &d.value {
@@ -132,6 +166,12 @@ fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(
             })
             .collect()
     });
+    Ok(DeclaredInput { name: name.to_string(), dims, dim_names, dtype })
+}
+
+/// Static shape and dtype of a graph input; dynamic dimensions come from `opts`.
+fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(Vec<usize>, DType)> {
+    let DeclaredInput { name, dims, dim_names: names, dtype } = declared(vi, opset)?;
     let show = |d: &[Option<usize>]| {
         d.iter()
             .enumerate()
@@ -208,6 +248,23 @@ mod tests {
         assert_eq!(g.nodes[g.inputs()[0]].info.shape, vec![2, 3, 8, 8]);
         let wrong = ImportOptions { input_shape: Some(vec![2, 4, 8, 8]) };
         assert!(matches!(import_bytes(&m.bytes(), "dyn", None, &wrong), Err(Error::Input(_))));
+        Ok(())
+    }
+
+    /// What a caller reads before the shape is fixed: the dynamic dimensions and the fixed ones.
+    #[test]
+    fn declared_inputs_show_dynamic_dims() -> Result<()> {
+        let mut m = ModelBuilder::new(13);
+        m.input("x", &[1, 3, -1, -1]);
+        m.node("Relu", &["x"], &["y"], vec![]);
+        m.output("y");
+        let path = std::env::temp_dir().join(format!("lop-declared-{}.onnx", std::process::id()));
+        std::fs::write(&path, m.bytes()).map_err(|source| Error::Io { path: path.clone(), source })?;
+        let declared = declared_inputs_file(&path);
+        let _ = std::fs::remove_file(&path);
+        let [d] = &declared?[..] else { panic!("one input") };
+        assert_eq!((d.name.as_str(), d.dims.clone(), d.dtype), ("x", Some(vec![Some(1), Some(3), None, None]), DType::F32));
+        assert!(d.is_dynamic());
         Ok(())
     }
 

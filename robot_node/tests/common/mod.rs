@@ -1,0 +1,104 @@
+//! What the `lop_robot` end-to-end tests share: ports, camera frames, an in-process edge, and
+//! the publish-until-answered loop.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hiroz_msgs::builtin_interfaces::Time;
+use hiroz_msgs::sensor_msgs::Image;
+use hiroz_msgs::std_msgs::Header;
+use lop::planner::table::TableSpec;
+use lop::profile::Profile;
+use lop_msgs::ros::msg::InferenceResult;
+use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
+use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
+use lop_runtime::zenoh_service::serve_zenoh;
+
+/// A free loopback TCP port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// An rgb8 frame of `w`x`h` with `step` bytes per row, pseudo-random pixels, stamped `sec`.7.
+pub fn image(w: u32, h: u32, step: u32, sec: i32, seed: u32) -> Image {
+    let data: Vec<u8> = (0..step * h).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect();
+    Image {
+        header: Header { stamp: Time { sec, nanosec: 7 }, frame_id: format!("cam{sec}") },
+        height: h,
+        width: w,
+        encoding: "rgb8".into(),
+        is_bigendian: 0,
+        step,
+        data: data.into(),
+    }
+}
+
+/// An image's bytes, gathered from its buffer's slices.
+pub fn image_bytes(img: &Image) -> Vec<u8> {
+    img.data.0.zslices().flat_map(|s| s.as_slice().iter().copied()).collect()
+}
+
+/// An edge service on its own Zenoh router at `endpoint`, answering probes; the returned values
+/// keep it serving.
+pub async fn start_edge(
+    endpoint: &str,
+    models: Vec<EdgeModel>,
+    robot_profiles: Vec<Profile>,
+    spec: TableSpec,
+    cache_dir: &Path,
+) -> (EdgeService, impl Sized) {
+    let session = ZenohConfig::router(vec![endpoint.to_string()]).open().await.unwrap();
+    let acceptor = EdgeAcceptor::new(&session).await.unwrap();
+    let svc = EdgeService::start(EdgeOptions {
+        models,
+        robot_profiles,
+        profiles_dir: None,
+        spec,
+        cache_dir: cache_dir.to_path_buf(),
+        replicas: 1,
+        device: tch::Device::Cpu,
+        limits: Default::default(),
+        hello_timeout: Duration::from_secs(10),
+    })
+    .await
+    .unwrap();
+    let serving = serve_zenoh(svc.clone(), acceptor);
+    let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await.unwrap();
+    (svc, (serving, probes, session))
+}
+
+/// Publishes `img` every 300 ms until the result with its stamp arrives.
+pub fn roundtrip(
+    camera: &hiroz::pubsub::ZPub<Image, <Image as hiroz::msg::ZMessage>::Serdes>,
+    results: &mpsc::Receiver<InferenceResult>,
+    img: &Image,
+    deadline: Instant,
+) -> InferenceResult {
+    let mut last_send = None::<Instant>;
+    while Instant::now() < deadline {
+        if last_send.is_none_or(|t| t.elapsed() > Duration::from_millis(300)) {
+            camera.publish(img).unwrap();
+            last_send = Some(Instant::now());
+        }
+        if let Ok(r) = results.recv_timeout(Duration::from_millis(50))
+            && r.header.stamp.sec == img.header.stamp.sec
+        {
+            return r;
+        }
+    }
+    panic!("no result for the frame stamped {}", img.header.stamp.sec);
+}
+
+/// Asserts that a published result's outputs equal `whole` (relative error <= 1e-5).
+pub fn assert_outputs_equal(r: &InferenceResult, whole: &[tch::Tensor]) {
+    assert_eq!(r.outputs.len(), whole.len());
+    for (o, w) in r.outputs.iter().zip(whole) {
+        let shape: Vec<i64> = o.shape.iter().map(|&d| i64::from(d)).collect();
+        assert_eq!(shape, w.size(), "output shape");
+        let got = tch::Tensor::from_slice(&o.data).reshape(&shape);
+        let err = lop::exec::max_rel_err(&got, w).unwrap();
+        assert!(err <= 1e-5, "output {} differs from the unsplit model: {err}", o.name);
+    }
+}
