@@ -207,6 +207,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     }
     let ms = |v: Option<f64>| v.map(|s| s * 1e3);
     let bounds = table.pipeline_bounds(&setup.graph, &setup.robot, &setup.server)?;
+    let fluid = table.fluid_bounds(&setup.graph, &setup.robot, &setup.server)?;
     let base = |e: &lop::planner::BucketEntry, n: &str| e.baselines.iter().find(|b| b.name == n).and_then(|b| b.makespan_s);
     let energy_name = "layer-partition-energy-deadline";
     let rows: Vec<serde_json::Value> = table
@@ -226,6 +227,11 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                     "lop": ms(e.makespan_s),
                 },
                 "server_pipeline_bound_ms": ms(bounds[i]),
+                "fluid_bound_ms": ms(fluid[i]),
+                "layer_search": e.baselines.iter().find(|b| b.name == "layer-partition").map(|b| serde_json::json!({
+                    "status": b.search,
+                    "evaluations": b.evaluated,
+                })),
                 "energy_j": e.energy_j,
                 "evaluations": e.evaluations,
                 "planning_time_s": times.get(i),
@@ -243,6 +249,8 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                 .collect();
         let bound = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["server_pipeline_bound_ms"].as_f64())).collect();
         series.push(("pipelining bound".to_string(), bound));
+        let fluid = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["fluid_bound_ms"].as_f64())).collect();
+        series.push(("fluid bound".to_string(), fluid));
         let title = format!("{}: latency vs bandwidth ({} input)", table.model, args.setup.input_wire.name());
         std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
             .with_context(|| format!("writing {}", path.display()))?;
@@ -267,7 +275,15 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     } else {
         eprintln!("bandwidth scale {scale:.6} (bucket b = b x {scale:.6} MB/s)");
         for r in &rows {
-            println!("bucket {:>5} MB/s: {} {:.2} ms", r["bucket_mb_s"], r["method"], r["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN));
+            let bound = |k: &str| r[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+            println!(
+                "bucket {:>5} MB/s: {} {:.2} ms (bounds: server pipelining {} ms, fluid {} ms)",
+                r["bucket_mb_s"],
+                r["method"],
+                r["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN),
+                bound("server_pipeline_bound_ms"),
+                bound("fluid_bound_ms")
+            );
         }
         println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());
     }

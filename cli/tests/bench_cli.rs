@@ -83,6 +83,12 @@ fn check_report(v: &serde_json::Value, transport: &str) {
     if let Some(b) = methods["server-only"]["sim_bound_ms"].as_f64() {
         assert!(b <= f("server-only", "sim_mean_ms") + eps, "{v}");
     }
+    // No method's plans beat the fluid bound in their buckets.
+    for m in ["server-only", "layer", "lop"] {
+        if let Some(b) = methods[m]["fluid_bound_ms"].as_f64() {
+            assert!(b > 0.0 && b <= f(m, "sim_mean_ms") + eps, "{m}: {v}");
+        }
+    }
     assert_eq!(f("robot-only", "bytes_up"), 0.0);
     assert_eq!(f("robot-only", "bytes_down"), 0.0);
     // The raw 224x224x3 frame as uint8 plus frame headers goes up; the 1000 logits come back.

@@ -195,8 +195,12 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
         if b["bucket_mb_s"].as_f64() > Some(0.0) {
             let bound = b["server_pipeline_bound_ms"].as_f64().expect("bound");
             assert!(bound <= m["server-only"].as_f64().expect("server-only") + 1e-9, "{b}");
+            // No plan at all beats the fluid bound; the layer search says how it ended.
+            let fluid = b["fluid_bound_ms"].as_f64().expect("fluid bound");
+            assert!(fluid > 0.0 && fluid <= lop + 1e-9, "{b}");
+            assert!(["exact", "budget"].contains(&b["layer_search"]["status"].as_str().unwrap_or("")), "{b}");
         } else {
-            assert!(b["server_pipeline_bound_ms"].is_null(), "no link, no bound: {b}");
+            assert!(b["server_pipeline_bound_ms"].is_null() && b["fluid_bound_ms"].is_null(), "no link, no bound: {b}");
         }
     }
     let (again, table_again) = plan("b.table");

@@ -119,14 +119,6 @@ pub enum Error {
     /// meeting a deadline).
     #[error("infeasible: {0}")]
     Infeasible(String),
-    /// An exact search that would exceed its evaluation budget (it never returns a guess).
-    #[error("exact search stopped after {evaluated} evaluations (limit {limit}); raise the limit")]
-    SearchLimit {
-        /// Evaluations done.
-        evaluated: usize,
-        /// The limit.
-        limit: usize,
-    },
 }
 
 /// The engine's result alias.

@@ -18,9 +18,11 @@
 //!   frames cross the link as bytes for float-input models too.
 //! - [`inspect`]: locality statistics.
 //! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
-//! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy).
-//! - [`baseline`]: robot-only, server-only, and the exact best layer partitions (latency,
-//!   energy under a deadline) under the simulator.
+//! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy)
+//!   and the lower bounds plans are judged against (server pipelining, fluid).
+//! - [`baseline`]: robot-only, server-only, and the best layer partitions (latency, energy under
+//!   a deadline): minimum cuts, then a budgeted exact search under the simulator.
+//! - `flow` (private): maximum flow and minimum cut, for the two above.
 //! - [`planner`]: LOSS (seeded beam search and critical-path LNS over band layouts), schedule
 //!   tables per bandwidth bucket (built in parallel, cached by content hash), SVG pictures.
 #![deny(missing_docs)]
@@ -29,6 +31,7 @@ pub mod baseline;
 pub mod content_hash;
 pub mod error;
 pub mod exec;
+mod flow;
 pub mod graph;
 pub mod inspect;
 pub mod model;

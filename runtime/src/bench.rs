@@ -102,6 +102,9 @@ pub struct MethodReport {
     /// server computes everything (exact halos: the input's last rows arrive, then every row
     /// that reads them is computed); `None` when some bucket had no bound (no link).
     pub sim_bound_ms: Option<f64>,
+    /// Mean, over the requests' buckets, of the simulator's fluid bound (no plan, robot bands
+    /// included, beats it: `lop::sim::Simulator::fluid_bound`); `None` as for `sim_bound_ms`.
+    pub fluid_bound_ms: Option<f64>,
     /// Mean, over the requests' buckets, of the simulated best of robot-only, server-only and
     /// the layer partition: with `sim_mean_ms` and `sim_bound_ms`, how much of what server
     /// pipelining could gain in these buckets the plans found.
@@ -153,6 +156,7 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
         sim_mean_ms,
         fidelity: (sim_mean_ms > 0.0).then(|| mean / sim_mean_ms),
         sim_bound_ms: None,
+        fluid_bound_ms: None,
         sim_best_baseline_ms: None,
         bytes_up: stats.iter().map(|s| s.0.bytes_up as f64).sum::<f64>() / n,
         bytes_down: stats.iter().map(|s| s.0.bytes_down as f64).sum::<f64>() / n,
@@ -254,6 +258,7 @@ async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Tensor>,
 struct BucketYardsticks {
     best_baseline_s: Option<f64>,
     bound_s: Option<f64>,
+    fluid_s: Option<f64>,
 }
 
 /// The schedule table and its entries' yardsticks.
@@ -263,11 +268,12 @@ async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<(ScheduleTable, Vec
         .call(move |g| -> lop::Result<(ScheduleTable, Vec<BucketYardsticks>)> {
             let (table, _, _) = lop::planner::table::load_or_build(&dir, g, None, &robot, &server, &spec, 1)?;
             let bounds = table.pipeline_bounds(g, &robot, &server)?;
+            let fluid = table.fluid_bounds(g, &robot, &server)?;
             let marks = table
                 .entries
                 .iter()
-                .zip(bounds)
-                .map(|(e, bound_s)| BucketYardsticks { best_baseline_s: e.best_baseline_s(), bound_s })
+                .zip(bounds.into_iter().zip(fluid))
+                .map(|(e, (bound_s, fluid_s))| BucketYardsticks { best_baseline_s: e.best_baseline_s(), bound_s, fluid_s })
                 .collect();
             Ok((table, marks))
         })
@@ -305,7 +311,7 @@ async fn run_methods<C: Connector>(
         }
         let epoch = Instant::now();
         let (mut lat, mut sims, mut stats, mut err) = (Vec::new(), Vec::new(), Vec::new(), 0.0f64);
-        let (mut bound_s, mut best_s) = (Vec::new(), Vec::new());
+        let (mut bound_s, mut best_s, mut fluid_s) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..cfg.requests {
             let rate = cfg.trace.rate_mbps(epoch.elapsed());
             let bucket_units = rate / 8.0 / cfg.spec.bandwidth_scale;
@@ -319,6 +325,7 @@ async fn run_methods<C: Connector>(
             }
             if let Some(m) = marks.get(r.stats.bucket as usize) {
                 bound_s.extend(m.bound_s);
+                fluid_s.extend(m.fluid_s);
                 best_s.extend(m.best_baseline_s);
             }
             let e = modelled_energy(&cfg.power, &r.stats, rate);
@@ -331,6 +338,7 @@ async fn run_methods<C: Connector>(
         let mut report = summarize(&mut lat, &sims, &stats, err, dropped);
         let mean_ms = |v: &[f64]| (v.len() == cfg.requests).then(|| v.iter().sum::<f64>() / v.len() as f64 * 1e3);
         report.sim_bound_ms = mean_ms(&bound_s);
+        report.fluid_bound_ms = mean_ms(&fluid_s);
         report.sim_best_baseline_ms = mean_ms(&best_s);
         out.insert(method.clone(), report);
         worker = client.into_worker();

@@ -85,7 +85,7 @@ impl Default for PlannerConfig {
             time_limit_s: 120.0,
             seed: 0,
             prune_larger_than_input: true,
-            baseline_max_evaluations: 200_000,
+            baseline_max_evaluations: crate::baseline::DEFAULT_MAX_EVALUATIONS,
         }
     }
 }
@@ -151,8 +151,7 @@ pub struct Outcome {
 /// Plans one link (the simulator's configuration) under `objective`.
 ///
 /// # Errors
-/// A bad configuration; simulation errors other than infeasibility; a baseline search that
-/// exceeds its budget.
+/// A bad configuration; simulation errors other than infeasibility.
 pub fn plan(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig) -> Result<Outcome> {
     cfg.check()?;
     let opts = crate::baseline::SearchOptions { units: cfg.units, max_evaluations: cfg.baseline_max_evaluations };

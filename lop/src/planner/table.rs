@@ -162,6 +162,12 @@ pub struct BaselineCost {
     pub energy_j: Option<f64>,
     /// Its plan (so that a runtime can execute every method from the one table).
     pub plan: Plan,
+    /// How its search ended (a layer partition's: exact, or the budget ran out).
+    #[serde(default)]
+    pub search: crate::baseline::SearchStatus,
+    /// Simulations its search ran.
+    #[serde(default)]
+    pub evaluated: usize,
 }
 
 /// One bucket of a table.
@@ -253,6 +259,21 @@ impl ScheduleTable {
         for e in &self.entries {
             sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
             out.push(sim.server_pipeline_bound());
+        }
+        Ok(out)
+    }
+
+    /// Per entry, the fluid lower bound in its bucket ([`crate::sim::Simulator::fluid_bound`]),
+    /// seconds: what no plan, robot bands included, can beat.
+    ///
+    /// # Errors
+    /// As [`ScheduleTable::pipeline_bounds`].
+    pub fn fluid_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
+        let mut sim = Simulator::new(graph, robot, server, self.spec.sim_config(0.0))?;
+        let mut out = Vec::with_capacity(self.entries.len());
+        for e in &self.entries {
+            sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
+            out.push(sim.fluid_bound());
         }
         Ok(out)
     }
@@ -404,6 +425,8 @@ fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpe
             makespan_s: c.cost.map(|c| c.makespan_s),
             energy_j: c.cost.map(|c| c.energy_j),
             plan: c.plan.clone(),
+            search: c.status,
+            evaluated: c.evaluated,
         })
         .collect();
     let entry = BucketEntry {

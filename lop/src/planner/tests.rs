@@ -213,3 +213,33 @@ fn wavefront_lets_loss_hide_a_deep_chain_behind_the_upload() {
     assert!(best[0] < 0.7, "wavefront: LOSS / server-only = {}", best[0]);
     assert!(best[0] < best[1] - 0.1, "wavefront {} vs op-major {}", best[0], best[1]);
 }
+
+/// Every zoo model, detectors and 3D grids included, plans in every bucket without a baseline
+/// search failing, and neither LOSS nor any baseline beats the fluid bound. Profiles are
+/// synthetic (20 us per kernel plus 1 ns, robot 8 ns, per output byte of a row); the
+/// occupancy grid is planned at a reduced depth to keep the test short.
+#[test]
+fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
+    for name in crate::zoo::names() {
+        let model = if *name == "occupancy3d" { "occupancy3d@64x32x64".to_string() } else { name.to_string() };
+        let g = crate::zoo::build(&model).expect("zoo model");
+        let gr = &g;
+        let fit = |scale: f64| move |id: usize| Fit::new(2e-5, gr.nodes[id].info.bytes_of_rows(1) as f64 * scale);
+        let r = Profile::synthetic(&g, Side::Robot, fit(8e-9)).expect("robot");
+        let s = Profile::synthetic(&g, Side::Server, fit(1e-9)).expect("server");
+        let mut sp = spec(vec![1.0, 5.0, 30.0]);
+        sp.bandwidth_scale = 1.0;
+        let (table, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("a table, whatever the graph");
+        let fluid = table.fluid_bounds(&g, &r, &s).expect("bounds");
+        for (e, bound) in table.entries.iter().zip(&fluid) {
+            let bound = bound.expect("a link");
+            let lop = e.makespan_s.expect("a plan");
+            assert!(lop >= bound * (1.0 - 1e-9), "{model} bucket {}: plan {lop} s below the fluid bound {bound} s", e.bucket_mb_s);
+            for b in &e.baselines {
+                assert!(b.makespan_s.is_none_or(|m| m >= bound * (1.0 - 1e-9)), "{model}: {} beats the bound", b.name);
+            }
+            let layer = e.baselines.iter().find(|b| b.name == "layer-partition").expect("layer partition");
+            assert_ne!(layer.search, crate::baseline::SearchStatus::Fixed, "{model}: the layer search reports how it ended");
+        }
+    }
+}

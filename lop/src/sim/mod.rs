@@ -36,6 +36,7 @@
 mod bounds;
 mod derive;
 mod engine;
+mod fluid_bound;
 mod objective;
 mod pipeline_bound;
 mod power;
@@ -252,6 +253,12 @@ impl<'g> Simulator<'g> {
     /// Predicted seconds for `side` to compute `rows` rows of node `id` in one kernel.
     pub fn op_time(&self, side: Side, id: NodeId, rows: usize) -> f64 {
         self.fits[side_ix(side)][id].time(rows)
+    }
+
+    /// Bytes of node `id`'s whole value on the wire (graph inputs as priced by
+    /// [`SimConfig::input_bytes_per_element`]).
+    pub fn value_bytes(&self, id: NodeId) -> usize {
+        self.row_bytes[id] * self.graph.nodes[id].info.rows().max(1)
     }
 
     /// Whether node `id` is an ancestor of (or is) a graph output.
