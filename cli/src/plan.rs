@@ -121,7 +121,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub setup: SetupArgs,
     /// Buckets FROM:TO:STEP in MB/s (1 MB/s = 8 Mbit/s; 0 = no link).
-    #[arg(long, default_value = "0:30:1")]
+    #[arg(long, default_value = "0:30:1", allow_hyphen_values = true)]
     pub buckets: String,
     /// Bucket b stands for b x F MB/s; `auto` matches the paper's compute/transfer regime.
     #[arg(long, default_value = "1")]
@@ -227,7 +227,11 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                     "lop": ms(e.makespan_s),
                 },
                 "server_pipeline_bound_ms": ms(bounds[i]),
-                "fluid_bound_ms": ms(fluid[i]),
+                "fluid_bound_ms": ms(fluid[i].map(|f| f.bound_s)),
+                // The ideal split's time on each resource: the largest is what limits it.
+                "fluid_terms_ms": fluid[i].map(|f| serde_json::json!({
+                    "robot": f.robot_s * 1e3, "server": f.server_s * 1e3, "up": f.up_s * 1e3, "down": f.down_s * 1e3,
+                })),
                 "layer_search": e.baselines.iter().find(|b| b.name == "layer-partition").map(|b| serde_json::json!({
                     "status": b.search,
                     "evaluations": b.evaluated,

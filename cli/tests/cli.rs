@@ -206,6 +206,27 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     let (again, table_again) = plan("b.table");
     assert_eq!(again["cache"], "hit");
     assert_eq!(table, table_again, "same inputs, byte-identical table");
+    // Bad input: one clear error naming the value and what was expected.
+    let (r, s, out) = (robot.to_str().expect("utf8"), server.to_str().expect("utf8"), dir.join("bad.table"));
+    let out = out.to_str().expect("utf8");
+    for (robot_file, args, says) in [
+        (r, vec!["--buckets", "5:1:1"], "empty range"),
+        (r, vec!["--buckets", "-3:2:1"], ">= 0"),
+        (r, vec!["--threads", "0"], "--threads"),
+        (s, vec![], "role"),
+    ] {
+        let mut all = vec!["plan", "zoo:resnet18", "--robot-profile", robot_file, "--server-profile", s, "--out", out];
+        all.extend(args.iter().copied());
+        let o = lop(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+    let o = lop(&["plan", "zoo:resnet50", "--robot-profile", r, "--server-profile", s, "--out", out]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code() == Some(2) && err.contains("not this model"), "a profile of another model: {err}");
+    let o = lop(&["profile", "zoo:resnet18", "--role", "robot", "--dilation", "0", "--out", out]);
+    assert!(o.status.code() == Some(2) && String::from_utf8_lossy(&o.stderr).contains("--dilation"), "dilation 0");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

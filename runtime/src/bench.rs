@@ -273,7 +273,11 @@ async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<(ScheduleTable, Vec
                 .entries
                 .iter()
                 .zip(bounds.into_iter().zip(fluid))
-                .map(|(e, (bound_s, fluid_s))| BucketYardsticks { best_baseline_s: e.best_baseline_s(), bound_s, fluid_s })
+                .map(|(e, (bound_s, fluid_s))| BucketYardsticks {
+                    best_baseline_s: e.best_baseline_s(),
+                    bound_s,
+                    fluid_s: fluid_s.map(|f| f.bound_s),
+                })
                 .collect();
             Ok((table, marks))
         })

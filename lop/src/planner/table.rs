@@ -77,7 +77,7 @@ pub fn parse_buckets(s: &str) -> Result<Vec<f64>> {
     let values = if sep == ':' {
         let [from, to, step] = p[..] else { return Err(bad("expected FROM:TO:STEP")) };
         if !(from.is_finite() && to.is_finite() && from >= 0.0) {
-            return Err(bad("bad bounds"));
+            return Err(bad("FROM and TO must be finite and >= 0 MB/s"));
         }
         if !(step.is_finite() && step > 0.0) {
             return Err(bad("the step must be positive"));
@@ -254,11 +254,22 @@ impl ScheduleTable {
     /// # Errors
     /// Profiles that do not fit `graph`; a spec with a negative link or power.
     pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
+        self.per_bucket(graph, robot, server, |s| s.server_pipeline_bound())
+    }
+
+    /// `bound` of the simulator in each entry's bucket.
+    fn per_bucket<T>(
+        &self,
+        graph: &Graph,
+        robot: &Profile,
+        server: &Profile,
+        bound: impl Fn(&Simulator<'_>) -> Option<T>,
+    ) -> Result<Vec<Option<T>>> {
         let mut sim = Simulator::new(graph, robot, server, self.spec.sim_config(0.0))?;
         let mut out = Vec::with_capacity(self.entries.len());
         for e in &self.entries {
             sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
-            out.push(sim.server_pipeline_bound());
+            out.push(bound(&sim));
         }
         Ok(out)
     }
@@ -268,14 +279,8 @@ impl ScheduleTable {
     ///
     /// # Errors
     /// As [`ScheduleTable::pipeline_bounds`].
-    pub fn fluid_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
-        let mut sim = Simulator::new(graph, robot, server, self.spec.sim_config(0.0))?;
-        let mut out = Vec::with_capacity(self.entries.len());
-        for e in &self.entries {
-            sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
-            out.push(sim.fluid_bound());
-        }
-        Ok(out)
+    pub fn fluid_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<crate::sim::FluidBound>>> {
+        self.per_bucket(graph, robot, server, |s| s.fluid_bound_detail())
     }
 
     /// The entry for a bandwidth: the highest bucket not above `mb_s` (bucket values), or the

@@ -232,7 +232,7 @@ fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
         let (table, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("a table, whatever the graph");
         let fluid = table.fluid_bounds(&g, &r, &s).expect("bounds");
         for (e, bound) in table.entries.iter().zip(&fluid) {
-            let bound = bound.expect("a link");
+            let bound = bound.expect("a link").bound_s;
             let lop = e.makespan_s.expect("a plan");
             assert!(lop >= bound * (1.0 - 1e-9), "{model} bucket {}: plan {lop} s below the fluid bound {bound} s", e.bucket_mb_s);
             for b in &e.baselines {

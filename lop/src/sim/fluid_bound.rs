@@ -75,73 +75,146 @@ fn containment(sim: &Simulator<'_>, v: NodeId, k: usize) -> Containment {
     c
 }
 
+/// The fluid bound and where it comes from: the four resource totals of the fluid split that
+/// the binding weights select: the time each resource spends in that ideal split, so the
+/// largest of them says which resource the ideal split is limited by.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct FluidBound {
+    /// The bound, seconds.
+    pub bound_s: f64,
+    /// Robot compute of the ideal split, seconds.
+    pub robot_s: f64,
+    /// Server compute, seconds.
+    pub server_s: f64,
+    /// Uplink bytes over the bandwidth, seconds.
+    pub up_s: f64,
+    /// Downlink bytes over the bandwidth, seconds.
+    pub down_s: f64,
+}
+
+/// One weighting's network, built over the graph's live ops and edges.
+struct Fluid<'s, 'g> {
+    sim: &'s Simulator<'g>,
+    /// Per edge `u -> v`: which couplings hold.
+    edges: Vec<(NodeId, NodeId, Containment)>,
+}
+
+impl Fluid<'_, '_> {
+    fn live_op(&self, id: NodeId) -> bool {
+        self.sim.graph().is_op(id) && self.sim.is_live(id)
+    }
+
+    fn is_input(&self, id: NodeId) -> bool {
+        matches!(self.sim.graph().nodes[id].op, Op::Input)
+    }
+
+    fn whole(&self, side: Side, id: NodeId) -> f64 {
+        self.sim.op_time(side, id, self.sim.graph().nodes[id].info.rows())
+    }
+
+    fn seconds(&self, id: NodeId) -> f64 {
+        self.sim.value_bytes(id) as f64 / self.sim.config().link.bandwidth
+    }
+
+    /// The minimum cut under weights `[robot, server, up, down]`: its capacity and, per network
+    /// node, whether it is on the source side (nodes: `x_v` = v, `y'_v` = n + v, up helper
+    /// 2n + u, down helper 3n + u).
+    fn cut(&self, [lr, ls, lu, ld]: [f64; 4]) -> (f64, Vec<bool>) {
+        let g = self.sim.graph();
+        let n = g.nodes.len();
+        let (source, sink) = (4 * n, 4 * n + 1);
+        let mut net = Network::new(4 * n + 2);
+        for id in 0..n {
+            let (x, y) = (id, n + id);
+            if self.is_input(id) {
+                net.edge(source, x, f64::INFINITY);
+                net.edge(source, y, f64::INFINITY);
+            } else if self.live_op(id) {
+                net.edge(x, sink, lr * self.whole(Side::Robot, id));
+                net.edge(source, y, ls * self.whole(Side::Server, id));
+                net.edge(y, x, f64::INFINITY);
+                if g.outputs.contains(&id) {
+                    net.edge(source, x, ld * self.seconds(id));
+                }
+            }
+        }
+        for &(u, v, c) in &self.edges {
+            if c.suffix {
+                // The up helper is the minimum over consumers of y'_v; (y'_u - helper)^+ is paid.
+                net.edge(2 * n + u, n + v, f64::INFINITY);
+            }
+            if c.prefix {
+                // The down helper is the maximum over consumers of x_v; (helper - x_u)^+ is paid.
+                net.edge(v, 3 * n + u, f64::INFINITY);
+            }
+        }
+        for u in (0..n).filter(|&u| self.live_op(u) || self.is_input(u)) {
+            net.edge(n + u, 2 * n + u, lu * self.seconds(u));
+            net.edge(3 * n + u, u, ld * self.seconds(u));
+        }
+        let (side, value) = net.min_cut(source, sink);
+        (value, side)
+    }
+
+    /// The four resource totals of the split a cut describes, seconds.
+    fn terms(&self, side: &[bool]) -> [f64; 4] {
+        let g = self.sim.graph();
+        let n = g.nodes.len();
+        let mut t = [0.0; 4];
+        for id in 0..n {
+            if self.live_op(id) {
+                let (x, y) = (side[id], !side[n + id]);
+                t[0] += if x { self.whole(Side::Robot, id) } else { 0.0 };
+                t[1] += if y { self.whole(Side::Server, id) } else { 0.0 };
+                if g.outputs.contains(&id) && !x {
+                    t[3] += self.seconds(id);
+                }
+            }
+            if self.live_op(id) || self.is_input(id) {
+                t[2] += if side[n + id] && !side[2 * n + id] { self.seconds(id) } else { 0.0 };
+                t[3] += if side[3 * n + id] && !side[id] { self.seconds(id) } else { 0.0 };
+            }
+        }
+        t
+    }
+}
+
 impl Simulator<'_> {
     /// The fluid bound of the module docs, in seconds (`None` without a link: robot-only is then
     /// the only plan).
     pub fn fluid_bound(&self) -> Option<f64> {
+        self.fluid_bound_detail().map(|f| f.bound_s)
+    }
+
+    /// The fluid bound with the resource totals of the ideal split at the binding weights.
+    pub fn fluid_bound_detail(&self) -> Option<FluidBound> {
         let g = self.graph();
-        let link = self.config().link;
-        if link.bandwidth <= 0.0 {
+        if self.config().link.bandwidth <= 0.0 {
             return None;
         }
-        let n = g.nodes.len();
-        let live_op = |id: NodeId| g.is_op(id) && self.is_live(id);
-        let is_input = |id: NodeId| matches!(g.nodes[id].op, Op::Input);
-        let whole = |side, id| self.op_time(side, id, g.nodes[id].info.rows());
-        // Per edge (consumer, input slot): which couplings hold, computed once.
-        let edges: Vec<(NodeId, NodeId, Containment)> = (0..n)
-            .filter(|&v| live_op(v))
+        let mut fluid = Fluid { sim: self, edges: Vec::new() };
+        fluid.edges = (0..g.nodes.len())
+            .filter(|&v| fluid.live_op(v))
             .flat_map(|v| g.nodes[v].inputs.iter().enumerate().map(move |(k, &u)| (u, v, k)))
-            .filter(|&(u, _, _)| live_op(u) || is_input(u))
+            .filter(|&(u, _, _)| fluid.live_op(u) || fluid.is_input(u))
             .map(|(u, v, k)| (u, v, containment(self, v, k)))
             .collect();
-        let seconds = |id: NodeId| self.value_bytes(id) as f64 / link.bandwidth;
-        let mut best: f64 = 0.0;
+        let mut best: Option<(f64, Vec<bool>)> = None;
         for wr in 0..=STEPS {
             for ws in 0..=STEPS - wr {
                 for wu in 0..=STEPS - wr - ws {
-                    let wd = STEPS - wr - ws - wu;
                     let w = |i: usize| i as f64 / STEPS as f64;
-                    let (lr, ls, lu, ld) = (w(wr), w(ws), w(wu), w(wd));
-                    // Nodes: x_v = v, y'_v = n + v, up helper 2n + u, down helper 3n + u.
-                    let (source, sink) = (4 * n, 4 * n + 1);
-                    let mut net = Network::new(4 * n + 2);
-                    for id in 0..n {
-                        let (x, y) = (id, n + id);
-                        if is_input(id) {
-                            net.edge(source, x, f64::INFINITY);
-                            net.edge(source, y, f64::INFINITY);
-                        } else if live_op(id) {
-                            net.edge(x, sink, lr * whole(Side::Robot, id));
-                            net.edge(source, y, ls * whole(Side::Server, id));
-                            net.edge(y, x, f64::INFINITY);
-                            if g.outputs.contains(&id) {
-                                net.edge(source, x, ld * seconds(id));
-                            }
-                        }
+                    let weights = [w(wr), w(ws), w(wu), w(STEPS - wr - ws - wu)];
+                    let (value, side) = fluid.cut(weights);
+                    if best.as_ref().is_none_or(|(b, _)| value > *b) {
+                        best = Some((value, side));
                     }
-                    for &(u, v, c) in &edges {
-                        if c.suffix {
-                            // min over consumers of y'_v, then (y'_u - min)^+.
-                            let h = 2 * n + u;
-                            net.edge(h, n + v, f64::INFINITY);
-                        }
-                        if c.prefix {
-                            // max over consumers of x_v, then (max - x_u)^+.
-                            let h = 3 * n + u;
-                            net.edge(v, h, f64::INFINITY);
-                        }
-                    }
-                    for u in (0..n).filter(|&u| live_op(u) || is_input(u)) {
-                        net.edge(n + u, 2 * n + u, lu * seconds(u));
-                        net.edge(3 * n + u, u, ld * seconds(u));
-                    }
-                    let (_, cut) = net.min_cut(source, sink);
-                    best = best.max(cut);
                 }
             }
         }
-        Some(best)
+        let (bound_s, side) = best?;
+        let [robot_s, server_s, up_s, down_s] = fluid.terms(&side);
+        Some(FluidBound { bound_s, robot_s, server_s, up_s, down_s })
     }
 }
 
@@ -220,8 +293,12 @@ mod tests {
             let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(t[id].0 / speed, t[id].1 / speed)).expect("server");
             let link = Link { bandwidth: [2e4, 1e5, 1e6][rng.below(3)], latency_s: rng.unit() * 1e-3, overhead_s: rng.unit() * 1e-4 };
             let sim = Simulator::new(&g, &r, &s, SimConfig { link, ..SimConfig::default() }).expect("sim");
-            let bound = sim.fluid_bound().expect("a link");
+            let detail = sim.fluid_bound_detail().expect("a link");
+            let bound = detail.bound_s;
             assert!(bound > 0.0, "seed {seed}: a vacuous bound");
+            // The bound is a weighted mean of the ideal split's resource times: at most the largest.
+            let largest = [detail.robot_s, detail.server_s, detail.up_s, detail.down_s].into_iter().fold(0.0, f64::max);
+            assert!(bound <= largest * (1.0 + 1e-9), "seed {seed}: {detail:?}");
             let mut plans = vec![Plan::robot_only(&g, 8), Plan::server_only(&g, 8)];
             plans.extend((0..40).map(|_| random_plan(&g, &mut rng)));
             for plan in plans {

@@ -46,6 +46,7 @@ mod schedule;
 mod tests;
 
 pub use bounds::{ChunkBounds, chunk_bounds};
+pub use fluid_bound::FluidBound;
 pub use objective::Objective;
 pub use power::RobotPower;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
