@@ -277,6 +277,18 @@ impl Search<'_, '_> {
 pub fn best_layer_partition(sim: &Simulator<'_>, objective: Objective, opts: &SearchOptions) -> Result<Candidate> {
     let g = sim.graph();
     let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+    let name = match objective {
+        Objective::EnergyUnderDeadline { .. } => "layer-partition-energy-deadline",
+        _ => "layer-partition",
+    };
+    if sim.config().link.bandwidth <= 0.0 {
+        // No link: a server op would need the input or an intermediate sent, so the robot
+        // computing everything is the only feasible partition.
+        let all: Vec<bool> = (0..g.nodes.len()).map(|id| g.is_op(id)).collect();
+        let plan = layer_plan(sim, opts.units, &all);
+        let cost = evaluate(sim, &plan)?.filter(|c| objective.score(c).is_finite());
+        return Ok(Candidate { name, plan, cost, evaluated: 1, status: SearchStatus::Exact });
+    }
     let bound_s = ops
         .iter()
         .map(|&id| if sim.is_live(id) { sim.op_time(crate::plan::Side::Robot, id, g.nodes[id].info.rows()) } else { 0.0 })
@@ -295,10 +307,6 @@ pub fn best_layer_partition(sim: &Simulator<'_>, objective: Objective, opts: &Se
     };
     s.seed()?;
     s.visit(0, 0.0)?;
-    let name = match objective {
-        Objective::EnergyUnderDeadline { .. } => "layer-partition-energy-deadline",
-        _ => "layer-partition",
-    };
     let (evaluated, status) = (s.evaluated, if s.stopped { SearchStatus::Budget } else { SearchStatus::Exact });
     Ok(match s.best {
         Some((cost, plan)) => Candidate { name, plan, cost: Some(cost), evaluated, status },

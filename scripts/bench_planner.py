@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Plans 31-bucket tables and prints each method beside both lower bounds, averaged over buckets
+1-30, one row per (model, robot profile, input wire):
+
+    python3 scripts/bench_planner.py MODEL:ROBOT.json:SERVER.json [...] [--wires native,f32]
+        [--lop target/release/lop] [--extra "--bandwidth-scale auto"]
+
+Columns (ms, means over buckets 1-30): LOSS, the best baseline, the server-pipelining bound, the
+fluid bound; then LOSS / best baseline, LOSS / pipelining bound, and the share of the gap
+between the two bounds that LOSS closes where the fluid bound is below the pipelining bound
+((pipe - lop) / (pipe - fluid), averaged over such buckets); the planning time; and the
+resource that limits the fluid bound's ideal split most often. Standard library only.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+
+def plan(lop: str, model: str, robot: str, server: str, wire: str, extra: list[str]) -> dict:
+    cmd = [lop, "plan", model, "--robot-profile", robot, "--server-profile", server, "--input-wire", wire,
+           "--buckets", "0:30:1", "--out", "/dev/null", "--json", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def row(label: str, v: dict) -> str:
+    buckets = [b for b in v["buckets"] if 1 <= b["bucket_mb_s"] <= 30]
+    def mean(key):
+        vals = [key(b) for b in buckets]
+        return statistics.mean(vals) if all(x is not None for x in vals) else float("nan")
+    ms = lambda b, k: b["makespan_ms"][k]
+    best = lambda b: min(x for x in (ms(b, "robot-only"), ms(b, "server-only"), ms(b, "layer")) if x is not None)
+    lop, base = mean(lambda b: ms(b, "lop")), mean(best)
+    pipe, fluid = mean(lambda b: b["server_pipeline_bound_ms"]), mean(lambda b: b["fluid_bound_ms"])
+    closed = [(b["server_pipeline_bound_ms"] - ms(b, "lop")) / (b["server_pipeline_bound_ms"] - b["fluid_bound_ms"])
+              for b in buckets if b["fluid_bound_ms"] < b["server_pipeline_bound_ms"] - 1e-9]
+    terms = [max(b["fluid_terms_ms"], key=b["fluid_terms_ms"].get) for b in buckets]
+    limit = max(set(terms), key=terms.count)
+    gap = f"{statistics.mean(closed):6.3f} ({len(closed):2d})" if closed else "     -     "
+    return (f"{label:<34} {lop:9.1f} {base:9.1f} {pipe:9.1f} {fluid:9.1f} {lop / base:6.3f} {lop / pipe:6.3f} "
+            f"{gap} {v['planning_time_s']:6.1f} {limit}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="MODEL:ROBOT_PROFILE:SERVER_PROFILE")
+    ap.add_argument("--wires", default="native,f32")
+    ap.add_argument("--lop", default="target/release/lop")
+    ap.add_argument("--extra", default="--bandwidth-scale auto", help="more `lop plan` flags")
+    a = ap.parse_args()
+    print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
+          f"{'gap closed (n)':>11} {'plan s':>6} limit")
+    for run in a.runs:
+        model, robot, server = run.rsplit(":", 2)
+        for wire in a.wires.split(","):
+            v = plan(a.lop, model, robot, server, wire, a.extra.split())
+            print(row(f"{model} {robot.rsplit('/', 1)[-1]} {wire}", v), flush=True)
+
+
+if __name__ == "__main__":
+    main()
