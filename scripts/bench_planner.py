@@ -7,8 +7,11 @@
 
 Columns (ms, means over buckets 1-30): LOSS, the best baseline, the server-pipelining bound, the
 fluid bound; then LOSS / best baseline, LOSS / pipelining bound, and the share of the gap
-between the two bounds that LOSS closes where the fluid bound is below the pipelining bound
-((pipe - lop) / (pipe - fluid), averaged over such buckets); the planning time; and the
+between the two bounds that LOSS closes over the buckets where the fluid bound is below the
+pipelining bound, as the mean of each bucket's (pipe - lop) / (pipe - fluid) and as the sum of
+pipe - lop over the sum of pipe - fluid (low buckets, where the pipelining bound is far above
+every plan, weigh more); negative where LOSS is above the pipelining bound; the planning time
+(0 on a table-cache hit); and the
 resource that limits the fluid bound's ideal split most often. Standard library only.
 """
 
@@ -37,11 +40,13 @@ def row(label: str, v: dict) -> str:
     best = lambda b: min(x for x in (ms(b, "robot-only"), ms(b, "server-only"), ms(b, "layer")) if x is not None)
     lop, base = mean(lambda b: ms(b, "lop")), mean(best)
     pipe, fluid = mean(lambda b: b["server_pipeline_bound_ms"]), mean(lambda b: b["fluid_bound_ms"])
-    closed = [(b["server_pipeline_bound_ms"] - ms(b, "lop")) / (b["server_pipeline_bound_ms"] - b["fluid_bound_ms"])
-              for b in buckets if b["fluid_bound_ms"] < b["server_pipeline_bound_ms"] - 1e-9]
+    below = [b for b in buckets if b["fluid_bound_ms"] < b["server_pipeline_bound_ms"] - 1e-9]
+    gap_sum = sum(b["server_pipeline_bound_ms"] - b["fluid_bound_ms"] for b in below)
+    closed = sum(b["server_pipeline_bound_ms"] - ms(b, "lop") for b in below) / gap_sum if below else None
+    per_bucket = [(b["server_pipeline_bound_ms"] - ms(b, "lop")) / (b["server_pipeline_bound_ms"] - b["fluid_bound_ms"]) for b in below]
     terms = [max(b["fluid_terms_ms"], key=b["fluid_terms_ms"].get) for b in buckets]
     limit = max(set(terms), key=terms.count)
-    gap = f"{statistics.mean(closed):6.3f} ({len(closed):2d})" if closed else "     -     "
+    gap = f"{statistics.mean(per_bucket):7.3f} {closed:6.3f} ({len(below):2d})" if below else "        -      -     "
     return (f"{label:<34} {lop:9.1f} {base:9.1f} {pipe:9.1f} {fluid:9.1f} {lop / base:6.3f} {lop / pipe:6.3f} "
             f"{gap} {v['planning_time_s']:6.1f} {limit}")
 
@@ -54,7 +59,7 @@ def main() -> None:
     ap.add_argument("--extra", default="--bandwidth-scale auto", help="more `lop plan` flags")
     a = ap.parse_args()
     print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
-          f"{'gap closed (n)':>11} {'plan s':>6} limit")
+          f"{'closed: mean, sum (n)':>21} {'plan s':>6} limit")
     for run in a.runs:
         model, robot, server = run.rsplit(":", 2)
         for wire in a.wires.split(","):
