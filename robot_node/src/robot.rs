@@ -513,6 +513,10 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
 /// The load options with a dynamic model's shape fixed ([`crate::input_shape`]), waiting for the
 /// first camera frame where only it can tell; `None` when `stop` came first.
 async fn input_load(cfg: &RobotConfig, ros: &SharedRos, stop: &mut watch::Receiver<bool>) -> Result<Option<(LoadOptions, ShapeOrigin)>> {
+    if cfg.model_load.input_shape.is_some() || cfg.model_source.starts_with("zoo:") {
+        // The shape is given, or fixed by the zoo: nothing to read before loading.
+        return Ok(Some((cfg.model_load.clone(), ShapeOrigin::Given)));
+    }
     let source = cfg.model_source.clone();
     let declared = tokio::task::spawn_blocking(move || lop::model::declared_inputs(&source))
         .await

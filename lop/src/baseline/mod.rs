@@ -1,7 +1,7 @@
 //! Baselines (DESIGN.md section 5), all evaluated by the same [`Simulator`] and scored by the
 //! same [`Objective`] as the planner: robot-only, server-only, the best layer partition
 //! (DSCCS / Neurosurgeon) and the energy-optimal layer partition under a deadline (the SPSO-GA
-//! objective), the last two solved exactly.
+//! objective), the last two from minimum cuts and a budgeted exact search.
 //!
 //! ## The layer-partition search
 //!
@@ -30,8 +30,9 @@
 //!    done, so every completion of the branch has `makespan >= R` with `R` seconds of robot
 //!    computing inside `[0, makespan]`. A branch is cut only when that bound is strictly worse
 //!    than the best score found, so no optimum is lost. When the search completes
-//!    ([`SearchStatus::Exact`]) the result is the exact optimum under the simulator (CNN
-//!    classifiers: at most a few thousand simulations); when its budget
+//!    ([`SearchStatus::Exact`]) the result is the exact optimum under the simulator (every zoo
+//!    model but the detectors: at most a few hundred simulations, the cuts prune that well);
+//!    when its budget
 //!    ([`SearchOptions::max_evaluations`]) runs out first ([`SearchStatus::Budget`], detector
 //!    DAGs) the result is the best plan seen, never worse than the minimum cuts, and the plan is
 //!    still returned: a table never fails because a baseline search ran long.

@@ -240,6 +240,11 @@ fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
             }
             let layer = e.baselines.iter().find(|b| b.name == "layer-partition").expect("layer partition");
             assert_ne!(layer.search, crate::baseline::SearchStatus::Fixed, "{model}: the layer search reports how it ended");
+            // Seeded by the minimum cuts, the exact search completes on every model but the
+            // detectors' necks (a few hundred simulations at most); those report the budget.
+            if !["yolo_det", "pose_hr"].contains(name) {
+                assert_eq!(layer.search, crate::baseline::SearchStatus::Exact, "{model} bucket {}", e.bucket_mb_s);
+            }
         }
     }
 }
