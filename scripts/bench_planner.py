@@ -10,7 +10,8 @@ fluid bound; then LOSS / best baseline, LOSS / pipelining bound, and the share o
 between the two bounds that LOSS closes over the buckets where the fluid bound is below the
 pipelining bound, as the mean of each bucket's (pipe - lop) / (pipe - fluid) and as the sum of
 pipe - lop over the sum of pipe - fluid (low buckets, where the pipelining bound is far above
-every plan, weigh more); negative where LOSS is above the pipelining bound; the planning time
+every plan, weigh more); negative where LOSS is above the pipelining bound; LOSS / pipelining
+bound over the buckets whose plan gives the robot no rows (the bound's own regime); the planning time
 (0 on a table-cache hit); and the
 resource that limits the fluid bound's ideal split most often. Standard library only.
 """
@@ -20,15 +21,24 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 
 
 def plan(lop: str, model: str, robot: str, server: str, wire: str, extra: list[str]) -> dict:
-    cmd = [lop, "plan", model, "--robot-profile", robot, "--server-profile", server, "--input-wire", wire,
-           "--buckets", "0:30:1", "--out", "/dev/null", "--json", *extra]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr}")
-    return json.loads(out.stdout)
+    with tempfile.TemporaryDirectory() as tmp:
+        table = f"{tmp}/table.json"
+        cmd = [lop, "plan", model, "--robot-profile", robot, "--server-profile", server, "--input-wire", wire,
+               "--buckets", "0:30:1", "--out", table, "--json", *extra]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr}")
+        v = json.loads(out.stdout)
+        # Whether each bucket's plan gives the robot any rows of any op (robot bands).
+        with open(table) as f:
+            entries = json.load(f)["entries"]
+        for b, e in zip(v["buckets"], entries):
+            b["robot_bands"] = any(sp["robot_end"] > 0 for sp in e["plan"]["splits"][1:])
+        return v
 
 
 def row(label: str, v: dict) -> str:
@@ -44,11 +54,13 @@ def row(label: str, v: dict) -> str:
     gap_sum = sum(b["server_pipeline_bound_ms"] - b["fluid_bound_ms"] for b in below)
     closed = sum(b["server_pipeline_bound_ms"] - ms(b, "lop") for b in below) / gap_sum if below else None
     per_bucket = [(b["server_pipeline_bound_ms"] - ms(b, "lop")) / (b["server_pipeline_bound_ms"] - b["fluid_bound_ms"]) for b in below]
+    no_bands = [ms(b, "lop") / b["server_pipeline_bound_ms"] for b in buckets if not b["robot_bands"]]
+    server_side = f"{statistics.mean(no_bands):6.3f} ({len(no_bands):2d})" if no_bands else "     -     "
     terms = [max(b["fluid_terms_ms"], key=b["fluid_terms_ms"].get) for b in buckets]
     limit = max(set(terms), key=terms.count)
     gap = f"{statistics.mean(per_bucket):7.3f} {closed:6.3f} ({len(below):2d})" if below else "        -      -     "
     return (f"{label:<34} {lop:9.1f} {base:9.1f} {pipe:9.1f} {fluid:9.1f} {lop / base:6.3f} {lop / pipe:6.3f} "
-            f"{gap} {v['planning_time_s']:6.1f} {limit}")
+            f"{gap} {server_side} {v['planning_time_s']:6.1f} {limit}")
 
 
 def main() -> None:
@@ -59,7 +71,7 @@ def main() -> None:
     ap.add_argument("--extra", default="--bandwidth-scale auto", help="more `lop plan` flags")
     a = ap.parse_args()
     print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
-          f"{'closed: mean, sum (n)':>21} {'plan s':>6} limit")
+          f"{'closed: mean, sum (n)':>21} {'no-band l/pipe (n)':>11} {'plan s':>6} limit")
     for run in a.runs:
         model, robot, server = run.rsplit(":", 2)
         for wire in a.wires.split(","):
