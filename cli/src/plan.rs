@@ -290,6 +290,15 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             );
         }
         println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());
+        let budget: Vec<String> =
+            rows.iter().filter(|r| r["layer_search"]["status"] == "budget").map(|r| r["bucket_mb_s"].to_string()).collect();
+        if !budget.is_empty() {
+            println!(
+                "layer-partition search reached its budget in bucket(s) {} MB/s: that baseline is the best layer partition seen \
+                 (never worse than the minimum cuts), not a proven optimum",
+                budget.join(", ")
+            );
+        }
     }
     Ok(0)
 }
