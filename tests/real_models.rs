@@ -156,6 +156,15 @@ fn yolo_pose_matches_onnxruntime() {
 #[test]
 fn common_det_at_640_matches_onnxruntime() {
     check_model("common_det_640");
+    // What lop_robot reads before it fixes the shape from a frame: the exporter's named dynamic
+    // height and width, fixed batch and channels.
+    let Ok((dir, _)) = prepared() else { panic!("real-model set-up failed") };
+    let path = dir.join("common_det_640.onnx");
+    let declared = lop::model::declared_inputs(path.to_str().expect("utf-8 path")).expect("declared inputs");
+    let [input] = &declared[..] else { panic!("one input: {declared:?}") };
+    assert_eq!(input.dims, Some(vec![Some(1), Some(3), None, None]), "{input:?}");
+    assert_eq!(input.dim_names[2..], ["height".to_string(), "width".to_string()], "{input:?}");
+    assert!(input.is_dynamic());
 }
 
 /// A trained segmenter shipped in a PyPI wheel: PP-OCRv4's text detector (rapidocr-onnxruntime),
