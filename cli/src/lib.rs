@@ -49,6 +49,16 @@ pub struct ModelArgs {
     /// models trained on BGR.
     #[arg(long, value_parser = parse_preprocess)]
     pub preprocess: Option<lop::preprocess::Preprocess>,
+    /// A back end after the model's output, so that results, not raw heads, are what the plan
+    /// returns: `detect`, `pose`, `segment`, `occupancy` or `raw`, with `;key=value` options
+    /// (`detect;score=0.25;iou=0.45;max=300;format=auto|yolov8|yolox`, `pose;keypoints=17`,
+    /// `occupancy;threshold=0.5;class=1`).
+    #[arg(long, value_parser = parse_task)]
+    pub task: Option<lop::postprocess::Postprocess>,
+}
+
+fn parse_task(s: &str) -> Result<lop::postprocess::Postprocess, String> {
+    lop::postprocess::Postprocess::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_preprocess(s: &str) -> Result<lop::preprocess::Preprocess, String> {
@@ -72,7 +82,7 @@ impl ModelArgs {
 
     /// The options [`ModelArgs::load`] loads with.
     pub fn load_options(&self) -> lop::model::LoadOptions {
-        lop::model::LoadOptions { input_shape: self.input_shape.clone(), preprocess: self.preprocess.clone() }
+        lop::model::LoadOptions { input_shape: self.input_shape.clone(), preprocess: self.preprocess.clone(), postprocess: self.task.clone() }
     }
 }
 

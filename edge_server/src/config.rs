@@ -160,6 +160,11 @@ pub struct ModelEntry {
     /// same, since it is part of the model.
     #[serde(default)]
     pub preprocess: Option<String>,
+    /// A back end after the model's output (`detect`, `pose`, `segment`, `occupancy`, `raw`,
+    /// with `;key=value` options, e.g. `detect;score=0.3`), so that results rather than raw heads
+    /// return to the robot; robots must use the same `model.task`, since it is part of the model.
+    #[serde(default)]
+    pub task: Option<String>,
     /// The edge's profile of this model: a profile JSON path, `measure` (at start-up, cached in
     /// `profile_cache`) or `synthetic` (tests).
     #[serde(default)]
@@ -364,6 +369,9 @@ impl EdgeConfig {
             }
             if let Some(spec) = &m.preprocess {
                 lop::preprocess::Preprocess::parse(spec).map_err(|e| self.invalid(field("preprocess"), e.to_string()))?;
+            }
+            if let Some(spec) = &m.task {
+                lop::postprocess::Postprocess::parse(spec).map_err(|e| self.invalid(field("task"), e.to_string()))?;
             }
             self.model_source(i)?;
         }

@@ -91,12 +91,18 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
             .map(lop::preprocess::Preprocess::parse)
             .transpose()
             .map_err(|e| Error::Model { id: m.id.clone(), source: Box::new(e) })?;
+        let postprocess = m
+            .task
+            .as_deref()
+            .map(lop::postprocess::Postprocess::parse)
+            .transpose()
+            .map_err(|e| Error::Model { id: m.id.clone(), source: Box::new(e) })?;
         let file_sha = match &source {
             ModelSource::File(p) if m.sha256.is_some() => Some(file_sha256(p)?),
             _ => None,
         };
         for input_shape in cfg.served_shapes(i) {
-            let load = LoadOptions { input_shape, preprocess: preprocess.clone() };
+            let load = LoadOptions { input_shape, preprocess: preprocess.clone(), postprocess: postprocess.clone() };
             models.push(prepare_variant(cfg, i, &source, load, file_sha.as_deref(), device)?);
         }
     }

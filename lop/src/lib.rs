@@ -16,6 +16,8 @@
 //! - [`model`]: loading a model by zoo name or path.
 //! - [`preprocess`]: the model's front end (channel order, scale, mean, std) as graph ops, so that
 //!   frames cross the link as bytes for float-input models too.
+//! - [`postprocess`]: the model's back end (detections with NMS, keypoints, class maps,
+//!   occupancy bits) as the graph's last op, placed by the planner like any other.
 //! - [`inspect`]: locality statistics.
 //! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
 //! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy)
@@ -39,6 +41,7 @@ pub mod onnx;
 pub mod ops;
 pub mod plan;
 pub mod planner;
+pub mod postprocess;
 pub mod preprocess;
 pub mod profile;
 mod rng;

@@ -13,6 +13,9 @@ pub struct LoadOptions {
     /// A front end prepended to a float-input model (`--preprocess`), so that frames enter as
     /// uint8 bytes.
     pub preprocess: Option<crate::preprocess::Preprocess>,
+    /// A back end appended after the model's output (`--task`): detections, keypoints, class
+    /// maps or occupancy bits instead of raw head tensors.
+    pub postprocess: Option<crate::postprocess::Postprocess>,
 }
 
 /// Loads `name`: `zoo:NAME` (see [`crate::zoo::names`]) or a path to a `.onnx` file.
@@ -20,8 +23,11 @@ pub struct LoadOptions {
 /// # Errors
 /// [`Error::UnknownModel`] for a name that is neither; import errors for bad files.
 pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
-    let graph = load_graph(name, opts)?;
-    match &opts.preprocess {
+    let mut graph = load_graph(name, opts)?;
+    if let Some(p) = &opts.preprocess {
+        graph = p.apply(graph)?;
+    }
+    match &opts.postprocess {
         Some(p) => p.apply(graph),
         None => Ok(graph),
     }

@@ -18,8 +18,11 @@
 //! | [`msg::Bandwidth`] | `/lop/bandwidth` | Mbit/s (10^6 bit/s) |
 //! | [`msg::InferenceEnergy`] | `/lop/energy` | joules, watts |
 //! | [`msg::PowerSample`] | `/lop/power` | watts |
+//! | [`msg::KeypointsArray`] | `/lop/keypoints` | pixels |
+//! | [`vision::Detection2DArray`] | `/lop/detections` | pixels |
 //!
-//! with the nested [`msg::OutputTensor`], [`msg::ClassScore`] and [`msg::RailEnergy`].
+//! with the nested [`msg::OutputTensor`], [`msg::ClassScore`], [`msg::RailEnergy`],
+//! [`msg::Keypoints`] and [`msg::Keypoint`], and vision_msgs' nested types.
 //!
 //! # Example
 //!
@@ -49,6 +52,14 @@ mod generated {
 /// documented in the `.msg` files (`msgs/msg/*.msg`).
 pub mod msg {
     pub use super::generated::ros::lop_msgs::*;
+}
+
+/// vision_msgs' detection messages (ROS namespace `vision_msgs/msg`), defined field for field as
+/// in vision_msgs 4.x (`msgs/vision_msgs/msg/*.msg`), so that their type names and REP-2011
+/// hashes equal those of the real package in ROS Jazzy and users' vision_msgs subscribers take
+/// them: [`vision::Detection2DArray`] on `/lop/detections`.
+pub mod vision {
+    pub use super::generated::ros::vision_msgs::*;
 }
 
 /// The ROS identity of one message type.

@@ -11,7 +11,9 @@ use hiroz::MessageTypeInfo;
 use hiroz::msg::ZMessage;
 use hiroz_msgs::ros::builtin_interfaces::Time;
 use hiroz_msgs::ros::std_msgs::Header;
-use lop_msgs::ros::msg::{Bandwidth, ClassScore, InferenceEnergy, InferenceResult, OutputTensor, PowerSample, RailEnergy};
+use lop_msgs::ros::msg::{
+    Bandwidth, ClassScore, InferenceEnergy, InferenceResult, Keypoint, Keypoints, KeypointsArray, OutputTensor, PowerSample, RailEnergy,
+};
 use lop_msgs::ros::{ALL_TYPES, RosType};
 
 /// The Jazzy hashes DESIGN.md section 8 fixes.
@@ -52,7 +54,44 @@ fn every_lop_type_hash_matches_the_python_implementation() {
     let python = python_hashes(&["--msg-dir", "msgs/msg", "--all"]);
     let table: BTreeMap<String, String> = ALL_TYPES.iter().map(|t| (t.name.to_string(), t.hash.to_string())).collect();
     assert_eq!(table, python, "ALL_TYPES (hiroz-codegen) vs rep2011.py");
-    assert_eq!(python.len(), 7, "one entry per msg/*.msg file: {python:?}");
+    assert_eq!(python.len(), 10, "one entry per msg/*.msg file: {python:?}");
+}
+
+/// The REP-2011 hashes real ROS 2 Jazzy gives vision_msgs 4.1's types, as its installed type
+/// descriptions (`share/vision_msgs/msg/*.json`, key `type_hashes`) record them: read from a
+/// Jazzy workspace's generated type descriptions (github.com/Benjamin-Hedeby/Dai_ws,
+/// `build/depthai_ros_msgs/rosidl_generator_type_description/.../TrackDetection2DArray.json`,
+/// built against /opt/ros/jazzy) for the nested types, and from a vision_msgs 4.1.0 build's own
+/// `Detection2DArray.json` (github.com/borednuna/ipm-ws, `install/vision_msgs/share/...`) for
+/// Detection2D and Detection2DArray, whose nested descriptions are byte for byte the Jazzy ones.
+const VISION_JAZZY: [(&str, &str); 8] = [
+    ("vision_msgs/msg/Detection2DArray", "RIHS01_214274120007f4a683866481336b70310268cfa107aebe9d594a6acf75bda968"),
+    ("vision_msgs/msg/Detection2D", "RIHS01_0d12b69df5c593b3455b7346fac8205437a7d4bcb09b9e0e0b2dde787ded38ea"),
+    ("vision_msgs/msg/ObjectHypothesisWithPose", "RIHS01_41c12344c0396c48b81df12467c192d99b2a0eb1463c5c37194e4223251c80bc"),
+    ("vision_msgs/msg/ObjectHypothesis", "RIHS01_51da43cec11c01957a64d1e05a24acd18aae7745ec30b74348ad5f6d634f7f90"),
+    ("vision_msgs/msg/BoundingBox2D", "RIHS01_008eacbb0cf8f26e83795547bed013eec3675485ef386ec056d80eaaf1c1ce2f"),
+    ("vision_msgs/msg/Pose2D", "RIHS01_b0b5d1d7b4c20dd4fcde3ed1d4b289a919290572007d67a97043814db25d3648"),
+    ("vision_msgs/msg/Point2D", "RIHS01_eab0e83f44ab4de92ceaf76dd7d0e7638f2bdd1d16ffbe16c7a136c48e407247"),
+    ("geometry_msgs/msg/PoseWithCovariance", "RIHS01_9a7c0fd234b7f45c6098745ecccd773ca1085670e64107135397aee31c02e1bb"),
+];
+
+/// Our vision_msgs definitions hash as the real package's in Jazzy, nested types included, by
+/// hiroz-codegen (what hiroz publishes) and by the independent Python implementation; so users'
+/// vision_msgs subscribers match `/lop/detections`.
+#[test]
+fn vision_msgs_types_have_the_real_jazzy_hashes() {
+    use lop_msgs::ros::VISION_TYPES;
+    use lop_msgs::ros::vision::{Detection2D, Detection2DArray};
+    let real: BTreeMap<String, String> = VISION_JAZZY.iter().map(|(n, h)| (n.to_string(), h.to_string())).collect();
+    let table: BTreeMap<String, String> = VISION_TYPES.iter().map(|t| (t.name.to_string(), t.hash.to_string())).collect();
+    assert_eq!(table.len(), 7);
+    for (name, hash) in &table {
+        assert_eq!(Some(hash), real.get(name), "{name}: hiroz-codegen vs real Jazzy");
+    }
+    let python = python_hashes(&["--msg-dir", "msgs/vision_msgs/msg", "--all", "--type", "geometry_msgs/msg/PoseWithCovariance"]);
+    assert_eq!(python, real, "rep2011.py vs real Jazzy");
+    assert_eq!(rust_info::<Detection2DArray>(), ("vision_msgs::msg::dds_::Detection2DArray_".to_string(), real["vision_msgs/msg/Detection2DArray"].clone()));
+    assert_eq!(rust_info::<Detection2D>().1, real["vision_msgs/msg/Detection2D"]);
 }
 
 #[test]
@@ -65,6 +104,9 @@ fn message_type_info_agrees_with_the_table() {
         (InferenceEnergy::ROS_TYPE, rust_info::<InferenceEnergy>()),
         (RailEnergy::ROS_TYPE, rust_info::<RailEnergy>()),
         (PowerSample::ROS_TYPE, rust_info::<PowerSample>()),
+        (Keypoint::ROS_TYPE, rust_info::<Keypoint>()),
+        (Keypoints::ROS_TYPE, rust_info::<Keypoints>()),
+        (KeypointsArray::ROS_TYPE, rust_info::<KeypointsArray>()),
     ];
     assert_eq!(infos.len(), ALL_TYPES.len());
     for (ros, (dds, hash)) in infos {

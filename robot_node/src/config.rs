@@ -2,7 +2,7 @@
 //! plus `--ros-args -p` overrides). `config/robot.yaml` documents every parameter with its default;
 //! a test checks that it names exactly the parameters read here.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lop::plan::Side;
@@ -159,6 +159,14 @@ pub struct RobotTopics {
     pub bandwidth: String,
     /// Diagnostics out.
     pub diagnostics: String,
+    /// Detections out (`model.task: detect` or `pose`): `vision_msgs/Detection2DArray`.
+    pub detections: String,
+    /// Keypoints out (`model.task: pose`): `lop_msgs/KeypointsArray`.
+    pub keypoints: String,
+    /// Occupied voxels out (`model.task: occupancy`): `sensor_msgs/PointCloud2`.
+    pub occupancy: String,
+    /// Class maps out (`model.task: segment`): `sensor_msgs/Image`, `mono8` class ids.
+    pub segmentation: String,
 }
 
 /// Configuration of `lop_robot`.
@@ -172,7 +180,7 @@ pub struct RobotConfig {
     pub robot_id: String,
     /// `zoo:NAME` or an ONNX path.
     pub model_source: String,
-    /// How the model is loaded (`model.input_shape`, `model.preprocess`).
+    /// How the model is loaded (`model.input_shape`, `model.preprocess`, `model.task`).
     pub model_load: lop::model::LoadOptions,
     /// The model's id at the edge.
     pub model_id: String,
@@ -212,10 +220,23 @@ pub struct RobotConfig {
     pub retry_interval: Duration,
     /// Classes in `top_k` (0: none).
     pub top_k: usize,
+    /// Class names for detections and top-k (`model.class_names`: a file with one name per line;
+    /// empty: class indices as names).
+    pub class_names: Vec<String>,
     /// Diagnostics period.
     pub diagnostics_period: Duration,
     /// libtorch intra-op threads of the model worker (0: libtorch's default).
     pub threads: i32,
+}
+
+/// Class names, one per line (blank lines and surrounding spaces ignored).
+fn read_class_names(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("model.class_names: cannot read {}: {e}", path.display())))?;
+    let names: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+    if names.is_empty() {
+        return Err(invalid(format!("model.class_names: {} holds no names", path.display())));
+    }
+    Ok(names)
 }
 
 fn device(s: &str) -> Result<tch::Device> {
@@ -339,6 +360,14 @@ impl RobotConfig {
             "" => None,
             spec => Some(lop::preprocess::Preprocess::parse(spec).map_err(|e| invalid(format!("model.preprocess: {e}")))?),
         };
+        let postprocess = match p.string("model.task", "raw").as_str() {
+            "" | "raw" => None,
+            spec => Some(lop::postprocess::Postprocess::parse(spec).map_err(|e| invalid(format!("model.task: {e}")))?),
+        };
+        let class_names = match p.string("model.class_names", "").as_str() {
+            "" => Vec::new(),
+            path => read_class_names(Path::new(path))?,
+        };
         let robot_profile = ProfileSource::parse(&p.string("model.robot_profile", "synthetic"));
         let server_profile = ProfileSource::parse(&p.string("model.server_profile", "synthetic"));
         let table = read_table(p)?;
@@ -397,6 +426,10 @@ impl RobotConfig {
             inference: p.string("topics.inference", "/lop/inference"),
             bandwidth: p.string("topics.bandwidth", "/lop/bandwidth"),
             diagnostics: p.string("topics.diagnostics", "/diagnostics"),
+            detections: p.string("topics.detections", "/lop/detections"),
+            keypoints: p.string("topics.keypoints", "/lop/keypoints"),
+            occupancy: p.string("topics.occupancy", "/lop/occupancy"),
+            segmentation: p.string("topics.segmentation", "/lop/segmentation"),
         };
         let top_k = p.int("top_k", 5)?;
         Ok(RobotConfig {
@@ -404,7 +437,7 @@ impl RobotConfig {
             edge,
             robot_id,
             model_source,
-            model_load: lop::model::LoadOptions { input_shape, preprocess },
+            model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess },
             model_id,
             robot_profile,
             server_profile,
@@ -424,6 +457,7 @@ impl RobotConfig {
             hello_timeout: ms(p, "hello_timeout_ms", 5000.0)?,
             retry_interval: ms(p, "retry_interval_ms", 500.0)?,
             top_k: usize::try_from(top_k).map_err(|_| invalid(format!("top_k must be >= 0, got {top_k}")))?,
+            class_names,
             diagnostics_period: Duration::from_secs_f64(positive("diagnostics_period_s", p.double("diagnostics_period_s", 1.0)?)?),
             threads: i32::try_from(p.int("threads", 0)?).map_err(|e| invalid(format!("threads: {e}")))?,
         })

@@ -428,6 +428,9 @@ pub struct EdgeProcessConfig {
     pub input_shape: Option<Vec<usize>>,
     /// The preprocess stage, as [`lop::preprocess::Preprocess::spec`] writes it.
     pub preprocess: Option<String>,
+    /// The back end, as [`lop::postprocess::Postprocess::spec`] writes it.
+    #[serde(default)]
+    pub task: Option<String>,
     /// The robot's profile.
     pub robot: Profile,
     /// The server's profile.
@@ -450,6 +453,7 @@ impl BenchConfig {
             source: self.source.clone(),
             input_shape: self.load.input_shape.clone(),
             preprocess: self.load.preprocess.as_ref().map(lop::preprocess::Preprocess::spec),
+            task: self.load.postprocess.as_ref().map(lop::postprocess::Postprocess::spec),
             robot: self.robot.clone(),
             server: self.server.clone(),
             spec: self.spec.clone(),
@@ -475,7 +479,8 @@ pub async fn serve_edge_process(
     ready: impl FnOnce(),
 ) -> Result<EdgeCounts> {
     let preprocess = cfg.preprocess.as_deref().map(lop::preprocess::Preprocess::parse).transpose()?;
-    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess };
+    let postprocess = cfg.task.as_deref().map(lop::postprocess::Postprocess::parse).transpose()?;
+    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess, postprocess };
     let service =
         EdgeService::start(edge_options(&cfg.model_id, &cfg.source, &load, &cfg.robot, &cfg.server, &cfg.spec, &cfg.cache_dir)).await?;
     let edge = ZenohEdge::start(service, &cfg.listen).await?;

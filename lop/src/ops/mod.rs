@@ -176,6 +176,8 @@ pub enum Op {
         /// The axis.
         axis: usize,
     },
+    /// The model's back end (detections, class maps, occupancy bits): see [`crate::postprocess`].
+    Post(crate::postprocess::PostOp),
 }
 
 impl Op {
@@ -202,6 +204,7 @@ impl Op {
             Op::Linear { .. } => "Linear",
             Op::MatMul => "MatMul",
             Op::Softmax { .. } => "Softmax",
+            Op::Post(p) => p.kind_name(),
         }
     }
 
@@ -234,6 +237,7 @@ impl Op {
         match self {
             Op::Input | Op::Constant(_) => true,
             Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) => ins[0].row_axis == Some(2),
+            Op::Post(p) => p.keeps_rows(ins[0]),
             _ => ins.iter().any(|v| v.row_axis.is_some()),
         }
     }
@@ -276,6 +280,7 @@ impl Op {
                 }
                 Ok(ins[0].clone())
             }
+            Op::Post(p) => p.infer(ins[0]).map_err(bad),
         }
     }
 
@@ -326,6 +331,7 @@ impl Op {
                 Some(a) if a != *axis => Footprint::Rows(rows.clone()),
                 _ => Footprint::Whole,
             },
+            Op::Post(p) => p.footprint(rows),
         }
     }
 
@@ -343,7 +349,9 @@ impl Op {
             return OpClass::Global;
         }
         match self {
-            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) | Op::Binary(_) | Op::Concat { .. } => OpClass::ElementWise,
+            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) | Op::Binary(_) | Op::Concat { .. } | Op::Post(_) => {
+                OpClass::ElementWise
+            }
             Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) | Op::Resize(_) => OpClass::BlockWise,
             Op::Slice(axes) => {
                 if axes.iter().any(|s| Some(s.axis) == ins[0].row_axis) {
@@ -429,6 +437,7 @@ impl Op {
                 let x = if global { ins[0].whole()? } else { ins[0].rows(rows)? };
                 narrow_out(x.f_softmax(*axis as i64, tch::Kind::Float)?, out, rows, global && !whole_out)
             }
+            Op::Post(p) => p.compute(&ins[0], rows),
         }
     }
 
@@ -437,7 +446,7 @@ impl Op {
     /// computed, which is the plain op. `None` when that reading gives no row axis either (vectors,
     /// matrices), for which the band code already computes whole values.
     fn compute_unbanded(&self, ins: &[BandIn<'_>]) -> Result<Option<Tensor>, tch::TchError> {
-        if matches!(self, Op::Input | Op::Constant(_)) {
+        if matches!(self, Op::Input | Op::Constant(_) | Op::Post(_)) {
             return Ok(None);
         }
         let infos: Vec<ValueInfo> = ins.iter().map(|b| ValueInfo::new(b.info.shape.clone(), b.info.dtype)).collect();

@@ -1,0 +1,269 @@
+//! The model's back end (DESIGN.md section 5a): what users read instead of raw head tensors,
+//! appended to the graph as its last op so that the planner places it like any other op and only
+//! its small result crosses the link when the server runs it.
+//!
+//! A task is chosen by configuration (`--task`, `model.task`, `models[].task`):
+//!
+//! | task | head it reads | result (the graph's one output) |
+//! |---|---|---|
+//! | `raw` | any | the head itself (no stage) |
+//! | `detect` | YOLOv8 `[1, 4 + classes, anchors]` (boxes decoded), or YOLOX `[1, anchors, 5 + classes]` (raw, decoded here) | `[1, max, 6]` float32 rows `x1, y1, x2, y2, score, class` |
+//! | `pose` | YOLOv8-pose `[1, 4 + classes + 3 K, anchors]` | `[1, max, 6 + 3 K]`: the detection, then `x, y, visibility` per keypoint |
+//! | `segment` | per-pixel class scores `[1, C, H, W]` | `[1, 1, H, W]` uint8 class map |
+//! | `occupancy` | voxel logits `[1, C, D, H, W]` | `[1, 1, D, H, ceil(W / 8)]` uint8: occupied voxels as bits |
+//!
+//! Detection rows are sorted by descending score (ties: lower anchor index first); the unused
+//! rows of the fixed-size result have class -1 and zeros elsewhere. Box coordinates are in the
+//! model input's pixels; the robot maps them back through the letterbox at publish time.
+//! `detect` and `pose` are global ops (a barrier, run whole on one side); `segment` and
+//! `occupancy` are per-pixel, so their rows are split like any local op and each side computes
+//! the bits of its own band.
+//!
+//! Every step is deterministic (stable tie-breaking, no device-dependent reductions), so the
+//! stage computed from a split run's head equals the stage computed from the unsplit head.
+
+mod dense;
+mod detect;
+
+pub use dense::{ClassMap, Occupancy, occupied_voxels};
+pub use detect::{Detect, Detection, HeadFormat, detections};
+
+use crate::error::{Error, Result};
+use crate::graph::{Graph, GraphBuilder, NodeId, ValueInfo};
+use crate::ops::{BandIn, Op};
+use crate::rows::{Footprint, Rows};
+use tch::Tensor;
+
+/// Floats per detection row before the keypoints: `x1, y1, x2, y2, score, class`.
+pub const DETECTION_FIELDS: usize = 6;
+
+/// The forms [`Postprocess::parse`] accepts, for messages.
+pub const SPEC_HELP: &str = "'raw', 'detect', 'pose', 'segment' or 'occupancy', optionally followed by ';key=value' \
+                             options: detect and pose take score=0..1 (0.25), iou=0..1 (0.45), max=1..10000 (300), \
+                             format=auto|yolov8|yolox, and pose keypoints=K (17); occupancy takes threshold=0..1 (0.5) \
+                             and class=N (1 of a softmax head)";
+
+/// A back-end stage chosen by configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Postprocess {
+    /// No stage: the raw outputs are the result.
+    Raw,
+    /// Boxes: decode, score threshold, class-wise NMS, at most `max` rows.
+    Detect(DetectSpec),
+    /// Boxes with keypoints (YOLOv8-pose heads).
+    Pose(DetectSpec),
+    /// Per-pixel argmax over classes.
+    Segment,
+    /// Occupied voxels above a probability threshold, as bits.
+    Occupancy(OccupancySpec),
+}
+
+/// Options of `detect` and `pose`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectSpec {
+    /// Keep boxes whose best class score is above this (0..1).
+    pub score: f32,
+    /// Suppress a box whose IoU with a kept box of its class is above this (0..1).
+    pub iou: f32,
+    /// At most this many rows (the result's fixed size).
+    pub max: usize,
+    /// Head layout.
+    pub format: HeadFormat,
+    /// Keypoints per object (pose only; 0 for detect).
+    pub keypoints: usize,
+}
+
+/// Options of `occupancy`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OccupancySpec {
+    /// Occupied when the class probability is above this (0..1).
+    pub threshold: f32,
+    /// The occupied class channel of a head with two or more channels (a softmax over them;
+    /// default 1, the second). A one-channel head is a sigmoid logit (`None` or 0).
+    pub class: Option<usize>,
+}
+
+impl Postprocess {
+    /// Parses a spec: the task, then `;key=value` options (see [`SPEC_HELP`]).
+    ///
+    /// # Errors
+    /// [`Error::Input`] naming the part that does not parse, the value out of range, and the
+    /// accepted forms.
+    pub fn parse(spec: &str) -> Result<Postprocess> {
+        let bad = |what: String| Error::Input(format!("task '{spec}': {what}; expected {SPEC_HELP}"));
+        let mut parts = spec.split(';').map(str::trim).filter(|s| !s.is_empty());
+        let task = parts.next().ok_or_else(|| bad("no task given".into()))?;
+        let mut det = DetectSpec { score: 0.25, iou: 0.45, max: 300, format: HeadFormat::Auto, keypoints: 0 };
+        let mut occ = OccupancySpec { threshold: 0.5, class: None };
+        let unit = |k: &str, v: &str| -> Result<f32> {
+            v.parse::<f32>()
+                .ok()
+                .filter(|x| (0.0..=1.0).contains(x))
+                .ok_or_else(|| bad(format!("{k}={v} is not a number in 0..1")))
+        };
+        let count = |k: &str, v: &str, lo: usize, hi: usize| -> Result<usize> {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| (lo..=hi).contains(n))
+                .ok_or_else(|| bad(format!("{k}={v} is not a whole number in {lo}..={hi}")))
+        };
+        if task == "pose" {
+            det.keypoints = 17;
+        }
+        for part in parts {
+            let Some((k, v)) = part.split_once('=').map(|(k, v)| (k.trim(), v.trim())) else {
+                return Err(bad(format!("option '{part}' is not key=value")));
+            };
+            match (task, k) {
+                ("detect" | "pose", "score") => det.score = unit(k, v)?,
+                ("detect" | "pose", "iou") => det.iou = unit(k, v)?,
+                ("detect" | "pose", "max") => det.max = count(k, v, 1, 10_000)?,
+                ("detect" | "pose", "format") => det.format = HeadFormat::parse(v).ok_or_else(|| bad(format!("unknown format '{v}'")))?,
+                ("pose", "keypoints") => det.keypoints = count(k, v, 1, 1000)?,
+                ("occupancy", "threshold") => occ.threshold = unit(k, v)?,
+                ("occupancy", "class") => occ.class = Some(count(k, v, 0, 255)?),
+                _ => return Err(bad(format!("task '{task}' takes no option '{k}'"))),
+            }
+        }
+        match task {
+            "raw" => Ok(Postprocess::Raw),
+            "detect" => Ok(Postprocess::Detect(det)),
+            "pose" if det.format == HeadFormat::Yolox => Err(bad("pose reads YOLOv8-pose heads only (format=yolov8)".into())),
+            "pose" => Ok(Postprocess::Pose(det)),
+            "segment" => Ok(Postprocess::Segment),
+            "occupancy" => Ok(Postprocess::Occupancy(occ)),
+            other => Err(bad(format!("unknown task '{other}'"))),
+        }
+    }
+
+    /// The spec [`Postprocess::parse`] reads back as this stage.
+    pub fn spec(&self) -> String {
+        let det = |task: &str, d: &DetectSpec| {
+            let mut s = format!("{task};score={};iou={};max={};format={}", d.score, d.iou, d.max, d.format.name());
+            if task == "pose" {
+                s.push_str(&format!(";keypoints={}", d.keypoints));
+            }
+            s
+        };
+        match self {
+            Postprocess::Raw => "raw".into(),
+            Postprocess::Detect(d) => det("detect", d),
+            Postprocess::Pose(d) => det("pose", d),
+            Postprocess::Segment => "segment".into(),
+            Postprocess::Occupancy(o) => match o.class {
+                Some(c) => format!("occupancy;threshold={};class={c}", o.threshold),
+                None => format!("occupancy;threshold={}", o.threshold),
+            },
+        }
+    }
+
+    /// The task's name (`detect`, ...).
+    pub fn task_name(&self) -> &'static str {
+        match self {
+            Postprocess::Raw => "raw",
+            Postprocess::Detect(_) => "detect",
+            Postprocess::Pose(_) => "pose",
+            Postprocess::Segment => "segment",
+            Postprocess::Occupancy(_) => "occupancy",
+        }
+    }
+
+    /// `graph` with this stage after its output; the stage's result becomes the one output.
+    ///
+    /// # Errors
+    /// [`Error::Input`] when the graph does not have exactly one output, or its output does not
+    /// fit the task (rank, channel count, keypoint layout), naming what was expected.
+    pub fn apply(&self, graph: Graph) -> Result<Graph> {
+        if *self == Postprocess::Raw {
+            return Ok(graph);
+        }
+        let [head] = graph.outputs[..] else {
+            return Err(Error::Input(format!(
+                "task {} reads one output; '{}' has {} ({})",
+                self.task_name(),
+                graph.name,
+                graph.outputs.len(),
+                graph.outputs.iter().map(|&o| graph.nodes[o].name.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let info = graph.nodes[head].info.clone();
+        let input_hw = graph.inputs().first().and_then(|&i| {
+            let s = &graph.nodes[i].info.shape;
+            (s.len() == 4).then(|| (s[2], s[3]))
+        });
+        let context = |e: String| Error::Input(format!("task {} on '{}' (output {:?}): {e}", self.task_name(), graph.name, info.shape));
+        let op = match self {
+            Postprocess::Raw => unreachable!("returned above"),
+            Postprocess::Detect(d) | Postprocess::Pose(d) => PostOp::Detect(Detect::new(d, &info, input_hw).map_err(context)?),
+            Postprocess::Segment => PostOp::ClassMap(ClassMap::new(&info).map_err(context)?),
+            Postprocess::Occupancy(o) => PostOp::Occupancy(Occupancy::new(o, &info).map_err(context)?),
+        };
+        let mut b = GraphBuilder::new(graph.name.clone());
+        for node in graph.nodes {
+            if matches!(node.op, Op::Input) {
+                b.input(node.name, node.info.shape, node.info.dtype);
+            } else {
+                b.add(node.name, node.op, &node.inputs)?;
+            }
+        }
+        let out: NodeId = b.add(format!("postprocess/{}", self.task_name()), Op::Post(op), &[head])?;
+        b.output(out);
+        b.build()
+    }
+}
+
+/// The graph op of a back-end stage ([`Op::Post`]).
+#[derive(Debug)]
+pub enum PostOp {
+    /// Box decoding, threshold and NMS (a barrier).
+    Detect(Detect),
+    /// Per-pixel argmax (local).
+    ClassMap(ClassMap),
+    /// Occupancy bits (local).
+    Occupancy(Occupancy),
+}
+
+impl PostOp {
+    /// Short name of the op kind.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            PostOp::Detect(_) => "Detect",
+            PostOp::ClassMap(_) => "ClassMap",
+            PostOp::Occupancy(_) => "Occupancy",
+        }
+    }
+
+    /// The output for this input.
+    pub(crate) fn infer(&self, input: &ValueInfo) -> std::result::Result<ValueInfo, String> {
+        match self {
+            PostOp::Detect(d) => d.infer(input),
+            PostOp::ClassMap(c) => c.infer(input),
+            PostOp::Occupancy(o) => o.infer(input),
+        }
+    }
+
+    /// Whether the output keeps the input's image rows (the per-pixel stages do).
+    pub(crate) fn keeps_rows(&self, input: &ValueInfo) -> bool {
+        !matches!(self, PostOp::Detect(_)) && input.row_axis == Some(2)
+    }
+
+    /// Which input rows output rows `rows` need: the same rows for per-pixel stages.
+    pub(crate) fn footprint(&self, rows: &Rows) -> Footprint {
+        match self {
+            PostOp::Detect(_) => Footprint::Whole,
+            PostOp::ClassMap(_) | PostOp::Occupancy(_) => Footprint::Rows(rows.clone()),
+        }
+    }
+
+    /// Computes output rows `rows` (the whole result for [`PostOp::Detect`]).
+    pub(crate) fn compute(&self, input: &BandIn<'_>, rows: &Rows) -> std::result::Result<Tensor, tch::TchError> {
+        match self {
+            PostOp::Detect(d) => d.compute(&input.whole()?),
+            PostOp::ClassMap(c) => c.compute(&input.rows(rows)?),
+            PostOp::Occupancy(o) => o.compute(&input.rows(rows)?),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
