@@ -121,7 +121,8 @@ mod ros {
                 module(package)
             )?;
         }
-        for (package, list, what) in [(PACKAGE, "ALL_TYPES", "the `lop_msgs` package"), (VISION, "VISION_TYPES", "the vision_msgs subset")] {
+        for (package, list, what) in [(PACKAGE, "ALL_TYPES", "the `lop_msgs` package"), (VISION, "VISION_TYPES", "the vision_msgs subset")]
+        {
             writeln!(code, "/// Every message type of {what}, sorted by name.\npub const {list}: &[RosType] = &[")?;
             for (_, name, _) in entries.iter().filter(|(p, _, _)| p == package) {
                 writeln!(code, "    {}::{name}::ROS_TYPE,", module(package))?;

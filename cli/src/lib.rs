@@ -82,7 +82,11 @@ impl ModelArgs {
 
     /// The options [`ModelArgs::load`] loads with.
     pub fn load_options(&self) -> lop::model::LoadOptions {
-        lop::model::LoadOptions { input_shape: self.input_shape.clone(), preprocess: self.preprocess.clone(), postprocess: self.task.clone() }
+        lop::model::LoadOptions {
+            input_shape: self.input_shape.clone(),
+            preprocess: self.preprocess.clone(),
+            postprocess: self.task.clone(),
+        }
     }
 }
 

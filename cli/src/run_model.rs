@@ -52,7 +52,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let graph = match (&args.model.input_shape, inputs.first()) {
         (None, Some(first)) if !args.model.model.starts_with("zoo:") => {
             let shape = first.size().iter().map(|&d| usize::try_from(d)).collect::<Result<Vec<_>, _>>()?;
-            ModelArgs { input_shape: Some(shape), preprocess: args.model.preprocess.clone(), task: args.model.task.clone(), model: args.model.model.clone() }.load()?
+            ModelArgs {
+                input_shape: Some(shape),
+                preprocess: args.model.preprocess.clone(),
+                task: args.model.task.clone(),
+                model: args.model.model.clone(),
+            }
+            .load()?
         }
         _ => args.model.load()?,
     };

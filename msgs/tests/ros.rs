@@ -90,7 +90,10 @@ fn vision_msgs_types_have_the_real_jazzy_hashes() {
     }
     let python = python_hashes(&["--msg-dir", "msgs/vision_msgs/msg", "--all", "--type", "geometry_msgs/msg/PoseWithCovariance"]);
     assert_eq!(python, real, "rep2011.py vs real Jazzy");
-    assert_eq!(rust_info::<Detection2DArray>(), ("vision_msgs::msg::dds_::Detection2DArray_".to_string(), real["vision_msgs/msg/Detection2DArray"].clone()));
+    assert_eq!(
+        rust_info::<Detection2DArray>(),
+        ("vision_msgs::msg::dds_::Detection2DArray_".to_string(), real["vision_msgs/msg/Detection2DArray"].clone())
+    );
     assert_eq!(rust_info::<Detection2D>().1, real["vision_msgs/msg/Detection2D"]);
 }
 

@@ -29,6 +29,7 @@ pub mod mailbox;
 pub mod params;
 pub mod power;
 pub mod power_node;
+pub mod results;
 pub mod robot;
 
 pub use error::{Error, Result};

@@ -29,6 +29,8 @@ use crate::convert::{self, BevGrid, CloudView, ConvertError, Fit, ImageTarget, I
 use crate::error::{Error, Result};
 use crate::input_shape::{self, Resolved, ShapeOrigin};
 use crate::mailbox::Mailbox;
+use crate::results::{Source, TaskMessages, task_messages};
+use lop::postprocess::{PostOp, Postprocess};
 use lop_runtime::bandwidth::BucketSelector;
 
 /// A frame waiting for the model, with its arrival time.
@@ -294,8 +296,10 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     let (robot_p, server_p, table_s, cache) =
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
+    let class_names = cfg.class_names.clone();
     let (table, names, input_info, dense_outputs) = worker
         .call(move |g| -> Result<_> {
+            check_class_names(g, &class_names)?;
             let robot = robot_p.load(g, Side::Robot)?;
             let server = server_p.load(g, Side::Server)?;
             let spec = table_s.spec(g, &robot, &server)?;
@@ -335,6 +339,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let latest_mbps: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
 
     let publisher = ros.inference_publisher(&cfg.topics.inference)?;
+    let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
+    let task_pubs = TaskPublishers::new(&ros, &task, &cfg.topics)?;
     let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
     let put = {
         let (mailbox, counters) = (mailbox.clone(), counters.clone());
@@ -412,6 +418,11 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             Frame::Image(m, t) => (*t, m.header.clone(), 0u8),
             Frame::Cloud(c, t) => (*t, c.header.clone(), 1u8),
         };
+        let source = match (&frame, &target) {
+            (Frame::Image(m, _), Target::Image(t)) => Source::Frame { width: m.width, height: m.height, target: *t },
+            (Frame::Cloud(..), Target::Voxels(g)) => Source::Voxels(g.clone()),
+            _ => Source::Other,
+        };
         let (tgt, shp) = (target.clone(), shape.clone());
         let t_convert = Instant::now();
         let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp)).await;
@@ -460,6 +471,17 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         };
         let out_s = t_out.elapsed().as_secs_f64();
         let t_pub = Instant::now();
+        let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
+        if let Some(first) = decoded.0.first() {
+            let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
+            match task_messages(&task, &first.data, &shape, &ros_header, &source, &cfg.class_names) {
+                Ok(m) => task_pubs.publish(m),
+                Err(e) => {
+                    counters.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, task = task.task_name(), "building the task's messages failed");
+                }
+            }
+        }
         let msg = result_msg(&r.stats, header, (started, finished), kind, &model_name, &model_hash, mbps, received.elapsed(), decoded);
         if let Err(e) = publisher.publish(&msg) {
             tracing::warn!(error = %e, "publishing the result failed");
@@ -508,6 +530,55 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     tracing::info!(?summary, "lop_robot stopped");
     Ok(summary)
+}
+
+/// A class-names file must name every class of a detection head (`model.class_names`).
+fn check_class_names(g: &lop::Graph, names: &[String]) -> Result<()> {
+    let Some(&out) = g.outputs.first() else { return Ok(()) };
+    if let lop::Op::Post(PostOp::Detect(d)) = &g.nodes[out].op
+        && !names.is_empty()
+        && names.len() != d.classes()
+    {
+        return Err(Error::Config {
+            what: format!("model.class_names lists {} names but the model's head scores {} classes", names.len(), d.classes()),
+        });
+    }
+    Ok(())
+}
+
+/// The publishers of the configured task's messages.
+struct TaskPublishers {
+    detections: Option<crate::backend::Pub<crate::backend::Detection2DArray>>,
+    keypoints: Option<crate::backend::Pub<crate::backend::KeypointsArray>>,
+    occupancy: Option<crate::backend::Pub<crate::backend::PointCloud2>>,
+    segmentation: Option<crate::backend::Pub<crate::backend::Image>>,
+}
+
+impl TaskPublishers {
+    fn new(ros: &SharedRos, task: &Postprocess, topics: &crate::config::RobotTopics) -> Result<TaskPublishers> {
+        let boxes = matches!(task, Postprocess::Detect(_) | Postprocess::Pose(_));
+        Ok(TaskPublishers {
+            detections: boxes.then(|| ros.detections_publisher(&topics.detections)).transpose()?,
+            keypoints: matches!(task, Postprocess::Pose(_)).then(|| ros.keypoints_publisher(&topics.keypoints)).transpose()?,
+            occupancy: matches!(task, Postprocess::Occupancy(_)).then(|| ros.cloud_publisher(&topics.occupancy)).transpose()?,
+            segmentation: matches!(task, Postprocess::Segment).then(|| ros.image_publisher(&topics.segmentation)).transpose()?,
+        })
+    }
+
+    /// Publishes what `m` holds; a failure is logged, the others still go out.
+    fn publish(&self, m: TaskMessages) {
+        fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<T>, what: &str) {
+            if let (Some(p), Some(msg)) = (p, msg)
+                && let Err(e) = p.publish(&msg)
+            {
+                tracing::warn!(error = %e, what, "publishing failed");
+            }
+        }
+        one(&self.detections, m.detections, "detections");
+        one(&self.keypoints, m.keypoints, "keypoints");
+        one(&self.occupancy, m.occupancy, "occupancy");
+        one(&self.segmentation, m.segmentation, "segmentation");
+    }
 }
 
 /// The load options with a dynamic model's shape fixed ([`crate::input_shape`]), waiting for the

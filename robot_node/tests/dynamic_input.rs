@@ -97,7 +97,11 @@ fn dynamic_onnx() -> Vec<u8> {
 
 /// The unsplit model at `shape` on `img` fitted as the node fits it.
 fn reference(path: &str, shape: [usize; 4], img: &Image, pad: u8) -> Vec<tch::Tensor> {
-    let load = LoadOptions { input_shape: Some(shape.to_vec()), preprocess: Some(lop::preprocess::Preprocess::parse("unit").unwrap()), postprocess: None };
+    let load = LoadOptions {
+        input_shape: Some(shape.to_vec()),
+        preprocess: Some(lop::preprocess::Preprocess::parse("unit").unwrap()),
+        postprocess: None,
+    };
     let g = lop::model::load(path, &load).unwrap();
     let data = image_bytes(img);
     let view =

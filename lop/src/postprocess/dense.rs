@@ -81,11 +81,7 @@ impl Occupancy {
     }
 
     pub(super) fn compute(&self, x: &Tensor) -> Result<Tensor, tch::TchError> {
-        let p = if self.channels == 1 {
-            x.f_sigmoid()?
-        } else {
-            x.f_softmax(1, Kind::Float)?.f_narrow(1, self.class as i64, 1)?
-        };
+        let p = if self.channels == 1 { x.f_sigmoid()? } else { x.f_softmax(1, Kind::Float)?.f_narrow(1, self.class as i64, 1)? };
         let occupied = p.f_gt(f64::from(self.threshold))?.f_to_kind(Kind::Uint8)?;
         let w = occupied.size()[4];
         let padded = (w + 7) / 8 * 8;

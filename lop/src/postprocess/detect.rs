@@ -110,7 +110,16 @@ impl Detect {
             HeadFormat::Auto => HeadFormat::Yolox,
             f => f,
         };
-        let mut d = Detect { format, anchors: 0, classes: 0, keypoints: spec.keypoints, score: spec.score, iou: spec.iou, max: spec.max, levels: vec![] };
+        let mut d = Detect {
+            format,
+            anchors: 0,
+            classes: 0,
+            keypoints: spec.keypoints,
+            score: spec.score,
+            iou: spec.iou,
+            max: spec.max,
+            levels: vec![],
+        };
         match format {
             HeadFormat::Yolov8 => {
                 d.anchors = b;
@@ -140,14 +149,14 @@ impl Detect {
                 }
                 d.classes = b - 5;
                 let Some((h, w)) = input_hw else {
-                    return Err("a YOLOX head is decoded against the image input's height and width; the model has no [1, C, H, W] input".into());
+                    return Err(
+                        "a YOLOX head is decoded against the image input's height and width; the model has no [1, C, H, W] input".into()
+                    );
                 };
                 d.levels = YOLOX_STRIDES.iter().map(|&s| (h / s, w / s, s)).collect();
                 let cells: usize = d.levels.iter().map(|(r, c, _)| r * c).sum();
                 if cells != a {
-                    return Err(format!(
-                        "a YOLOX head at input {h}x{w} has {cells} anchors (strides {YOLOX_STRIDES:?}); this one has {a}"
-                    ));
+                    return Err(format!("a YOLOX head at input {h}x{w} has {cells} anchors (strides {YOLOX_STRIDES:?}); this one has {a}"));
                 }
             }
             HeadFormat::Auto => unreachable!("resolved above"),

@@ -96,10 +96,7 @@ impl Postprocess {
         let mut det = DetectSpec { score: 0.25, iou: 0.45, max: 300, format: HeadFormat::Auto, keypoints: 0 };
         let mut occ = OccupancySpec { threshold: 0.5, class: None };
         let unit = |k: &str, v: &str| -> Result<f32> {
-            v.parse::<f32>()
-                .ok()
-                .filter(|x| (0.0..=1.0).contains(x))
-                .ok_or_else(|| bad(format!("{k}={v} is not a number in 0..1")))
+            v.parse::<f32>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| bad(format!("{k}={v} is not a number in 0..1")))
         };
         let count = |k: &str, v: &str, lo: usize, hi: usize| -> Result<usize> {
             v.parse::<usize>()

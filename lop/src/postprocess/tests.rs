@@ -12,7 +12,9 @@ use tch::{Device, Kind};
 #[test]
 fn specs_parse_round_trip_and_name_what_is_wrong() {
     assert_eq!(Postprocess::parse("raw").expect("raw"), Postprocess::Raw);
-    let Postprocess::Detect(d) = Postprocess::parse("detect; score=0.3 ;max=50;format=yolox").expect("detect") else { panic!("not detect") };
+    let Postprocess::Detect(d) = Postprocess::parse("detect; score=0.3 ;max=50;format=yolox").expect("detect") else {
+        panic!("not detect")
+    };
     assert_eq!((d.score, d.iou, d.max, d.format, d.keypoints), (0.3, 0.45, 50, HeadFormat::Yolox, 0));
     let Postprocess::Pose(p) = Postprocess::parse("pose").expect("pose") else { panic!("not pose") };
     assert_eq!(p.keypoints, 17);
@@ -71,7 +73,10 @@ fn detect_stage_on_a_split_head_equals_the_stage_on_the_whole_head() {
         assert_eq!(got.len(), found.len(), "seed {seed}");
         for (a, b) in got.iter().zip(&found) {
             assert_eq!(a.class, b.class, "seed {seed}");
-            assert!((a.score - b.score).abs() <= 1e-5 && a.bbox.iter().zip(b.bbox).all(|(x, y)| (x - y).abs() <= 1e-3), "seed {seed}: {a:?} vs {b:?}");
+            assert!(
+                (a.score - b.score).abs() <= 1e-5 && a.bbox.iter().zip(b.bbox).all(|(x, y)| (x - y).abs() <= 1e-3),
+                "seed {seed}: {a:?} vs {b:?}"
+            );
         }
     }
 }
@@ -80,7 +85,10 @@ fn detect_stage_on_a_split_head_equals_the_stage_on_the_whole_head() {
 /// the task needs.
 #[test]
 fn pose_rows_carry_keypoints_and_unfit_heads_are_refused() {
-    let g = Postprocess::parse("pose;score=0.3;max=20").expect("spec").apply(crate::zoo::build("pose_hr@64x96").expect("zoo")).expect("applies");
+    let g = Postprocess::parse("pose;score=0.3;max=20")
+        .expect("spec")
+        .apply(crate::zoo::build("pose_hr@64x96").expect("zoo"))
+        .expect("applies");
     assert_eq!(g.nodes[g.outputs[0]].info.shape, vec![1, 20, 6 + 51]);
     let inputs = synthetic_inputs(&g, 5).expect("input");
     let out = run_whole(&g, &inputs).expect("whole").outputs.remove(0);
@@ -90,7 +98,11 @@ fn pose_rows_carry_keypoints_and_unfit_heads_are_refused() {
     let classifier = crate::zoo::build("resnet18@64x64").expect("zoo");
     let e = Postprocess::parse("detect").expect("spec").apply(classifier).expect_err("no head").to_string();
     assert!(e.contains("task detect on 'resnet18") && e.contains("[1, 1000]") && e.contains("[1, channels, anchors]"), "{e}");
-    let e = Postprocess::parse("occupancy").expect("spec").apply(crate::zoo::build("yolo_det@64x64").expect("zoo")).expect_err("2-d").to_string();
+    let e = Postprocess::parse("occupancy")
+        .expect("spec")
+        .apply(crate::zoo::build("yolo_det@64x64").expect("zoo"))
+        .expect_err("2-d")
+        .to_string();
     assert!(e.contains("[1, C, D, H, W]"), "{e}");
 }
 
@@ -99,7 +111,10 @@ fn pose_rows_carry_keypoints_and_unfit_heads_are_refused() {
 #[test]
 fn occupancy_bits_are_local_and_match_a_reference() {
     let raw = crate::zoo::build("occupancy3d@16x8x20").expect("zoo");
-    let g = Postprocess::parse("occupancy;threshold=0.5").expect("spec").apply(crate::zoo::build("occupancy3d@16x8x20").expect("zoo")).expect("applies");
+    let g = Postprocess::parse("occupancy;threshold=0.5")
+        .expect("spec")
+        .apply(crate::zoo::build("occupancy3d@16x8x20").expect("zoo"))
+        .expect("applies");
     let out = g.outputs[0];
     assert_eq!(g.nodes[out].info.shape, vec![1, 1, 16, 8, 3]);
     assert_eq!(g.nodes[out].info.dtype, DType::U8);
@@ -109,8 +124,7 @@ fn occupancy_bits_are_local_and_match_a_reference() {
     let bits = run_whole(&g, &inputs).expect("whole").outputs.remove(0);
     let bytes = Vec::<u8>::try_from(bits.view([-1])).expect("bytes");
     let p = Vec::<f32>::try_from(head.softmax(1, Kind::Float).select(1, 1).contiguous().view([-1])).expect("floats");
-    let want: Vec<(usize, usize, usize)> =
-        (0..p.len()).filter(|&i| p[i] > 0.5).map(|i| (i / (8 * 20), (i / 20) % 8, i % 20)).collect();
+    let want: Vec<(usize, usize, usize)> = (0..p.len()).filter(|&i| p[i] > 0.5).map(|i| (i / (8 * 20), (i / 20) % 8, i % 20)).collect();
     assert!(!want.is_empty() && want.len() < p.len(), "a threshold that separates");
     assert_eq!(occupied_voxels(&bytes, 16, 8, 20), want);
     for seed in 0..6 {

@@ -20,8 +20,8 @@ use hiroz_msgs::std_msgs::Header as RosHeader;
 use zenoh::Wait as _;
 
 use super::{
-    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, InputFault, InputFaultCounts,
-    InputFaults, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Subscription, from_time, to_time,
+    Bandwidth, Callback, CloudIn, Detection2DArray, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, InputFault,
+    InputFaultCounts, InputFaults, KeypointsArray, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Subscription, from_time, to_time,
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
@@ -294,6 +294,22 @@ impl Ros for HirozRos {
 
     fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>> {
         Ok(Box::new(HPub(self.publisher::<PowerSample>(topic)?)))
+    }
+
+    fn detections_publisher(&self, topic: &str) -> Result<Pub<Detection2DArray>> {
+        Ok(Box::new(HPub(self.publisher::<Detection2DArray>(topic)?)))
+    }
+
+    fn keypoints_publisher(&self, topic: &str) -> Result<Pub<KeypointsArray>> {
+        Ok(Box::new(HPub(self.publisher::<KeypointsArray>(topic)?)))
+    }
+
+    fn cloud_publisher(&self, topic: &str) -> Result<Pub<PointCloud2>> {
+        Ok(Box::new(HPub(self.publisher::<PointCloud2>(topic)?)))
+    }
+
+    fn image_publisher(&self, topic: &str) -> Result<Pub<Image>> {
+        Ok(Box::new(HPub(self.publisher::<Image>(topic)?)))
     }
 
     fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>> {

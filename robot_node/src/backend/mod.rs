@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, PowerSample};
+pub use hiroz_msgs::ros::sensor_msgs::{Image, PointCloud2};
+pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, KeypointsArray, PowerSample};
+pub use lop_msgs::ros::vision::Detection2DArray;
 
 use crate::error::Result;
 use crate::params::Declared;
@@ -314,6 +316,26 @@ pub trait Ros: Send + Sync + 'static {
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>>;
+    /// A publisher of `vision_msgs/Detection2DArray` (task detect and pose).
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn detections_publisher(&self, topic: &str) -> Result<Pub<Detection2DArray>>;
+    /// A publisher of `lop_msgs/KeypointsArray` (task pose).
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn keypoints_publisher(&self, topic: &str) -> Result<Pub<KeypointsArray>>;
+    /// A publisher of `sensor_msgs/PointCloud2` (task occupancy).
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn cloud_publisher(&self, topic: &str) -> Result<Pub<PointCloud2>>;
+    /// A publisher of `sensor_msgs/Image` (task segment).
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn image_publisher(&self, topic: &str) -> Result<Pub<Image>>;
     /// A publisher of `diagnostic_msgs/DiagnosticArray`.
     ///
     /// # Errors

@@ -13,8 +13,8 @@ use futures::StreamExt as _;
 use r2r::QosProfile;
 
 use super::{
-    Bandwidth, Callback, CloudIn, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, InputFaultCounts, PointFieldIn,
-    PowerSample, Pub, Publisher, Qos, Ros, Stamp, Subscription,
+    Bandwidth, Callback, CloudIn, Detection2DArray, Diagnostics, Header, Image, ImageIn, InferenceEnergy, InferenceResult,
+    InputFaultCounts, KeypointsArray, PointCloud2, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Stamp, Subscription,
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
@@ -211,6 +211,22 @@ impl Ros for R2rRos {
 
     fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>> {
         self.untyped_publisher(topic, PowerSample::ROS_TYPE.name)
+    }
+
+    fn detections_publisher(&self, topic: &str) -> Result<Pub<Detection2DArray>> {
+        self.untyped_publisher(topic, Detection2DArray::ROS_TYPE.name)
+    }
+
+    fn keypoints_publisher(&self, topic: &str) -> Result<Pub<KeypointsArray>> {
+        self.untyped_publisher(topic, KeypointsArray::ROS_TYPE.name)
+    }
+
+    fn cloud_publisher(&self, topic: &str) -> Result<Pub<PointCloud2>> {
+        self.untyped_publisher(topic, "sensor_msgs/msg/PointCloud2")
+    }
+
+    fn image_publisher(&self, topic: &str) -> Result<Pub<Image>> {
+        self.untyped_publisher(topic, "sensor_msgs/msg/Image")
     }
 
     fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>> {

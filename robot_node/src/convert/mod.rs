@@ -12,7 +12,7 @@ pub use cloud::{
     BevChannels, BevGrid, CloudStats, CloudView, PointFieldView, VoxelGrid, cloud_to_bev, cloud_to_bev_with_stats, cloud_to_voxels,
     cloud_to_voxels_with_stats,
 };
-pub use image::{ChannelOrder, Fit, ImageTarget, ImageView, image_to_chw};
+pub use image::{ChannelOrder, Fit, ImageTarget, ImageView, Placement, image_to_chw, placement};
 
 use std::fmt;
 

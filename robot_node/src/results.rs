@@ -1,0 +1,224 @@
+//! The messages users read, built from the back-end stage's output (`model.task`): detections as
+//! `vision_msgs/Detection2DArray` with boxes in the input frame's pixels (the letterbox or resize
+//! undone), keypoints as `lop_msgs/KeypointsArray`, occupied voxels as a `sensor_msgs/PointCloud2`
+//! of voxel centres (x, y, z float32, metres, in the cloud's frame), class maps as a `mono8`
+//! `sensor_msgs/Image`. Pure conversions: no ROS calls here.
+
+use hiroz_msgs::ros::sensor_msgs::{Image, PointCloud2, PointField};
+use hiroz_msgs::std_msgs::Header as RosHeader;
+use lop::postprocess::{Detection, Postprocess, detections, occupied_voxels};
+use lop_msgs::ros::msg::{Keypoint, Keypoints, KeypointsArray};
+use lop_msgs::ros::vision::{BoundingBox2D, Detection2D, Detection2DArray, ObjectHypothesis, ObjectHypothesisWithPose, Point2D, Pose2D};
+
+use crate::convert::{ImageTarget, VoxelGrid, placement};
+
+/// What one inference publishes besides `InferenceResult`.
+#[derive(Debug, Default)]
+pub struct TaskMessages {
+    /// `detect` and `pose`.
+    pub detections: Option<Detection2DArray>,
+    /// `pose`.
+    pub keypoints: Option<KeypointsArray>,
+    /// `occupancy`.
+    pub occupancy: Option<PointCloud2>,
+    /// `segment`.
+    pub segmentation: Option<Image>,
+}
+
+/// Where the model's input came from, to map results back into it.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A camera frame of this size (columns, rows) fitted to the model's input.
+    Frame {
+        /// Frame columns.
+        width: u32,
+        /// Frame rows.
+        height: u32,
+        /// How it was fitted.
+        target: ImageTarget,
+    },
+    /// A point cloud gridded into voxels.
+    Voxels(VoxelGrid),
+    /// Anything else (results are published in the model's own coordinates).
+    Other,
+}
+
+/// The messages of `task` for one output (`values`: the stage's output, row-major, as floats;
+/// `shape`: its shape), stamped with the input's `header`. Errors name what did not fit.
+pub fn task_messages(
+    task: &Postprocess,
+    values: &[f32],
+    shape: &[usize],
+    header: &RosHeader,
+    source: &Source,
+    class_names: &[String],
+) -> Result<TaskMessages, String> {
+    let mut out = TaskMessages::default();
+    match task {
+        Postprocess::Raw => {}
+        Postprocess::Detect(_) | Postprocess::Pose(_) => {
+            let &[_, _, width] = shape else { return Err(format!("detections of shape {shape:?}")) };
+            let found = detections(values, width);
+            out.detections = Some(detections_msg(&found, header, source, class_names));
+            if matches!(task, Postprocess::Pose(_)) {
+                out.keypoints = Some(keypoints_msg(&found, header, source));
+            }
+        }
+        Postprocess::Occupancy(_) => {
+            let &[_, _, d, h, _] = shape else { return Err(format!("occupancy bits of shape {shape:?}")) };
+            let Source::Voxels(grid) = source else { return Err("occupancy needs a voxel grid input (cloud.grid: voxels)".into()) };
+            let bits: Vec<u8> = values.iter().map(|&v| v as u8).collect();
+            out.occupancy = Some(occupancy_msg(&bits, (d, h), grid, header));
+        }
+        Postprocess::Segment => {
+            let &[_, _, h, w] = shape else { return Err(format!("a class map of shape {shape:?}")) };
+            out.segmentation = Some(Image {
+                header: header.clone(),
+                height: h as u32,
+                width: w as u32,
+                encoding: "mono8".into(),
+                is_bigendian: 0,
+                step: w as u32,
+                data: values.iter().map(|&v| v as u8).collect::<Vec<u8>>().into(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Maps model-input pixel coordinates back to the frame's: `(x, y) -> (x', y')`, clamped to it.
+fn to_frame(source: &Source) -> impl Fn(f32, f32) -> (f64, f64) + '_ {
+    move |x, y| match source {
+        Source::Frame { width, height, target } => {
+            let p = placement(*width, *height, target);
+            let (sx, sy) = (f64::from(*width) / f64::from(p.width), f64::from(*height) / f64::from(p.height));
+            let fx = ((f64::from(x) - f64::from(p.left)) * sx).clamp(0.0, f64::from(*width));
+            let fy = ((f64::from(y) - f64::from(p.top)) * sy).clamp(0.0, f64::from(*height));
+            (fx, fy)
+        }
+        _ => (f64::from(x), f64::from(y)),
+    }
+}
+
+fn detections_msg(found: &[Detection], header: &RosHeader, source: &Source, class_names: &[String]) -> Detection2DArray {
+    let map = to_frame(source);
+    let detections = found
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let (x1, y1) = map(d.bbox[0], d.bbox[1]);
+            let (x2, y2) = map(d.bbox[2], d.bbox[3]);
+            let class_id = class_names.get(d.class).cloned().unwrap_or_else(|| d.class.to_string());
+            Detection2D {
+                header: header.clone(),
+                results: vec![ObjectHypothesisWithPose {
+                    hypothesis: ObjectHypothesis { class_id, score: f64::from(d.score) },
+                    ..Default::default()
+                }],
+                bbox: BoundingBox2D {
+                    center: Pose2D { position: Point2D { x: (x1 + x2) / 2.0, y: (y1 + y2) / 2.0 }, theta: 0.0 },
+                    size_x: x2 - x1,
+                    size_y: y2 - y1,
+                },
+                id: i.to_string(),
+            }
+        })
+        .collect();
+    Detection2DArray { header: header.clone(), detections }
+}
+
+fn keypoints_msg(found: &[Detection], header: &RosHeader, source: &Source) -> KeypointsArray {
+    let map = to_frame(source);
+    let objects = found
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Keypoints {
+            id: i.to_string(),
+            score: f64::from(d.score),
+            points: d
+                .keypoints
+                .iter()
+                .map(|k| {
+                    let (x, y) = map(k[0], k[1]);
+                    Keypoint { x, y, score: k[2] }
+                })
+                .collect(),
+        })
+        .collect();
+    KeypointsArray { header: header.clone(), objects }
+}
+
+/// Voxel centres of the occupied cells: bits `[D, H, ceil(W / 8)]` over a grid of `D` z bins,
+/// `H` x rows and `W` y columns spanning the configured ranges (an output grid coarser or finer
+/// than the input's spans the same ranges).
+fn occupancy_msg(bits: &[u8], (depth, rows): (usize, usize), grid: &VoxelGrid, header: &RosHeader) -> PointCloud2 {
+    let cols = grid.cols as usize;
+    let cells = occupied_voxels(bits, depth, rows, cols);
+    let centre = |(min, max): (f32, f32), n: usize, i: usize| min + (max - min) * (i as f32 + 0.5) / n as f32;
+    let mut data = Vec::with_capacity(cells.len() * 12);
+    for (d, h, w) in cells.iter().copied() {
+        for v in [centre(grid.x_range, rows, h), centre(grid.y_range, cols, w), centre(grid.z_range, depth, d)] {
+            data.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    let field = |name: &str, offset: u32| PointField { name: name.into(), offset, datatype: PointField::FLOAT32, count: 1 };
+    PointCloud2 {
+        header: header.clone(),
+        height: 1,
+        width: cells.len() as u32,
+        fields: vec![field("x", 0), field("y", 4), field("z", 8)],
+        is_bigendian: false,
+        point_step: 12,
+        row_step: (cells.len() * 12) as u32,
+        data: data.into(),
+        is_dense: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::{ChannelOrder, Fit};
+
+    fn header() -> RosHeader {
+        RosHeader { frame_id: "camera".into(), ..Default::default() }
+    }
+
+    /// A 640x480 frame letterboxed into 320x320: scale 0.5, 40 rows of margin on top.
+    #[test]
+    fn boxes_return_to_frame_pixels_through_the_letterbox() {
+        let target = ImageTarget { height: 320, width: 320, channels: 3, order: ChannelOrder::Rgb, fit: Fit::Letterbox { pad: 0 } };
+        let source = Source::Frame { width: 640, height: 480, target };
+        // One box x 10..30, y 50..90 in model pixels, class 1; then an unused row.
+        let rows = [10.0, 50.0, 30.0, 90.0, 0.8, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0];
+        let task = Postprocess::parse("detect").expect("spec");
+        let names = vec!["person".to_string(), "bicycle".to_string()];
+        let m = task_messages(&task, &rows, &[1, 2, 6], &header(), &source, &names).expect("fits");
+        let d = m.detections.expect("detections");
+        assert_eq!(d.detections.len(), 1);
+        let b = &d.detections[0].bbox;
+        assert_eq!((b.center.position.x, b.center.position.y, b.size_x, b.size_y), (40.0, 60.0, 40.0, 80.0));
+        assert_eq!(d.detections[0].results[0].hypothesis.class_id, "bicycle");
+        assert!((d.detections[0].results[0].hypothesis.score - 0.8).abs() < 1e-6);
+        assert_eq!(d.header.frame_id, "camera");
+        assert!(m.keypoints.is_none());
+        // No detections: an empty array, not nothing.
+        let none = task_messages(&task, &rows[6..], &[1, 1, 6], &header(), &source, &[]).expect("fits");
+        assert_eq!(none.detections.expect("published").detections.len(), 0);
+    }
+
+    #[test]
+    fn occupied_bits_become_voxel_centres() {
+        let grid = VoxelGrid { x_range: (0.0, 4.0), y_range: (-8.0, 8.0), z_range: (0.0, 2.0), rows: 2, cols: 16, depth: 2 };
+        // [D=2, H=2, 2 bytes]: voxel (d 1, h 0, w 9) only.
+        let mut bits = [0f32; 8];
+        bits[4 + 1] = 0b0100_0000 as f32;
+        let task = Postprocess::parse("occupancy").expect("spec");
+        let m = task_messages(&task, &bits, &[1, 1, 2, 2, 2], &header(), &Source::Voxels(grid), &[]).expect("fits");
+        let pc = m.occupancy.expect("cloud");
+        assert_eq!((pc.width, pc.point_step, pc.fields.len()), (1, 12, 3));
+        let bytes: Vec<u8> = pc.data.0.zslices().flat_map(|s| s.as_slice().to_vec()).collect();
+        let xyz: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert_eq!(xyz, vec![1.0, 1.5, 1.5]);
+    }
+}
