@@ -87,16 +87,20 @@ pub fn task_messages(
 }
 
 /// Maps model-input pixel coordinates back to the frame's: `(x, y) -> (x', y')`, clamped to it.
-fn to_frame(source: &Source) -> impl Fn(f32, f32) -> (f64, f64) + '_ {
-    move |x, y| match source {
+/// The frame's placement is computed once per message.
+fn to_frame(source: &Source) -> impl Fn(f32, f32) -> (f64, f64) {
+    // (left, top, x scale, y scale, width, height); None: model coordinates as they are.
+    let fit = match source {
         Source::Frame { width, height, target } => {
             let p = placement(*width, *height, target);
-            let (sx, sy) = (f64::from(*width) / f64::from(p.width), f64::from(*height) / f64::from(p.height));
-            let fx = ((f64::from(x) - f64::from(p.left)) * sx).clamp(0.0, f64::from(*width));
-            let fy = ((f64::from(y) - f64::from(p.top)) * sy).clamp(0.0, f64::from(*height));
-            (fx, fy)
+            let (w, h) = (f64::from(*width), f64::from(*height));
+            Some((f64::from(p.left), f64::from(p.top), w / f64::from(p.width), h / f64::from(p.height), w, h))
         }
-        _ => (f64::from(x), f64::from(y)),
+        _ => None,
+    };
+    move |x, y| match fit {
+        Some((left, top, sx, sy, w, h)) => (((f64::from(x) - left) * sx).clamp(0.0, w), ((f64::from(y) - top) * sy).clamp(0.0, h)),
+        None => (f64::from(x), f64::from(y)),
     }
 }
 
