@@ -11,6 +11,10 @@ output folder:
     NAME.output<K>.npy   onnxruntime's K-th output on that input (CPU, graph optimisations off,
                          so the reference is the unfused graph)
 
+    NAME.post.npy        for the detectors: the detection stage (`--task`) on onnxruntime's output,
+                         computed by scripts/postprocess_ref.py (numpy), with the margins of its
+                         decisions; the manifest names the task spec lop is run with
+
 and finally manifest.json, listing every model with its input shape and output files and the
 ONNX op types it uses. The models:
 
@@ -56,6 +60,14 @@ YOLO_STYLE_MODELS = {"yolo_det": (80, 0), "yolo_pose": (1, 17)}
 YOLO_SIZE = 320
 ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "common_det", "common_det_640", "ppocr_det")
 OPSET = 17
+# name: (lop's --task spec, head format, classes, keypoints, input height and width). The
+# thresholds sit in wide gaps of each model's scores on its input (postprocess_ref.check_margins).
+POST_TASKS = {
+    "common_det": ("detect;score=0.1;iou=0.45;max=100", "yolox", 1, 0, (416, 416)),
+    "common_det_640": ("detect;score=0.01;iou=0.45;max=100", "yolox", 1, 0, (640, 640)),
+    "yolo_det": ("detect;score=0.54265;iou=0.45;max=100", "yolov8", 80, 0, None),
+    "yolo_pose": ("pose;score=0.5116;iou=0.45;max=100;keypoints=17", "yolov8", 1, 17, None),
+}
 
 
 def log(msg: str) -> None:
@@ -264,6 +276,27 @@ def run_ort(model_path: Path, x):
     return sess.run(None, {name: x})
 
 
+def reference_post(name: str, out: Path, outputs: list[str]) -> dict:
+    """Runs the numpy detection stage on onnxruntime's output (milliseconds; always redone)."""
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import postprocess_ref
+
+    spec, fmt, classes, keypoints, input_hw = POST_TASKS[name]
+    opts = dict(kv.split("=", 1) for kv in spec.split(";")[1:])
+    head = np.load(out / outputs[0])
+    rows, kept, margins = postprocess_ref.detect(
+        head, fmt, float(opts["score"]), float(opts["iou"]), int(opts["max"]), classes, input_hw, keypoints
+    )
+    postprocess_ref.check_margins(name, margins)
+    margins = {k: (v if np.isfinite(v) else None) for k, v in margins.items()}  # None: no such decision
+    fname = f"{name}.post.npy"
+    atomic_save_npy(out / fname, rows)
+    log(f"{name}: {spec}: {kept} detections (numpy reference), margins {margins}")
+    return {"task": spec, "output": fname, "detections": kept, "margins": margins}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="output folder (created)")
@@ -371,6 +404,7 @@ def main() -> int:
             log(f"{name}: up to date")
 
         output_shapes = [list(np.load(out / f, mmap_mode="r").shape) for f in outputs]
+        post = reference_post(name, out, outputs) if name in POST_TASKS else None
         manifest["models"].append(
             {
                 "name": name,
@@ -383,6 +417,7 @@ def main() -> int:
                 "outputs": outputs,
                 "output_shapes": output_shapes,
                 "ops": ops,
+                **({"post": post} if post else {}),
             }
         )
         log(f"{name}: done in {time.monotonic() - t0:.1f}s, outputs {output_shapes}")

@@ -5,7 +5,9 @@
 //! opset 17). For each, lop imports the ONNX file and runs it whole
 //! and split under two random plans on the same input as onnxruntime (CPU, graph optimisations
 //! off); every output must be within 1e-4 relative error (max abs difference over max abs
-//! reference value).
+//! reference value). The detectors run once more with the detection stage (`--task`), whole and
+//! split, against a numpy reference of that stage on onnxruntime's output
+//! (`scripts/postprocess_ref.py`): the same boxes, classes, scores and keypoints, in the same order.
 //!
 //! Set-up happens here: `scripts/setup.sh --test-deps` installs the Python peers into `.venv`,
 //! then `scripts/real_models.py --out target/real_models` exports the models and writes inputs,
@@ -131,6 +133,44 @@ fn check_model(name: &str) {
         }
     }
     assert!(failures.is_empty(), "{name}: relative error above {TOL:e} against onnxruntime: {}", failures.join("; "));
+    if !entry["post"].is_null() {
+        check_post(name, entry, &input_shape, &onnx_path, &inputs, &file(&entry["post"]["output"]));
+    }
+}
+
+/// Largest accepted absolute difference from the numpy stage: box corners and keypoints are in
+/// input pixels (the heads differ from onnxruntime's by about 1e-4 there), scores in 0..1.
+const POST_TOL: f64 = 1e-3;
+
+/// The model with its detection stage, run whole and split, against the numpy stage on
+/// onnxruntime's head: same shape, the same class in every row (-1 marks unused rows), every
+/// value within [`POST_TOL`].
+fn check_post(name: &str, entry: &Value, input_shape: &[usize], onnx_path: &std::path::Path, inputs: &[Tensor], reference: &PathBuf) {
+    let spec = entry["post"]["task"].as_str().unwrap_or_else(|| panic!("{name}: post.task missing"));
+    let postprocess = Some(lop::postprocess::Postprocess::parse(spec).unwrap_or_else(|e| panic!("{name}: task '{spec}': {e}")));
+    let opts = LoadOptions { input_shape: Some(input_shape.to_vec()), postprocess, ..LoadOptions::default() };
+    let graph = load(onnx_path.to_str().expect("utf-8 path"), &opts).unwrap_or_else(|e| panic!("{name}: loading with '{spec}': {e}"));
+    let expected = Tensor::read_npy(reference).unwrap_or_else(|e| panic!("{name}: reading {}: {e}", reference.display()));
+    let kept = entry["post"]["detections"].as_u64().expect("post.detections") as usize;
+    let width = shape_of(&expected)[2];
+    let class_col = |t: &Tensor| Vec::<f32>::try_from(&t.select(2, 5).flatten(0, -1)).expect("class column");
+    assert_eq!(class_col(&expected).iter().filter(|&&c| c >= 0.0).count(), kept, "{name}: reference rows");
+    assert!(kept > 0, "{name}: the reference keeps no detection, so it checks nothing");
+
+    let mut runs = vec![("whole".to_string(), run_whole(&graph, inputs).unwrap_or_else(|e| panic!("{name} {spec}: whole: {e}")).outputs)];
+    for seed in PLAN_SEEDS {
+        let plan = Plan::random(&graph, UNITS, seed);
+        let split = run_split(&graph, &plan, inputs).unwrap_or_else(|e| panic!("{name} {spec}: split seed {seed}: {e}"));
+        runs.push((format!("split seed {seed}"), split.outputs));
+    }
+    for (run, outputs) in runs {
+        let [out] = &outputs[..] else { panic!("{name} {spec} {run}: {} outputs, expected 1", outputs.len()) };
+        assert_eq!(shape_of(out), shape_of(&expected), "{name} {spec} {run}: result shape");
+        assert_eq!(class_col(out), class_col(&expected), "{name} {spec} {run}: classes row by row (numpy reference)");
+        let diff = (out - &expected).abs().max().double_value(&[]);
+        eprintln!("{name}: {spec} {run}: {kept} detections ({width} values each) as numpy's, max abs difference {diff:.2e}");
+        assert!(diff <= POST_TOL, "{name} {spec} {run}: max abs difference {diff:e} from the numpy stage (tolerance {POST_TOL:e})");
+    }
 }
 
 #[test]
