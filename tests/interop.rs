@@ -3,7 +3,8 @@
 //! `ros2 topic echo` against the real `lop_edge` and `lop_robot` binaries, started as separate
 //! processes. It checks the ROS graph's type hashes against REP-2011 hashes computed from the
 //! `.msg` files, every answered frame against the unsplit model (`lop run`) on the same converted
-//! input, the counting of a bad frame, and that frames sent = answered + dropped.
+//! input, the counting of a bad frame, and that frames sent = answered + dropped; for a detector,
+//! `/lop/detections` against the unsplit model's detection rows mapped into the frame.
 //!
 //! The binaries come from this build's target directory (`target/release`, next to this test's
 //! executable); `cargo test --release --workspace` builds them. The scripts' profiles and
@@ -115,6 +116,15 @@ fn camera_frames_through_lop_robot_match_the_unsplit_model() {
 #[test]
 fn lidar_sweeps_through_lop_robot_match_the_unsplit_model() {
     check_mode("lidar");
+}
+
+/// A trained detector (ddddocr's YOLOX-style `common_det.onnx`) with `task: detect` on a robot
+/// dilated 20x: every `/lop/detections` (vision_msgs/Detection2DArray, with the Jazzy type hash in
+/// the ROS graph) holds the unsplit model's boxes in the frame's pixels, one frame without boxes
+/// publishes an empty array.
+#[test]
+fn detections_of_a_trained_detector_reach_a_vision_msgs_subscriber() {
+    check_mode("detect");
 }
 
 /// `launch/robot.launch.py` and its XML twin declare the same arguments and start the same

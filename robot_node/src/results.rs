@@ -4,6 +4,7 @@
 //! of voxel centres (x, y, z float32, metres, in the cloud's frame), class maps as a `mono8`
 //! `sensor_msgs/Image`. Pure conversions: no ROS calls here.
 
+use hiroz_msgs::ros::geometry_msgs::PoseWithCovariance;
 use hiroz_msgs::ros::sensor_msgs::{Image, PointCloud2, PointField};
 use hiroz_msgs::std_msgs::Header as RosHeader;
 use lop::postprocess::{Detection, Postprocess, detections, occupied_voxels};
@@ -117,7 +118,7 @@ fn detections_msg(found: &[Detection], header: &RosHeader, source: &Source, clas
                 header: header.clone(),
                 results: vec![ObjectHypothesisWithPose {
                     hypothesis: ObjectHypothesis { class_id, score: f64::from(d.score) },
-                    ..Default::default()
+                    pose: no_pose(),
                 }],
                 bbox: BoundingBox2D {
                     center: Pose2D { position: Point2D { x: (x1 + x2) / 2.0, y: (y1 + y2) / 2.0 }, theta: 0.0 },
@@ -129,6 +130,14 @@ fn detections_msg(found: &[Detection], header: &RosHeader, source: &Source, clas
         })
         .collect();
     Detection2DArray { header: header.clone(), detections }
+}
+
+/// The hypothesis' pose, unused for 2-D boxes: zero position, the identity rotation (the .msg's
+/// default `w = 1`, which the generated `Default` leaves at 0) and zero covariance.
+fn no_pose() -> PoseWithCovariance {
+    let mut pose = PoseWithCovariance::default();
+    pose.pose.orientation.w = 1.0;
+    pose
 }
 
 fn keypoints_msg(found: &[Detection], header: &RosHeader, source: &Source) -> KeypointsArray {
@@ -205,6 +214,7 @@ mod tests {
         assert_eq!(d.detections[0].results[0].hypothesis.class_id, "bicycle");
         assert!((d.detections[0].results[0].hypothesis.score - 0.8).abs() < 1e-6);
         assert_eq!(d.header.frame_id, "camera");
+        assert_eq!(d.detections[0].results[0].pose.pose.orientation.w, 1.0, "the identity rotation, as the .msg default");
         assert!(m.keypoints.is_none());
         // No detections: an empty array, not nothing.
         let none = task_messages(&task, &rows[6..], &[1, 1, 6], &header(), &source, &[]).expect("fits");

@@ -24,6 +24,12 @@ Modes:
                  frames (letterboxed; also the ROS-layer latency sample), a frame with a bad step.
   --mode lidar   zoo:lidar_bev: PointCloud2 sweeps (x, y, z, intensity as float32; NaN and
                  out-of-range points; an organised cloud with padded rows), a cloud without z.
+  --mode detect  ddddocr's trained detector (common_det.onnx, YOLOX head, 416x416, BGR 0..255
+                 input: `preprocess: raw;bgr`, letterbox padding 114) with the detection stage
+                 (`task`): frames of drawn characters, 640x480 rgb8 and 320x240 bgr8, and one with
+                 no detection; every /lop/detections (vision_msgs/Detection2DArray, the real Jazzy
+                 type hash in the ROS graph) equals the unsplit model's detection rows (`lop run
+                 --task`) mapped back into the frame's pixels, class names from a file.
   --mode load    camera at --fps for --duration s (default 30 fps, 60 s) of 640x480 rgb8 frames:
                  RSS of lop_robot at start, middle and end, answered + dropped == sent, ROS-layer
                  latency percentiles. Not part of the CI test.
@@ -37,6 +43,7 @@ setup problem (missing binaries, a process that did not start).
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -65,6 +72,14 @@ TOL = 1e-4
 # under 1e-6 for lidar_bev): a conversion that differs from lop_robot's by one level in one pixel
 # moves resnet18's logits by about 6e-6 relative, which 1e-4 alone would let through.
 CONVERSION_TOL = 3e-6
+# Detect mode: the model's stage, the vision_msgs package and the Jazzy hash real vision_msgs 4.1
+# gives Detection2DArray (msgs/tests/ros.rs cites where it was read).
+DET_TASK = "detect;score=0.25;iou=0.45;max=20"
+VISION_MSG_DIR = os.path.join(ROOT, "msgs", "vision_msgs", "msg")
+DETECTION2DARRAY_JAZZY_HASH = "RIHS01_214274120007f4a683866481336b70310268cfa107aebe9d594a6acf75bda968"
+# Box corners and centres in frame pixels: the head's rounding (about 1e-4 model pixels) times the
+# letterbox scale (4 here), far below a pixel.
+DET_PIXEL_TOL = 1e-2
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -83,6 +98,15 @@ def check(cond, what):
 
 def log(msg):
     print(f"[interop {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def ddddocr_detector():
+    """ddddocr 1.6.1's bundled detector, found in the venv without importing ddddocr."""
+    spec = importlib.util.find_spec("ddddocr")
+    path = os.path.join(os.path.dirname(spec.origin), "common_det.onnx") if spec and spec.origin else None
+    if path is None or not os.path.isfile(path):
+        raise SetupFailed("ddddocr's common_det.onnx is missing: run scripts/setup.sh --test-deps")
+    return path
 
 
 def free_port():
@@ -307,6 +331,24 @@ def image_frame(width, height, encoding, seed, row_pad=0):
     return {"width": width, "height": height, "encoding": encoding, "step": step, "data": rows.tobytes()}
 
 
+def text_frame(width, height, encoding, seed, text):
+    """Dark characters drawn on a light background (what ddddocr's detector finds), in `encoding`
+    (rgb8 or bgr8)."""
+    from PIL import Image as PilImage, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    img = PilImage.new("RGB", (width, height), tuple(int(v) for v in rng.uniform(190, 240, 3)))
+    draw = ImageDraw.Draw(img)
+    font = ImageFont.load_default(size=int(height * 0.3))
+    for i, ch in enumerate(text):
+        at = (width * (0.08 + 0.22 * i), height * (0.3 + 0.1 * rng.uniform(-1, 1)))
+        draw.text(at, ch, fill=tuple(int(v) for v in rng.uniform(0, 90, 3)), font=font)
+    px = np.asarray(img, dtype=np.uint8)
+    if encoding == "bgr8":
+        px = px[:, :, ::-1]
+    return {"width": width, "height": height, "encoding": encoding, "step": width * 3, "data": np.ascontiguousarray(px).tobytes()}
+
+
 POINT_FIELDS = [("x", 0, 7, 1), ("y", 4, 7, 1), ("z", 8, 7, 1), ("intensity", 12, 7, 1)]
 
 
@@ -369,8 +411,18 @@ class Harness:
         self.domain = args.domain
         self.ros_port, self.edge_port = free_port(), free_port()
         self.lidar = args.mode == "lidar"
-        self.model = "zoo:lidar_bev" if self.lidar else "zoo:resnet18"
-        self.model_id = "lidar_bev" if self.lidar else "resnet18"
+        self.detect = args.mode == "detect"
+        # (source, id, task, preprocess, letterbox padding, model input size)
+        self.model, self.model_id, self.task, self.preprocess, self.pad, self.size = {
+            "lidar": ("zoo:lidar_bev", "lidar_bev", None, None, 0, 256),
+            "detect": (ddddocr_detector(), "common_det", DET_TASK, "raw;bgr", 114, 416),
+        }.get(args.mode, ("zoo:resnet18", "resnet18", None, None, 0, 224))
+        if self.detect:
+            self.types = rospeer.MsgTypes(msg_dirs=((rospeer.LOP_MSG_DIR, "lop_msgs"), (VISION_MSG_DIR, "vision_msgs")))
+            self.class_names = ["character"]
+        # Detect mode: a robot 20x slower than this machine (profile and kernels), so that the plan
+        # sends the frame up and only the detections come back.
+        self.dilation = 20.0 if self.detect else 1.0
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -378,14 +430,14 @@ class Harness:
         """The robot profile (measured once by `lop profile`, cached per binary build)."""
         lop = os.path.join(self.bin, "lop")
         st = os.stat(lop)
-        key = hashlib.sha256(f"{self.model}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+        key = hashlib.sha256(f"{self.model}|{self.task}|{self.dilation}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
         path = os.path.join(self.cache, "profiles", f"{self.model_id}-robot-{key}.json")
         if not os.path.isfile(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             log(f"measuring the robot profile of {self.model} (lop profile)")
             tmp = path + f".{os.getpid()}.tmp"
             r = subprocess.run(
-                [lop, "profile", self.model, "--role", "robot", "--out", tmp],
+                [lop, "profile", self.model, *self.task_args(), "--role", "robot", "--dilation", str(self.dilation), "--out", tmp],
                 env=child_env(),
                 capture_output=True,
                 text=True,
@@ -400,6 +452,25 @@ class Harness:
                     os.remove(os.path.join(os.path.dirname(path), old))
         return path
 
+    def class_names_file(self):
+        path = os.path.join(self.work, "classes.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(f"{n}\n" for n in self.class_names))
+        return path
+
+    def edge_source(self):
+        """The edge's `source`: a zoo name, or an ONNX file copied into its model store."""
+        if self.model.startswith("zoo:"):
+            return self.model
+        store = os.path.join(self.work, "models")
+        os.makedirs(store, exist_ok=True)
+        shutil.copy(self.model, store)
+        return os.path.basename(self.model)
+
+    def task_args(self):
+        """The model's stages, as `lop` commands take them."""
+        return (["--task", self.task] if self.task else []) + (["--preprocess", self.preprocess] if self.preprocess else [])
+
     def start(self):
         profile = self.robot_profile()
         robots = os.path.join(self.work, "robots")
@@ -410,7 +481,9 @@ class Harness:
         with open(edge_yaml, "w", encoding="utf-8") as f:
             f.write(
                 f'zenoh:\n  mode: router\n  listen: ["tcp/127.0.0.1:{self.edge_port}"]\n'
-                f"models:\n  - id: {self.model_id}\n    source: {self.model}\n    server_profile: synthetic\n"
+                f"models:\n  - id: {self.model_id}\n    source: {self.edge_source()}\n    server_profile: synthetic\n"
+                + (f'    task: "{self.task}"\n    preprocess: "{self.preprocess}"\n' if self.task else "")
+                + f"model_store: {os.path.join(self.work, 'models')}\n"
                 f"robot_profiles: {robots}\n"
                 f"table_cache: {os.path.join(self.cache, 'edge-tables')}\n"
                 f"profile_cache: {os.path.join(self.cache, 'edge-profiles')}\n"
@@ -429,15 +502,21 @@ class Harness:
                 '    robot_id: "interop-robot"\n'
                 f'    model:\n      source: "{self.model}"\n      id: "{self.model_id}"\n'
                 f'      robot_profile: "{profile}"\n      server_profile: "synthetic"\n'
-                f'    table:\n      buckets: "0,2,8,30"\n'
+                + (
+                    f'      task: "{self.task}"\n      class_names: "{self.class_names_file()}"\n      preprocess: "{self.preprocess}"\n'
+                    if self.task
+                    else ""
+                )
+                + f'    table:\n      buckets: "0,2,8,30"\n'
                 f'    cache_dir: "{os.path.join(self.cache, "robot-tables")}"\n'
                 f'    input: "{input_kind}"\n'
-                '    image:\n      fit: "letterbox"\n      pad: 0\n'
+                f'    image:\n      fit: "letterbox"\n      pad: {self.pad}\n'
                 "    diagnostics_period_s: 0.2\n"
                 "    hello_timeout_ms: 30000.0\n"
                 # The synthetic server profile predicts a GPU-fast edge; on this CPU the edge is
                 # slower, so a generous deadline keeps the frames on the edge (no fallbacks).
                 "    deadline_slack_ms: 10000.0\n"
+                + f"    dilation: {self.dilation}\n"
             )
         log(f"work dir {self.work}; ROS router tcp/127.0.0.1:{self.ros_port}, edge tcp/127.0.0.1:{self.edge_port}")
         edge = Proc(
@@ -463,6 +542,8 @@ class Harness:
         self.peer = rospeer.RosPeer(f"tcp/127.0.0.1:{self.ros_port}", "interop_peer", self.domain, self.types)
         self.results = self.peer.subscribe("/lop/inference", "lop_msgs/msg/InferenceResult")
         self.diags = self.peer.subscribe("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray")
+        if self.detect:
+            self.detections = self.peer.subscribe("/lop/detections", "vision_msgs/msg/Detection2DArray")
         if self.lidar:
             self.input = self.peer.publisher("/lidar/points", "sensor_msgs/msg/PointCloud2", sensor_data=True)
         else:
@@ -499,6 +580,7 @@ class Harness:
             ("MP", "/lop/inference", "lop_msgs/msg/InferenceResult"),
             ("MP", "/diagnostics", "diagnostic_msgs/msg/DiagnosticArray"),
             ("MS", "/lop/bandwidth", "lop_msgs/msg/Bandwidth"),
+            *([("MP", "/lop/detections", "vision_msgs/msg/Detection2DArray")] if self.detect else []),
             ("MS", "/lidar/points", "sensor_msgs/msg/PointCloud2") if self.lidar else ("MS", "/camera/image_raw", "sensor_msgs/msg/Image"),
         ]
         for kind, topic, type_name in want:
@@ -510,6 +592,8 @@ class Harness:
             )
             h = self.types.type_hash(type_name)
             check(e["hash"] == h, f"{topic} ({type_name}): liveliness hash {e['hash']}, REP-2011 from the .msg files gives {h}")
+            if type_name == "vision_msgs/msg/Detection2DArray":
+                check(h == DETECTION2DARRAY_JAZZY_HASH, f"{type_name}: {h}, real vision_msgs on Jazzy has {DETECTION2DARRAY_JAZZY_HASH}")
             log(f"graph: lop_robot {kind} {topic} {e['type']} {e['hash']} qos {e['qos']}")
 
     def diag_values(self, msg):
@@ -540,7 +624,7 @@ class Harness:
             y = os.path.join(self.work, f"ref-{key[:12]}-out.npy")
             np.save(x, tensor)
             r = subprocess.run(
-                [os.path.join(self.bin, "lop"), "run", self.model, "--input", x, "--output", y],
+                [os.path.join(self.bin, "lop"), "run", self.model, *self.task_args(), "--input", x, "--output", y],
                 env=child_env(),
                 capture_output=True,
                 text=True,
@@ -642,7 +726,7 @@ class Harness:
         check(re.fullmatch(r"[0-9a-f]{64}", m.model_sha256) is not None, f"model_sha256 '{m.model_sha256}'")
         check(not m.fallback, f"frame {frame_id} fell back: {m.fallback_reason}")
         check(m.latency_s > 0, f"latency_s {m.latency_s}")
-        if not self.lidar:
+        if not self.lidar and not self.detect:
             check(len(m.top_k) > 0, "a classifier's top_k is decoded")
             scores = [t.score for t in m.top_k]
             check(scores == sorted(scores, reverse=True), f"top_k not sorted: {scores}")
@@ -752,6 +836,71 @@ class Harness:
         self.final_counts(4, len(done))  # 4 clouds sent: 3 answered, 1 bad
         return done
 
+    def run_detect(self):
+        frames = [
+            text_frame(640, 480, "rgb8", 1, "x9Q"),
+            text_frame(320, 240, "bgr8", 2, "HB4m"),
+            text_frame(640, 480, "rgb8", 0, "A7K3"),  # nothing this detector scores above 0.25
+        ]
+
+        def conv(f):
+            return image_to_chw(f["width"], f["height"], f["encoding"], f["step"], f["data"], self.size, self.size, pad=self.pad)
+
+        sent = [(f, conv(f), 401 + k, f"det_{f['width']}x{f['height']}_{f['encoding']}_{k}") for k, f in enumerate(frames)]
+        done = self.exact_frames(sent, 0)
+        for frame_id, m, _err, _rt, _att in done:
+            # Where the detection stage runs is the planner's choice; the edge must take part.
+            check(m.bytes_up > 0, f"{frame_id}: nothing went to the edge (method {m.method}); this test needs a split inference")
+        counts = [self.check_detections(f, tensor, sec, frame_id) for f, tensor, sec, frame_id in sent]
+        check(counts[0] > 0 and counts[1] > 0, f"the character frames gave {counts[:2]} detections; this test needs some")
+        check(counts[2] == 0, f"the frame without a detection gave {counts[2]}")
+        self.final_counts(len(sent), len(done))
+        return done
+
+    def check_detections(self, frame, tensor, sec, frame_id):
+        """The frame's /lop/detections against the unsplit model's rows mapped into the frame."""
+        found = []
+
+        def pred(msgs):
+            found[:] = [m for _t, _k, _a, m in msgs if m.header.stamp.sec == sec]
+            return bool(found)
+
+        self.detections.wait_for(pred, self.args.frame_timeout)
+        _, errors = self.detections.snapshot()
+        check(not errors, f"/lop/detections samples a ROS 2 node would reject: {errors}")
+        check(len(found) == 1, f"{len(found)} /lop/detections for frame {frame_id} (stamp {sec}), expected 1")
+        m = found[0]
+        check(m.header.frame_id == frame_id and m.header.stamp.nanosec == 7, f"/lop/detections header {m.header}")
+        (rows,) = self.reference(tensor)
+        rows = rows.reshape(-1, rows.shape[-1])
+        kept = rows[rows[:, 5] >= 0]
+        check(len(m.detections) == len(kept), f"{frame_id}: {len(m.detections)} detections, the unsplit model keeps {len(kept)}")
+        w, h = frame["width"], frame["height"]
+        s = min(self.size / w, self.size / h)
+        rw, rh = min(max(_round_half_away(w * s), 1), self.size), min(max(_round_half_away(h * s), 1), self.size)
+        left, top = (self.size - rw) // 2, (self.size - rh) // 2
+        fx = lambda x: min(max((float(x) - left) * w / rw, 0.0), w)  # noqa: E731
+        fy = lambda y: min(max((float(y) - top) * h / rh, 0.0), h)  # noqa: E731
+        for i, (d, r) in enumerate(zip(m.detections, kept)):
+            x1, y1, x2, y2 = fx(r[0]), fy(r[1]), fx(r[2]), fy(r[3])
+            want = ((x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1)
+            got = (d.bbox.center.position.x, d.bbox.center.position.y, d.bbox.size_x, d.bbox.size_y)
+            err = max(abs(a - b) for a, b in zip(got, want))
+            check(err <= DET_PIXEL_TOL, f"{frame_id} detection {i}: box {got}, the unsplit model's in frame pixels {want}")
+            check(len(d.results) == 1, f"{frame_id} detection {i}: {len(d.results)} hypotheses")
+            hyp = d.results[0].hypothesis
+            check(hyp.class_id == self.class_names[int(r[5])], f"{frame_id} detection {i}: class_id '{hyp.class_id}'")
+            check(abs(hyp.score - float(r[4])) <= 1e-5, f"{frame_id} detection {i}: score {hyp.score}, unsplit {r[4]}")
+            check(d.header.stamp.sec == sec and d.header.frame_id == frame_id, f"{frame_id} detection {i}: header {d.header}")
+        log(
+            f"{frame_id}: /lop/detections has {len(m.detections)} boxes as the unsplit model's, in {w}x{h} frame pixels: "
+            + ", ".join(f"{d.results[0].hypothesis.class_id} {d.results[0].hypothesis.score:.3f} "
+                        f"({d.bbox.center.position.x:.1f}, {d.bbox.center.position.y:.1f}) {d.bbox.size_x:.1f}x{d.bbox.size_y:.1f}"
+                        for d in m.detections)
+        )
+        self.first_detections = getattr(self, "first_detections", None) or (m if m.detections else None)
+        return len(m.detections)
+
     def run_load(self):
         frames = [image_frame(640, 480, "rgb8", 40 + k) for k in range(4)]
         tensors = [image_to_chw(f["width"], f["height"], f["encoding"], f["step"], f["data"], 224, 224) for f in frames]
@@ -856,7 +1005,7 @@ class Harness:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--mode", choices=["camera", "lidar", "load"], required=True)
+    ap.add_argument("--mode", choices=["camera", "lidar", "detect", "load"], required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
     ap.add_argument("--cache-dir", help="profiles and schedule tables kept between runs (default: inside the temporary work dir)")
     ap.add_argument("--domain", type=int, default=0, help="ROS domain id")
@@ -889,12 +1038,16 @@ def main(argv=None):
         h = Harness(args)
         h.start()
         h.check_graph()
-        done = {"camera": h.run_camera, "lidar": h.run_lidar, "load": h.run_load}[args.mode]()
+        done = {"camera": h.run_camera, "lidar": h.run_lidar, "detect": h.run_detect, "load": h.run_load}[args.mode]()
         if done and args.show_message:
             _fid, m, _err, _rt, att = done[0]
             print(f"--- /lop/inference as decoded by the Python peer (key {h.results.expected_key}, seq {att[0]}):")
             print(rospeer.format_msg(m))
             print("---")
+            if getattr(h, "first_detections", None) is not None:
+                print("--- /lop/detections as decoded by the Python peer:")
+                print(rospeer.format_msg(h.first_detections))
+                print("---")
         if args.json_out:
             with open(args.json_out, "w", encoding="utf-8") as f:
                 json.dump({"mode": args.mode, "latency": getattr(h, "latency", None), "frames": len(done)}, f, indent=2)
