@@ -253,10 +253,16 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     drop(graph);
     let verbose = args.verbose;
-    let progress = |m: &str, i: usize, s: &lop_runtime::client::InferenceStats| {
+    let task = args.model.task.clone();
+    let progress = |m: &str, i: usize, s: &lop_runtime::client::InferenceStats, outputs: &[tch::Tensor]| {
         if verbose {
+            // What the frame's result holds (detections, voxels), when the model has a task.
+            let result = match (&task, outputs) {
+                (Some(t), [out]) => t.summary(out, 3).map(|s| format!("  {s}")).unwrap_or_default(),
+                _ => String::new(),
+            };
             eprintln!(
-                "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B{}",
+                "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B{}{result}",
                 s.total_s * 1e3,
                 s.bucket_mb_s,
                 s.bytes_up,

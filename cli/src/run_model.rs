@@ -83,6 +83,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         let path = output_path(&args.output, i, outputs.len());
         o.to_device(tch::Device::Cpu).write_npy(&path).with_context(|| format!("writing {}", path.display()))?;
         println!("{} {:?} -> {}", graph.nodes[graph.outputs[i]].name, o.size(), path.display());
+        if let Some(summary) = args.model.task.as_ref().and_then(|t| t.summary(o, 10)) {
+            println!("  {summary}");
+        }
     }
     Ok(0)
 }

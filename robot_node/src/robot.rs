@@ -56,6 +56,9 @@ pub struct RobotCounters {
     pub fallbacks: AtomicU64,
     /// Inferences that failed (engine errors).
     pub errors: AtomicU64,
+    /// Answered frames whose task messages (detections, keypoints, occupancy, class map) could
+    /// not be built or published; the frame's `InferenceResult` still went out.
+    pub task_message_errors: AtomicU64,
     /// Whether the edge session is up (after the last inference).
     pub connected: AtomicBool,
     /// ROS-layer time of the last frame (arrival to publication minus the inference), ns.
@@ -90,6 +93,7 @@ impl RobotCounters {
             ("undecodable".into(), faults.undecodable.to_string()),
             ("fallbacks".into(), g(&self.fallbacks).to_string()),
             ("inference_errors".into(), g(&self.errors).to_string()),
+            ("task_message_errors".into(), g(&self.task_message_errors).to_string()),
             ("edge_connected".into(), self.connected.load(Ordering::Relaxed).to_string()),
             ("edge_frames_dropped".into(), g(&self.edge_frames_dropped).to_string()),
             ("bucket_mb_s".into(), f64::from_bits(g(&self.bucket_bits)).to_string()),
@@ -474,12 +478,15 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
         if let Some(first) = decoded.0.first() {
             let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
-            match task_messages(&task, &first.data, &shape, &ros_header, &source, &cfg.class_names) {
-                Ok(m) => task_pubs.publish(m),
+            let failed = match task_messages(&task, &first.data, &shape, &ros_header, &source, &cfg.class_names) {
+                Ok(m) => !task_pubs.publish(m),
                 Err(e) => {
-                    counters.errors.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(error = %e, task = task.task_name(), "building the task's messages failed");
+                    true
                 }
+            };
+            if failed {
+                counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
         let msg = result_msg(&r.stats, header, (started, finished), kind, &model_name, &model_hash, mbps, received.elapsed(), decoded);
@@ -566,18 +573,20 @@ impl TaskPublishers {
     }
 
     /// Publishes what `m` holds; a failure is logged, the others still go out.
-    fn publish(&self, m: TaskMessages) {
-        fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<T>, what: &str) {
-            if let (Some(p), Some(msg)) = (p, msg)
-                && let Err(e) = p.publish(&msg)
-            {
-                tracing::warn!(error = %e, what, "publishing failed");
-            }
+    /// Publishes every message there is a publisher for; false when one failed (logged).
+    fn publish(&self, m: TaskMessages) -> bool {
+        fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<T>, what: &str) -> bool {
+            let (Some(p), Some(msg)) = (p, msg) else { return true };
+            p.publish(&msg).inspect_err(|e| tracing::warn!(error = %e, what, "publishing failed")).is_ok()
         }
-        one(&self.detections, m.detections, "detections");
-        one(&self.keypoints, m.keypoints, "keypoints");
-        one(&self.occupancy, m.occupancy, "occupancy");
-        one(&self.segmentation, m.segmentation, "segmentation");
+        [
+            one(&self.detections, m.detections, "detections"),
+            one(&self.keypoints, m.keypoints, "keypoints"),
+            one(&self.occupancy, m.occupancy, "occupancy"),
+            one(&self.segmentation, m.segmentation, "segmentation"),
+        ]
+        .iter()
+        .all(|&ok| ok)
     }
 }
 

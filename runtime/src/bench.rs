@@ -203,6 +203,10 @@ pub async fn start_edge(cfg: &BenchConfig) -> Result<EdgeService> {
     EdgeService::start(edge_options(&cfg.model_id, &cfg.source, &cfg.load, &cfg.robot, &cfg.server, &cfg.spec, &cfg.cache_dir)).await
 }
 
+/// Called after each inference with the method, the request's index, its statistics and its
+/// outputs (to show what the frame's result holds).
+pub type Progress<'a> = dyn FnMut(&str, usize, &InferenceStats, &[Tensor]) + 'a;
+
 /// The robot id a benchmark uses for `method` (one per method, so that the edge never confuses
 /// the end of one method's session with the next one's).
 pub fn robot_id(method: &str) -> String {
@@ -210,13 +214,13 @@ pub fn robot_id(method: &str) -> String {
 }
 
 /// Runs every method over the in-process shaped link replaying `cfg.trace` (each method from
-/// trace time 0), calling `progress(method, index, stats)` after each inference.
+/// trace time 0), calling `progress(method, index, stats, outputs)` after each inference.
 ///
 /// # Errors
 /// Model, table or engine failures; a method with no plans.
 pub async fn run_in_process(
     cfg: &BenchConfig,
-    mut progress: impl FnMut(&str, usize, &InferenceStats),
+    mut progress: impl FnMut(&str, usize, &InferenceStats, &[Tensor]),
 ) -> Result<BTreeMap<String, MethodReport>> {
     let board = Switchboard::new();
     let _edge = board.plug(start_edge(cfg).await?);
@@ -233,7 +237,7 @@ pub async fn run_in_process(
 pub async fn run_with<C: Connector>(
     cfg: &BenchConfig,
     connect: impl Fn(&str) -> C,
-    progress: &mut dyn FnMut(&str, usize, &InferenceStats),
+    progress: &mut Progress<'_>,
 ) -> Result<BTreeMap<String, MethodReport>> {
     run_methods(cfg, &mut |m| Ok(connect(m)), progress).await
 }
@@ -299,7 +303,7 @@ fn client_options(cfg: &BenchConfig, method: &str) -> ClientOptions {
 async fn run_methods<C: Connector>(
     cfg: &BenchConfig,
     connect: &mut dyn FnMut(&str) -> Result<C>,
-    progress: &mut dyn FnMut(&str, usize, &InferenceStats),
+    progress: &mut Progress<'_>,
 ) -> Result<BTreeMap<String, MethodReport>> {
     if cfg.requests == 0 {
         return Err(Error::InvalidConfig { what: "requests must be at least 1".into() });
@@ -322,7 +326,7 @@ async fn run_methods<C: Connector>(
             let inputs: Vec<Tensor> = inputs.iter().map(|t| t.shallow_clone()).collect();
             let r = client.infer(inputs, bucket_units).await?;
             err = err.max(lop::exec::max_rel_err_all(&r.outputs, &whole)?);
-            progress(method, i, &r.stats);
+            progress(method, i, &r.stats, &r.outputs);
             lat.push(r.stats.total_s * 1e3);
             if let Some(p) = r.stats.predicted_s {
                 sims.push(p);
@@ -403,7 +407,7 @@ impl Drop for ZenohEdge {
 /// As [`run_in_process`]; Zenoh sessions that cannot open.
 pub async fn run_zenoh_loopback(
     cfg: &BenchConfig,
-    mut progress: impl FnMut(&str, usize, &InferenceStats),
+    mut progress: impl FnMut(&str, usize, &InferenceStats, &[Tensor]),
 ) -> Result<(BTreeMap<String, MethodReport>, EdgeCounts)> {
     let endpoint = format!("tcp/127.0.0.1:{}", free_port()?);
     let edge = ZenohEdge::start(start_edge(cfg).await?, &endpoint).await?;
@@ -552,7 +556,7 @@ impl From<ShapingStats> for ShapingSummary {
 enum RobotEvent {
     /// A method starts: restart the trace replay, then answer.
     MethodStart(String, std_mpsc::Sender<std::result::Result<(), String>>),
-    Progress(String, usize, Box<InferenceStats>),
+    Progress(String, usize, Box<InferenceStats>, Vec<Tensor>),
     Finished(Result<BTreeMap<String, MethodReport>>),
 }
 
@@ -616,7 +620,7 @@ fn edge_exited(child: &mut Child) -> Result<()> {
 pub fn run_netns(
     cfg: &BenchConfig,
     opts: &NetnsBenchOptions,
-    mut progress: impl FnMut(&str, usize, &InferenceStats),
+    mut progress: impl FnMut(&str, usize, &InferenceStats, &[Tensor]),
 ) -> Result<(BTreeMap<String, MethodReport>, NetnsSummary)> {
     let stem: String = opts.prefix.chars().take_while(|c| !c.is_ascii_digit()).collect();
     if !stem.is_empty() {
@@ -698,7 +702,7 @@ pub fn run_netns(
                 let _ = ack.send(started.as_ref().map(|_| ()).map_err(|e| e.to_string()));
                 shaping = Some((method, started?));
             }
-            Ok(RobotEvent::Progress(m, i, s)) => progress(&m, i, &s),
+            Ok(RobotEvent::Progress(m, i, s, outputs)) => progress(&m, i, &s, &outputs),
             Ok(RobotEvent::Finished(r)) => break r,
             Err(std_mpsc::RecvTimeoutError::Timeout) => {}
             Err(std_mpsc::RecvTimeoutError::Disconnected) => {
@@ -744,8 +748,9 @@ fn robot_thread(
                 Err(_) => Err(Error::Executor("no answer from the shaping thread".into())),
             }
         };
-        let mut progress = |m: &str, i: usize, s: &InferenceStats| {
-            let _ = events.send(RobotEvent::Progress(m.to_string(), i, Box::new(s.clone())));
+        let mut progress = |m: &str, i: usize, s: &InferenceStats, outputs: &[Tensor]| {
+            let outputs = outputs.iter().map(Tensor::shallow_clone).collect();
+            let _ = events.send(RobotEvent::Progress(m.to_string(), i, Box::new(s.clone()), outputs));
         };
         let r = run_methods(cfg, &mut connect, &mut progress).await;
         if let Err(e) = session.close().await {

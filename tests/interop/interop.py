@@ -769,6 +769,7 @@ class Harness:
         check(v is not None, f"frames do not add up within {timeout} s: sent {sent}, last /diagnostics {last}")
         check(int(v["frames_answered"]) == answered, f"the peer received {answered} results, lop_robot answered {v['frames_answered']}")
         check(int(v["inference_errors"]) == 0, f"inference errors: {v['inference_errors']}")
+        check(int(v["task_message_errors"]) == 0, f"task message errors: {v['task_message_errors']}")
         check(int(v["fallbacks"]) == 0, f"fallbacks: {v['fallbacks']}")
         check(v["edge_connected"] == "true", "the edge session is down")
         log(

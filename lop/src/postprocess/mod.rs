@@ -165,6 +165,44 @@ impl Postprocess {
         }
     }
 
+    /// One line saying what a result of this stage holds, for people: the detections (count,
+    /// then the best `limit` as `class score [x1 y1 x2 y2]` in input pixels), the occupied voxels
+    /// or the classes present; `None` for `raw`, or a result of another shape.
+    pub fn summary(&self, result: &Tensor, limit: usize) -> Option<String> {
+        let shape = result.size();
+        let values = Vec::<f32>::try_from(result.to_device(tch::Device::Cpu).to_kind(tch::Kind::Float).flatten(0, -1)).ok()?;
+        match self {
+            Postprocess::Raw => None,
+            Postprocess::Detect(_) | Postprocess::Pose(_) => {
+                let width = usize::try_from(*shape.last()?).ok()?;
+                let found = detections(&values, width);
+                let shown: Vec<String> = found
+                    .iter()
+                    .take(limit)
+                    .map(|d| {
+                        let [x1, y1, x2, y2] = d.bbox;
+                        format!("{} {:.2} [{x1:.0} {y1:.0} {x2:.0} {y2:.0}]", d.class, d.score)
+                    })
+                    .collect();
+                let more = found.len().saturating_sub(limit);
+                let tail = if more > 0 { format!(", +{more}") } else { String::new() };
+                let plural = if found.len() == 1 { "" } else { "s" };
+                Some(format!("{} detection{plural}{}{}{tail}", found.len(), if shown.is_empty() { "" } else { ": " }, shown.join(", ")))
+            }
+            Postprocess::Occupancy(_) => {
+                Some(format!("{} occupied voxels", values.iter().map(|&b| (b as u8).count_ones() as usize).sum::<usize>()))
+            }
+            Postprocess::Segment => {
+                let mut present = [false; 256];
+                for &v in &values {
+                    present[v as u8 as usize] = true;
+                }
+                let classes: Vec<String> = (0..256).filter(|&c| present[c]).map(|c| c.to_string()).collect();
+                Some(format!("classes present: {}", classes.join(" ")))
+            }
+        }
+    }
+
     /// `graph` with this stage after its output; the stage's result becomes the one output.
     ///
     /// # Errors

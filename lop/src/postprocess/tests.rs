@@ -177,3 +177,22 @@ fn class_map_takes_the_first_best_class_per_pixel() {
         assert!(split.equal(&map), "seed {seed}");
     }
 }
+
+/// The one-line summaries `lop run` and `lop bench --verbose` print per result.
+#[test]
+fn summaries_say_what_a_result_holds() {
+    let rows = Tensor::from_slice(&[
+        10f32, 20.0, 30.0, 40.0, 0.9, 2.0, //
+        0.0, 0.0, 5.0, 5.0, 0.4, 0.0, //
+        0.0, 0.0, 0.0, 0.0, 0.0, -1.0,
+    ])
+    .view([1, 3, 6]);
+    let detect = Postprocess::parse("detect").expect("spec");
+    assert_eq!(detect.summary(&rows, 1).as_deref(), Some("2 detections: 2 0.90 [10 20 30 40], +1"));
+    assert_eq!(detect.summary(&rows.narrow(1, 2, 1), 3).as_deref(), Some("0 detections"));
+    let bits = Tensor::from_slice(&[0b1010_0000u8, 0b0000_0001]).view([1, 1, 1, 1, 2]);
+    assert_eq!(Postprocess::parse("occupancy").expect("spec").summary(&bits, 3).as_deref(), Some("3 occupied voxels"));
+    let map = Tensor::from_slice(&[0u8, 3, 3, 7]).view([1, 1, 2, 2]);
+    assert_eq!(Postprocess::Segment.summary(&map, 3).as_deref(), Some("classes present: 0 3 7"));
+    assert_eq!(Postprocess::Raw.summary(&rows, 3), None);
+}
