@@ -13,8 +13,8 @@ kept of the same class is above `iou`; at most `max_det` are kept. The result is
 `margins` says how far the decisions were from flipping: the closest any anchor's score came to
 the threshold, the smallest gap between visited scores (their order), between an anchor's best and
 second-best class, and the closest an IoU test came to `iou`. A second implementation whose
-values differ from these by less than the margins must give the same rows; `check_margins`
-refuses a reference whose decisions were too close to call.
+values differ from these by less than the margins must give the same rows; `margin_problem`
+says when a reference's decisions were too close to call.
 """
 
 from __future__ import annotations
@@ -122,10 +122,10 @@ def detect(head, fmt: str, score: float, iou_thr: float, max_det: int, classes: 
 MIN_MARGINS = {"score": 1e-5, "class": 1e-5, "order": 1e-5, "iou": 1e-3}
 
 
-def check_margins(name: str, margins: dict) -> None:
-    """Refuses a reference whose decisions were too close to call (a threshold to move)."""
+def margin_problem(name: str, margins: dict) -> str | None:
+    """Why a reference cannot be trusted (its decisions were too close to call: a threshold to
+    move), or None."""
     close = {k: v for k, v in margins.items() if v < MIN_MARGINS[k]}
     if close:
-        raise SystemExit(
-            f"postprocess_ref: {name}: decisions too close to call ({close}, need {MIN_MARGINS}); choose other thresholds"
-        )
+        return f"{name}: decisions too close to call ({close}, need {MIN_MARGINS}); choose other thresholds in POST_TASKS"
+    return None

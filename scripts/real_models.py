@@ -61,7 +61,7 @@ YOLO_SIZE = 320
 ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "common_det", "common_det_640", "ppocr_det")
 OPSET = 17
 # name: (lop's --task spec, head format, classes, keypoints, input height and width). The
-# thresholds sit in wide gaps of each model's scores on its input (postprocess_ref.check_margins).
+# thresholds sit in wide gaps of each model's scores on its input (postprocess_ref.margin_problem).
 POST_TASKS = {
     "common_det": ("detect;score=0.1;iou=0.45;max=100", "yolox", 1, 0, (416, 416)),
     "common_det_640": ("detect;score=0.01;iou=0.45;max=100", "yolox", 1, 0, (640, 640)),
@@ -289,12 +289,13 @@ def reference_post(name: str, out: Path, outputs: list[str]) -> dict:
     rows, kept, margins = postprocess_ref.detect(
         head, fmt, float(opts["score"]), float(opts["iou"]), int(opts["max"]), classes, input_hw, keypoints
     )
-    postprocess_ref.check_margins(name, margins)
+    problem = postprocess_ref.margin_problem(name, margins)
     margins = {k: (v if np.isfinite(v) else None) for k, v in margins.items()}  # None: no such decision
     fname = f"{name}.post.npy"
     atomic_save_npy(out / fname, rows)
-    log(f"{name}: {spec}: {kept} detections (numpy reference), margins {margins}")
-    return {"task": spec, "output": fname, "detections": kept, "margins": margins}
+    log(f"{name}: {spec}: {kept} detections (numpy reference), margins {margins}" + (f"; UNUSABLE: {problem}" if problem else ""))
+    # A reference too close to call fails this model's test (with the reason), not the others'.
+    return {"task": spec, "output": fname, "detections": kept, "margins": margins, "problem": problem}
 
 
 def main() -> int:

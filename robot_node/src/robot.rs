@@ -572,8 +572,8 @@ impl TaskPublishers {
         })
     }
 
-    /// Publishes what `m` holds; a failure is logged, the others still go out.
-    /// Publishes every message there is a publisher for; false when one failed (logged).
+    /// Publishes what `m` holds; a failure is logged, the others still go out. False when one
+    /// failed.
     fn publish(&self, m: TaskMessages) -> bool {
         fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<T>, what: &str) -> bool {
             let (Some(p), Some(msg)) = (p, msg) else { return true };
