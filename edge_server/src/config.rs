@@ -83,6 +83,10 @@ pub struct EdgeConfig {
     /// Seconds a new session may take to send Hello.
     #[serde(default = "default_hello_timeout")]
     pub hello_timeout_s: f64,
+    /// Seconds a Hello waits for its schedule table (from the cache, or planned for a robot
+    /// profile seen for the first time) before the robot is told to run alone and retry.
+    #[serde(default = "default_table_wait")]
+    pub table_wait_s: f64,
     /// Seconds to let running inferences finish after SIGTERM / Ctrl-C.
     #[serde(default = "default_grace")]
     pub shutdown_grace_s: f64,
@@ -255,6 +259,9 @@ fn default_max_frame_bytes() -> u32 {
 fn default_hello_timeout() -> f64 {
     10.0
 }
+fn default_table_wait() -> f64 {
+    5.0
+}
 fn default_grace() -> f64 {
     10.0
 }
@@ -387,7 +394,9 @@ impl EdgeConfig {
         if self.max_frame_bytes < 1024 {
             return Err(self.invalid("max_frame_bytes", format!("{} is too small (at least 1024)", self.max_frame_bytes)));
         }
-        for (name, v) in [("hello_timeout_s", self.hello_timeout_s), ("shutdown_grace_s", self.shutdown_grace_s)] {
+        for (name, v) in
+            [("hello_timeout_s", self.hello_timeout_s), ("table_wait_s", self.table_wait_s), ("shutdown_grace_s", self.shutdown_grace_s)]
+        {
             if !(v.is_finite() && (0.0..=86_400.0).contains(&v)) {
                 return Err(self.invalid(name, format!("{v} is not a number of seconds in [0, 86400]")));
             }

@@ -80,7 +80,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io { what, path: dir.clone(), source })?;
     }
     if !cfg.robot_profiles.is_dir() {
-        tracing::warn!(dir = %cfg.robot_profiles.display(), "the robot profiles directory does not exist: every robot will be rejected");
+        tracing::info!(dir = %cfg.robot_profiles.display(), "no robot profiles directory: robots' profiles come in their Hellos");
     }
     let mut models = Vec::new();
     for (i, m) in cfg.models.iter().enumerate() {
@@ -116,6 +116,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         device,
         limits: lop_msgs::protocol::Limits { max_frame_len: cfg.max_frame_bytes },
         hello_timeout: Duration::from_secs_f64(cfg.hello_timeout_s),
+        table_wait: Duration::from_secs_f64(cfg.table_wait_s),
     })
 }
 

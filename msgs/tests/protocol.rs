@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use lop_msgs::protocol::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Frame, HEADER_LEN, Hello, Limits, MAX_RANK, MAX_TEXT_LEN, Reject,
-    RejectReason, Start, Welcome, check, decode, encode_band_header,
+    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Frame, HEADER_LEN, Hello, Limits, MAX_PROFILE_LEN, MAX_RANK,
+    MAX_TEXT_LEN, Reject, RejectReason, Start, Welcome, check, decode, encode_band_header,
 };
 use lop_msgs::{Digest, Error};
 
@@ -29,6 +29,7 @@ fn samples() -> Vec<Frame> {
             planner_hash: Digest([3; 32]),
             input_dtype: DType::U8,
             input_shape: vec![1, 3, 224, 224],
+            robot_profile: br#"{"version": 3, "ops": []}"#.to_vec(),
         }),
         // Max rank, max dims, longest ids.
         Frame::Hello(Hello {
@@ -39,6 +40,7 @@ fn samples() -> Vec<Frame> {
             planner_hash: Digest([0x80; 32]),
             input_dtype: DType::I64,
             input_shape: vec![u32::MAX; MAX_RANK],
+            robot_profile: vec![0x5a; MAX_PROFILE_LEN],
         }),
         // Rank 0 (scalar) input.
         Frame::Hello(Hello {
@@ -49,6 +51,7 @@ fn samples() -> Vec<Frame> {
             planner_hash: Digest::default(),
             input_dtype: DType::F32,
             input_shape: vec![],
+            robot_profile: Vec::new(),
         }),
         Frame::Welcome(Welcome { server_profile_hash: Digest([9; 32]), table_hash: Digest([10; 32]) }),
         Frame::Reject(Reject { reason: RejectReason::UnknownModel, text: "no model ab12".into() }),
@@ -330,6 +333,30 @@ fn band_errors() {
     assert!(matches!(Frame::Band(b).encode(), Err(Error::PayloadSize { .. })));
     // decode_band refuses other kinds.
     assert!(matches!(Limits::default().decode_band(&start_bytes()), Err(Error::UnknownKind { kind: 4 })));
+}
+
+/// The profile a Hello carries: at most MAX_PROFILE_LEN bytes, both ways, and its length field
+/// is checked against the body.
+#[test]
+fn hello_profile_limits() {
+    let hello = |n: usize| Hello {
+        robot_id: "r".into(),
+        model_id: "m".into(),
+        model_sha256: Digest::default(),
+        robot_profile_hash: Digest::default(),
+        planner_hash: Digest::default(),
+        input_dtype: DType::U8,
+        input_shape: vec![1],
+        robot_profile: vec![b'x'; n],
+    };
+    assert!(matches!(Frame::Hello(hello(MAX_PROFILE_LEN + 1)).encode(), Err(Error::TextTooLong { field: "robot_profile", .. })));
+    let good = Frame::Hello(hello(3)).encode().unwrap();
+    // The profile's u32 length sits 7 bytes before the end (4 + "xxx").
+    let at = good.len() - HEADER_LEN - 7;
+    let over = (MAX_PROFILE_LEN as u32 + 1).to_le_bytes();
+    assert!(matches!(decode(&patch(good.clone(), at, &over)), Err(Error::TextTooLong { field: "robot_profile", .. })));
+    assert!(matches!(decode(&patch(good.clone(), at, &4u32.to_le_bytes())), Err(Error::BodyTooShort { field: "robot_profile", .. })));
+    assert!(matches!(decode(&patch(good, at, &2u32.to_le_bytes())), Err(Error::BodyTooLong { .. })));
 }
 
 #[test]

@@ -301,7 +301,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let (robot_p, server_p, table_s, cache) =
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
     let class_names = cfg.class_names.clone();
-    let (table, names, input_info, dense_outputs) = worker
+    let (table, robot_profile, names, input_info, dense_outputs) = worker
         .call(move |g| -> Result<_> {
             check_class_names(g, &class_names)?;
             let robot = robot_p.load(g, Side::Robot)?;
@@ -315,7 +315,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
                 return Err(Error::Config { what: format!("the model has {} inputs; lop_robot feeds exactly one", inputs.len()) });
             };
             let dense = g.outputs.iter().any(|&o| g.nodes[o].info.shape.len() >= 3);
-            Ok((table, names, g.nodes[input].info.clone(), dense))
+            Ok((table, robot, names, g.nodes[input].info.clone(), dense))
         })
         .await??;
     let target = resolve_target(&cfg, &input_info.shape, input_info.dtype, dense_outputs)?;
@@ -333,6 +333,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     opts.deadline_slack = cfg.deadline_slack;
     opts.hello_timeout = cfg.hello_timeout;
     opts.retry_interval = cfg.retry_interval;
+    // Sent in Hello: an edge that has never seen this robot plans for it (no file to copy).
+    opts.robot_profile = Some(robot_profile);
     let model_hash = loaded.hash.clone();
     let mut client =
         RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?;

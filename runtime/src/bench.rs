@@ -192,6 +192,8 @@ fn edge_options(
         device: tch::Device::Cpu,
         limits: Default::default(),
         hello_timeout: Duration::from_secs(120),
+        // The benchmark's robot waits for its table rather than run alone.
+        table_wait: Duration::from_secs(600),
     }
 }
 

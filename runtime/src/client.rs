@@ -12,9 +12,10 @@ use std::time::{Duration, Instant, SystemTime};
 use lop::exec::SideExec;
 use lop::plan::Side;
 use lop::planner::table::ScheduleTable;
+use lop::profile::Profile;
 use lop_msgs::Frame;
 use lop_msgs::protocol::DType;
-use lop_msgs::protocol::{DoneStats, Hello, Limits, Start};
+use lop_msgs::protocol::{DoneStats, Hello, Limits, MAX_PROFILE_LEN, RejectReason, Start};
 use tch::{Device, Tensor};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -61,6 +62,9 @@ pub struct ClientOptions {
     pub retry_interval: Duration,
     /// Frame size limit.
     pub limits: Limits,
+    /// The robot's profile (the one its table was planned from), sent in Hello so that an edge
+    /// that has never seen this robot plans for it; `None` sends its hash only.
+    pub robot_profile: Option<Profile>,
 }
 
 impl ClientOptions {
@@ -78,6 +82,7 @@ impl ClientOptions {
             hello_timeout: Duration::from_secs(5),
             retry_interval: Duration::from_millis(500),
             limits: Limits::default(),
+            robot_profile: None,
         }
     }
 }
@@ -181,6 +186,24 @@ impl<C: Connector> std::fmt::Debug for RobotClient<C> {
     }
 }
 
+/// The profile's JSON for Hello (empty without one), after checking that it is the profile the
+/// table was planned from and that it fits in a Hello.
+fn hello_profile(profile: Option<&Profile>, table_profile_hash: &str) -> Result<Vec<u8>> {
+    let Some(p) = profile else { return Ok(Vec::new()) };
+    if p.hash() != table_profile_hash {
+        return Err(Error::InvalidConfig {
+            what: format!("the robot profile {} is not the one the schedule table was planned from ({table_profile_hash})", p.hash()),
+        });
+    }
+    let json = serde_json::to_vec(p).map_err(|e| Error::InvalidConfig { what: format!("serialising the robot profile: {e}") })?;
+    if json.len() > MAX_PROFILE_LEN {
+        return Err(Error::InvalidConfig {
+            what: format!("the robot profile is {} bytes as JSON; a Hello carries at most {MAX_PROFILE_LEN}", json.len()),
+        });
+    }
+    Ok(json)
+}
+
 impl<C: Connector> RobotClient<C> {
     /// Prepares the client: `worker` holds the model, `table` is the schedule table built from
     /// the robot's profile and the edge's (the edge builds the same one and the handshake checks
@@ -216,6 +239,7 @@ impl<C: Connector> RobotClient<C> {
             planner_hash: digest(&table.key.config_hash)?,
             input_dtype,
             input_shape: input.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
+            robot_profile: hello_profile(opts.robot_profile.as_ref(), &table.key.robot_profile_hash)?,
         });
         let book = Arc::new(PlanBook::prepare(&worker, &meta, Arc::new(table), opts.input_wire).await?);
         let mut c = RobotClient {
@@ -286,6 +310,10 @@ impl<C: Connector> RobotClient<C> {
                     w.table_hash.to_hex(),
                     table_hash.to_hex()
                 ))),
+                Ok(Ok(Frame::Reject(r))) if r.reason == RejectReason::Planning => {
+                    tracing::info!(text = %r.text, "the edge is building the schedule table for this robot; running alone until it is ready");
+                    Err(Error::Protocol(format!("the edge is planning: {}", r.text)))
+                }
                 Ok(Ok(Frame::Reject(r))) => Err(Error::Protocol(format!("the edge refused: {:?}: {}", r.reason, r.text))),
                 Ok(_) => Err(Error::Closed),
                 Err(_) => Err(Error::Protocol(format!("no answer to Hello within {timeout:?}"))),

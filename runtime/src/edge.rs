@@ -25,7 +25,7 @@ use lop_msgs::protocol::DType;
 use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Hello, Limits, Reject, RejectReason, Start, Welcome};
 use lop_msgs::{Digest, Frame};
 use tch::Device;
-use tokio::sync::{Mutex, broadcast, mpsc as tmpsc};
+use tokio::sync::{broadcast, mpsc as tmpsc, watch};
 
 use crate::error::{Error, Result};
 use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, Stopped, Worker, run_side};
@@ -67,6 +67,21 @@ pub struct EdgeOptions {
     pub limits: Limits,
     /// How long a session may take to send Hello.
     pub hello_timeout: Duration,
+    /// How long a Hello waits for its schedule table (loaded from the cache or built for a new
+    /// robot profile) before the edge answers Reject `Planning` and finishes it in the background.
+    pub table_wait: Duration,
+}
+
+/// A plan book's key: model index, robot profile hash, input wire.
+type BookKey = (usize, String, InputWire);
+
+/// What a plan book build ends with (errors as text: they go into a Reject).
+type BookResult = std::result::Result<Arc<PlanBook>, String>;
+
+/// A plan book, ready or being built (its result arrives on the channel).
+enum BookSlot {
+    Ready(Arc<PlanBook>),
+    Building(watch::Receiver<Option<BookResult>>),
 }
 
 struct Replica {
@@ -174,7 +189,7 @@ struct Inner {
     opts: EdgeOptions,
     models: Vec<Model>,
     robot_profiles: std::sync::Mutex<Vec<Profile>>,
-    books: Mutex<HashMap<(usize, String, InputWire), Arc<PlanBook>>>,
+    books: std::sync::Mutex<HashMap<BookKey, BookSlot>>,
     stats: FrameStats,
     sessions: AtomicU64,
     rejected: AtomicU64,
@@ -243,7 +258,7 @@ impl EdgeService {
                 opts,
                 models,
                 robot_profiles,
-                books: Mutex::new(HashMap::new()),
+                books: std::sync::Mutex::new(HashMap::new()),
                 stats: FrameStats::default(),
                 sessions: AtomicU64::new(0),
                 rejected: AtomicU64::new(0),
@@ -454,11 +469,41 @@ impl Session {
                 format!("planner configuration {} differs from the edge's {spec_hash}", h.planner_hash.to_hex()),
             );
         }
-        let Some(robot) = self.svc.robot_profile(&h.robot_profile_hash.to_hex()) else {
-            return self.reject(RejectReason::NoTable, format!("unknown robot profile {}", h.robot_profile_hash.to_hex()));
+        let robot = match self.svc.robot_profile(&h.robot_profile_hash.to_hex()) {
+            Some(p) => p,
+            None if h.robot_profile.is_empty() => {
+                return self.reject(
+                    RejectReason::NoTable,
+                    format!("unknown robot profile {} and the Hello carries none", h.robot_profile_hash.to_hex()),
+                );
+            }
+            None => match received_profile(&h, &model.hash.to_hex()) {
+                Ok(p) => {
+                    tracing::info!(robot = %h.robot_id, model = %h.model_id, profile = %p.hash(), ops = p.ops.len(), "robot profile received in Hello");
+                    self.svc.remember_profile(p.clone());
+                    p
+                }
+                Err(why) => return self.reject(RejectReason::BadInput, format!("the robot profile in Hello: {why}")),
+            },
         };
-        match self.svc.book(mi, robot, input_wire).await {
-            Ok(book) => {
+        let profile_hash = robot.hash();
+        let mut ready = Inner::book(&self.svc, mi, robot, input_wire);
+        let wait = self.svc.opts.table_wait;
+        let outcome = match tokio::time::timeout(wait, ready.wait_for(Option::is_some)).await {
+            Ok(Ok(r)) => r.clone(),
+            Ok(Err(_)) => Some(Err("the table build stopped".into())),
+            Err(_) => None,
+        };
+        match outcome {
+            None => self.reject(
+                RejectReason::Planning,
+                format!(
+                    "building the schedule table for robot profile {} (model '{}'); it was not ready within {wait:?}: retry (run alone meanwhile)",
+                    &profile_hash[..12.min(profile_hash.len())],
+                    model.id
+                ),
+            ),
+            Some(Ok(book)) => {
                 let Ok(server_hash) = digest(&model.server_profile.hash()) else {
                     return self.reject(RejectReason::Other, "bad server profile hash".into());
                 };
@@ -471,7 +516,7 @@ impl Session {
                 self.last_id = 0;
                 self.robot_id = h.robot_id.clone();
             }
-            Err(e) => self.reject(RejectReason::NoTable, format!("building the schedule table: {e}")),
+            Some(Err(e)) => self.reject(RejectReason::NoTable, format!("building the schedule table: {e}")),
         }
     }
 
@@ -597,6 +642,25 @@ impl Session {
     }
 }
 
+/// The robot profile a Hello carries, checked as data: JSON of a profile (never code) whose own
+/// contents are sane, of a robot, of this model, with the hash the Hello names. Whether every
+/// op of the model has an entry is checked when the table is built.
+fn received_profile(h: &Hello, model_hash: &str) -> std::result::Result<Profile, String> {
+    let p: Profile = serde_json::from_slice(&h.robot_profile).map_err(|e| format!("not a profile: {e}"))?;
+    p.check().map_err(|e| e.to_string())?;
+    if p.role != Side::Robot {
+        return Err(format!("a {:?} profile, not a robot's", p.role));
+    }
+    if p.model_hash != model_hash {
+        return Err(format!("a profile of model {} ({}), not of this model ({model_hash})", p.model, p.model_hash));
+    }
+    let (named, got) = (h.robot_profile_hash.to_hex(), p.hash());
+    if named != got {
+        return Err(format!("its content hash is {got}, the Hello names {named}"));
+    }
+    Ok(p)
+}
+
 impl Inner {
     fn robot_profile(&self, hash: &str) -> Option<Profile> {
         let cached = self.robot_profiles.lock().ok()?.iter().find(|p| p.hash() == hash).cloned();
@@ -620,21 +684,58 @@ impl Inner {
         None
     }
 
-    /// The plan book for a model and robot profile, built (or loaded from the table cache) once.
-    async fn book(&self, mi: usize, robot: Profile, input_wire: InputWire) -> Result<Arc<PlanBook>> {
-        let mut books = self.books.lock().await;
-        let key = (mi, robot.hash(), input_wire);
-        if let Some(b) = books.get(&key) {
-            return Ok(b.clone());
+    /// Keeps a robot profile received in a Hello (in memory; the table cache keeps its tables
+    /// across restarts, and the robot sends it again).
+    fn remember_profile(&self, p: Profile) {
+        if let Ok(mut v) = self.robot_profiles.lock()
+            && !v.iter().any(|q| q.hash() == p.hash())
+        {
+            v.push(p);
         }
+    }
+
+    /// The plan book for a model and robot profile: ready, being built, or started now in the
+    /// background (loaded from the table cache or planned). The channel holds its result once
+    /// there is one; a failed build is forgotten, so that a later Hello tries again.
+    fn book(this: &Arc<Inner>, mi: usize, robot: Profile, input_wire: InputWire) -> watch::Receiver<Option<BookResult>> {
+        let key = (mi, robot.hash(), input_wire);
+        let mut books = this.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match books.get(&key) {
+            Some(BookSlot::Ready(b)) => return watch::channel(Some(Ok(b.clone()))).1,
+            Some(BookSlot::Building(rx)) => return rx.clone(),
+            None => {}
+        }
+        let (tx, rx) = watch::channel(None);
+        books.insert(key.clone(), BookSlot::Building(rx.clone()));
+        drop(books);
+        let inner = this.clone();
+        tokio::spawn(async move {
+            let result = inner.build_book(mi, robot, input_wire).await.map_err(|e| e.to_string());
+            let mut books = inner.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match &result {
+                Ok(b) => {
+                    books.insert(key, BookSlot::Ready(b.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(model = %inner.models[mi].id, error = %e, "the schedule table could not be built");
+                    books.remove(&key);
+                }
+            }
+            let _ = tx.send(Some(result));
+        });
+        rx
+    }
+
+    /// Loads the schedule table from the cache or plans it (on the model's first replica), then
+    /// prepares its plans.
+    async fn build_book(&self, mi: usize, robot: Profile, input_wire: InputWire) -> Result<Arc<PlanBook>> {
         let model = &self.models[mi];
         let (server, spec, dir) = (model.server_profile.clone(), self.opts.spec.clone(), self.opts.cache_dir.clone());
         let worker = &model.replicas[0].worker;
         let started = Instant::now();
+        tracing::info!(model = %model.id, robot_profile = %robot.hash(), buckets = spec.buckets.len(), "schedule table: loading from the cache or planning");
         let (table, _, cache) = worker.call(move |g| load_or_build(&dir, g, None, &robot, &server, &spec, 1)).await??;
         tracing::info!(model = %model.id, ?cache, seconds = started.elapsed().as_secs_f64(), "schedule table ready");
-        let book = Arc::new(PlanBook::prepare(worker, &model.meta, Arc::new(table), input_wire).await?);
-        books.insert(key, book.clone());
-        Ok(book)
+        Ok(Arc::new(PlanBook::prepare(worker, &model.meta, Arc::new(table), input_wire).await?))
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{MODEL, Setup, assert_exact, edge, setup, tempdir};
+use common::{MODEL, Setup, assert_exact, edge, edge_with, setup, tempdir};
 
 use std::time::Duration;
 
@@ -87,6 +87,99 @@ async fn edge_killed_and_restarted_loses_nothing() {
     assert!(after_restart_remote >= 4, "reconnected after the restart: {after_restart_remote}");
 }
 
+/// First contact with nothing copied: an edge that has never seen this robot gets its profile in
+/// Hello. A profile that is not JSON, not a robot's, of another model or under another hash is
+/// refused with the reason (and the edge keeps serving); the good one makes the edge build the
+/// table in the background (Reject `Planning` meanwhile), the robot runs alone, marked as such,
+/// and switches to split inference once the table is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
+    use lop_msgs::Frame;
+    use lop_msgs::protocol::{DType, Hello, RejectReason};
+    use lop_runtime::{LinkRx, LinkTx};
+
+    let s = setup();
+    let dir = tempdir();
+    // No robot profile known; a Hello waits at most 1 ms for its table.
+    let svc = edge_with(&s, &dir, Vec::new(), Duration::from_millis(1)).await;
+    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
+
+    // Raw Hellos with bad profiles: each refused with its reason on one session.
+    let (robot, edge_end) = lop_runtime::shaped_pair(link.clone());
+    let (etx, erx) = edge_end.into_split();
+    let served = svc.clone();
+    tokio::spawn(async move { served.serve(etx, erx).await });
+    let (tx, mut rx) = robot.into_split();
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let hello = |profile: Vec<u8>, hash: &str| Hello {
+        robot_id: "raw".into(),
+        model_id: "resnet18".into(),
+        model_sha256: lop_runtime::plans::digest(&g.content_hash().unwrap()).unwrap(),
+        robot_profile_hash: lop_runtime::plans::digest(hash).unwrap(),
+        planner_hash: lop_runtime::plans::digest(&s.spec.hash()).unwrap(),
+        input_dtype: DType::U8,
+        input_shape: vec![1, 3, 224, 224],
+        robot_profile: profile,
+    };
+    let json = |p: &lop::profile::Profile| serde_json::to_vec(p).unwrap();
+    let mut other_model = s.robot.clone();
+    other_model.model_hash = "0".repeat(64);
+    let cases = [
+        (hello(Vec::new(), &s.robot.hash()), RejectReason::NoTable, "carries none"),
+        (hello(b"{\"version\": oops".to_vec(), &s.robot.hash()), RejectReason::BadInput, "not a profile"),
+        (hello(json(&s.server), &s.server.hash()), RejectReason::BadInput, "not a robot's"),
+        (hello(json(&other_model), &other_model.hash()), RejectReason::BadInput, "not of this model"),
+        (hello(json(&s.robot), &s.server.hash()), RejectReason::BadInput, "the Hello names"),
+    ];
+    for (h, reason, words) in cases {
+        tx.send_frame(&Frame::Hello(h)).await.unwrap();
+        let b = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap().unwrap();
+        match lop_msgs::protocol::decode(&b).unwrap() {
+            Frame::Reject(r) => assert!(r.reason == reason && r.text.contains(words), "expected {reason:?} '{words}': {r:?}"),
+            f => panic!("expected Reject, got {f:?}"),
+        }
+    }
+
+    // A real client with its profile: alone first, split once the edge has planned.
+    let board = Switchboard::new();
+    let _edge = board.plug(svc.clone());
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut opts = ClientOptions::new("robot-new", "resnet18");
+    opts.retry_interval = Duration::from_millis(50);
+    opts.deadline_slack = Duration::from_secs(3);
+    opts.robot_profile = Some(s.robot.clone());
+    let t_hello = std::time::Instant::now();
+    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    let first_hello = t_hello.elapsed();
+    assert!(!c.connected(), "the first Hello cannot find a table ready within 1 ms");
+    let (mut alone, mut split) = (0, 0);
+    let started = std::time::Instant::now();
+    for i in 0..400 {
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 8.0).await.unwrap();
+        assert_exact(&r.outputs, &s.whole, &format!("inference {i}"));
+        if r.stats.bytes_up > 0 {
+            assert!(!r.stats.fallback, "{:?}", r.stats.fallback_reason);
+            split += 1;
+            if split == 3 {
+                break;
+            }
+        } else {
+            assert!(split == 0, "inference {i} ran alone after split inference had started");
+            assert!(r.stats.fallback && r.stats.fallback_reason.is_some(), "running alone is marked: {:?}", r.stats);
+            alone += 1;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "no split inference within 120 s ({alone} alone)");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(alone >= 1 && split == 3, "alone {alone}, split {split}");
+    let counts = svc.counts();
+    assert!(counts.sessions >= 1 && counts.rejected >= 6, "{counts:?}");
+    eprintln!(
+        "first contact: {alone} inferences alone while the edge planned, split inference {:.2} s after the first Hello; {counts:?}",
+        started.elapsed().as_secs_f64() + first_hello.as_secs_f64()
+    );
+}
+
 /// Raw frames at the edge: a bad Hello is rejected with its reason; malformed, truncated,
 /// oversized, duplicated, stale and out-of-plan frames are dropped and counted; the session and
 /// a real client keep working.
@@ -120,6 +213,7 @@ async fn bad_frames_are_dropped_and_counted() {
         planner_hash: lop_runtime::plans::digest(&s.spec.hash()).unwrap(),
         input_dtype: DType::U8,
         input_shape: vec![1, 3, 320, 320],
+        robot_profile: Vec::new(),
     };
     // The served model at a size it is not served at: the reject says which sizes are.
     tx.send_frame(&Frame::Hello(hello.clone())).await.unwrap();

@@ -6,7 +6,8 @@ The peer (peer.py: eclipse-zenoh + rosbags, no ROS install) plays the camera or 
 
 1. measures (or reuses) the robot profile with `lop profile`, writes temporary configurations and
    starts `lop_edge` (its own Zenoh router) and `lop_robot` (an embedded ROS router) as separate
-   processes on free 127.0.0.1 ports, and waits for both to log that they are ready;
+   processes on free 127.0.0.1 ports, and waits for both to log that they are ready; nothing is
+   copied to the edge: lop_robot sends its profile in Hello and the edge plans for it;
 2. checks the ROS graph (liveliness tokens): lop_robot's publisher of /lop/inference and
    /diagnostics and its subscriptions carry the type names and the REP-2011 hashes that
    rep2011.py computes from the .msg files;
@@ -473,9 +474,10 @@ class Harness:
 
     def start(self):
         profile = self.robot_profile()
+        # First contact with nothing copied: the edge's robot profiles folder stays empty;
+        # lop_robot sends its profile in Hello and the edge plans for it.
         robots = os.path.join(self.work, "robots")
         os.makedirs(robots)
-        shutil.copy(profile, os.path.join(robots, "robot.json"))
         buckets = "[0, 2, 8, 30]"
         edge_yaml = os.path.join(self.work, "edge.yaml")
         with open(edge_yaml, "w", encoding="utf-8") as f:
@@ -488,7 +490,7 @@ class Harness:
                 f"table_cache: {os.path.join(self.cache, 'edge-tables')}\n"
                 f"profile_cache: {os.path.join(self.cache, 'edge-profiles')}\n"
                 f"table:\n  buckets: {buckets}\n"
-                "hello_timeout_s: 60\nshutdown_grace_s: 2\nlog: info\ngpu_energy:\n  enabled: false\n"
+                "hello_timeout_s: 60\ntable_wait_s: 60\nshutdown_grace_s: 2\nlog: info\ngpu_energy:\n  enabled: false\n"
             )
         robot_yaml = os.path.join(self.work, "robot.yaml")
         input_kind = "lidar" if self.lidar else "camera"

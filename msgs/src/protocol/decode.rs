@@ -3,8 +3,8 @@
 //! Nothing here panics or allocates more than the input's length implies.
 
 use super::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Frame, FrameKind, HEADER_LEN, Hello, MAX_RANK,
-    MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
+    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Frame, FrameKind, HEADER_LEN, Hello, MAX_PROFILE_LEN,
+    MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
 };
 use crate::{Digest, Error, MAX_ID_LEN, Result, validate_id, validate_robot_id};
 
@@ -205,7 +205,8 @@ fn parse_hello(r: &mut Reader<'_>) -> Result<Hello> {
     validate_robot_id(&robot_id)?;
     let model_id = r.str16("model_id", MAX_ID_LEN)?;
     validate_id(&model_id)?;
-    Ok(Hello { robot_id, model_id, model_sha256, robot_profile_hash, planner_hash, input_dtype, input_shape })
+    let robot_profile = r.blob32("robot_profile", MAX_PROFILE_LEN)?.to_vec();
+    Ok(Hello { robot_id, model_id, model_sha256, robot_profile_hash, planner_hash, input_dtype, input_shape, robot_profile })
 }
 
 fn parse_band<'a>(r: &mut Reader<'a>) -> Result<(BandHeader, &'a [u8])> {
@@ -300,6 +301,15 @@ impl<'a> Reader<'a> {
         let bytes = self.take(len, field)?;
         let s = std::str::from_utf8(bytes).map_err(|_| Error::NotUtf8 { field })?;
         Ok(s.to_string())
+    }
+
+    /// A `u32` byte length followed by at most `max` bytes.
+    fn blob32(&mut self, field: &'static str, max: usize) -> Result<&'a [u8]> {
+        let len = self.u32(field)? as usize;
+        if len > max {
+            return Err(Error::TextTooLong { field, len, max });
+        }
+        self.take(len, field)
     }
 
     fn rest(&mut self) -> &'a [u8] {

@@ -1,7 +1,9 @@
 //! Encoding: frames to bytes. Encoding validates with the same rules as decoding, so every frame
 //! that encodes also decodes, to an equal frame.
 
-use super::{BandHeader, FRAME_MAGIC, Frame, FrameKind, HEADER_LEN, Hello, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, Start, rules};
+use super::{
+    BandHeader, FRAME_MAGIC, Frame, FrameKind, HEADER_LEN, Hello, MAX_PROFILE_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, Start, rules,
+};
 use crate::{Digest, Error, MAX_ID_LEN, Result, validate_id, validate_robot_id};
 
 impl Frame {
@@ -75,6 +77,7 @@ impl Frame {
             Frame::Hello(h) => {
                 validate_robot_id(&h.robot_id)?;
                 validate_id(&h.model_id)?;
+                rules::blob_len("robot_profile", &h.robot_profile, MAX_PROFILE_LEN)?;
                 rules::rank("input shape", &h.input_shape)
             }
             Frame::Reject(r) => rules::text_len("text", &r.text, MAX_TEXT_LEN),
@@ -152,6 +155,9 @@ fn put_hello(buf: &mut Vec<u8>, h: &Hello) {
     put_dims(buf, &h.input_shape);
     put_str(buf, &h.robot_id);
     put_str(buf, &h.model_id);
+    // Length checked by `validate` (<= MAX_PROFILE_LEN).
+    buf.extend_from_slice(&(h.robot_profile.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&h.robot_profile);
 }
 
 fn put_reject(buf: &mut Vec<u8>, r: &Reject) {

@@ -99,6 +99,9 @@ pub enum RejectReason {
     Busy = 5,
     /// The edge is shutting down.
     ShuttingDown = 6,
+    /// The edge is building the schedule table for this robot's profile: retry later (the
+    /// robot runs alone meanwhile).
+    Planning = 7,
     /// Anything else; see the text.
     Other = 255,
 }
@@ -113,6 +116,7 @@ impl RejectReason {
             4 => RejectReason::NoTable,
             5 => RejectReason::Busy,
             6 => RejectReason::ShuttingDown,
+            7 => RejectReason::Planning,
             255 => RejectReason::Other,
             _ => return None,
         })
@@ -176,6 +180,10 @@ pub struct Hello {
     pub input_dtype: DType,
     /// Model input shape (at most [`MAX_RANK`](super::MAX_RANK) dimensions).
     pub input_shape: Vec<u32>,
+    /// The robot's profile as JSON (at most [`MAX_PROFILE_LEN`](super::MAX_PROFILE_LEN) bytes),
+    /// so that an edge that has never seen this robot can plan for it; empty when not sent. Data,
+    /// never code: the edge parses and validates it like a profile file.
+    pub robot_profile: Vec<u8>,
 }
 
 /// Edge → robot, accepts a session.

@@ -33,6 +33,8 @@
 //! |      |         | 98     | 4·rank   | input_shape dims                                   |
 //! |      |         | 98+4r  | 2+n      | robot_id str16 (valid robot id, <= 64 bytes)       |
 //! |      |         | …      | 2+n      | model_id str16 (valid id, <= 64 bytes)             |
+//! |      |         | …      | 4+n      | robot_profile: u32 length + the robot's profile as |
+//! |      |         |        |          | JSON (<= [`MAX_PROFILE_LEN`] bytes; 0: not sent)   |
 //! | 0x02 | Welcome | 0      | 32       | server_profile_hash                                |
 //! |      |         | 32     | 32       | table_hash (body 64 bytes)                         |
 //! | 0x03 | Reject  | 0      | 1        | reason ([`RejectReason`] code)                     |
@@ -98,3 +100,5 @@ pub const HEADER_LEN: usize = 12;
 pub const MAX_RANK: usize = 8;
 /// Longest Reject / Error text, in bytes.
 pub const MAX_TEXT_LEN: usize = 1024;
+/// Longest robot profile a Hello carries, in bytes (a 200-op detector's is about 180 KB).
+pub const MAX_PROFILE_LEN: usize = 4 << 20;

@@ -11,6 +11,14 @@ pub(super) fn text_len(field: &'static str, s: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks a byte field's length.
+pub(super) fn blob_len(field: &'static str, b: &[u8], max: usize) -> Result<()> {
+    if b.len() > max {
+        return Err(Error::TextTooLong { field, len: b.len(), max });
+    }
+    Ok(())
+}
+
 /// Checks a shape's rank.
 pub(super) fn rank(field: &'static str, shape: &[u32]) -> Result<()> {
     if shape.len() > MAX_RANK {

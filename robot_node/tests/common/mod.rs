@@ -61,6 +61,7 @@ pub async fn start_edge(
         device: tch::Device::Cpu,
         limits: Default::default(),
         hello_timeout: Duration::from_secs(10),
+        table_wait: Duration::from_secs(60),
     })
     .await
     .unwrap();

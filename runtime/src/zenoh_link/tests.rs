@@ -36,6 +36,7 @@ fn hello(robot_id: &str) -> Vec<u8> {
         model_id: "resnet18".to_string(),
         model_sha256: Digest([1; 32]),
         robot_profile_hash: Digest([2; 32]),
+        robot_profile: Vec::new(),
         planner_hash: Digest([3; 32]),
         input_dtype: DType::U8,
         input_shape: vec![1, 3, 224, 224],

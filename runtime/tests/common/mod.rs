@@ -47,9 +47,14 @@ pub fn setup() -> Setup {
 }
 
 pub async fn edge(s: &Setup, cache: &std::path::Path) -> EdgeService {
+    edge_with(s, cache, vec![s.robot.clone()], Duration::from_secs(60)).await
+}
+
+/// An edge that knows `robot_profiles` up front and waits `table_wait` for a table in Hello.
+pub async fn edge_with(s: &Setup, cache: &std::path::Path, robot_profiles: Vec<Profile>, table_wait: Duration) -> EdgeService {
     EdgeService::start(EdgeOptions {
         models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: s.server.clone() }],
-        robot_profiles: vec![s.robot.clone()],
+        robot_profiles,
         profiles_dir: None,
         spec: s.spec.clone(),
         cache_dir: cache.to_path_buf(),
@@ -57,6 +62,7 @@ pub async fn edge(s: &Setup, cache: &std::path::Path) -> EdgeService {
         device: tch::Device::Cpu,
         limits: Default::default(),
         hello_timeout: Duration::from_secs(5),
+        table_wait,
     })
     .await
     .unwrap()
