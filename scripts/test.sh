@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): prepares the Python venv (libtorch from the
-# torch==2.13.0 wheel plus the test peers onnxruntime/onnx/torchvision/ddddocr), then builds
+# torch==2.13.0 wheel plus the test peers onnxruntime/onnx/torchvision/ddddocr) and the ROS 2
+# environment (scripts/ros.sh: Jazzy wheels, rosidl-built interface packages), then builds
 # everything once in release mode and runs every test of the workspace with that build, then
 # type-checks the r2r ROS backend (no ROS install needed).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/setup.sh --test-deps
+# A real ROS 2 Jazzy from PyPI wheels, with lop_msgs and vision_msgs built by rosidl (.ros/).
+scripts/ros.sh
 # shellcheck source=env.sh
 . scripts/env.sh
 echo "test: cargo fmt --check" >&2

@@ -1,0 +1,25 @@
+# Source this file (`. scripts/ros-env.sh`) after scripts/ros.sh, as one sources a ROS 2
+# workspace's install/setup.bash: the project-local ROS 2 Jazzy (.ros/venv, from PyPI wheels)
+# underlays this repository's interface packages (.ros/install: lop_msgs, vision_msgs).
+# Afterwards `python3 -c 'import rclpy, lop_msgs.msg'` works, on the default middleware.
+_lop_ros=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)/.ros
+if [ -x "$_lop_ros/venv/bin/python" ]; then
+  export ROS_DISTRO=jazzy
+  export ROS_VERSION=2
+  export ROS_PYTHON_VERSION=3
+  export AMENT_PREFIX_PATH="$_lop_ros/install:$_lop_ros/venv"
+  export CMAKE_PREFIX_PATH="$_lop_ros/install:$_lop_ros/venv"
+  _lop_libs="$_lop_ros/install/lib:$_lop_ros/venv/lib"
+  for _d in "$_lop_ros"/venv/lib/python3.11/site-packages/ros_*.libs; do
+    [ -d "$_d" ] && _lop_libs="$_lop_libs:$_d"
+  done
+  case ":${LD_LIBRARY_PATH:-}:" in *":$_lop_ros/install/lib:"*) ;; *) export LD_LIBRARY_PATH="$_lop_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  case ":${PYTHONPATH:-}:" in
+    *":$_lop_ros/install/lib/python3.11/site-packages:"*) ;;
+    *) export PYTHONPATH="$_lop_ros/install/lib/python3.11/site-packages${PYTHONPATH:+:$PYTHONPATH}" ;;
+  esac
+  case ":$PATH:" in *":$_lop_ros/venv/bin:"*) ;; *) export PATH="$_lop_ros/venv/bin:$PATH" ;; esac
+else
+  echo "scripts/ros-env.sh: $_lop_ros/venv is missing; run scripts/ros.sh first" >&2
+fi
+unset _lop_ros _lop_libs _d

