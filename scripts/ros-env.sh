@@ -1,7 +1,9 @@
 # Source this file (`. scripts/ros-env.sh`) after scripts/ros.sh, as one sources a ROS 2
 # workspace's install/setup.bash: the project-local ROS 2 Jazzy (.ros/venv, from PyPI wheels)
 # underlays this repository's interface packages (.ros/install: lop_msgs, vision_msgs).
-# Afterwards `python3 -c 'import rclpy, lop_msgs.msg'` works, on the default middleware.
+# Afterwards `python3 -c 'import rclpy, lop_msgs.msg'` works, on the default middleware. Its
+# python3 comes first in PATH: to build tch crates afterwards, put .venv/bin (libtorch's Python)
+# back in front, as torch-sys asks `python3` where libtorch is.
 _lop_ros=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)/.ros
 if [ -x "$_lop_ros/venv/bin/python" ]; then
   export ROS_DISTRO=jazzy

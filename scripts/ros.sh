@@ -88,6 +88,9 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$wheel_stamp" 2>/dev/null)" != "$wan
   { grep -rl "/opt/python/cp311-cp311" "$venv/share" --include='*.cmake' 2>/dev/null || true; } | while read -r f; do
     sed -i "s|/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include|$np|g; s|/opt/python/cp311-cp311/include/python3.11|$inc|g" "$f"
   done
+  # The wheels ship no librmw_implementation.so (their librcl links Fast DDS' RMW directly);
+  # r2r links -lrmw_implementation, which this name satisfies (the middleware stays Fast DDS).
+  ln -sf librmw_fastrtps_cpp.so "$venv/lib/librmw_implementation.so"
   printf '%s\n' "${wheels[@]}" > "$wheel_stamp"
 fi
 
