@@ -16,6 +16,16 @@ if [ -x "$_lop_ros/venv/bin/python" ]; then
     [ -d "$_d" ] && _lop_libs="$_lop_libs:$_d"
   done
   case ":${LD_LIBRARY_PATH:-}:" in *":$_lop_ros/install/lib:"*) ;; *) export LD_LIBRARY_PATH="$_lop_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  # For `cargo build -p robot_node --features ros2` (robot_node/build.rs): the library folders,
+  # written into the r2r nodes as their run path, and the shared libpython the wheels' rosidl
+  # Python libraries need.
+  export LOP_ROS_LINK_DIRS="$_lop_libs"
+  export LOP_ROS_LIBPYTHON=$("$_lop_ros/venv/bin/python" -c 'import sysconfig as s; print(s.get_config_var("LIBDIR") + ":" + s.get_config_var("LDLIBRARY")[3:].split(".so")[0])')
+  # Fast DDS with a 32 MB shared-memory segment, so camera-sized best-effort messages arrive
+  # (config/fastdds.xml says why); a profile already chosen is kept.
+  export FASTRTPS_DEFAULT_PROFILES_FILE="${FASTRTPS_DEFAULT_PROFILES_FILE:-$(dirname "$_lop_ros")/config/fastdds.xml}"
+  # r2r generates Rust types for these packages only (nested ones included).
+  export IDL_PACKAGE_FILTER="std_msgs;sensor_msgs;geometry_msgs;builtin_interfaces;service_msgs;rcl_interfaces;unique_identifier_msgs;action_msgs;type_description_interfaces;rosgraph_msgs;diagnostic_msgs;lop_msgs;vision_msgs"
   case ":${PYTHONPATH:-}:" in
     *":$_lop_ros/install/lib/python3.11/site-packages:"*) ;;
     *) export PYTHONPATH="$_lop_ros/install/lib/python3.11/site-packages${PYTHONPATH:+:$PYTHONPATH}" ;;

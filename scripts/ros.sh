@@ -54,7 +54,14 @@ flock 9
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)
-have_libclang() { compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || compgen -G "/usr/lib/x86_64-linux-gnu/libclang*.so*" >/dev/null; }
+# bindgen loads libclang.so or libclang-N.so (libclang-cpp.so, which LLVM packages bring, is not it).
+have_libclang() {
+  local d
+  for d in /usr/lib/llvm-*/lib /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
+    compgen -G "$d/libclang.so*" >/dev/null || compgen -G "$d/libclang-[0-9]*.so*" >/dev/null && return 0
+  done
+  return 1
+}
 optional=()
 have_libclang || optional+=(libclang-dev)
 if [ $((${#missing[@]} + ${#optional[@]})) -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): prepares the Python venv (libtorch from the
 # torch==2.13.0 wheel plus the test peers onnxruntime/onnx/torchvision/ddddocr) and the ROS 2
-# environment (scripts/ros.sh: Jazzy wheels, rosidl-built interface packages), then builds
-# everything once in release mode and runs every test of the workspace with that build, then
-# type-checks the r2r ROS backend (no ROS install needed).
+# environment (scripts/ros.sh: Jazzy wheels, rosidl-built interface packages), builds the r2r
+# backend of the robot nodes against it (scripts/build-r2r.sh, into target/release/r2r), then
+# builds everything once in release mode and runs every test of the workspace with that build
+# (the r2r nodes against rclpy among them), then type-checks the r2r backend without ROS
+# (`r2r/doc-only`, as a machine without ROS would).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -14,6 +16,9 @@ scripts/ros.sh
 . scripts/env.sh
 echo "test: cargo fmt --check" >&2
 cargo fmt --all -- --check
+# The r2r nodes first: the workspace build below then puts the hiroz-only nodes back in
+# target/release (both share every other artifact).
+scripts/build-r2r.sh
 echo "test: cargo build --release --workspace --bins (first build takes ~15 minutes on 2 cores)" >&2
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins

@@ -6,9 +6,16 @@
 //! input, the counting of a bad frame, and that frames sent = answered + dropped; for a detector,
 //! `/lop/detections` against the unsplit model's detection rows mapped into the frame.
 //!
+//! The same script with `--ros rclpy` runs the r2r backend on a stock ROS 2 graph: `lop_robot`,
+//! `lop_bandwidth` and `lop_power` built with `--features ros2` against the project-local Jazzy
+//! (`scripts/ros.sh`), on the default middleware (Fast DDS), against an rclpy peer in another
+//! process: typed `lop_msgs` as rosidl built them, diagnostics, and parameters set at run time
+//! through the parameter services.
+//!
 //! The binaries come from this build's target directory (`target/release`, next to this test's
-//! executable); `cargo test --release --workspace` builds them. The scripts' profiles and
-//! schedule tables are cached in `target/lop-interop`.
+//! executable); `cargo test --release --workspace` builds them, `scripts/build-r2r.sh` the r2r
+//! nodes in `target/release/r2r` (the README's test command runs it first). The scripts'
+//! profiles and schedule tables are cached in `target/lop-interop`.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -33,13 +40,33 @@ fn bin_dir() -> PathBuf {
     dir
 }
 
-/// Runs `interop.py --mode MODE`, echoing its output, and returns (exit code, output).
-fn run_script(mode: &str) -> (Option<i32>, String) {
-    let python = python_test_env().unwrap_or_else(|e| panic!("the Python test peers could not be installed:\n{e}"));
+/// The command that runs `interop.py` with the peer `ros`: the test venv's Python for the Zenoh
+/// peer; for rclpy, the project-local ROS 2's Python with `scripts/ros-env.sh` sourced.
+fn script_command(ros: &str) -> Command {
     let root = workspace_root();
-    let mut child = Command::new(python)
+    if ros == "rclpy" {
+        let python = root.join(".ros/venv/bin/python");
+        assert!(python.is_file(), "{} is missing: run scripts/ros.sh (scripts/test.sh does)", python.display());
+        for bin in ["lop_robot", "lop_bandwidth", "lop_power"] {
+            let path = bin_dir().join("r2r").join(bin);
+            assert!(path.is_file(), "{} is missing: run scripts/build-r2r.sh (scripts/test.sh does)", path.display());
+        }
+        let mut c = Command::new("bash");
+        c.arg("-c").arg(". scripts/ros-env.sh && exec .ros/venv/bin/python \"$@\"").arg("ros-python");
+        c
+    } else {
+        Command::new(python_test_env().unwrap_or_else(|e| panic!("the Python test peers could not be installed:\n{e}")))
+    }
+}
+
+/// Runs `interop.py --mode MODE --ros ROS` plus `extra`, echoing its output, and returns (exit
+/// code, output).
+fn run_script(mode: &str, ros: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let root = workspace_root();
+    let mut child = script_command(ros)
         .arg(root.join("tests/interop/interop.py"))
-        .args(["--mode", mode, "--latency-frames", "5", "--show-message"])
+        .args(["--mode", mode, "--ros", ros, "--latency-frames", "5", "--show-message"])
+        .args(extra)
         .arg("--bin-dir")
         .arg(bin_dir())
         .arg("--cache-dir")
@@ -99,18 +126,44 @@ fn run_script(mode: &str) -> (Option<i32>, String) {
 }
 
 fn check_mode(mode: &str) {
+    check_with(mode, "zenoh", &[]);
+}
+
+fn check_with(mode: &str, ros: &str, extra: &[&str]) -> String {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
-    let (code, output) = run_script(mode);
+    let (code, output) = run_script(mode, ros, extra);
     assert_eq!(code, Some(0), "interop.py --mode {mode} failed (exit {code:?}); its output is above");
     assert!(output.contains(&format!("PASS ({mode}")), "interop.py --mode {mode} exited 0 without PASS:\n{output}");
     assert!(output.contains("/lop/inference as decoded by the Python peer"), "no decoded message shown:\n{output}");
-    eprintln!("interop {mode}: {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!("interop {mode} ({ros}): {:.1} s", t0.elapsed().as_secs_f64());
+    output
 }
 
 #[test]
 fn camera_frames_through_lop_robot_match_the_unsplit_model() {
     check_mode("camera");
+}
+
+/// The r2r backend on the default middleware: an rclpy camera (rgb8, bgr8 with padded rows,
+/// mono8, 640x480; sensor-data QoS) feeds `lop_robot --backend r2r`; rclpy receives typed
+/// `lop_msgs/InferenceResult` (stamps copied, outputs equal to the unsplit model's),
+/// `/diagnostics`, `/lop/bandwidth` from `lop_bandwidth` and `/lop/power` and one `/lop/energy`
+/// per inference from `lop_power`; the graph shows the Jazzy type hashes; parameters are listed,
+/// read and set through the parameter services (bad values and start-up parameters refused with
+/// the reason, `enabled` pausing the node, `method` switching the plan).
+#[test]
+fn camera_frames_through_the_r2r_backend_reach_rclpy_on_the_default_middleware() {
+    let out = check_with("camera", "rclpy", &[]);
+    for what in ["side nodes (r2r)", "parameters:", "refused:"] {
+        assert!(out.contains(what), "the r2r run did not report '{what}':\n{out}");
+    }
+}
+
+/// The LiDAR path of the r2r backend: rclpy PointCloud2 sweeps, typed results.
+#[test]
+fn lidar_sweeps_through_the_r2r_backend_reach_rclpy() {
+    check_with("lidar", "rclpy", &[]);
 }
 
 #[test]
@@ -145,4 +198,28 @@ fn launch_files_agree_and_the_nodes_accept_their_command_lines() {
     eprintln!("{text}");
     assert!(out.status.success(), "check_launch.py failed ({}):\n{text}", out.status);
     assert!(!text.contains("were not run"), "the launch files' command lines were not run against the binaries:\n{text}");
+}
+
+/// `launch/lop-edge.service` passes `systemd-analyze verify` (unit syntax, directives, the
+/// executable) with its `ExecStart` pointed at this build's `lop_edge`, the one line an install
+/// changes.
+#[test]
+fn the_edge_service_unit_passes_systemd_analyze_verify() {
+    let root = workspace_root();
+    let unit = std::fs::read_to_string(root.join("launch/lop-edge.service")).expect("launch/lop-edge.service");
+    let installed = "ExecStart=/usr/local/bin/lop_edge ";
+    assert!(unit.contains(installed), "the unit no longer starts {installed:?}");
+    let edge = tests::built_binary("lop_edge");
+    let dir = std::env::temp_dir().join(format!("lop-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let path = dir.join("lop-edge.service");
+    std::fs::write(&path, unit.replace(installed, &format!("ExecStart={} ", edge.display()))).expect("writing the unit");
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze (systemd) runs on this machine");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.trim().is_empty(), "systemd-analyze verify: {}\n{text}", out.status);
 }

@@ -190,14 +190,21 @@ pub struct RobotConfig {
     pub server_profile: ProfileSource,
     /// The schedule table (the edge must use the same).
     pub table: TableSettings,
-    /// `lop`, `robot-only`, `server-only` or `layer-partition`.
+    /// `lop`, `robot-only`, `server-only` or `layer-partition` (may change at run time, see
+    /// [`crate::live`]).
     pub method: String,
+    /// Whether frames are inferred at start (`enabled`; may change at run time).
+    pub enabled: bool,
+    /// What a frame arriving while another waits does (`drop_policy`; may change at run time).
+    pub drop_policy: crate::live::DropPolicy,
     /// Robot kernels stretched this many times (emulation; 1 = none).
     pub dilation: f64,
     /// `cpu` or `cuda[:N]`.
     pub device: tch::Device,
     /// Camera or LiDAR.
     pub input: InputKind,
+    /// QoS of the input subscription (`input_qos`: `sensor_data` or `reliable`).
+    pub input_qos: crate::backend::Qos,
     /// Image conversion.
     pub image: ImageSettings,
     /// Point cloud conversion.
@@ -372,9 +379,9 @@ impl RobotConfig {
         let server_profile = ProfileSource::parse(&p.string("model.server_profile", "synthetic"));
         let table = read_table(p)?;
         let method = p.string("method", "lop");
-        if !["lop", "robot-only", "server-only", "layer-partition"].contains(&method.as_str()) {
-            return Err(invalid(format!("method must be lop, robot-only, server-only or layer-partition, got '{method}'")));
-        }
+        crate::live::check_method(&method).map_err(invalid)?;
+        let enabled = p.bool("enabled", true)?;
+        let drop_policy = crate::live::DropPolicy::parse(&p.string("drop_policy", "newest")).map_err(invalid)?;
         let dilation = p.double("dilation", 1.0)?;
         if !(dilation >= 1.0 && dilation.is_finite()) {
             return Err(invalid(format!("dilation must be >= 1, got {dilation}")));
@@ -384,6 +391,11 @@ impl RobotConfig {
             "camera" => InputKind::Camera,
             "lidar" => InputKind::Lidar,
             other => return Err(invalid(format!("input must be camera or lidar, got '{other}'"))),
+        };
+        let input_qos = match p.string("input_qos", "sensor_data").as_str() {
+            "sensor_data" => crate::backend::Qos::SensorData,
+            "reliable" => crate::backend::Qos::Default,
+            other => return Err(invalid(format!("input_qos must be sensor_data or reliable, got '{other}'"))),
         };
         let order = match p.string("image.channel_order", "rgb").as_str() {
             "rgb" => ChannelOrder::Rgb,
@@ -443,9 +455,12 @@ impl RobotConfig {
             server_profile,
             table,
             method,
+            enabled,
+            drop_policy,
             dilation,
             device,
             input,
+            input_qos,
             image,
             cloud,
             cache_dir: PathBuf::from(p.string("cache_dir", ".lop-cache")),

@@ -10,12 +10,14 @@
 //! - [`backend`]: the [`backend::Ros`] trait the nodes use, with the hiroz adapter (default) and
 //!   the r2r adapter (feature `ros2`).
 //! - [`params`] and [`config`]: parameters the ROS 2 way (params file, `--ros-args -p`), typed
-//!   per node; [`cli`]: what the three binaries share.
+//!   per node; [`live`]: the few that change while a node runs (parameter services), checked;
+//!   [`cli`]: what the three binaries share.
 //! - [`convert`], [`power`]: backend-free logic (sensor messages to tensors, energy accounting
 //!   per inference over the `lop_power` crate's sources).
 //! - [`input_shape`]: the shape a model with dynamic dimensions is loaded at (configuration or
 //!   the first frame).
-//! - [`mailbox`]: the one-slot mailbox; [`Error`]: the error type.
+//! - [`mailbox`]: the one-slot mailbox; [`window`]: recent latencies and rates for
+//!   /diagnostics; [`Error`]: the error type.
 #![deny(missing_docs)]
 
 pub mod backend;
@@ -25,11 +27,13 @@ pub mod config;
 pub mod convert;
 mod error;
 pub mod input_shape;
+pub mod live;
 pub mod mailbox;
 pub mod params;
 pub mod power;
 pub mod power_node;
 pub mod results;
 pub mod robot;
+pub mod window;
 
 pub use error::{Error, Result};

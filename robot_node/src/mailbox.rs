@@ -1,5 +1,6 @@
-//! A one-slot mailbox: the newest value replaces an unread one (never a queue), so a busy
-//! consumer always gets the latest frame and the producer (a subscription callback) never blocks.
+//! A one-slot mailbox (never a queue): by default the newest value replaces an unread one, so a
+//! busy consumer always gets the latest frame; [`Mailbox::put_if_empty`] keeps the unread one
+//! instead. Either way the producer (a subscription callback) never blocks.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -24,6 +25,19 @@ impl<T> Mailbox<T> {
         let old = self.slot.lock().unwrap_or_else(PoisonError::into_inner).replace(value);
         self.ready.notify_one();
         old
+    }
+
+    /// Puts `value` in only if the mailbox is empty; otherwise hands `value` back (dropped by the
+    /// caller) and the unread value stays.
+    pub fn put_if_empty(&self, value: T) -> Option<T> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() {
+            return Some(value);
+        }
+        *slot = Some(value);
+        drop(slot);
+        self.ready.notify_one();
+        None
     }
 
     /// Takes the value, if any, without waiting.
@@ -53,6 +67,9 @@ mod tests {
         assert_eq!(m.put(2), Some(1), "an unread value is replaced and returned");
         assert_eq!(m.take().await, 2);
         assert_eq!(m.try_take(), None);
+        assert_eq!(m.put_if_empty(7), None, "an empty mailbox takes the value");
+        assert_eq!(m.put_if_empty(8), Some(8), "a full one hands the new value back");
+        assert_eq!(m.take().await, 7, "and keeps the unread one");
         let m2 = m.clone();
         let waiter = tokio::spawn(async move { m2.take().await });
         tokio::task::yield_now().await;

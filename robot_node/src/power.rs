@@ -607,6 +607,9 @@ pub struct ModelFeed {
     acc_j: f64,
 }
 
+/// How long before the first inference the model feed's first (idle) reading lies.
+const FIRST_LEAD: Duration = Duration::from_millis(1);
+
 /// The rail name of modelled readings.
 pub const MODEL_RAIL: &str = "MODEL";
 
@@ -640,7 +643,16 @@ impl ModelFeed {
                 self.acc_j += self.model.idle_w * (states.start() - last).as_secs_f64();
                 states.start()
             }
-            None => states.start(),
+            None => {
+                // The first inference: an idle reading just before it, so that its interval
+                // (whose wall-clock stamps round a little differently from these instants) is
+                // covered from its start.
+                if let Some(before) = states.start().checked_sub(FIRST_LEAD) {
+                    push(&mut out, reading(before, self.model.idle_w, self.acc_j));
+                    self.acc_j += self.model.idle_w * FIRST_LEAD.as_secs_f64();
+                }
+                states.start()
+            }
         };
         let mut t = states.start();
         for &(state, d) in states.segments() {

@@ -5,8 +5,9 @@
 //! frames from it: converts (on the blocking pool), runs the inference through the
 //! [`RobotClient`] (libtorch on the model's worker thread), and publishes the result with the
 //! input's stamp and frame. A bandwidth subscription feeds the [`BucketSelector`]; a diagnostics
-//! task publishes the counters about once a second. Bad input is counted and reported, never
-//! fatal.
+//! task publishes the counters, rates and latency percentiles about once a second. `enabled`,
+//! `method` and `drop_policy` follow the parameter services while the node runs
+//! ([`LiveSettings`]). Bad input is counted and reported, never fatal.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,8 +29,10 @@ use crate::config::{CloudGrid, InputKind, RobotConfig};
 use crate::convert::{self, BevGrid, CloudView, ConvertError, Fit, ImageTarget, ImageView, PointFieldView, VoxelGrid};
 use crate::error::{Error, Result};
 use crate::input_shape::{self, Resolved, ShapeOrigin};
+use crate::live::{DropPolicy, LiveSettings};
 use crate::mailbox::Mailbox;
 use crate::results::{Source, TaskMessages, task_messages};
+use crate::window::{Rate, Recent};
 use lop::postprocess::{PostOp, Postprocess};
 use lop_runtime::bandwidth::BucketSelector;
 
@@ -46,8 +49,11 @@ pub struct RobotCounters {
     pub received: AtomicU64,
     /// Results published.
     pub answered: AtomicU64,
-    /// Frames replaced by a newer one while the model was busy.
+    /// Frames dropped while the model was busy: replaced by a newer one (`drop_policy: newest`)
+    /// or refused because one was waiting (`oldest`).
     pub dropped_busy: AtomicU64,
+    /// Frames dropped unread while `enabled` was false.
+    pub skipped_disabled: AtomicU64,
     /// Frames that could not be converted (encoding, step, size, empty or non-finite clouds).
     /// Messages of the wrong type and undecodable ones are the backend's
     /// ([`crate::backend::Ros::input_faults`]); /diagnostics' `frames_bad` is the sum.
@@ -87,6 +93,7 @@ impl RobotCounters {
             ("frames_received".into(), g(&self.received).to_string()),
             ("frames_answered".into(), answered.to_string()),
             ("frames_dropped_busy".into(), g(&self.dropped_busy).to_string()),
+            ("frames_skipped_disabled".into(), g(&self.skipped_disabled).to_string()),
             ("frames_bad".into(), self.bad_total(faults).to_string()),
             ("frames_unconvertible".into(), g(&self.bad_input).to_string()),
             ("wrong_type".into(), faults.wrong_type.to_string()),
@@ -341,6 +348,10 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
 
     let counters = Arc::new(RobotCounters::default());
     counters.connected.store(client.connected(), Ordering::Relaxed);
+    let live = Arc::new(LiveSettings::new(cfg.enabled, &cfg.method, cfg.drop_policy));
+    ros.on_parameter_set(live.clone());
+    // (inference latency, ROS-layer time) of recent frames, for /diagnostics' percentiles.
+    let recent: Arc<Mutex<(Recent, Recent, String)>> = Arc::default();
     let mailbox: Arc<Mailbox<Frame>> = Arc::new(Mailbox::new());
     let latest_mbps: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
 
@@ -349,20 +360,28 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let task_pubs = TaskPublishers::new(&ros, &task, &cfg.topics)?;
     let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
     let put = {
-        let (mailbox, counters) = (mailbox.clone(), counters.clone());
+        let (mailbox, counters, live) = (mailbox.clone(), counters.clone(), live.clone());
         move |f: Frame| {
             counters.received.fetch_add(1, Ordering::Relaxed);
-            if mailbox.put(f).is_some() {
+            if !live.enabled() {
+                counters.skipped_disabled.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            let dropped = match live.drop_policy() {
+                DropPolicy::Newest => mailbox.put(f),
+                DropPolicy::Oldest => mailbox.put_if_empty(f),
+            };
+            if dropped.is_some() {
                 counters.dropped_busy.fetch_add(1, Ordering::Relaxed);
             }
         }
     };
     let _input_sub = match cfg.input {
         InputKind::Camera => {
-            ros.subscribe_images(&cfg.topics.image, Qos::SensorData, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?
+            ros.subscribe_images(&cfg.topics.image, cfg.input_qos, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?
         }
         InputKind::Lidar => {
-            ros.subscribe_clouds(&cfg.topics.cloud, Qos::SensorData, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?
+            ros.subscribe_clouds(&cfg.topics.cloud, cfg.input_qos, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?
         }
     };
     let _bw_sub = {
@@ -376,7 +395,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     let diag_task = {
         let (counters, mut stop, period, hw) = (counters.clone(), stop.clone(), cfg.diagnostics_period, cfg.robot_id.clone());
-        let ros = ros.clone();
+        let (ros, live, recent) = (ros.clone(), live.clone(), recent.clone());
+        let (mut rate_in, mut rate_out) = (Rate::new(), Rate::new());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -388,17 +408,26 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
                 let connected = counters.connected.load(Ordering::Relaxed);
                 let faults = ros.input_faults();
                 let bad = counters.bad_total(faults);
+                let now = Instant::now();
+                let mut values = counters.values(faults);
+                values.extend(live_values(
+                    &live,
+                    &recent.lock().unwrap_or_else(PoisonError::into_inner),
+                    rate_in.per_second(now, counters.received.load(Ordering::Relaxed)),
+                    rate_out.per_second(now, counters.answered.load(Ordering::Relaxed)),
+                ));
+                let paused = if live.enabled() { "" } else { "paused (enabled: false); " };
                 let d = Diagnostics {
                     stamp: Stamp::now(),
                     level: if connected { Level::Ok } else { Level::Warn },
                     name: "lop_robot: inference".into(),
                     message: if connected {
-                        format!("edge connected; {bad} bad frames")
+                        format!("{paused}edge connected; {bad} bad frames")
                     } else {
-                        format!("edge not connected (robot alone); {bad} bad frames")
+                        format!("{paused}edge not connected (robot alone); {bad} bad frames")
                     },
                     hardware_id: hw.clone(),
-                    values: counters.values(faults),
+                    values,
                 };
                 if let Err(e) = diagnostics.publish(&d) {
                     tracing::warn!(error = %e, "publishing diagnostics failed");
@@ -414,11 +443,21 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
 
     let mut selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
     let model_name = cfg.model_source.clone();
+    let mut method = cfg.method.clone();
     loop {
         let frame = tokio::select! {
             _ = stop.changed() => break,
             f = mailbox.take() => f,
         };
+        if !live.enabled() {
+            // Waiting when `enabled` went false.
+            counters.skipped_disabled.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        if live.method() != method {
+            method = live.method().to_string();
+            client.set_method(&method);
+        }
         let started = std::time::SystemTime::now();
         let (received, header, kind) = match &frame {
             Frame::Image(m, t) => (*t, m.header.clone(), 0u8),
@@ -503,6 +542,12 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         if r.stats.fallback {
             counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
+        {
+            let mut w = recent.lock().unwrap_or_else(PoisonError::into_inner);
+            w.0.push(r.stats.total_s);
+            w.1.push(ros_s);
+            w.2.clone_from(&r.stats.plan_hash);
+        }
         counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
         counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
         counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
@@ -539,6 +584,28 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     tracing::info!(?summary, "lop_robot stopped");
     Ok(summary)
+}
+
+/// The /diagnostics values beside the counters: the live settings, the plan of the last result,
+/// the rates of frames in and results out, and percentiles of recent inference latencies and
+/// ROS-layer times.
+fn live_values(live: &LiveSettings, recent: &(Recent, Recent, String), in_hz: f64, out_hz: f64) -> Vec<(String, String)> {
+    let (latency, ros, plan) = recent;
+    let ms = |w: &Recent, q: f64| w.quantile(q).map_or_else(|| "-".to_string(), |s| format!("{:.3}", s * 1e3));
+    let mut v = vec![
+        ("enabled".to_string(), live.enabled().to_string()),
+        ("method".into(), live.method().to_string()),
+        ("drop_policy".into(), live.drop_policy().as_str().to_string()),
+        ("plan_hash".into(), plan.clone()),
+        ("frames_in_hz".into(), format!("{in_hz:.2}")),
+        ("results_out_hz".into(), format!("{out_hz:.2}")),
+        ("latency_window".into(), latency.len().to_string()),
+    ];
+    for (name, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99)] {
+        v.push((format!("latency_ms_{name}"), ms(latency, q)));
+        v.push((format!("ros_latency_ms_{name}"), ms(ros, q)));
+    }
+    v
 }
 
 /// A class-names file must name every class of a detection head (`model.class_names`).

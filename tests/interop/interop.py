@@ -20,6 +20,17 @@ The peer (peer.py: eclipse-zenoh + rosbags, no ROS install) plays the camera or 
 4. reports the ROS-layer time per frame (arrival to publication minus the inference, from
    lop_robot's per-frame log lines and /diagnostics).
 
+Peers (--ros):
+  zenoh   (default) the Zenoh peer above against the hiroz backend (rmw_zenoh's wire format).
+  rclpy   a stock ROS 2 graph: the r2r backend (`lop_robot --backend r2r`, built by
+          scripts/build-r2r.sh) on the default middleware (Fast DDS) against rclpy_peer.py, with
+          typed lop_msgs as rosidl built them (scripts/ros.sh); run it with .ros/venv/bin/python
+          after `. scripts/ros-env.sh`. Camera mode also runs lop_bandwidth and lop_power (r2r) and
+          checks /lop/bandwidth, /lop/power and /lop/energy, and changes parameters at run time
+          through the parameter services as `ros2 param set` does; load mode also reports the
+          time from the rclpy publish to the rclpy receipt of /lop/inference minus the
+          inference's own time (started..finished).
+
 Modes:
   --mode camera  zoo:resnet18: 224x224 rgb8, bgr8 (padded rows) and mono8 frames, 640x480 rgb8
                  frames (letterboxed; also the ROS-layer latency sample), a frame with a bad step.
@@ -65,7 +76,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
-import peer as rospeer  # noqa: E402
+# The ROS peer: peer.py (Zenoh) or rclpy_peer.py, chosen by --ros in main().
+rospeer = None
 
 # Every output within 1e-4 relative of the unsplit model (max|a - r| / max|r|).
 TOL = 1e-4
@@ -82,6 +94,8 @@ DETECTION2DARRAY_JAZZY_HASH = "RIHS01_214274120007f4a683866481336b70310268cfa107
 # letterbox scale (4 here), far below a pixel.
 DET_PIXEL_TOL = 1e-2
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The DDS domain of the nodes in rclpy mode (None: the Zenoh peer's nodes take it from their config).
+ROS_DOMAIN = None
 
 
 class CheckFailed(Exception):
@@ -127,6 +141,8 @@ def child_env(extra=None):
                 env["LD_LIBRARY_PATH"] = torch_lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["NO_COLOR"] = "1"
     env.pop("ROS_DOMAIN_ID", None)
+    if ROS_DOMAIN is not None:
+        env["ROS_DOMAIN_ID"] = str(ROS_DOMAIN)
     env.pop("LOP_LOG", None)
     env.pop("RUST_LOG", None)
     env.update(extra or {})
@@ -398,14 +414,23 @@ class Harness:
     def __init__(self, args):
         self.args = args
         self.bin = os.path.abspath(args.bin_dir)
-        for b in ("lop", "lop_edge", "lop_robot"):
-            path = os.path.join(self.bin, b)
+        self.rclpy = args.ros == "rclpy"
+        # The robot nodes: the hiroz build beside lop, or the r2r build (scripts/build-r2r.sh).
+        self.node_bin = os.path.abspath(args.node_bin_dir or args.bin_dir)
+        needed = [(self.bin, "lop"), (self.bin, "lop_edge"), (self.node_bin, "lop_robot")]
+        if self.rclpy:
+            needed += [(self.node_bin, "lop_bandwidth"), (self.node_bin, "lop_power")]
+        for d, b in needed:
+            path = os.path.join(d, b)
             if not os.access(path, os.X_OK):
-                raise SetupFailed(f"{path} is missing: build it first (cargo build --release --workspace --bins)")
+                hint = "scripts/build-r2r.sh" if self.rclpy and b not in ("lop", "lop_edge") else "cargo build --release --workspace --bins"
+                raise SetupFailed(f"{path} is missing: build it first ({hint})")
         self.work = tempfile.mkdtemp(prefix=f"lop-interop-{args.mode}-")
         self.cache = os.path.abspath(args.cache_dir) if args.cache_dir else os.path.join(self.work, "cache")
         os.makedirs(self.cache, exist_ok=True)
         self.procs = []
+        self.sent_wall = {}  # stamp sec -> wall clock just before publishing
+        self.image_topic = "/front/image_raw" if args.ros == "rclpy" else "/camera/image_raw"
         self.peer = None
         self.types = rospeer.MsgTypes()
         self.refs = {}
@@ -415,9 +440,9 @@ class Harness:
         self.detect = args.mode == "detect"
         # (source, id, task, preprocess, letterbox padding, model input size)
         self.model, self.model_id, self.task, self.preprocess, self.pad, self.size = {
-            "lidar": ("zoo:lidar_bev", "lidar_bev", None, None, 0, 256),
-            "detect": (ddddocr_detector(), "common_det", DET_TASK, "raw;bgr", 114, 416),
-        }.get(args.mode, ("zoo:resnet18", "resnet18", None, None, 0, 224))
+            "lidar": lambda: ("zoo:lidar_bev", "lidar_bev", None, None, 0, 256),
+            "detect": lambda: (ddddocr_detector(), "common_det", DET_TASK, "raw;bgr", 114, 416),
+        }.get(args.mode, lambda: (f"zoo:resnet18@{args.size}x{args.size}" if args.size != 224 else "zoo:resnet18", "resnet18", None, None, 0, args.size))()
         if self.detect:
             self.types = rospeer.MsgTypes(msg_dirs=((rospeer.LOP_MSG_DIR, "lop_msgs"), (VISION_MSG_DIR, "vision_msgs")))
             self.class_names = ["character"]
@@ -494,13 +519,17 @@ class Harness:
             )
         robot_yaml = os.path.join(self.work, "robot.yaml")
         input_kind = "lidar" if self.lidar else "camera"
+        # rclpy mode: the RMW (Fast DDS) finds the nodes; the domain comes from ROS_DOMAIN_ID.
+        ros_session = (
+            ""
+            if self.rclpy
+            else f'    domain_id: {self.domain}\n    router_endpoint: "tcp/127.0.0.1:{self.ros_port}"\n    embedded_router: true\n'
+        )
         with open(robot_yaml, "w", encoding="utf-8") as f:
             f.write(
                 "lop_robot:\n  ros__parameters:\n"
-                f"    domain_id: {self.domain}\n"
-                f'    router_endpoint: "tcp/127.0.0.1:{self.ros_port}"\n'
-                "    embedded_router: true\n"
-                f'    edge:\n      endpoint: "tcp/127.0.0.1:{self.edge_port}"\n      mode: client\n'
+                + ros_session
+                + f'    edge:\n      endpoint: "tcp/127.0.0.1:{self.edge_port}"\n      mode: client\n'
                 '    robot_id: "interop-robot"\n'
                 f'    model:\n      source: "{self.model}"\n      id: "{self.model_id}"\n'
                 f'      robot_profile: "{profile}"\n      server_profile: "synthetic"\n'
@@ -528,9 +557,12 @@ class Harness:
         if edge.wait_for(r"lop_edge ready", self.args.start_timeout) is None:
             raise SetupFailed(f"lop_edge did not become ready within {self.args.start_timeout} s:\n{edge.tail()}")
         log("lop_edge ready")
+        # rclpy mode: the camera topic remapped as a launch file would (`--ros-args -r`).
+        backend = ["--backend", "r2r"] if self.rclpy else []
+        remap = ["--ros-args", "-r", f"/camera/image_raw:={self.image_topic}"] if self.rclpy else []
         robot = Proc(
             "lop_robot",
-            [os.path.join(self.bin, "lop_robot"), "--config", robot_yaml],
+            [os.path.join(self.node_bin, "lop_robot"), *backend, "--config", robot_yaml, *remap],
             os.path.join(self.work, "lop_robot.log"),
             child_env({"RUST_LOG": "info,robot_node=debug"}),
         )
@@ -541,6 +573,8 @@ class Harness:
         connected = robot.grep(r"robot_node::robot: ready\b.*connected=true")
         check(connected, f"lop_robot is ready but not connected to the edge:\n{robot.tail()}")
         log("lop_robot ready (connected to the edge)")
+        if self.rclpy and self.args.mode == "camera":
+            self.start_side_nodes(ros_session)
         self.peer = rospeer.RosPeer(f"tcp/127.0.0.1:{self.ros_port}", "interop_peer", self.domain, self.types)
         self.results = self.peer.subscribe("/lop/inference", "lop_msgs/msg/InferenceResult")
         self.diags = self.peer.subscribe("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray")
@@ -552,7 +586,35 @@ class Harness:
             # Load mode: a reliable publisher (congestion control "block"), so that no frame is lost
             # on the way and lop_robot must account for every one; else sensor-data QoS (best effort).
             reliable = self.args.mode == "load"
-            self.input = self.peer.publisher("/camera/image_raw", "sensor_msgs/msg/Image", sensor_data=not reliable)
+            self.input = self.peer.publisher(self.image_topic, "sensor_msgs/msg/Image", sensor_data=not reliable)
+        if self.rclpy:
+            # DDS discovery takes up to a few seconds: frames published before lop_robot's
+            # subscription matches are lost by design, not by lop_robot.
+            check(self.input.wait_matched(30.0), "lop_robot's input subscription did not match the rclpy publisher within 30 s")
+            if self.args.mode == "camera":
+                self.bandwidth = self.peer.subscribe("/lop/bandwidth", "lop_msgs/msg/Bandwidth")
+                self.power = self.peer.subscribe("/lop/power", "lop_msgs/msg/PowerSample")
+                self.energy = self.peer.subscribe("/lop/energy", "lop_msgs/msg/InferenceEnergy")
+
+    def start_side_nodes(self, ros_session):
+        """lop_bandwidth (probing the edge) and lop_power (the power model), r2r, as a robot runs them."""
+        for node, body in (
+            (
+                "lop_bandwidth",
+                f'    edge:\n      endpoint: "tcp/127.0.0.1:{self.edge_port}"\n      mode: client\n'
+                "    rate_hz: 5.0\n    probe_idle_ms: 300.0\n    probe_interval_ms: 500.0\n",
+            ),
+            ("lop_power", '    source: "model"\n    rate_hz: 200.0\n    publish_hz: 10.0\n'),
+        ):
+            path = os.path.join(self.work, f"{node}.yaml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(f"{node}:\n  ros__parameters:\n" + ros_session + body)
+            p = Proc(node, [os.path.join(self.node_bin, node), "--backend", "r2r", "--config", path], os.path.join(self.work, f"{node}.log"), child_env())
+            self.procs.append(p)
+            # lop_power must be sampling before the first inference starts, or that one has no energy.
+            if p.wait_for(rf"robot_node::{node.removeprefix('lop_')}_node: ready\b", self.args.start_timeout) is None:
+                raise SetupFailed(f"{node} did not become ready within {self.args.start_timeout} s:\n{p.tail()}")
+        log("lop_bandwidth and lop_power (r2r) ready")
 
     def stop(self):
         echo = getattr(self, "echo_proc", None)
@@ -583,10 +645,10 @@ class Harness:
             ("MP", "/diagnostics", "diagnostic_msgs/msg/DiagnosticArray"),
             ("MS", "/lop/bandwidth", "lop_msgs/msg/Bandwidth"),
             *([("MP", "/lop/detections", "vision_msgs/msg/Detection2DArray")] if self.detect else []),
-            ("MS", "/lidar/points", "sensor_msgs/msg/PointCloud2") if self.lidar else ("MS", "/camera/image_raw", "sensor_msgs/msg/Image"),
+            ("MS", "/lidar/points", "sensor_msgs/msg/PointCloud2") if self.lidar else ("MS", self.image_topic, "sensor_msgs/msg/Image"),
         ]
         for kind, topic, type_name in want:
-            e = self.peer.wait_for_entity(kind, topic, "lop_robot", 20.0)
+            e = self.peer.wait_for_entity(kind, topic, "lop_robot", 30.0)
             check(e is not None, f"lop_robot's {kind} on {topic} is not in the ROS graph: {self.peer.graph()}")
             check(
                 e["type"] == rospeer.dds_type_name(type_name),
@@ -671,6 +733,7 @@ class Harness:
             )
         else:
             msg = self.types.image(sec, 7, frame_id, frame["width"], frame["height"], frame["encoding"], frame["step"], frame["data"])
+        self.sent_wall[sec] = time.time()
         self.input.publish(msg)
         return time.monotonic()
 
@@ -764,6 +827,7 @@ class Harness:
     def final_counts(self, sent, answered, timeout=30.0):
         def settled(d):
             total = int(d["frames_answered"]) + int(d["frames_dropped_busy"]) + int(d["frames_bad"]) + int(d["inference_errors"])
+            total += int(d.get("frames_skipped_disabled", 0))
             return int(d["frames_received"]) == sent and total == sent
 
         v = self.wait_diag(settled, timeout, after=time.monotonic())
@@ -801,10 +865,11 @@ class Harness:
         self.bad_frame(bad, 104, "cam_bad_step", d)
         sent += 1
         # `ros2 topic echo` as a separate process (peer.py echo) sees the next result.
-        echo = self.start_echo()
+        echo = None if self.rclpy else self.start_echo()
         done += self.exact_frames([(c4, conv(c4), 105, "cam_mono8_after_bad")], 0)
         sent += 1
-        self.finish_echo(echo, "cam_mono8_after_bad")
+        if echo is not None:
+            self.finish_echo(echo, "cam_mono8_after_bad")
         # The ROS-layer latency at 640x480 rgb8, one frame at a time (same image, new stamps).
         ros_before = len(self.ros_ms_lines())
         lat_frames = [(c3, conv(c3), 200 + k, f"cam_640x480_{k}") for k in range(self.args.latency_frames)]
@@ -815,7 +880,77 @@ class Harness:
         check(len(ros) == len(lat_frames), f"{len(ros)} per-frame ROS-layer times logged for {len(lat_frames)} frames")
         self.report_latency(ros, "640x480 rgb8, one frame at a time")
         self.final_counts(sent, len(done))
+        if self.rclpy:
+            self.check_side_topics(done)
+            self.run_parameters(c3, conv(c3))
         return done
+
+    def check_side_topics(self, done):
+        """lop_bandwidth's estimates, lop_power's samples and one energy figure per answered frame."""
+        ok = self.bandwidth.wait_for(lambda msgs: len(msgs) >= 2, 15.0)
+        msgs, _ = self.bandwidth.snapshot()
+        check(ok, f"{len(msgs)} /lop/bandwidth messages from lop_bandwidth (r2r) within 15 s")
+        b = msgs[-1][3]
+        check(b.prediction_mbps >= 0 and math.isfinite(b.prediction_mbps), f"/lop/bandwidth prediction {b.prediction_mbps}")
+        check(self.power.wait_for(lambda msgs: len(msgs) >= 3, 10.0), "no /lop/power samples from lop_power (r2r)")
+        p = self.power.snapshot()[0][-1][3]
+        check(p.modelled and p.total_w > 0, f"/lop/power sample {p.total_w} W, modelled {p.modelled}")
+        ids = {m.inference_id for _f, m, _e, _t, _a in done}
+        # lop_power integrates each inference once its interval is covered by readings.
+        self.energy.wait_for(lambda msgs: ids <= {m.inference_id for _t, _w, _a, m in msgs}, 15.0)
+        got = {m.inference_id: m for _t, _w, _a, m in self.energy.snapshot()[0]}
+        missing = sorted(ids - set(got))
+        check(not missing, f"/lop/energy has no figure for inferences {missing}")
+        bad = [(i, got[i].energy_j) for i in ids if not got[i].energy_j > 0]
+        check(not bad, f"/lop/energy figures that are not positive: {bad}")
+        log(
+            f"side nodes (r2r): /lop/bandwidth {len(self.bandwidth.snapshot()[0])} estimates (last {b.prediction_mbps:.1f} Mbit/s), "
+            f"/lop/power {len(self.power.snapshot()[0])} samples (last {p.total_w:.2f} W), /lop/energy for all {len(ids)} inferences "
+            f"({min(got[i].energy_j for i in ids):.3f}..{max(got[i].energy_j for i in ids):.3f} J)"
+        )
+
+    def run_parameters(self, frame, tensor):
+        """Parameters through the parameter services, as `ros2 param list/get/set` use them."""
+        names = self.peer.list_parameters("lop_robot")
+        for n in ("enabled", "method", "drop_policy", "dilation", "model.source"):
+            check(n in names, f"parameter {n} not listed by /lop_robot/list_parameters ({len(names)} listed)")
+        got = self.peer.get_parameters("lop_robot", ["enabled", "method", "model.source"])
+        check(got == {"enabled": True, "method": "lop", "model.source": self.model}, f"get_parameters gave {got}")
+        # Refused, with the reason; the node keeps running with the old value.
+        for name, value, why in (
+            ("enabled", "no", "true or false"),
+            ("method", "fastest", "lop, robot-only, server-only, layer-partition"),
+            ("drop_policy", "random", "newest or oldest"),
+            ("dilation", 4.0, "read at start-up"),
+        ):
+            ok, reason = self.peer.set_parameter("lop_robot", name, value)
+            check(not ok and why in reason, f"set {name}={value!r}: successful={ok}, reason '{reason}' (expected a refusal naming '{why}')")
+            log(f"parameter {name}={value!r} refused: {reason}")
+        check(self.peer.get_parameters("lop_robot", ["method"]) == {"method": "lop"}, "a refused value was stored")
+        # enabled false: frames are counted and dropped, no result.
+        d0 = self.wait_diag(lambda v: True, 5.0, after=time.monotonic())
+        ok, reason = self.peer.set_parameter("lop_robot", "enabled", False)
+        check(ok, f"set enabled=false refused: {reason}")
+        self.send(frame, 600, "paused")
+        v = self.wait_diag(lambda d: int(d["frames_skipped_disabled"]) > int(d0["frames_skipped_disabled"]) and d["enabled"] == "false", 10.0)
+        check(v is not None, "a frame sent while enabled=false is not counted in frames_skipped_disabled")
+        check(self.wait_result(600, 1.0) is None, "a frame sent while enabled=false was answered")
+        # enabled true and method server-only: the next frame runs the server-only plan.
+        for name, value in (("enabled", True), ("method", "server-only")):
+            ok, reason = self.peer.set_parameter("lop_robot", name, value)
+            check(ok, f"set {name}={value!r} refused: {reason}")
+        r = self.exact_frames([(frame, tensor, 601, "after_param_set")], 0)
+        check(r[0][1].method == "server-only", f"method after set: {r[0][1].method}")
+        check(r[0][1].bytes_up > 0 and not r[0][1].fallback, f"the server-only frame did not go through the edge: {r[0][1].bytes_up} B up")
+        v = self.wait_diag(lambda d: d["method"] == "server-only" and d["enabled"] == "true", 5.0, after=time.monotonic())
+        check(v is not None, "/diagnostics does not show the parameters in force")
+        ok, reason = self.peer.set_parameter("lop_robot", "method", "lop")
+        check(ok, f"set method=lop refused: {reason}")
+        log(
+            f"parameters: {len(names)} listed; enabled=false paused the node (frame counted as skipped), method=server-only "
+            f"took effect on the next frame; diagnostics latency p50/p95/p99 {v['latency_ms_p50']}/{v['latency_ms_p95']}/"
+            f"{v['latency_ms_p99']} ms, {v['results_out_hz']} results/s"
+        )
 
     def run_lidar(self):
         l1 = cloud_frame(11)
@@ -906,7 +1041,7 @@ class Harness:
 
     def run_load(self):
         frames = [image_frame(640, 480, "rgb8", 40 + k) for k in range(4)]
-        tensors = [image_to_chw(f["width"], f["height"], f["encoding"], f["step"], f["data"], 224, 224) for f in frames]
+        tensors = [image_to_chw(f["width"], f["height"], f["encoding"], f["step"], f["data"], self.size, self.size) for f in frames]
         # Warm-up: one frame answered before the clock starts.
         self.exact_frames([(frames[0], tensors[0], 1, "warmup")], 0)
         sent, answered = 1, 1
@@ -937,6 +1072,10 @@ class Harness:
         msgs, errors = self.results.snapshot()
         check(not errors, f"/lop/inference samples a ROS 2 node would reject: {errors}")
         load_msgs = [(t, m) for t, _k, _a, m in msgs if m.header.stamp.sec >= 1000]
+
+        def load_msgs_wall(all_msgs):
+            return [(w, m) for _t, w, _a, m in all_msgs if m.header.stamp.sec >= 1000]
+
         answered += len(load_msgs)
         worst = 0.0
         for _t, m in load_msgs:
@@ -953,9 +1092,43 @@ class Harness:
         mid_kib = rss[len(rss) // 2][1]
         log(f"load: RSS start {start_kib / 1024:.1f} MiB, middle {mid_kib / 1024:.1f} MiB, end {end_kib / 1024:.1f} MiB")
         self.report_latency(ros, f"640x480 rgb8 at {fps} fps")
+        if self.rclpy:
+            self.report_end_to_end(load_msgs_wall(msgs), fps)
         check(end_kib - mid_kib <= max(32 * 1024, mid_kib // 10), f"RSS still growing in the second half: {mid_kib} -> {end_kib} KiB")
         check(int(counts["frames_bad"]) == 0, f"bad frames under load: {counts['frames_bad']}")
         return []
+
+    def report_end_to_end(self, msgs, fps):
+        """rclpy publish to rclpy receipt of /lop/inference minus the inference's own time
+        (started..finished: conversion and inference), per frame; and the part of it outside
+        lop_robot (both middleware hops: publish to receipt minus the node's latency_s)."""
+        added, outside = [], []
+        for wall, m in msgs:
+            sent = self.sent_wall.get(m.header.stamp.sec)
+            if sent is None:
+                continue
+            own = (m.finished.sec + m.finished.nanosec * 1e-9) - (m.started.sec + m.started.nanosec * 1e-9)
+            added.append(1e3 * ((wall - sent) - own))
+            outside.append(1e3 * ((wall - sent) - m.latency_s))
+        check(added, "no load frame to time end to end")
+
+        def pct(v, q):
+            s = sorted(v)
+            return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+        self.end_to_end = {
+            "frames": len(added),
+            "added_p50_ms": pct(added, 0.5),
+            "added_p99_ms": pct(added, 0.99),
+            "middleware_p50_ms": pct(outside, 0.5),
+            "middleware_p99_ms": pct(outside, 0.99),
+        }
+        e = self.end_to_end
+        log(
+            f"rclpy publish -> rclpy receipt minus the inference (started..finished), {e['frames']} frames at {fps} fps: "
+            f"p50 {e['added_p50_ms']:.3f} ms, p99 {e['added_p99_ms']:.3f} ms; of which outside lop_robot (both DDS hops): "
+            f"p50 {e['middleware_p50_ms']:.3f} ms, p99 {e['middleware_p99_ms']:.3f} ms"
+        )
 
     def _load_counts(self, sent, deadline):
         def settled(d):
@@ -1010,6 +1183,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--mode", choices=["camera", "lidar", "detect", "load"], required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
+    ap.add_argument("--ros", choices=["zenoh", "rclpy"], default="zenoh", help="the ROS peer (see Peers above)")
+    ap.add_argument("--node-bin-dir", help="where lop_robot (and in rclpy mode lop_bandwidth, lop_power) are (default: --bin-dir; rclpy: BIN_DIR/r2r)")
     ap.add_argument("--cache-dir", help="profiles and schedule tables kept between runs (default: inside the temporary work dir)")
     ap.add_argument("--domain", type=int, default=0, help="ROS domain id")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds each process may take to become ready")
@@ -1022,11 +1197,24 @@ def main(argv=None):
         "that arrives while the model is busy waits in lop_robot's one-slot mailbox and that wait is counted)",
     )
     ap.add_argument("--fps", type=float, default=30.0, help="load mode: frames per second")
+    ap.add_argument("--size", type=int, default=224, help="camera and load modes: the classifier's input size (zoo:resnet18@SIZExSIZE)")
     ap.add_argument("--duration", type=float, default=60.0, help="load mode: seconds")
     ap.add_argument("--show-message", action="store_true", help="print the first /lop/inference message as decoded")
     ap.add_argument("--json-out", help="write a JSON summary here")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, logs)")
     args = ap.parse_args(argv)
+    global rospeer, ROS_DOMAIN
+    if args.ros == "rclpy":
+        import rclpy_peer as rospeer  # noqa: PLC0415
+
+        if args.node_bin_dir is None:
+            args.node_bin_dir = os.path.join(args.bin_dir, "r2r")
+        # A domain of its own, so that concurrent DDS tests on this machine stay apart.
+        if args.domain == 0:
+            args.domain = 10 + os.getpid() % 90
+        ROS_DOMAIN = args.domain
+    else:
+        import peer as rospeer  # noqa: PLC0415
     if args.max_ros_ms is None:
         args.max_ros_ms = 10.0 + (1e3 / args.fps if args.mode == "load" else 0.0)
 
@@ -1053,7 +1241,11 @@ def main(argv=None):
                 print("---")
         if args.json_out:
             with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump({"mode": args.mode, "latency": getattr(h, "latency", None), "frames": len(done)}, f, indent=2)
+                json.dump(
+                    {"mode": args.mode, "ros": args.ros, "latency": getattr(h, "latency", None), "end_to_end": getattr(h, "end_to_end", None), "frames": len(done)},
+                    f,
+                    indent=2,
+                )
         log(f"PASS ({args.mode}, {time.monotonic() - t0:.1f} s)")
     except CheckFailed as e:
         log(f"FAIL: {e}")

@@ -11,7 +11,7 @@ use hiroz::Builder as _;
 use hiroz::context::{ZContext, ZContextBuilder};
 use hiroz::msg::{ZDeserializer, ZMessage};
 use hiroz::node::ZNode;
-use hiroz::parameter::{ParameterDescriptor, ParameterType, ParameterValue};
+use hiroz::parameter::{ParameterDescriptor, ParameterType, ParameterValue, SetParametersResult};
 use hiroz::pubsub::ZPub;
 use hiroz::qos::{QosHistory, QosProfile, QosReliability};
 use hiroz_msgs::diagnostic_msgs::{DiagnosticArray, DiagnosticStatus, KeyValue};
@@ -25,6 +25,7 @@ use super::{
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
+use crate::live::{OnSet, refuse_all};
 use crate::params::{Declared, ParamValue};
 
 fn err(what: impl std::fmt::Display) -> Error {
@@ -80,6 +81,40 @@ fn to_param(v: &ParamValue) -> (ParameterValue, ParameterType) {
     }
 }
 
+/// The value of a parameter change in this crate's types (`None`: a type no node parameter has).
+fn from_param(v: &ParameterValue) -> Option<ParamValue> {
+    Some(match v {
+        ParameterValue::Bool(b) => ParamValue::Bool(*b),
+        ParameterValue::Integer(i) => ParamValue::Int(*i),
+        ParameterValue::Double(d) => ParamValue::Double(*d),
+        ParameterValue::String(s) => ParamValue::Str(s.clone()),
+        ParameterValue::StringArray(l) => ParamValue::StrList(l.clone()),
+        ParameterValue::DoubleArray(l) => ParamValue::DoubleList(l.clone()),
+        _ => return None,
+    })
+}
+
+/// Runs `policy` over a batch of changes: all are checked before any is applied, so a refused
+/// one leaves the node as it was.
+fn decide(policy: &OnSet, params: &[hiroz::parameter::Parameter]) -> SetParametersResult {
+    let mut values = Vec::with_capacity(params.len());
+    for p in params {
+        let Some(v) = from_param(&p.value) else {
+            return SetParametersResult::failure(format!("'{}': unsupported parameter type", p.name));
+        };
+        if let Err(reason) = policy.check(&p.name, &v) {
+            return SetParametersResult::failure(reason);
+        }
+        values.push(v);
+    }
+    for (p, v) in params.iter().zip(&values) {
+        if let Err(reason) = policy.set(&p.name, v) {
+            return SetParametersResult::failure(reason);
+        }
+    }
+    SetParametersResult::success()
+}
+
 impl HirozRos {
     /// Opens a node named `node_name`: a ROS session to the router of `settings` (or a new
     /// embedded router, when asked for and none is given), the remapping rules, and every
@@ -123,7 +158,9 @@ impl HirozRos {
                 tracing::warn!(parameter = %d.name, error = %e, "could not declare the parameter");
             }
         }
-        Ok(HirozRos { node, faults: Arc::new(InputFaults::default()), _ctx: ctx, _router: router })
+        let ros = HirozRos { node, faults: Arc::new(InputFaults::default()), _ctx: ctx, _router: router };
+        ros.on_parameter_set(refuse_all());
+        Ok(ros)
     }
 
     /// The node.
@@ -374,11 +411,35 @@ impl Ros for HirozRos {
             .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
         Ok(Subscription::new(sub))
     }
+
+    fn on_parameter_set(&self, policy: OnSet) {
+        self.node.on_set_parameters(move |params| decide(&policy, params));
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::key_type;
+    use super::{ParameterValue, decide, key_type};
+    use crate::live::{DropPolicy, LiveSettings, OnSet};
+    use hiroz::parameter::Parameter;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_batch_of_parameter_changes_is_checked_whole_before_any_applies() {
+        let live = Arc::new(LiveSettings::new(true, "lop", DropPolicy::Newest));
+        let policy: OnSet = live.clone();
+        let good = Parameter::new("enabled", ParameterValue::Bool(false));
+        let bad = Parameter::new("method", ParameterValue::String("fastest".into()));
+        let r = decide(&policy, &[good.clone(), bad]);
+        assert!(!r.successful && r.reason.contains("'fastest'"), "{r:?}");
+        assert!(live.enabled(), "nothing applies when one change is refused");
+        let r = decide(&policy, &[Parameter::new("enabled", ParameterValue::IntegerArray(vec![1]))]);
+        assert!(!r.successful && r.reason.contains("unsupported parameter type"), "{r:?}");
+        let r = decide(&policy, &[good, Parameter::new("method", ParameterValue::String("robot-only".into()))]);
+        assert!(r.successful, "{r:?}");
+        assert!(!live.enabled());
+        assert_eq!(live.method(), "robot-only");
+    }
 
     #[test]
     fn key_type_reads_the_type_part_of_this_topic_only() {

@@ -20,6 +20,7 @@ pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, Keypoi
 pub use lop_msgs::ros::vision::Detection2DArray;
 
 use crate::error::Result;
+use crate::live::OnSet;
 use crate::params::Declared;
 
 /// A ROS time stamp.
@@ -367,6 +368,15 @@ pub trait Ros: Send + Sync + 'static {
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription>;
+    /// Installs the policy that decides on changes requested through the node's parameter
+    /// services while it runs (`ros2 param set`), replacing the one before. A node opens with
+    /// [`crate::live::RefuseAll`]: its parameters are listed and read through the services, and
+    /// every change is refused with the reason until the node installs its own policy.
+    fn on_parameter_set(&self, policy: OnSet);
+    /// Stops the backend's own threads before the process exits (a node calls it once, after
+    /// its run); publishing afterwards fails. rcl must not be spinning while the process tears
+    /// its libraries down.
+    fn shutdown(&self) {}
 }
 
 /// A shared backend.

@@ -4,9 +4,11 @@
 //! r2r's generated types unless the `lop_msgs` interface package is built and sourced, so they
 //! travel through r2r's untyped (JSON) publishers and subscribers, whose JSON is the serde form of
 //! the [`lop_msgs::ros`] types (same field names as the `.msg` files). rcl reads `--ros-args`
-//! (parameters, remappings) and `ROS_DOMAIN_ID` itself.
+//! (parameters, remappings) and `ROS_DOMAIN_ID` itself. The node serves the ROS 2 parameter
+//! services (list, get, describe, set, set atomically); changes go through the node's
+//! [`crate::live::ParamPolicy`], which refuses what it does not accept with the reason.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -18,6 +20,7 @@ use super::{
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
+use crate::live::{OnSet, refuse_all};
 use crate::params::{Declared, ParamValue};
 
 fn err(what: impl std::fmt::Display) -> Error {
@@ -29,6 +32,9 @@ pub struct R2rRos {
     node: Arc<Mutex<r2r::Node>>,
     runtime: tokio::runtime::Handle,
     stop: Arc<std::sync::atomic::AtomicBool>,
+    spinner: Mutex<Option<std::thread::JoinHandle<()>>>,
+    policy: Arc<RwLock<OnSet>>,
+    _params: AbortOnDrop,
 }
 
 impl std::fmt::Debug for R2rRos {
@@ -39,7 +45,7 @@ impl std::fmt::Debug for R2rRos {
 
 impl Drop for R2rRos {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop_spinning();
     }
 }
 
@@ -51,6 +57,59 @@ fn to_r2r(v: &ParamValue) -> r2r::ParameterValue {
         ParamValue::Str(s) => r2r::ParameterValue::String(s.clone()),
         ParamValue::StrList(l) => r2r::ParameterValue::StringArray(l.clone()),
         ParamValue::DoubleList(l) => r2r::ParameterValue::DoubleArray(l.clone()),
+    }
+}
+
+fn from_r2r(v: &r2r::ParameterValue) -> Option<ParamValue> {
+    Some(match v {
+        r2r::ParameterValue::Bool(b) => ParamValue::Bool(*b),
+        r2r::ParameterValue::Integer(i) => ParamValue::Int(*i),
+        r2r::ParameterValue::Double(d) => ParamValue::Double(*d),
+        r2r::ParameterValue::String(s) => ParamValue::Str(s.clone()),
+        r2r::ParameterValue::StringArray(l) => ParamValue::StrList(l.clone()),
+        r2r::ParameterValue::DoubleArray(l) => ParamValue::DoubleList(l.clone()),
+        _ => return None,
+    })
+}
+
+/// The node's policy as r2r's parameter services see it. Values are kept in the node's own
+/// table (r2r updates it after a successful set), so reads fall through to it.
+struct PolicyParams(Arc<RwLock<OnSet>>);
+
+impl PolicyParams {
+    fn decide(
+        &self,
+        name: &str,
+        value: &r2r::ParameterValue,
+        f: impl FnOnce(&OnSet, &ParamValue) -> std::result::Result<(), String>,
+    ) -> r2r::Result<()> {
+        let refuse = |msg: String| r2r::Error::ParameterValueConv { name: name.to_string(), msg };
+        let v = from_r2r(value).ok_or_else(|| refuse("unsupported parameter type".into()))?;
+        let policy = self.0.read().unwrap_or_else(PoisonError::into_inner).clone();
+        f(&policy, &v).map_err(refuse)
+    }
+}
+
+impl r2r::RosParams for PolicyParams {
+    fn register_parameters(
+        &mut self,
+        _prefix: &str,
+        _param: Option<r2r::Parameter>,
+        _params: &mut r2r::indexmap::IndexMap<String, r2r::Parameter>,
+    ) -> r2r::Result<()> {
+        Ok(())
+    }
+
+    fn get_parameter(&mut self, name: &str) -> r2r::Result<r2r::ParameterValue> {
+        Err(r2r::Error::InvalidParameterName { name: name.to_string() })
+    }
+
+    fn set_parameter(&mut self, name: &str, value: &r2r::ParameterValue) -> r2r::Result<()> {
+        self.decide(name, value, |p, v| p.set(name, v))
+    }
+
+    fn check_parameter(&self, name: &str, value: &r2r::ParameterValue) -> r2r::Result<()> {
+        self.decide(name, value, |p, v| p.check(name, v))
     }
 }
 
@@ -78,17 +137,24 @@ impl R2rRos {
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(err)?;
         let ctx = r2r::Context::create().map_err(err)?;
-        let node = r2r::Node::create(ctx, node_name, &settings.namespace).map_err(err)?;
+        let mut node = r2r::Node::create(ctx, node_name, &settings.namespace).map_err(err)?;
         {
             let mut params = node.params.lock().unwrap_or_else(PoisonError::into_inner);
             for d in declared {
                 params.entry(d.name.clone()).or_insert_with(|| r2r::Parameter::new(to_r2r(&d.value)));
             }
         }
+        let policy = Arc::new(RwLock::new(refuse_all()));
+        let handler: Arc<Mutex<dyn r2r::RosParams + Send>> = Arc::new(Mutex::new(PolicyParams(policy.clone())));
+        let (services, mut changes) = node.make_derived_parameter_handler(handler).map_err(|e| err(format!("parameter services: {e}")))?;
+        let params_task = runtime.spawn(async move {
+            let drain = async move { while changes.next().await.is_some() {} };
+            futures::join!(services, drain);
+        });
         let node = Arc::new(Mutex::new(node));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (n, s) = (node.clone(), stop.clone());
-        std::thread::Builder::new()
+        let spinner = std::thread::Builder::new()
             .name(format!("r2r-spin-{node_name}"))
             .spawn(move || {
                 while !s.load(std::sync::atomic::Ordering::Relaxed) {
@@ -96,7 +162,18 @@ impl R2rRos {
                 }
             })
             .map_err(err)?;
-        Ok(R2rRos { node, runtime, stop })
+        Ok(R2rRos { node, runtime, stop, spinner: Mutex::new(Some(spinner)), policy, _params: AbortOnDrop(params_task) })
+    }
+
+    /// Stops the spin thread and waits for it (it checks every 5 ms).
+    fn stop_spinning(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let handle = self.spinner.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(h) = handle
+            && h.join().is_err()
+        {
+            tracing::warn!("r2r: the spin thread panicked");
+        }
     }
 
     fn node(&self) -> MutexGuard<'_, r2r::Node> {
@@ -296,5 +373,13 @@ impl Ros for R2rRos {
 
     fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription> {
         self.untyped_subscription(topic, Bandwidth::ROS_TYPE.name, cb)
+    }
+
+    fn on_parameter_set(&self, policy: OnSet) {
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = policy;
+    }
+
+    fn shutdown(&self) {
+        self.stop_spinning();
     }
 }

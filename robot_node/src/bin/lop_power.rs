@@ -16,6 +16,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let ros =
         cli::open_backend(&args.backend, &config.ros, "lop_power", &ros_args, params.declared()).await.context("opening the ROS node")?;
-    robot_node::power_node::run(config, ros, cli::shutdown_signal()).await.context("lop_power")?;
+    let result = robot_node::power_node::run(config, ros.clone(), cli::shutdown_signal()).await;
+    ros.shutdown();
+    result.context("lop_power")?;
     Ok(())
 }

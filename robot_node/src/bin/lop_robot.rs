@@ -16,7 +16,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let ros =
         cli::open_backend(&args.backend, &config.ros, "lop_robot", &ros_args, params.declared()).await.context("opening the ROS node")?;
-    let summary = robot_node::robot::run(config, ros, cli::shutdown_signal()).await.context("lop_robot")?;
+    let result = robot_node::robot::run(config, ros.clone(), cli::shutdown_signal()).await;
+    ros.shutdown();
+    let summary = result.context("lop_robot")?;
     tracing::info!(answered = summary.answered, bad = summary.bad_input, "bye");
     Ok(())
 }
