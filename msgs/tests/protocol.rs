@@ -53,7 +53,12 @@ fn samples() -> Vec<Frame> {
             input_shape: vec![],
             robot_profile: Vec::new(),
         }),
-        Frame::Welcome(Welcome { server_profile_hash: Digest([9; 32]), table_hash: Digest([10; 32]) }),
+        Frame::Welcome(Welcome { server_profile_hash: Digest([9; 32]), table_hash: Digest([10; 32]), server_profile: Vec::new() }),
+        Frame::Welcome(Welcome {
+            server_profile_hash: Digest([9; 32]),
+            table_hash: Digest([10; 32]),
+            server_profile: br#"{"role":"server"}"#.to_vec(),
+        }),
         Frame::Reject(Reject { reason: RejectReason::UnknownModel, text: "no model ab12".into() }),
         Frame::Reject(Reject { reason: RejectReason::Other, text: String::new() }),
         Frame::Reject(Reject { reason: RejectReason::Busy, text: "é".repeat(MAX_TEXT_LEN / 2) }),

@@ -18,7 +18,7 @@ use lop::graph::DType;
 use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
-use lop_runtime::client::{ClientOptions, InferenceStats, RobotClient};
+use lop_runtime::client::{ClientOptions, InferenceStats, Replanner, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
@@ -294,6 +294,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     let source = cfg.model_source.clone();
     let at = load.input_shape.clone();
+    let replan_load = load.clone();
     let (worker, loaded) = match Worker::spawn("lop-robot-model", move || lop::model::load(&source, &load)).await {
         Ok(w) => w,
         Err(e) if origin != ShapeOrigin::Given => {
@@ -341,7 +342,10 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     opts.hello_timeout = cfg.hello_timeout;
     opts.retry_interval = cfg.retry_interval;
     // Sent in Hello: an edge that has never seen this robot plans for it (no file to copy).
-    opts.robot_profile = Some(robot_profile);
+    opts.robot_profile = Some(robot_profile.clone());
+    // An edge that planned for another server profile (its own measured one, say) sends it in
+    // Welcome: the robot plans that table on a copy of the model, running alone meanwhile.
+    opts.replan = Some(replanner(&cfg, replan_load, robot_profile));
     let model_hash = loaded.hash.clone();
     let mut client =
         RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?;
@@ -442,6 +446,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     );
 
     let mut selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
+    let mut table_hash = client.book().table_hash;
     let model_name = cfg.model_source.clone();
     let mut method = cfg.method.clone();
     loop {
@@ -498,6 +503,12 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         };
         let finished = std::time::SystemTime::now();
         counters.connected.store(client.connected(), Ordering::Relaxed);
+        if client.book().table_hash != table_hash {
+            // Planned again for the edge: its buckets and scale are the table's.
+            let spec = &client.book().table.spec;
+            selector = BucketSelector::new(spec.buckets.clone(), spec.bandwidth_scale, cfg.hysteresis);
+            table_hash = client.book().table_hash;
+        }
         counters.edge_frames_dropped.store(client.dropped().total(), Ordering::Relaxed);
         let t_out = Instant::now();
         let (names, top_k, outs) = (names.clone(), cfg.top_k, r.outputs);
@@ -606,6 +617,21 @@ fn live_values(live: &LiveSettings, recent: &(Recent, Recent, String), in_hz: f6
         v.push((format!("ros_latency_ms_{name}"), ms(ros, q)));
     }
     v
+}
+
+/// Plans the schedule table for an edge's server profile (see
+/// [`lop_runtime::client::Replanner`]): loads its own copy of the model, so that inference on
+/// the model's worker goes on meanwhile, and caches the table beside the robot's own.
+fn replanner(cfg: &RobotConfig, load: LoadOptions, robot: lop::profile::Profile) -> Replanner {
+    let (source, settings, cache) = (cfg.model_source.clone(), cfg.table.clone(), cfg.cache_dir.clone());
+    Replanner(Arc::new(move |server: lop::profile::Profile| {
+        let t0 = Instant::now();
+        let g = lop::model::load(&source, &load)?;
+        let spec = settings.spec(&g, &robot, &server)?;
+        let (table, _, used) = lop::planner::table::load_or_build(&cache, &g, None, &robot, &server, &spec, 1)?;
+        tracing::info!(cache = ?used, buckets = spec.buckets.len(), seconds = t0.elapsed().as_secs_f64(), "schedule table planned for the edge's server profile");
+        Ok(table)
+    }))
 }
 
 /// A class-names file must name every class of a detection head (`model.class_names`).

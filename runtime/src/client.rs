@@ -65,6 +65,23 @@ pub struct ClientOptions {
     /// The robot's profile (the one its table was planned from), sent in Hello so that an edge
     /// that has never seen this robot plans for it; `None` sends its hash only.
     pub robot_profile: Option<Profile>,
+    /// Plans the robot's table again when the edge's differs (see [`Replanner`]); `None`: such
+    /// an edge is never used.
+    pub replan: Option<Replanner>,
+}
+
+/// Plans the schedule table for the edge's server profile, received in Welcome when the edge's
+/// table differs from the robot's (the robot was configured with another server profile, e.g.
+/// the synthetic default against an edge that measured its own). Called on a blocking thread
+/// while the robot keeps running alone; the caller knows the model's source, the table settings
+/// and the cache. The table must come out as the edge's (same model, robot profile, settings).
+#[derive(Clone)]
+pub struct Replanner(pub Arc<dyn Fn(Profile) -> Result<ScheduleTable> + Send + Sync>);
+
+impl std::fmt::Debug for Replanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Replanner")
+    }
 }
 
 impl ClientOptions {
@@ -83,6 +100,7 @@ impl ClientOptions {
             retry_interval: Duration::from_millis(500),
             limits: Limits::default(),
             robot_profile: None,
+            replan: None,
         }
     }
 }
@@ -175,6 +193,10 @@ pub struct RobotClient<C: Connector> {
     hello: Frame,
     conn: Option<Conn>,
     pending: Option<JoinHandle<Result<Conn>>>,
+    /// A table being planned for the edge's server profile (its hash, the task).
+    replanning: Option<(String, JoinHandle<Result<ScheduleTable>>)>,
+    /// Server profiles a table was planned for already (never planned twice).
+    replanned: Vec<String>,
     last_attempt: Option<Instant>,
     next_id: u64,
     stats: Arc<FrameStats>,
@@ -251,6 +273,8 @@ impl<C: Connector> RobotClient<C> {
             hello,
             conn: None,
             pending: None,
+            replanning: None,
+            replanned: Vec::new(),
             last_attempt: None,
             next_id: 1,
             stats: Arc::new(FrameStats::default()),
@@ -258,6 +282,10 @@ impl<C: Connector> RobotClient<C> {
         c.last_attempt = Some(Instant::now());
         match c.attempt().await {
             Ok(conn) => c.conn = Some(conn),
+            Err(Error::TableMismatch { edge, ours, server_profile }) => {
+                tracing::info!(%edge, %ours, "the edge planned another schedule table; running alone while this robot plans the edge's");
+                c.start_replan(&server_profile);
+            }
             Err(e) => tracing::warn!(error = %e, "edge not reachable; running alone until it is"),
         }
         Ok(c)
@@ -305,11 +333,9 @@ impl<C: Connector> RobotClient<C> {
             let _ = conn.out.send(hello.encode()?);
             match tokio::time::timeout(timeout, welcome_rx).await {
                 Ok(Ok(Frame::Welcome(w))) if w.table_hash == table_hash => Ok(conn),
-                Ok(Ok(Frame::Welcome(w))) => Err(Error::Protocol(format!(
-                    "the edge planned with table {} but this robot has {}",
-                    w.table_hash.to_hex(),
-                    table_hash.to_hex()
-                ))),
+                Ok(Ok(Frame::Welcome(w))) => {
+                    Err(Error::TableMismatch { edge: w.table_hash.to_hex(), ours: table_hash.to_hex(), server_profile: w.server_profile })
+                }
                 Ok(Ok(Frame::Reject(r))) if r.reason == RejectReason::Planning => {
                     tracing::info!(text = %r.text, "the edge is building the schedule table for this robot; running alone until it is ready");
                     Err(Error::Protocol(format!("the edge is planning: {}", r.text)))
@@ -321,12 +347,59 @@ impl<C: Connector> RobotClient<C> {
         }
     }
 
+    /// Starts planning the table for the edge's server profile (JSON from Welcome) in the
+    /// background, unless one is being planned, this profile was planned for already, or the
+    /// client cannot plan.
+    fn start_replan(&mut self, server_profile: &[u8]) {
+        let Some(replan) = self.opts.replan.clone() else {
+            tracing::warn!("the edge's schedule table differs from this robot's and no planner is set: running alone");
+            return;
+        };
+        if self.replanning.is_some() {
+            return;
+        }
+        let profile: Profile = match serde_json::from_slice(server_profile) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, bytes = server_profile.len(), "the edge's server profile in Welcome is not a profile: running alone");
+                return;
+            }
+        };
+        let hash = profile.hash();
+        if profile.role != Side::Server || profile.check().is_err() || self.replanned.contains(&hash) {
+            tracing::warn!(profile = %hash, "the edge's server profile cannot give its table (not a server's, invalid, or planned for already): running alone");
+            return;
+        }
+        tracing::info!(server_profile = %hash, "planning the schedule table for the edge's server profile; running alone meanwhile");
+        self.replanned.push(hash.clone());
+        self.replanning = Some((hash, tokio::task::spawn_blocking(move || (replan.0)(profile))));
+    }
+
+    /// Takes a finished replanned table into use (then connects again at once).
+    async fn finish_replan(&mut self) {
+        let Some((hash, task)) = self.replanning.take_if(|(_, t)| t.is_finished()) else { return };
+        let table = match task.await {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return tracing::warn!(server_profile = %hash, error = %e, "planning the edge's table failed: running alone"),
+            Err(e) => return tracing::warn!(error = %e, "the planning task failed: running alone"),
+        };
+        match PlanBook::prepare(&self.worker, &self.meta, Arc::new(table), self.opts.input_wire).await {
+            Ok(book) => {
+                tracing::info!(server_profile = %hash, table = %book.table_hash.to_hex(), "schedule table planned for the edge; connecting");
+                self.book = Arc::new(book);
+                self.last_attempt = None;
+            }
+            Err(e) => tracing::warn!(error = %e, "the edge's table does not fit the model: running alone"),
+        }
+    }
+
     /// Makes sure a session is up or being set up in the background; true if it is up now.
     async fn ensure_connected(&mut self) -> bool {
         if self.connected() {
             return true;
         }
         self.conn = None;
+        self.finish_replan().await;
         if let Some(p) = self.pending.take_if(|p| p.is_finished()) {
             match p.await {
                 Ok(Ok(conn)) => {
@@ -334,9 +407,18 @@ impl<C: Connector> RobotClient<C> {
                     self.conn = Some(conn);
                     return true;
                 }
+                Ok(Err(Error::TableMismatch { edge, ours, server_profile })) => {
+                    tracing::debug!(%edge, %ours, "the edge planned another schedule table");
+                    self.start_replan(&server_profile);
+                }
                 Ok(Err(e)) => tracing::debug!(error = %e, "reconnection failed"),
                 Err(e) => tracing::debug!(error = %e, "reconnection task failed"),
             }
+        }
+        // No new Hello while the edge's table is being planned: it would be welcomed with the
+        // same table again.
+        if self.replanning.is_some() {
+            return false;
         }
         if self.pending.is_none() && self.last_attempt.is_none_or(|t| t.elapsed() >= self.opts.retry_interval) {
             self.last_attempt = Some(Instant::now());

@@ -507,7 +507,20 @@ impl Session {
                 let Ok(server_hash) = digest(&model.server_profile.hash()) else {
                     return self.reject(RejectReason::Other, "bad server profile hash".into());
                 };
-                self.send(Frame::Welcome(Welcome { server_profile_hash: server_hash, table_hash: book.table_hash }));
+                // The profile goes along, so a robot that planned for another server profile
+                // can plan this table itself (it answers with a new Hello once it has).
+                let server_profile = match serde_json::to_vec(&model.server_profile) {
+                    Ok(j) if j.len() <= lop_msgs::protocol::MAX_PROFILE_LEN => j,
+                    Ok(j) => {
+                        tracing::warn!(bytes = j.len(), "the server profile is too large for Welcome; robots with other tables cannot plan this one");
+                        Vec::new()
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "serialising the server profile for Welcome");
+                        Vec::new()
+                    }
+                };
+                self.send(Frame::Welcome(Welcome { server_profile_hash: server_hash, table_hash: book.table_hash, server_profile }));
                 self.svc.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(robot = %h.robot_id, model = %h.model_id, "session welcomed");
                 self.model = Some(mi);

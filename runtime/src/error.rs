@@ -46,6 +46,17 @@ pub enum Error {
     /// The peer broke the protocol or refused the session.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The edge welcomed the robot with another schedule table than the robot's (planned for
+    /// another server profile); `server_profile` is the edge's profile as JSON, when it sent one.
+    #[error("protocol: the edge planned with table {edge} but this robot has {ours}")]
+    TableMismatch {
+        /// The edge's table hash (hex).
+        edge: String,
+        /// The robot's table hash (hex).
+        ours: String,
+        /// The edge's profile (JSON; empty when the edge did not send it).
+        server_profile: Vec<u8>,
+    },
     /// An external command (`ip`, `tc`) could not be run or exited with a failure.
     #[error("`{command}` failed: {stderr}")]
     Command {

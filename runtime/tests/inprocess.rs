@@ -180,6 +180,71 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
     );
 }
 
+/// A robot configured with another server profile than the edge's (the synthetic default
+/// against an edge that measured its own): Welcome names the edge's table and carries its
+/// server profile; the robot runs alone, marked, while it plans that table, then connects and
+/// runs split inference exactly. Without a planner it stays alone (never a wrong plan).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_robot_with_another_server_profile_plans_the_edges_table() {
+    let s = setup();
+    let dir = tempdir();
+    let svc = edge(&s, &dir).await;
+    let board = Switchboard::new();
+    let _edge = board.plug(svc.clone());
+    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
+    // The robot's own idea of the server: 3x slower than the edge's profile says.
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let per_row = |id: usize| lop::profile::Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * 3e-9);
+    let guessed = lop::profile::Profile::synthetic(&g, lop::plan::Side::Server, per_row).unwrap();
+    let (own_table, _) = lop::planner::table::ScheduleTable::build(&g, None, &s.robot, &guessed, &s.spec, 1).unwrap();
+    assert_ne!(own_table.hash, s.table.hash, "the two tables must differ for this test");
+
+    // Without a planner: alone, every time.
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut opts = ClientOptions::new("robot-guess", "resnet18");
+    opts.retry_interval = Duration::from_millis(50);
+    opts.robot_profile = Some(s.robot.clone());
+    let mut c =
+        RobotClient::new(board.connector(link.clone()), opts.clone(), worker, loaded.meta, &loaded.hash, own_table.clone()).await.unwrap();
+    for i in 0..5 {
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 8.0).await.unwrap();
+        assert_exact(&r.outputs, &s.whole, &format!("alone {i}"));
+        assert!(r.stats.bytes_up == 0 && r.stats.fallback, "without a planner the robot stays alone: {:?}", r.stats);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    drop(c);
+
+    // With one: alone while it plans, then split on the edge's table.
+    let (robot, spec, planned) = (s.robot.clone(), s.spec.clone(), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
+    let seen = planned.clone();
+    opts.replan = Some(lop_runtime::client::Replanner(std::sync::Arc::new(move |server: lop::profile::Profile| {
+        seen.lock().unwrap().push(server.hash());
+        let g = lop::model::load(MODEL, &Default::default())?;
+        Ok(lop::planner::table::ScheduleTable::build(&g, None, &robot, &server, &spec, 1)?.0)
+    })));
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, own_table).await.unwrap();
+    assert!(!c.connected(), "the tables differ at first");
+    let (mut alone, mut split) = (0, 0);
+    let started = std::time::Instant::now();
+    while split < 3 {
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 8.0).await.unwrap();
+        assert_exact(&r.outputs, &s.whole, &format!("inference {}", alone + split));
+        if r.stats.bytes_up > 0 {
+            assert!(!r.stats.fallback, "{:?}", r.stats.fallback_reason);
+            split += 1;
+        } else {
+            assert!(split == 0 && r.stats.fallback, "alone only before the switch, and marked: {:?}", r.stats);
+            alone += 1;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "no split inference within 120 s ({alone} alone)");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.book().table_hash.to_hex(), s.table.hash, "the robot runs the edge's table");
+    assert_eq!(*planned.lock().unwrap(), vec![s.server.hash()], "planned once, for the edge's server profile");
+    eprintln!("replanned for the edge: {alone} inferences alone, split {:.2} s after the first Hello", started.elapsed().as_secs_f64());
+}
+
 /// Raw frames at the edge: a bad Hello is rejected with its reason; malformed, truncated,
 /// oversized, duplicated, stale and out-of-plan frames are dropped and counted; the session and
 /// a real client keep working.

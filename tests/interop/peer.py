@@ -292,15 +292,21 @@ class Publisher:
 class RosPeer:
     """One ROS 2 node in rmw_zenoh's format: a Zenoh client session to the robot's router."""
 
-    def __init__(self, router, node_name, domain=0, types=None, namespace=""):
+    def __init__(self, router, node_name, domain=0, types=None, namespace="", mode="client"):
+        """mode "client": everything through the router; "peer": as rmw_zenoh's nodes, a peer
+        that learns the others from the router (gossip) and exchanges data with them directly."""
         self.types = types or MsgTypes()
         self.domain = domain
         self.node_name = node_name
         self.namespace = namespace
         conf = zenoh.Config()
-        conf.insert_json5("mode", '"client"')
+        conf.insert_json5("mode", f'"{mode}"')
         conf.insert_json5("connect/endpoints", f'["{router}"]')
         conf.insert_json5("scouting/multicast/enabled", "false")
+        if mode == "peer":
+            conf.insert_json5("listen/endpoints", '["tcp/127.0.0.1:0"]')
+            conf.insert_json5("scouting/gossip/enabled", "true")
+            conf.insert_json5("scouting/gossip/autoconnect_strategy", '{"peer": {"to_router": "always", "to_peer": "greater-zid"}}')
         self.session = zenoh.open(conf)
         self.zid = str(self.session.info.zid())
         self._next_id = 1

@@ -133,9 +133,11 @@ impl Limits {
         let mut r = Reader { buf: body, pos: 0, kind: h.kind };
         let frame = match h.kind {
             FrameKind::Hello => Frame::Hello(parse_hello(&mut r)?),
-            FrameKind::Welcome => {
-                Frame::Welcome(Welcome { server_profile_hash: r.digest("server_profile_hash")?, table_hash: r.digest("table_hash")? })
-            }
+            FrameKind::Welcome => Frame::Welcome(Welcome {
+                server_profile_hash: r.digest("server_profile_hash")?,
+                table_hash: r.digest("table_hash")?,
+                server_profile: r.blob32("server_profile", MAX_PROFILE_LEN)?.to_vec(),
+            }),
             FrameKind::Reject => {
                 let code = r.u8("reason")?;
                 let reason = RejectReason::from_u8(code).ok_or(Error::UnknownRejectReason { code })?;

@@ -41,6 +41,8 @@ impl Frame {
             Frame::Welcome(w) => {
                 put_digest(buf, &w.server_profile_hash);
                 put_digest(buf, &w.table_hash);
+                buf.extend_from_slice(&(w.server_profile.len() as u32).to_le_bytes());
+                buf.extend_from_slice(&w.server_profile);
             }
             Frame::Reject(r) => put_reject(buf, r),
             Frame::Start(s) => put_start(buf, s),
@@ -83,7 +85,8 @@ impl Frame {
             Frame::Reject(r) => rules::text_len("text", &r.text, MAX_TEXT_LEN),
             Frame::Error(e) => rules::text_len("text", &e.text, MAX_TEXT_LEN),
             Frame::Band(b) => rules::band_payload(&b.header, b.payload.len()),
-            Frame::Welcome(_) | Frame::Start(_) | Frame::Done(_) => Ok(()),
+            Frame::Welcome(w) => rules::blob_len("server_profile", &w.server_profile, MAX_PROFILE_LEN),
+            Frame::Start(_) | Frame::Done(_) => Ok(()),
         }
     }
 }

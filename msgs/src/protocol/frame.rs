@@ -187,12 +187,16 @@ pub struct Hello {
 }
 
 /// Edge → robot, accepts a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcome {
     /// Content hash of the edge's profile.
     pub server_profile_hash: Digest,
     /// Content hash of the schedule table both sides use.
     pub table_hash: Digest,
+    /// The edge's profile as JSON (empty: not sent). A robot whose own table was planned for
+    /// another server profile (its table hash differs) plans the edge's table from it; it is
+    /// data, checked like any profile.
+    pub server_profile: Vec<u8>,
 }
 
 /// Edge → robot, refuses a session.

@@ -36,7 +36,10 @@
 //! |      |         | …      | 4+n      | robot_profile: u32 length + the robot's profile as |
 //! |      |         |        |          | JSON (<= [`MAX_PROFILE_LEN`] bytes; 0: not sent)   |
 //! | 0x02 | Welcome | 0      | 32       | server_profile_hash                                |
-//! |      |         | 32     | 32       | table_hash (body 64 bytes)                         |
+//! |      |         | 32     | 32       | table_hash                                         |
+//! |      |         | 64     | 4+n      | server_profile: u32 length + the edge's profile as |
+//! |      |         |        |          | JSON (<= [`MAX_PROFILE_LEN`] bytes; 0: not sent),  |
+//! |      |         |        |          | for a robot whose table differs to plan it again   |
 //! | 0x03 | Reject  | 0      | 1        | reason ([`RejectReason`] code)                     |
 //! |      |         | 1      | 2+n      | text str16 (<= [`MAX_TEXT_LEN`] bytes)             |
 //! | 0x04 | Start   | 0      | 8        | inference_id u64                                   |

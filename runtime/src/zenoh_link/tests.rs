@@ -60,7 +60,9 @@ fn band(id: u64, row: u32, width: u32, fill: u8) -> Vec<u8> {
 }
 
 fn welcome() -> Vec<u8> {
-    Frame::Welcome(Welcome { server_profile_hash: Digest([4; 32]), table_hash: Digest([5; 32]) }).encode().unwrap()
+    Frame::Welcome(Welcome { server_profile_hash: Digest([4; 32]), table_hash: Digest([5; 32]), server_profile: Vec::new() })
+        .encode()
+        .unwrap()
 }
 
 async fn recv(rx: &mut ZenohRx) -> Option<Vec<u8>> {
