@@ -431,6 +431,8 @@ class Harness:
         self.procs = []
         self.sent_at = {}  # stamp sec -> monotonic time just before publishing
         self.image_topic = "/front/image_raw" if args.ros == "rclpy" else "/camera/image_raw"
+        self.namespace = "/robot1"
+        self.robot_node = f"{self.namespace.strip('/')}/lop_robot"
         self.peer = None
         self.types = rospeer.MsgTypes()
         self.refs = {}
@@ -559,7 +561,8 @@ class Harness:
         log("lop_edge ready")
         # rclpy mode: the camera topic remapped as a launch file would (`--ros-args -r`).
         backend = ["--backend", "r2r"] if self.rclpy else []
-        remap = ["--ros-args", "-r", f"/camera/image_raw:={self.image_topic}"] if self.rclpy else []
+        # And in a namespace of its own (`-r __ns:=`): topics stay absolute, services move.
+        remap = ["--ros-args", "-r", f"/camera/image_raw:={self.image_topic}", "-r", f"__ns:={self.namespace}"] if self.rclpy else []
         robot = Proc(
             "lop_robot",
             [os.path.join(self.node_bin, "lop_robot"), *backend, "--config", robot_yaml, *remap],
@@ -655,6 +658,8 @@ class Harness:
         for kind, topic, type_name in want:
             e = self.peer.wait_for_entity(kind, topic, "lop_robot", 30.0)
             check(e is not None, f"lop_robot's {kind} on {topic} is not in the ROS graph: {self.peer.graph()}")
+            if self.rclpy:
+                check(e["namespace"] == self.namespace, f"lop_robot's namespace is '{e['namespace']}', started with __ns:={self.namespace}")
             check(
                 e["type"] == rospeer.dds_type_name(type_name),
                 f"{topic}: liveliness type {e['type']}, expected {rospeer.dds_type_name(type_name)}",
@@ -851,9 +856,9 @@ class Harness:
 
     def run_camera(self):
         c1 = image_frame(224, 224, "rgb8", 1)
-        c2 = image_frame(224, 224, "bgr8", 2, row_pad=4)
+        c2 = image_frame(640, 480, "bgr8", 2, row_pad=4)
         c3 = image_frame(640, 480, "rgb8", 3)
-        c4 = image_frame(224, 224, "mono8", 4, row_pad=3)
+        c4 = image_frame(640, 480, "mono8", 4, row_pad=3)
 
         def conv(f):
             return image_to_chw(f["width"], f["height"], f["encoding"], f["step"], f["data"], 224, 224)
@@ -916,10 +921,10 @@ class Harness:
 
     def run_parameters(self, frame, tensor):
         """Parameters through the parameter services, as `ros2 param list/get/set` use them."""
-        names = self.peer.list_parameters("lop_robot")
+        names = self.peer.list_parameters(self.robot_node)
         for n in ("enabled", "method", "drop_policy", "dilation", "model.source"):
             check(n in names, f"parameter {n} not listed by /lop_robot/list_parameters ({len(names)} listed)")
-        got = self.peer.get_parameters("lop_robot", ["enabled", "method", "model.source"])
+        got = self.peer.get_parameters(self.robot_node, ["enabled", "method", "model.source"])
         check(got == {"enabled": True, "method": "lop", "model.source": self.model}, f"get_parameters gave {got}")
         # Refused, with the reason; the node keeps running with the old value.
         for name, value, why in (
@@ -928,13 +933,13 @@ class Harness:
             ("drop_policy", "random", "newest or oldest"),
             ("dilation", 4.0, "read at start-up"),
         ):
-            ok, reason = self.peer.set_parameter("lop_robot", name, value)
+            ok, reason = self.peer.set_parameter(self.robot_node, name, value)
             check(not ok and why in reason, f"set {name}={value!r}: successful={ok}, reason '{reason}' (expected a refusal naming '{why}')")
             log(f"parameter {name}={value!r} refused: {reason}")
-        check(self.peer.get_parameters("lop_robot", ["method"]) == {"method": "lop"}, "a refused value was stored")
+        check(self.peer.get_parameters(self.robot_node, ["method"]) == {"method": "lop"}, "a refused value was stored")
         # enabled false: frames are counted and dropped, no result.
         d0 = self.wait_diag(lambda v: True, 5.0, after=time.monotonic())
-        ok, reason = self.peer.set_parameter("lop_robot", "enabled", False)
+        ok, reason = self.peer.set_parameter(self.robot_node, "enabled", False)
         check(ok, f"set enabled=false refused: {reason}")
         self.send(frame, 600, "paused")
         v = self.wait_diag(lambda d: int(d["frames_skipped_disabled"]) > int(d0["frames_skipped_disabled"]) and d["enabled"] == "false", 10.0)
@@ -942,14 +947,14 @@ class Harness:
         check(self.wait_result(600, 1.0) is None, "a frame sent while enabled=false was answered")
         # enabled true and method server-only: the next frame runs the server-only plan.
         for name, value in (("enabled", True), ("method", "server-only")):
-            ok, reason = self.peer.set_parameter("lop_robot", name, value)
+            ok, reason = self.peer.set_parameter(self.robot_node, name, value)
             check(ok, f"set {name}={value!r} refused: {reason}")
         r = self.exact_frames([(frame, tensor, 601, "after_param_set")], 0)
         check(r[0][1].method == "server-only", f"method after set: {r[0][1].method}")
         check(r[0][1].bytes_up > 0 and not r[0][1].fallback, f"the server-only frame did not go through the edge: {r[0][1].bytes_up} B up")
         v = self.wait_diag(lambda d: d["method"] == "server-only" and d["enabled"] == "true", 5.0, after=time.monotonic())
         check(v is not None, "/diagnostics does not show the parameters in force")
-        ok, reason = self.peer.set_parameter("lop_robot", "method", "lop")
+        ok, reason = self.peer.set_parameter(self.robot_node, "method", "lop")
         check(ok, f"set method=lop refused: {reason}")
         log(
             f"parameters: {len(names)} listed; enabled=false paused the node (frame counted as skipped), method=server-only "

@@ -191,6 +191,7 @@ class RclpyPeer:
             out.append(
                 {
                     "node": i.node_name,
+                    "namespace": i.node_namespace,
                     "type": i.topic_type,
                     "hash": hash_text(getattr(i, "topic_type_hash", "")),
                     "qos": f"{i.qos_profile.reliability.name.lower()}, depth {i.qos_profile.depth}",
