@@ -160,6 +160,13 @@ fn camera_frames_through_the_r2r_backend_reach_rclpy_on_the_default_middleware()
     }
 }
 
+/// The trained detector on the r2r backend: rclpy receives real `vision_msgs/Detection2DArray`
+/// (the type rosidl built from `msgs/vision_msgs`) equal to the unsplit model's boxes.
+#[test]
+fn detections_through_the_r2r_backend_reach_an_rclpy_vision_msgs_subscriber() {
+    check_with("detect", "rclpy", &[]);
+}
+
 /// The LiDAR path of the r2r backend: rclpy PointCloud2 sweeps, typed results.
 #[test]
 fn lidar_sweeps_through_the_r2r_backend_reach_rclpy() {

@@ -1214,6 +1214,12 @@ def main(argv=None):
     if args.ros == "rclpy":
         import rclpy_peer as rospeer  # noqa: PLC0415
 
+        # The test venv's packages after ROS' own (detect mode: pillow draws the frames and
+        # ddddocr ships the detector; both venvs run the same Python 3.11).
+        test_site = os.path.join(ROOT, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages")
+        if os.path.isdir(test_site):
+            sys.path.append(test_site)
+
         if args.node_bin_dir is None:
             args.node_bin_dir = os.path.join(args.bin_dir, "r2r")
         # A domain of its own, so that concurrent DDS tests on this machine stay apart.
