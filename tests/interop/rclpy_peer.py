@@ -62,14 +62,10 @@ class Types:
         return self.registry.type_hash(type_name)
 
     def check_known_hashes(self):
-        checked = []
-        for name, want in rep2011.KNOWN_JAZZY_HASHES.items():
-            if name in self.registry.types:
-                got = self.type_hash(name)
-                if got != want:
-                    raise PeerError(f"{name}: computed {got}, Jazzy has {want}")
-                checked.append(name)
-        return checked
+        try:
+            return rep2011.check_known_hashes(self.registry.types, self.type_hash)
+        except rep2011.MsgError as e:
+            raise PeerError(str(e)) from None
 
     def header(self, sec, nanosec, frame_id):
         h = msg_class("std_msgs/msg/Header")()

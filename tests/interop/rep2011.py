@@ -253,6 +253,20 @@ class Registry:
         return "RIHS01_" + hashlib.sha256(self.hashable_json(type_name).encode("utf-8")).hexdigest()
 
 
+def check_known_hashes(registered, type_hash):
+    """Compares the hash `type_hash(name)` of every registered standard type with its Jazzy value
+    (proving the .msg copies and the hasher); returns the names checked, raises MsgError on the
+    first difference."""
+    checked = []
+    for name, want in KNOWN_JAZZY_HASHES.items():
+        if name in registered:
+            got = type_hash(name)
+            if got != want:
+                raise MsgError(f"{name}: computed {got}, Jazzy has {want}")
+            checked.append(name)
+    return checked
+
+
 def normalise_type_name(name):
     """Accept pkg/msg/Name, pkg/Name and pkg::msg::Name."""
     name = name.replace("::", "/")
