@@ -197,6 +197,8 @@ pub struct RobotClient<C: Connector> {
     replanning: Option<(String, JoinHandle<Result<ScheduleTable>>)>,
     /// Server profiles a table was planned for already (never planned twice).
     replanned: Vec<String>,
+    /// Whether a replanned table still differed from the edge's (warned once).
+    replan_failed: bool,
     last_attempt: Option<Instant>,
     next_id: u64,
     stats: Arc<FrameStats>,
@@ -275,6 +277,7 @@ impl<C: Connector> RobotClient<C> {
             pending: None,
             replanning: None,
             replanned: Vec::new(),
+            replan_failed: false,
             last_attempt: None,
             next_id: 1,
             stats: Arc::new(FrameStats::default()),
@@ -366,8 +369,17 @@ impl<C: Connector> RobotClient<C> {
             }
         };
         let hash = profile.hash();
-        if profile.role != Side::Server || profile.check().is_err() || self.replanned.contains(&hash) {
-            tracing::warn!(profile = %hash, "the edge's server profile cannot give its table (not a server's, invalid, or planned for already): running alone");
+        if self.replanned.contains(&hash) {
+            // Planned for it already, and the edge still names another table: the two sides do
+            // not plan alike (other table settings or planner versions). Said once.
+            if !self.replan_failed {
+                self.replan_failed = true;
+                tracing::warn!(profile = %hash, "the table planned for the edge's server profile still differs from the edge's: running alone (check that both use the same table settings and lop version)");
+            }
+            return;
+        }
+        if profile.role != Side::Server || profile.check().is_err() {
+            tracing::warn!(profile = %hash, "the edge's server profile in Welcome is not a valid server profile: running alone");
             return;
         }
         tracing::info!(server_profile = %hash, "planning the schedule table for the edge's server profile; running alone meanwhile");
