@@ -260,7 +260,7 @@ fn default_hello_timeout() -> f64 {
     10.0
 }
 fn default_table_wait() -> f64 {
-    5.0
+    2.0
 }
 fn default_grace() -> f64 {
     10.0

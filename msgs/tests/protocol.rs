@@ -59,9 +59,9 @@ fn samples() -> Vec<Frame> {
             table_hash: Digest([10; 32]),
             server_profile: br#"{"role":"server"}"#.to_vec(),
         }),
-        Frame::Reject(Reject { reason: RejectReason::UnknownModel, text: "no model ab12".into() }),
-        Frame::Reject(Reject { reason: RejectReason::Other, text: String::new() }),
-        Frame::Reject(Reject { reason: RejectReason::Busy, text: "é".repeat(MAX_TEXT_LEN / 2) }),
+        Frame::Reject(Reject { reason: RejectReason::UnknownModel, text: "no model ab12".into(), server_profile: Vec::new() }),
+        Frame::Reject(Reject { reason: RejectReason::Planning, text: String::new(), server_profile: br#"{"role":"server"}"#.to_vec() }),
+        Frame::Reject(Reject { reason: RejectReason::Busy, text: "é".repeat(MAX_TEXT_LEN / 2), server_profile: Vec::new() }),
         Frame::Start(Start { inference_id: 0, bucket: 0, plan_hash: Digest::default(), input_stamp_ns: 0, deadline_ns: 0 }),
         Frame::Start(Start {
             inference_id: u64::MAX,
@@ -366,14 +366,16 @@ fn hello_profile_limits() {
 
 #[test]
 fn text_and_id_errors() {
-    let f = Frame::Reject(Reject { reason: RejectReason::NoTable, text: "ab".into() });
+    let f = Frame::Reject(Reject { reason: RejectReason::NoTable, text: "ab".into(), server_profile: Vec::new() });
     let good = f.encode().unwrap();
     // Non-UTF-8 text.
     assert_eq!(decode(&patch(good.clone(), 3, &[0xff, 0xfe])), Err(Error::NotUtf8 { field: "text" }));
     // Unknown reason.
     assert_eq!(decode(&patch(good.clone(), 0, &[77])), Err(Error::UnknownRejectReason { code: 77 }));
-    // Text length beyond the body.
-    assert!(matches!(decode(&patch(good.clone(), 1, &[3, 0])), Err(Error::BodyTooShort { field: "text", .. })));
+    // Text length beyond the body (the text, 2 bytes, and the empty profile's length, 4).
+    assert!(matches!(decode(&patch(good.clone(), 1, &[7, 0])), Err(Error::BodyTooShort { field: "text", .. })));
+    // A profile length beyond the body.
+    assert!(matches!(decode(&patch(good.clone(), 5, &[1, 0, 0, 0])), Err(Error::BodyTooShort { field: "server_profile", .. })));
     // Text length above the maximum.
     let long = (MAX_TEXT_LEN as u16 + 1).to_le_bytes();
     assert!(matches!(decode(&patch(good.clone(), 1, &long)), Err(Error::TextTooLong { .. })));

@@ -289,6 +289,7 @@ impl<C: Connector> RobotClient<C> {
                 tracing::info!(%edge, %ours, "the edge planned another schedule table; running alone while this robot plans the edge's");
                 c.start_replan(&server_profile);
             }
+            Err(Error::EdgePlanning { server_profile, .. }) if !server_profile.is_empty() => c.start_replan(&server_profile),
             Err(e) => tracing::warn!(error = %e, "edge not reachable; running alone until it is"),
         }
         Ok(c)
@@ -341,7 +342,7 @@ impl<C: Connector> RobotClient<C> {
                 }
                 Ok(Ok(Frame::Reject(r))) if r.reason == RejectReason::Planning => {
                     tracing::info!(text = %r.text, "the edge is building the schedule table for this robot; running alone until it is ready");
-                    Err(Error::Protocol(format!("the edge is planning: {}", r.text)))
+                    Err(Error::EdgePlanning { text: r.text, server_profile: r.server_profile })
                 }
                 Ok(Ok(Frame::Reject(r))) => Err(Error::Protocol(format!("the edge refused: {:?}: {}", r.reason, r.text))),
                 Ok(_) => Err(Error::Closed),
@@ -350,9 +351,9 @@ impl<C: Connector> RobotClient<C> {
         }
     }
 
-    /// Starts planning the table for the edge's server profile (JSON from Welcome) in the
-    /// background, unless one is being planned, this profile was planned for already, or the
-    /// client cannot plan.
+    /// Starts planning the table for the edge's server profile (JSON from Welcome, or from the
+    /// Planning reject, so that both sides plan at once) in the background, unless the robot's
+    /// table is planned for it already, one is being planned, or the client cannot plan.
     fn start_replan(&mut self, server_profile: &[u8]) {
         let Some(replan) = self.opts.replan.clone() else {
             tracing::warn!("the edge's schedule table differs from this robot's and no planner is set: running alone");
@@ -369,6 +370,10 @@ impl<C: Connector> RobotClient<C> {
             }
         };
         let hash = profile.hash();
+        if hash == self.book.table.key.server_profile_hash {
+            // Planned for this server already: the edge's table will be this one.
+            return;
+        }
         if self.replanned.contains(&hash) {
             // Planned for it already, and the edge still names another table: the two sides do
             // not plan alike (other table settings or planner versions). Said once.
@@ -423,6 +428,7 @@ impl<C: Connector> RobotClient<C> {
                     tracing::debug!(%edge, %ours, "the edge planned another schedule table");
                     self.start_replan(&server_profile);
                 }
+                Ok(Err(Error::EdgePlanning { server_profile, .. })) if !server_profile.is_empty() => self.start_replan(&server_profile),
                 Ok(Err(e)) => tracing::debug!(error = %e, "reconnection failed"),
                 Err(e) => tracing::debug!(error = %e, "reconnection task failed"),
             }

@@ -413,10 +413,14 @@ impl Session {
     }
 
     fn reject(&self, reason: RejectReason, text: String) {
+        self.reject_with(reason, text, Vec::new());
+    }
+
+    fn reject_with(&self, reason: RejectReason, text: String, server_profile: Vec<u8>) {
         tracing::info!(?reason, %text, "rejecting a session");
         self.svc.rejected.fetch_add(1, Ordering::Relaxed);
         let text: String = text.chars().take(200).collect();
-        self.send(Frame::Reject(Reject { reason, text }));
+        self.send(Frame::Reject(Reject { reason, text, server_profile }));
     }
 
     fn abort_current(&mut self, why: &str) {
@@ -495,13 +499,15 @@ impl Session {
             Err(_) => None,
         };
         match outcome {
-            None => self.reject(
+            // The profile goes along: a robot planned for another server can plan meanwhile.
+            None => self.reject_with(
                 RejectReason::Planning,
                 format!(
                     "building the schedule table for robot profile {} (model '{}'); it was not ready within {wait:?}: retry (run alone meanwhile)",
                     &profile_hash[..12.min(profile_hash.len())],
                     model.id
                 ),
+                server_profile_json(&model.server_profile),
             ),
             Some(Ok(book)) => {
                 let Ok(server_hash) = digest(&model.server_profile.hash()) else {
@@ -509,17 +515,7 @@ impl Session {
                 };
                 // The profile goes along, so a robot that planned for another server profile
                 // can plan this table itself (it answers with a new Hello once it has).
-                let server_profile = match serde_json::to_vec(&model.server_profile) {
-                    Ok(j) if j.len() <= lop_msgs::protocol::MAX_PROFILE_LEN => j,
-                    Ok(j) => {
-                        tracing::warn!(bytes = j.len(), "the server profile is too large for Welcome; robots with other tables cannot plan this one");
-                        Vec::new()
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "serialising the server profile for Welcome");
-                        Vec::new()
-                    }
-                };
+                let server_profile = server_profile_json(&model.server_profile);
                 self.send(Frame::Welcome(Welcome { server_profile_hash: server_hash, table_hash: book.table_hash, server_profile }));
                 self.svc.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(robot = %h.robot_id, model = %h.model_id, "session welcomed");
@@ -651,6 +647,22 @@ impl Session {
         };
         if let Some(b) = match_band(&self.svc.opts.limits, &a.plan, true, frame, &mut a.received, stats) {
             let _ = a.bands.send(Incoming::Band(b));
+        }
+    }
+}
+
+/// The edge's profile as JSON for Welcome and the Planning reject (empty, with a warning, when
+/// it does not fit a frame: robots with other tables then cannot plan this one).
+fn server_profile_json(p: &Profile) -> Vec<u8> {
+    match serde_json::to_vec(p) {
+        Ok(j) if j.len() <= lop_msgs::protocol::MAX_PROFILE_LEN => j,
+        Ok(j) => {
+            tracing::warn!(bytes = j.len(), "the server profile is too large to send; robots with other tables cannot plan this one");
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "serialising the server profile");
+            Vec::new()
         }
     }
 }

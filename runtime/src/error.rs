@@ -46,6 +46,15 @@ pub enum Error {
     /// The peer broke the protocol or refused the session.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The edge is planning this robot's table (Reject `Planning`); `server_profile` is the
+    /// edge's profile as JSON, when it sent one.
+    #[error("protocol: the edge is planning: {text}")]
+    EdgePlanning {
+        /// The edge's words.
+        text: String,
+        /// The edge's profile (JSON; may be empty).
+        server_profile: Vec<u8>,
+    },
     /// The edge welcomed the robot with another schedule table than the robot's (planned for
     /// another server profile); `server_profile` is the edge's profile as JSON, when it sent one.
     #[error("protocol: the edge planned with table {edge} but this robot has {ours}")]

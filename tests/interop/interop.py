@@ -599,10 +599,18 @@ class Harness:
             # DDS discovery takes up to a few seconds: frames published before lop_robot's
             # subscription matches are lost by design, not by lop_robot.
             check(self.input.wait_matched(30.0), "lop_robot's input subscription did not match the rclpy publisher within 30 s")
+            subs = [("/lop/inference", self.results), ("/diagnostics", self.diags)]
+            if self.detect:
+                subs.append(("/lop/detections", self.detections))
             if self.args.mode == "camera":
                 self.bandwidth = self.peer.subscribe("/lop/bandwidth", "lop_msgs/msg/Bandwidth")
                 self.power = self.peer.subscribe("/lop/power", "lop_msgs/msg/PowerSample")
                 self.energy = self.peer.subscribe("/lop/energy", "lop_msgs/msg/InferenceEnergy")
+                subs += [("/lop/bandwidth", self.bandwidth), ("/lop/power", self.power), ("/lop/energy", self.energy)]
+            # lop_power publishes only around inferences: a subscription that matches late
+            # would miss all of it.
+            for topic, sub in subs:
+                check(sub.wait_matched(30.0), f"no publisher of {topic} matched the rclpy subscription within 30 s")
 
     def start_side_nodes(self, ros_session):
         """lop_bandwidth (probing the edge) and lop_power (the power model), r2r, as a robot runs them."""

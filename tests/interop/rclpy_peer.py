@@ -118,6 +118,16 @@ class Subscription:
         with self.cond:
             return list(self.msgs), []
 
+    def wait_matched(self, timeout):
+        """Waits until a publisher matches (messages published before that are not delivered:
+        volatile durability, as the nodes publish)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.handle.get_publisher_count() > 0:
+                return True
+            time.sleep(0.05)
+        return False
+
 
 class Publisher:
     def __init__(self, pub):

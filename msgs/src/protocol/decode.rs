@@ -141,7 +141,8 @@ impl Limits {
             FrameKind::Reject => {
                 let code = r.u8("reason")?;
                 let reason = RejectReason::from_u8(code).ok_or(Error::UnknownRejectReason { code })?;
-                Frame::Reject(Reject { reason, text: r.str16("text", MAX_TEXT_LEN)? })
+                let text = r.str16("text", MAX_TEXT_LEN)?;
+                Frame::Reject(Reject { reason, text, server_profile: r.blob32("server_profile", MAX_PROFILE_LEN)?.to_vec() })
             }
             FrameKind::Start => Frame::Start(Start {
                 inference_id: r.u64("inference_id")?,

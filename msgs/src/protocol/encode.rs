@@ -82,7 +82,10 @@ impl Frame {
                 rules::blob_len("robot_profile", &h.robot_profile, MAX_PROFILE_LEN)?;
                 rules::rank("input shape", &h.input_shape)
             }
-            Frame::Reject(r) => rules::text_len("text", &r.text, MAX_TEXT_LEN),
+            Frame::Reject(r) => {
+                rules::text_len("text", &r.text, MAX_TEXT_LEN)?;
+                rules::blob_len("server_profile", &r.server_profile, MAX_PROFILE_LEN)
+            }
             Frame::Error(e) => rules::text_len("text", &e.text, MAX_TEXT_LEN),
             Frame::Band(b) => rules::band_payload(&b.header, b.payload.len()),
             Frame::Welcome(w) => rules::blob_len("server_profile", &w.server_profile, MAX_PROFILE_LEN),
@@ -166,6 +169,9 @@ fn put_hello(buf: &mut Vec<u8>, h: &Hello) {
 fn put_reject(buf: &mut Vec<u8>, r: &Reject) {
     buf.push(r.reason as u8);
     put_str(buf, &r.text);
+    // Length checked by `validate` (<= MAX_PROFILE_LEN).
+    buf.extend_from_slice(&(r.server_profile.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&r.server_profile);
 }
 
 fn put_start(buf: &mut Vec<u8>, s: &Start) {

@@ -206,6 +206,10 @@ pub struct Reject {
     pub reason: RejectReason,
     /// Human-readable detail (at most [`MAX_TEXT_LEN`](super::MAX_TEXT_LEN) bytes, may be empty).
     pub text: String,
+    /// With [`RejectReason::Planning`]: the edge's profile as JSON (empty otherwise), so that a
+    /// robot whose table was planned for another server profile plans the edge's table while
+    /// the edge plans it too.
+    pub server_profile: Vec<u8>,
 }
 
 /// Robot → edge, the one control frame of an inference.

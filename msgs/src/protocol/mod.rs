@@ -42,6 +42,8 @@
 //! |      |         |        |          | for a robot whose table differs to plan it again   |
 //! | 0x03 | Reject  | 0      | 1        | reason ([`RejectReason`] code)                     |
 //! |      |         | 1      | 2+n      | text str16 (<= [`MAX_TEXT_LEN`] bytes)             |
+//! |      |         | …      | 4+n      | server_profile: u32 length + JSON, as in Welcome   |
+//! |      |         |        |          | (sent with reason Planning; 0 otherwise)           |
 //! | 0x04 | Start   | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 8        | input_stamp_ns u64                                 |
 //! |      |         | 16     | 8        | deadline_ns u64 (budget from the stamp)            |
