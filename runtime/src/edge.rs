@@ -3,9 +3,10 @@
 //! content hash) and never executes anything a robot sends: a robot names a model and a plan by
 //! hash, and sends tensors.
 //!
-//! Per session: the first frame must be Hello; the edge answers Welcome (its profile hash and the
+//! Per session: the first frame must be Hello; the edge answers Welcome (its profile, and the
 //! hash of the schedule table it built or loaded for that model and robot profile) or Reject
-//! with the reason. Then, per inference: Start names the plan; the server side of it runs on a
+//! with the reason (`Planning` with its profile too, so that a robot planned for another server
+//! plans the same table meanwhile). Then, per inference: Start names the plan; the server side of it runs on a
 //! free replica, sending bands as they are computed; Done (with statistics) or Error ends it.
 //! A newer Start aborts an older inference; frames of other inferences are stale and dropped.
 
