@@ -9,11 +9,13 @@
 //! - [`profile`]: `lop profile`, per-op compute-time profiles for the simulator.
 //! - [`plan`]: `lop plan`, schedule tables (LOSS per bandwidth bucket).
 //! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
+//! - [`fleet`]: `lop fleet-sim` (routing policies over a simulated fleet) and `lop fleet-cost`.
 #![deny(missing_docs)]
 
 pub mod bench;
 pub mod bench_edge;
 pub mod bench_exec;
+pub mod fleet;
 pub mod inspect;
 pub mod plan;
 pub mod power;
@@ -122,6 +124,10 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Simulate one method's plan on one link; draw its timeline.
     Simulate(simulate::SimulateArgs),
+    /// Simulate a fleet of robots and edge servers under every routing policy, side by side.
+    FleetSim(fleet::FleetSimArgs),
+    /// One model's fleet price list (frame bytes, server and robot seconds) from its profiles.
+    FleetCost(fleet::FleetCostArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -144,5 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Profile(a) => profile::run(&a, args.threads),
         Command::Plan(a) => plan::run(&a, args.threads),
         Command::Simulate(a) => simulate::run(&a),
+        Command::FleetSim(a) => fleet::run_sim(&a),
+        Command::FleetCost(a) => fleet::run_cost(&a),
     }
 }

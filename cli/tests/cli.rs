@@ -417,3 +417,83 @@ fn preprocess_stage_puts_camera_bytes_on_the_wire_for_float_models() {
     let (a, b) = (tch::Tensor::read_npy(&y8).expect("y8"), tch::Tensor::read_npy(&yf).expect("yf"));
     assert!(a.equal(&b), "byte frame through the stage differs from the float frame");
 }
+
+/// The issue's fleet: 1000 robots, 50 servers, 60 simulated seconds, mixed models, indoor and
+/// outdoor traces, at 90% of capacity. It runs in about a second; the targets it meets are held
+/// here (the 1.15x least-queue target is above the attainable bound here: see the closing note).
+#[test]
+fn fleet_sim_full_scale_json_and_ours_against_the_baselines() {
+    let out = lop(&["fleet-sim", "--robots", "1000", "--servers", "50", "--load", "0.9", "--seconds", "60", "--seed", "1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    let p = &v["policies"];
+    for name in ["lop", "nearest", "round-robin", "least-queue"] {
+        for key in ["goodput", "offered", "p99_ms", "robot_energy_j", "decision_p99_us"] {
+            assert!(p[name][key].as_f64().is_some_and(f64::is_finite), "{name}.{key} in {v}");
+        }
+        assert!(p[name]["goodput"].as_f64() <= v["attainable"].as_f64(), "{name} above the attainable bound");
+    }
+    let good = |name: &str| p[name]["goodput"].as_f64().unwrap_or(0.0);
+    assert!(good("lop") >= 1.5 * good("nearest"), "{v}");
+    assert!(good("lop") > good("least-queue") && good("lop") > good("round-robin"), "{v}");
+    assert!(good("lop") >= 0.97 * v["attainable"].as_f64().unwrap_or(f64::INFINITY), "{v}");
+    assert!(p["lop"]["decision_p99_us"].as_f64().unwrap_or(f64::INFINITY) <= 1000.0, "{v}");
+    assert_eq!(v["models"].as_array().map(Vec::len), Some(4), "the built-in costs: {v}");
+}
+
+#[test]
+fn fleet_sim_and_fleet_cost_refuse_bad_input_clearly() {
+    let dir = scratch("fleet");
+    let bad = |args: &[&str], want: &str| {
+        let out = lop(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    bad(&["fleet-sim", "--load", "0", "--seconds", "1"], "load");
+    bad(&["fleet-sim", "--servers", "0", "--seconds", "1"], "servers");
+    let costs = dir.join("costs.json");
+    std::fs::write(&costs, r#"[{"name":"m","input_bytes":1,"output_bytes":1,"server_s":0.1,"tail_s":0.5,"robot_s":1}]"#).expect("write");
+    bad(&["fleet-sim", "--seconds", "1", "--costs", costs.to_str().expect("utf8")], "exceeds the whole work");
+    std::fs::write(&costs, "{}").expect("write");
+    bad(&["fleet-sim", "--seconds", "1", "--costs", costs.to_str().expect("utf8")], "not a JSON array");
+    // A model cost from real profiles, added to a file, then simulated.
+    let (robot, server) = (dir.join("r.json"), dir.join("s.json"));
+    for (role, path, extra) in [("server", &server, vec![]), ("robot", &robot, vec!["--dilation", "4"])] {
+        let mut args = vec!["profile", "zoo:mobilenet_v2", "--role", role, "--runs", "5", "--out", path.to_str().expect("utf8")];
+        args.extend(extra);
+        let out = lop(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let list = dir.join("list.json");
+    let out = lop(&[
+        "fleet-cost",
+        "zoo:mobilenet_v2",
+        "--robot-profile",
+        robot.to_str().expect("utf8"),
+        "--server-profile",
+        server.to_str().expect("utf8"),
+        "--out",
+        list.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let costs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&list).expect("list")).expect("json");
+    let entry = &costs[0];
+    assert_eq!(entry["name"], "mobilenet_v2");
+    assert_eq!(entry["input_bytes"].as_f64(), Some(150_528.0), "a 224x224 RGB u8 frame: {entry}");
+    let (server_s, tail_s, robot_s) = (entry["server_s"].as_f64(), entry["tail_s"].as_f64(), entry["robot_s"].as_f64());
+    assert!(tail_s < server_s && server_s < robot_s, "{entry}");
+    let out = lop(&["fleet-sim", "--robots", "20", "--servers", "3", "--seconds", "5", "--json", "--costs", list.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Robots profiled as the same model against the wrong profile: refused.
+    let out = lop(&[
+        "fleet-cost",
+        "zoo:resnet18",
+        "--robot-profile",
+        robot.to_str().expect("utf8"),
+        "--server-profile",
+        server.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("robot profile"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -48,6 +48,11 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EdgeConfig {
+    /// This edge's id in the fleet: its liveliness token `lop/v1/edge/<id>/alive` and its load
+    /// reports `lop/v1/edge/<id>/load` (default: the host name, made a valid id). Give every
+    /// edge of a site its own.
+    #[serde(default)]
+    pub id: Option<String>,
     /// The Zenoh session.
     #[serde(default)]
     pub zenoh: ZenohSection,
@@ -331,7 +336,26 @@ impl EdgeConfig {
         ConfigError::Invalid { path: self.path.clone(), field: field.into(), msg: msg.into() }
     }
 
+    /// This edge's fleet id: `id`, or the host name made a valid id (letters, digits, `_`, `-`
+    /// and `.` kept, anything else `-`, at most 64 bytes), or `edge` when there is none.
+    pub fn edge_id(&self) -> String {
+        if let Some(id) = &self.id {
+            return id.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let id: String = host
+            .trim()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '-' })
+            .take(lop_msgs::MAX_ID_LEN)
+            .collect();
+        if lop_msgs::validate_id(&id).is_ok() { id } else { "edge".to_string() }
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
+        if let Some(id) = &self.id {
+            lop_msgs::validate_id(id).map_err(|e| self.invalid("id", format!("'{id}': {e}")))?;
+        }
         if self.zenoh.mode != Mode::Client && self.zenoh.listen.is_empty() {
             return Err(self.invalid("zenoh.listen", "a router or peer needs at least one endpoint to listen on"));
         }

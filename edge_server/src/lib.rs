@@ -250,7 +250,24 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
     let task = serve_zenoh(svc.clone(), acceptor);
     // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
     let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await?;
+    // The fleet: a liveliness token and a load report at 10 Hz, so robots find this edge.
+    let edge_id = cfg.edge_id();
+    let gpu_memory = match device {
+        tch::Device::Cuda(i) => {
+            lop_power::nvml::GpuMemory::open(i as u32).map_err(|e| tracing::info!("GPU free memory not reported: {e}")).ok()
+        }
+        _ => None,
+    };
+    let reporter = lop_runtime::fleet::start_reporter(
+        &session,
+        &edge_id,
+        svc.clone(),
+        lop_runtime::fleet::REPORT_PERIOD,
+        Box::new(move || gpu_memory.as_ref().and_then(|g| g.free_bytes())),
+    )
+    .await?;
     tracing::info!(
+        edge = %edge_id,
         mode = ?cfg.zenoh.mode,
         listen = ?cfg.zenoh.listen,
         connect = ?cfg.zenoh.connect,
@@ -260,6 +277,8 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         "lop_edge ready"
     );
     shutdown.await;
+    // Leave the fleet first, so robots route elsewhere while running inferences finish.
+    drop(reporter);
     svc.shutdown();
     let grace = Duration::from_secs_f64(cfg.shutdown_grace_s);
     let abandoned = if svc.drain(grace).await {

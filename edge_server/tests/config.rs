@@ -41,6 +41,11 @@ fn defaults_and_relative_paths() {
     let spec = cfg.table_spec().expect("spec");
     assert_eq!(spec.buckets.len(), 31);
     assert_eq!(spec.input_bytes_per_element, None);
+    // The fleet id: the host name made an id unless given.
+    let host = cfg.edge_id();
+    assert!(lop_msgs::validate_id(&host).is_ok(), "{host}");
+    let named = EdgeConfig::load(&write(&dir, "id: gpu-2\nmodels:\n  - id: r18\n    source: zoo:resnet18\n")).expect("loads");
+    assert_eq!(named.edge_id(), "gpu-2");
     // The printed configuration loads back to the same thing.
     let again = EdgeConfig::parse(&cfg.to_yaml().expect("yaml"), &p).expect("round trip");
     assert_eq!(again, cfg);
@@ -74,6 +79,7 @@ fn bad_values_name_their_field() {
         ("table:\n  bandwidth_scale: 0\n", "table.bandwidth_scale"),
         ("log: \"[[[\"\n", "log"),
         ("zenoh:\n  mode: client\n", "zenoh.connect"),
+        ("id: \"gpu/1\"\n", "id"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");

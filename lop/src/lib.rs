@@ -33,6 +33,7 @@ pub mod baseline;
 pub mod content_hash;
 pub mod error;
 pub mod exec;
+pub mod fleet;
 mod flow;
 pub mod graph;
 pub mod inspect;

@@ -99,6 +99,12 @@ pub enum Error {
         /// The code.
         code: u16,
     },
+    /// A fleet load report ([`EdgeLoad`](crate::load::EdgeLoad)) is malformed.
+    #[error("bad load report: {reason}")]
+    BadLoad {
+        /// What is wrong.
+        reason: String,
+    },
     /// A shape has more dimensions than the protocol allows.
     #[error("{field} has rank {rank}, at most {max} allowed")]
     RankTooLarge {

@@ -8,6 +8,8 @@
 //! | `lop/v1/<robot>/down`  | edge → robot | Welcome, Reject, Band (edge → robot), Done, Error |
 //! | `lop/v1/edge/alive`    | edge         | the edge's Zenoh liveliness token            |
 //! | `lop/v1/<robot>/alive` | robot        | a robot's Zenoh liveliness token             |
+//! | `lop/v1/edge/<edge>/alive` | edge     | a fleet edge's liveliness token (discovery)  |
+//! | `lop/v1/edge/<edge>/load`  | edge     | its [`EdgeLoad`](crate::load::EdgeLoad) at 10 Hz |
 //!
 //! The edge subscribes to [`ALL_UP`]. The `v1` chunk names the key layout; the frame header carries
 //! the frame format version separately ([`PROTOCOL_VERSION`](crate::protocol::PROTOCOL_VERSION)).
@@ -26,6 +28,10 @@ pub const ALL_UP: &str = "lop/v1/*/up";
 pub const EDGE_ALIVE: &str = "lop/v1/edge/alive";
 /// Key expression matching every robot's liveliness token (for the edge's liveliness subscriber).
 pub const ALL_ALIVE: &str = "lop/v1/*/alive";
+/// Key expression matching every fleet edge's load reports (DESIGN.md section 10).
+pub const ALL_EDGE_LOADS: &str = "lop/v1/edge/*/load";
+/// Key expression matching every fleet edge's liveliness token.
+pub const ALL_EDGE_TOKENS: &str = "lop/v1/edge/*/alive";
 /// Longest id (robot or model id) in bytes.
 pub const MAX_ID_LEN: usize = 64;
 /// The chunk reserved for the edge's own keys; no robot may use it as its id.
@@ -79,6 +85,43 @@ pub fn validate_robot_id(id: &str) -> Result<()> {
 pub fn robot_alive(robot: &str) -> Result<String> {
     validate_robot_id(robot)?;
     Ok(format!("{KEY_PREFIX}/{robot}/alive"))
+}
+
+/// The key an edge publishes its load on: `lop/v1/edge/<edge>/load`.
+///
+/// # Errors
+/// [`Error::InvalidId`] when `edge` fails [`validate_id`].
+///
+/// ```
+/// assert_eq!(lop_msgs::key::edge_load("gpu-1").unwrap(), "lop/v1/edge/gpu-1/load");
+/// ```
+pub fn edge_load(edge: &str) -> Result<String> {
+    validate_id(edge)?;
+    Ok(format!("{KEY_PREFIX}/{EDGE_CHUNK}/{edge}/load"))
+}
+
+/// An edge's fleet liveliness token: `lop/v1/edge/<edge>/alive`.
+///
+/// # Errors
+/// [`Error::InvalidId`] when `edge` fails [`validate_id`].
+pub fn edge_token(edge: &str) -> Result<String> {
+    validate_id(edge)?;
+    Ok(format!("{KEY_PREFIX}/{EDGE_CHUNK}/{edge}/alive"))
+}
+
+/// The edge id of a fleet key `lop/v1/edge/<edge>/<last>` (with `last` `load` or `alive`), if
+/// `key` is one with a valid edge id.
+///
+/// ```
+/// use lop_msgs::key::edge_of;
+/// assert_eq!(edge_of("lop/v1/edge/gpu-1/load", "load"), Some("gpu-1"));
+/// assert_eq!(edge_of("lop/v1/edge/gpu-1/alive", "load"), None);
+/// assert_eq!(edge_of("lop/v1/edge/a/b/load", "load"), None);
+/// ```
+pub fn edge_of<'k>(key: &'k str, last: &str) -> Option<&'k str> {
+    let rest = key.strip_prefix(KEY_PREFIX)?.strip_prefix('/')?.strip_prefix(EDGE_CHUNK)?.strip_prefix('/')?;
+    let edge = rest.strip_suffix(last)?.strip_suffix('/')?;
+    validate_id(edge).ok().map(|()| edge)
 }
 
 /// The robot id of a robot liveliness key `lop/v1/<robot>/alive`, if `key` is one with a valid

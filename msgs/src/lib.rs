@@ -5,6 +5,7 @@
 //! - [`protocol`]: the versioned robot <-> edge wire protocol: [`Frame`] and its kinds, pure
 //!   encode/decode functions and the byte layout (a table in the module docs). No I/O.
 //! - [`key`]: names in the Zenoh key space `lop/v1/...` ([`Key`]) and id validation.
+//! - [`load`]: an edge server's load report, the fleet's routing state (DESIGN.md section 10).
 //! - [`Digest`]: 32-byte sha256 content hashes, as they travel on the wire.
 //! - [`Error`]: one error type; [`Error::Incomplete`] (read more bytes) is kept apart from the
 //!   malformed-input variants.
@@ -33,6 +34,7 @@
 mod digest;
 mod error;
 pub mod key;
+pub mod load;
 pub mod protocol;
 #[cfg(feature = "ros")]
 pub mod ros;

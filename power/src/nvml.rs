@@ -90,6 +90,37 @@ impl PowerSource for NvmlSource {
     }
 }
 
+/// Free memory of one GPU, for the edge's fleet load reports.
+pub struct GpuMemory {
+    nvml: Nvml,
+    index: u32,
+}
+
+impl std::fmt::Debug for GpuMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuMemory").field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl GpuMemory {
+    /// Initialises NVML for GPU `index`, reading its memory once.
+    ///
+    /// # Errors
+    /// [`Error::NotAvailable`] without the library, driver or device.
+    pub fn open(index: u32) -> Result<Self> {
+        let nvml = Nvml::init().map_err(unavailable)?;
+        nvml.device_by_index(index)
+            .and_then(|d| d.memory_info())
+            .map_err(|e| Error::not_available(NAME, format!("GPU {index} memory: {e}")))?;
+        Ok(GpuMemory { nvml, index })
+    }
+
+    /// Free bytes now; `None` when the reading fails.
+    pub fn free_bytes(&self) -> Option<u64> {
+        self.nvml.device_by_index(self.index).and_then(|d| d.memory_info()).ok().map(|m| m.free)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

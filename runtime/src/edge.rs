@@ -98,6 +98,23 @@ struct Model {
     input_shape: Vec<u32>,
     replicas: Vec<Replica>,
     server_profile: Profile,
+    /// Recent mean server compute seconds per inference (f64 bits): the profile's sum at
+    /// first, then a moving average of measured inferences.
+    server_s: AtomicU64,
+}
+
+/// Weight of the newest measurement in a model's moving mean of server seconds.
+const SERVER_S_EWMA: f64 = 0.2;
+
+/// One model's load on the edge now, for the fleet's load reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelLoadNow {
+    /// The model's id.
+    pub id: String,
+    /// Inferences queued or running on its replicas.
+    pub in_flight: usize,
+    /// Recent mean server compute seconds per inference.
+    pub server_s: f64,
 }
 
 /// Service-wide counters.
@@ -199,6 +216,8 @@ struct Inner {
     aborted: AtomicU64,
     shutting_down: AtomicBool,
     served: broadcast::Sender<Served>,
+    /// Server compute time of every inference so far, nanoseconds.
+    busy_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -243,6 +262,7 @@ impl EdgeService {
             let inputs: Vec<usize> = (0..info.meta.len()).filter(|&i| info.meta.is_input(i)).collect();
             let first = inputs.first().map(|&i| info.meta.info(i).clone());
             tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, "model loaded");
+            let profiled_s: f64 = m.server_profile.ops.iter().map(|op| op.fit.time(op.out_rows.max(1))).sum();
             models.push(Model {
                 id: m.id.clone(),
                 hash: digest(&info.hash)?,
@@ -251,6 +271,7 @@ impl EdgeService {
                 input_shape: first.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
                 replicas,
                 server_profile: m.server_profile.clone(),
+                server_s: AtomicU64::new(profiled_s.max(1e-6).to_bits()),
             });
         }
         let robot_profiles = std::sync::Mutex::new(opts.robot_profiles.clone());
@@ -268,6 +289,7 @@ impl EdgeService {
                 aborted: AtomicU64::new(0),
                 shutting_down: AtomicBool::new(false),
                 served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
+                busy_ns: AtomicU64::new(0),
             }),
         })
     }
@@ -284,6 +306,26 @@ impl EdgeService {
             aborted: l(&i.aborted),
             dropped: i.stats.snapshot(),
         }
+    }
+
+    /// Every model's load now (in-flight inferences, mean server seconds): what the fleet's load
+    /// reports are made of (`crate::fleet`).
+    pub fn model_loads(&self) -> Vec<ModelLoadNow> {
+        self.inner
+            .models
+            .iter()
+            .map(|m| ModelLoadNow {
+                id: m.id.clone(),
+                in_flight: m.replicas.iter().map(|r| r.queued.load(Ordering::Relaxed)).sum(),
+                server_s: f64::from_bits(m.server_s.load(Ordering::Relaxed)),
+            })
+            .collect()
+    }
+
+    /// Seconds of server compute spent on every inference so far (a monotonic counter: its
+    /// growth over a period is the busy time of that period).
+    pub fn busy_s(&self) -> f64 {
+        self.inner.busy_ns.load(Ordering::Relaxed) as f64 * 1e-9
     }
 
     /// Stops accepting sessions and inferences (Hello gets Reject "shutting down", Start gets
@@ -583,6 +625,14 @@ impl Session {
                 Ok(Err(e)) => (None, ServedOutcome::Failed(e.to_string())),
                 Err(_) => (None, ServedOutcome::Failed("the replica failed".into())),
             };
+            if let Some(st) = stats.filter(|st| st.compute_s.is_finite() && st.compute_s > 0.0) {
+                svc.busy_ns.fetch_add((st.compute_s * 1e9) as u64, Ordering::Relaxed);
+                if outcome == ServedOutcome::Done {
+                    let cell = &svc.models[mi2].server_s;
+                    let old = f64::from_bits(cell.load(Ordering::Relaxed));
+                    cell.store((old + SERVER_S_EWMA * (st.compute_s - old)).to_bits(), Ordering::Relaxed);
+                }
+            }
             let served = Served {
                 inference_id: id,
                 robot_id,

@@ -22,6 +22,8 @@
 //! - [`plans`]: every method's plan per bucket of a schedule table, with its schedule.
 //! - [`session`]: classifying received frames and counting the ones dropped.
 //! - [`edge`]: the edge service (many robots, isolated sessions, warm model replicas).
+//! - [`fleet`]: fleets over Zenoh: each edge's liveliness token and 10 Hz load report, and the
+//!   robot's view of the fleet built from them.
 //! - [`client`]: the robot client (connect, infer, statistics, deadlines, fallback, reconnection).
 //! - [`local`]: an edge and robots in one process over shaped links (tests, demo, benchmark).
 //! - [`bench`]: the benchmark harness behind `lop bench`.
@@ -57,6 +59,7 @@ pub mod client;
 pub mod edge;
 mod error;
 pub mod exec;
+pub mod fleet;
 pub mod link;
 pub mod local;
 pub mod netns;

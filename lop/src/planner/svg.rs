@@ -130,11 +130,17 @@ pub fn timeline(report: &SimReport, title: &str) -> String {
     s
 }
 
-/// One method's curve: its name and `(bandwidth MB/s, latency ms)` points (`None`: no value).
+/// One curve: its name and `(x, y)` points (`None`: no value), e.g. (bandwidth MB/s, latency ms).
 pub type Series = (String, Vec<(f64, Option<f64>)>);
 
 /// Latency against bandwidth for several methods, as an SVG document.
 pub fn latency_plot(series: &[Series], title: &str, x_label: &str) -> String {
+    line_plot(series, title, x_label, "latency (ms)")
+}
+
+/// Curves of `y` against `x`, one per series, as an SVG document: `lop` drawn thick, series
+/// whose name contains "bound" dashed (they are limits, not methods).
+pub fn line_plot(series: &[Series], title: &str, x_label: &str, y_label: &str) -> String {
     let (w, h, left, right, top, bottom) = (900.0, 560.0, 80.0, 200.0, 50.0, 60.0);
     let pts = series.iter().flat_map(|(_, p)| p.iter().filter_map(|(x, y)| y.map(|y| (*x, y))));
     let (mut xmax, mut ymax) = (0.0f64, 0.0f64);
@@ -184,9 +190,10 @@ pub fn latency_plot(series: &[Series], title: &str, x_label: &str) -> String {
         writeln!(s, r#"<text x="{:.1}" y="{:.1}" font-size="14" text-anchor="middle">{}</text>"#, left + pw / 2.0, h - 15.0, esc(x_label));
     let _ = writeln!(
         s,
-        r#"<text x="20" y="{:.1}" font-size="14" transform="rotate(-90 20 {:.1})" text-anchor="middle">latency (ms)</text>"#,
+        r#"<text x="20" y="{:.1}" font-size="14" transform="rotate(-90 20 {:.1})" text-anchor="middle">{}</text>"#,
         top + ph / 2.0,
-        top + ph / 2.0
+        top + ph / 2.0,
+        esc(y_label)
     );
     let palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b"];
     for (i, (name, p)) in series.iter().enumerate() {

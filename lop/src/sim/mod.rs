@@ -48,6 +48,7 @@ mod tests;
 pub use bounds::{ChunkBounds, chunk_bounds};
 pub use fluid_bound::FluidBound;
 pub use objective::Objective;
+pub use pipeline_bound::PipelineTerms;
 pub use power::RobotPower;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
 pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};

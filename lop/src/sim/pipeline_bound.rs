@@ -53,26 +53,45 @@ fn dependent_rows(sim: &Simulator<'_>, input: NodeId) -> Option<Vec<usize>> {
     Some(dep)
 }
 
+/// The three terms of [`Simulator::server_pipeline_bound`], for callers that price the same
+/// pipelined offload under other links or server speeds (the fleet simulator, `lop::fleet`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PipelineTerms {
+    /// Bytes of the whole graph input on the wire.
+    pub input_bytes: f64,
+    /// Server seconds of the rows that depend on the input's last row (one kernel per op).
+    pub tail_s: f64,
+    /// Bytes of the output rows that depend on the input's last row.
+    pub output_bytes: f64,
+}
+
 impl Simulator<'_> {
     /// The lower bound described in the module docs, in seconds; `None` without a link, for
     /// graphs with more than one input, or when dependent rows are not suffixes.
     pub fn server_pipeline_bound(&self) -> Option<f64> {
-        let g = self.graph();
         let link = self.config().link;
         if link.bandwidth <= 0.0 {
             return None;
         }
+        let t = self.server_pipeline_terms()?;
+        let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
+        Some(transfer(t.input_bytes) + t.tail_s + transfer(t.output_bytes))
+    }
+
+    /// The bound's terms, independent of the link; `None` for graphs with more than one input
+    /// or when dependent rows are not suffixes.
+    pub fn server_pipeline_terms(&self) -> Option<PipelineTerms> {
+        let g = self.graph();
         let inputs: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| matches!(g.nodes[id].op, crate::ops::Op::Input)).collect();
         let [input] = inputs[..] else { return None };
         let dep = dependent_rows(self, input)?;
-        let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
         let input_bytes = (self.row_bytes[input] * g.nodes[input].info.rows().max(1)) as f64;
-        let tail: f64 = (0..g.nodes.len())
+        let tail_s: f64 = (0..g.nodes.len())
             .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
             .map(|id| self.op_time(Side::Server, id, dep[id]))
             .sum();
-        let out_bytes: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * dep[o]).sum();
-        Some(transfer(input_bytes) + tail + transfer(out_bytes as f64))
+        let output_bytes: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * dep[o]).sum();
+        Some(PipelineTerms { input_bytes, tail_s, output_bytes: output_bytes as f64 })
     }
 }
 

@@ -1,0 +1,17 @@
+//! Fleets over Zenoh (DESIGN.md section 10): every edge declares a liveliness token and
+//! publishes its load at 10 Hz ([`report`]); robots learn the fleet from these alone, with no
+//! edge address configured ([`view`]). The routing decision itself is the engine's
+//! (`lop::fleet::route`), shared with the fleet simulator.
+
+pub mod report;
+pub mod view;
+
+pub use report::{LoadReporter, ReporterHandle, start_reporter};
+pub use view::{EdgeSeen, FleetView, ViewCounts};
+
+/// How often an edge reports its load.
+pub const REPORT_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// A robot forgets an edge whose last report is older than this (five report periods), so an
+/// edge that dies without closing its session leaves every view within this time plus one
+/// period, well inside a second.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_millis(500);

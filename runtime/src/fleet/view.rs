@@ -1,0 +1,229 @@
+//! The robot's side: which edges are up and how loaded, from their liveliness tokens and load
+//! reports alone (no edge address configured, only a Zenoh endpoint).
+//!
+//! An edge is in the view while its token is present and its last report is younger than the
+//! view's staleness limit ([`STALE_AFTER`](super::STALE_AFTER) by default). A closed session
+//! withdraws the token at once; a killed process or a cut link stops the reports, and the edge
+//! leaves the view when its last report turns stale. Reports that are malformed, out of order,
+//! or from an edge without a token are ignored and counted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lop_msgs::key::{ALL_EDGE_LOADS, ALL_EDGE_TOKENS, edge_of};
+use lop_msgs::load::EdgeLoad;
+use zenoh::sample::{Sample, SampleKind};
+
+use crate::error::{Error, Result};
+
+/// Reports received and ignored, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ViewCounts {
+    /// Reports taken.
+    pub reports: u64,
+    /// Reports that did not decode, or whose edge id differs from their key's.
+    pub malformed: u64,
+    /// Reports older than one already taken from the same edge.
+    pub out_of_order: u64,
+    /// Reports from an edge whose liveliness token was not seen.
+    pub unknown: u64,
+    /// Edges that left (token withdrawn, or reports gone stale).
+    pub departures: u64,
+}
+
+/// One edge as the view sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeSeen {
+    /// Its last report.
+    pub load: EdgeLoad,
+    /// How old that report is.
+    pub age: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    alive: bool,
+    last: Option<(EdgeLoad, Instant)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    edges: HashMap<String, Entry>,
+    counts: ViewCounts,
+}
+
+impl State {
+    fn on_token(&mut self, edge: &str, kind: SampleKind) {
+        match kind {
+            SampleKind::Put => {
+                // A (re)started edge: its report numbers start again.
+                self.edges.insert(edge.to_string(), Entry { alive: true, last: None });
+                tracing::info!(edge, "fleet: edge up");
+            }
+            SampleKind::Delete => {
+                if self.edges.remove(edge).is_some() {
+                    self.counts.departures += 1;
+                    tracing::info!(edge, "fleet: edge gone (its liveliness token was withdrawn)");
+                }
+            }
+        }
+    }
+
+    fn on_report(&mut self, key_edge: &str, payload: &[u8], now: Instant) {
+        let load = match EdgeLoad::decode(payload) {
+            Ok(l) if l.edge == key_edge => l,
+            Ok(l) => {
+                self.counts.malformed += 1;
+                tracing::debug!(key_edge, report_edge = %l.edge, "fleet: report names another edge than its key");
+                return;
+            }
+            Err(e) => {
+                self.counts.malformed += 1;
+                tracing::debug!(key_edge, "fleet: malformed load report: {e}");
+                return;
+            }
+        };
+        let Some(entry) = self.edges.get_mut(key_edge).filter(|e| e.alive) else {
+            self.counts.unknown += 1;
+            return;
+        };
+        if entry.last.as_ref().is_some_and(|(l, _)| l.seq >= load.seq) {
+            self.counts.out_of_order += 1;
+            return;
+        }
+        entry.last = Some((load, now));
+        self.counts.reports += 1;
+    }
+
+    fn expire(&mut self, now: Instant, stale_after: Duration) {
+        let before = self.edges.len();
+        self.edges.retain(|edge, e| {
+            let stale = e.last.as_ref().is_some_and(|(_, at)| now.saturating_duration_since(*at) > stale_after);
+            if stale {
+                tracing::info!(edge, "fleet: edge gone (no load report for {} ms)", stale_after.as_millis());
+            }
+            !stale
+        });
+        self.counts.departures += (before - self.edges.len()) as u64;
+    }
+}
+
+/// The fleet as one robot sees it. Cheap to clone.
+#[derive(Clone)]
+pub struct FleetView {
+    state: Arc<Mutex<State>>,
+    stale_after: Duration,
+    _subscribers: Arc<Vec<zenoh::pubsub::Subscriber<()>>>,
+}
+
+impl std::fmt::Debug for FleetView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetView").field("stale_after", &self.stale_after).finish_non_exhaustive()
+    }
+}
+
+impl FleetView {
+    /// Subscribes every edge's token (those already up included) and load reports.
+    ///
+    /// # Errors
+    /// [`Error::Zenoh`] when a declaration fails.
+    pub async fn new(session: &zenoh::Session, stale_after: Duration) -> Result<FleetView> {
+        let state = Arc::new(Mutex::new(State::default()));
+        let s = state.clone();
+        let tokens = session
+            .liveliness()
+            .declare_subscriber(ALL_EDGE_TOKENS)
+            .history(true)
+            .callback(move |sample: Sample| {
+                if let Some(edge) = edge_of(sample.key_expr().as_str(), "alive")
+                    && let Ok(mut st) = s.lock()
+                {
+                    st.on_token(edge, sample.kind());
+                }
+            })
+            .await
+            .map_err(|e| Error::Zenoh(format!("subscribing liveliness {ALL_EDGE_TOKENS}: {e}")))?;
+        let s = state.clone();
+        let loads = session
+            .declare_subscriber(ALL_EDGE_LOADS)
+            .callback(move |sample: Sample| {
+                let Ok(mut st) = s.lock() else { return };
+                match edge_of(sample.key_expr().as_str(), "load") {
+                    Some(edge) => st.on_report(edge, &sample.payload().to_bytes(), Instant::now()),
+                    None => st.counts.malformed += 1,
+                }
+            })
+            .await
+            .map_err(|e| Error::Zenoh(format!("subscribing {ALL_EDGE_LOADS}: {e}")))?;
+        Ok(FleetView { state, stale_after, _subscribers: Arc::new(vec![tokens, loads]) })
+    }
+
+    /// The edges up now, each with its last report, sorted by id.
+    pub fn edges(&self) -> Vec<EdgeSeen> {
+        let now = Instant::now();
+        let Ok(mut st) = self.state.lock() else { return Vec::new() };
+        st.expire(now, self.stale_after);
+        let mut out: Vec<EdgeSeen> = st
+            .edges
+            .values()
+            .filter(|e| e.alive)
+            .filter_map(|e| e.last.as_ref().map(|(l, at)| EdgeSeen { load: l.clone(), age: now.saturating_duration_since(*at) }))
+            .collect();
+        out.sort_by(|a, b| a.load.edge.cmp(&b.load.edge));
+        out
+    }
+
+    /// Counters so far.
+    pub fn counts(&self) -> ViewCounts {
+        self.state.lock().map(|s| s.counts).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lop_msgs::load::ModelLoad;
+
+    fn report(edge: &str, seq: u64) -> Vec<u8> {
+        let m = ModelLoad { model: "m".into(), queued_s: 0.0, idle_goodput: 10.0, server_s: 0.1, in_flight: 0, warm: true };
+        EdgeLoad { edge: edge.into(), seq, utilisation: 0.0, gpu_free_bytes: None, models: vec![m] }.encode().expect("encode")
+    }
+
+    #[test]
+    fn reports_are_taken_in_order_from_known_edges_only() {
+        let mut st = State::default();
+        let t0 = Instant::now();
+        st.on_report("a", &report("a", 1), t0);
+        assert_eq!(st.counts.unknown, 1, "no token yet");
+        st.on_token("a", SampleKind::Put);
+        st.on_report("a", &report("a", 2), t0);
+        st.on_report("a", &report("a", 2), t0);
+        st.on_report("a", &report("a", 1), t0);
+        assert_eq!((st.counts.reports, st.counts.out_of_order), (1, 2));
+        st.on_report("a", &report("b", 3), t0);
+        st.on_report("a", b"garbage", t0);
+        assert_eq!(st.counts.malformed, 2);
+        // A restart (new token) resets the numbering.
+        st.on_token("a", SampleKind::Put);
+        st.on_report("a", &report("a", 1), t0);
+        assert_eq!(st.counts.reports, 2);
+    }
+
+    #[test]
+    fn an_edge_leaves_when_its_token_goes_or_its_reports_stop() {
+        let mut st = State::default();
+        let t0 = Instant::now();
+        for e in ["a", "b"] {
+            st.on_token(e, SampleKind::Put);
+            st.on_report(e, &report(e, 1), t0);
+        }
+        st.on_token("a", SampleKind::Delete);
+        assert!(!st.edges.contains_key("a"));
+        st.expire(t0 + Duration::from_millis(400), Duration::from_millis(500));
+        assert!(st.edges.contains_key("b"));
+        st.expire(t0 + Duration::from_millis(600), Duration::from_millis(500));
+        assert!(!st.edges.contains_key("b"));
+        assert_eq!(st.counts.departures, 2);
+    }
+}
