@@ -53,6 +53,11 @@ pub struct EdgeConfig {
     /// edge of a site its own.
     #[serde(default)]
     pub id: Option<String>,
+    /// Also serve robots configured with this edge's address (the single-edge key space, whose
+    /// Hello every edge on the network hears). Turn it off when several edges share a Zenoh
+    /// network: fleet robots address each edge by its id.
+    #[serde(default = "default_true")]
+    pub serve_unaddressed: bool,
     /// The Zenoh session.
     #[serde(default)]
     pub zenoh: ZenohSection,

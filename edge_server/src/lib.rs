@@ -246,12 +246,19 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
     let accounting = tokio::spawn(account(svc.served(), meter, stop_rx));
     let zcfg = cfg.zenoh_config();
     let session = zcfg.open().await?;
-    let acceptor = EdgeAcceptor::new(&session).await?;
-    let task = serve_zenoh(svc.clone(), acceptor);
+    // Robots that address this edge by its fleet id, and (unless turned off) robots configured
+    // with this edge's address: the single-edge key space.
+    let edge_id = cfg.edge_id();
+    let keys = lop_msgs::key::SessionKeys::fleet(&edge_id).map_err(|e| {
+        Error::Config(crate::config::ConfigError::Invalid { path: cfg.path.clone(), field: "id".into(), msg: e.to_string() })
+    })?;
+    let mut tasks = vec![serve_zenoh(svc.clone(), EdgeAcceptor::on(&session, keys).await?)];
+    if cfg.serve_unaddressed {
+        tasks.push(serve_zenoh(svc.clone(), EdgeAcceptor::new(&session).await?));
+    }
     // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
     let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await?;
     // The fleet: a liveliness token and a load report at 10 Hz, so robots find this edge.
-    let edge_id = cfg.edge_id();
     let gpu_memory = match device {
         tch::Device::Cuda(i) => {
             lop_power::nvml::GpuMemory::open(i as u32).map_err(|e| tracing::info!("GPU free memory not reported: {e}")).ok()
@@ -292,9 +299,10 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
     if let Err(e) = session.close().await {
         tracing::warn!(error = %e, "closing the Zenoh session");
     }
-    let mut task = task;
-    if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
-        task.abort();
+    for mut task in tasks {
+        if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
+            task.abort();
+        }
     }
     let counts = svc.counts();
     drop(svc);

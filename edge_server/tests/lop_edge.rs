@@ -175,3 +175,82 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
     assert!(log.contains("GPU energy"), "GPU energy is reported or said to be unavailable:\n{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts `lop_edge` on `config` and waits until it is ready.
+fn start_edge(config: &std::path::Path) -> Edge {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
+        .arg("--config")
+        .arg(config)
+        .env_remove("LOP_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut edge = Edge { child, lines, log: Vec::new() };
+    assert!(edge.wait_for("lop_edge ready", Duration::from_secs(120)), "the edge did not start:\n{}", edge.log.join("\n"));
+    edge
+}
+
+/// Two `lop_edge` processes on one Zenoh network (the second's router connects to the first's):
+/// a robot that knows one endpoint sees both by their ids and load reports; one killed with
+/// SIGKILL leaves the robot's view within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robots_see_lop_edges_by_id_and_lose_a_killed_one_within_a_second() {
+    let dir = std::env::temp_dir().join(format!("lop-edge-fleet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ep1, ep2) = (format!("tcp/127.0.0.1:{}", free_port()), format!("tcp/127.0.0.1:{}", free_port()));
+    let mut edges = Vec::new();
+    for (id, listen, connect) in [("gpu-1", &ep1, String::new()), ("gpu-2", &ep2, format!("\"{ep1}\""))] {
+        let config = dir.join(format!("{id}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "id: {id}\nserve_unaddressed: false\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
+                 models:\n  - id: resnet18\n    source: zoo:resnet18\n    server_profile: synthetic\n\
+                 robot_profiles: robots\ntable_cache: tables-{id}\nprofile_cache: profiles\n\
+                 table:\n  buckets: [0, 8]\nlog: info\n"
+            ),
+        )
+        .unwrap();
+        edges.push(start_edge(&config));
+    }
+    let session = ZenohConfig::client(vec![ep1.clone()]).open().await.unwrap();
+    let view = lop_runtime::fleet::FleetView::new(&session, lop_runtime::fleet::STALE_AFTER).await.unwrap();
+    let ids = |v: &lop_runtime::fleet::FleetView| v.edges().into_iter().map(|e| e.load.edge).collect::<Vec<_>>();
+    let t0 = Instant::now();
+    while ids(&view) != ["gpu-1", "gpu-2"] && t0.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ids(&view), ["gpu-1", "gpu-2"], "{:?}", view.counts());
+    let seen = view.edges();
+    assert!(seen.iter().all(|e| e.load.model("resnet18").is_some_and(|m| m.warm && m.server_s > 0.0)), "{seen:?}");
+
+    let pid = i32::try_from(edges[1].child.id()).unwrap();
+    // SAFETY: kill(2) on our own child's pid with a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let killed = Instant::now();
+    while ids(&view) != ["gpu-1"] && killed.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let gone = killed.elapsed();
+    eprintln!("fleet: a SIGKILLed lop_edge left the robot's view after {gone:?}");
+    assert_eq!(ids(&view), ["gpu-1"]);
+    assert!(gone < Duration::from_secs(1), "the killed edge stayed {gone:?}");
+    let _ = edges[1].child.wait();
+    session.close().await.unwrap();
+    for mut e in edges {
+        let _ = e.child.kill();
+        let _ = e.child.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

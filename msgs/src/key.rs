@@ -124,6 +124,101 @@ pub fn edge_of<'k>(key: &'k str, last: &str) -> Option<&'k str> {
     validate_id(edge).ok().map(|()| edge)
 }
 
+/// The keys of one robot-edge session space: the single edge's (`lop/v1/edge/hello`,
+/// `lop/v1/<robot>/up`, `lop/v1/<robot>/down`, token `lop/v1/edge/alive`), or one fleet edge's,
+/// addressed by its id so that several edges share a Zenoh network without hearing each other's
+/// robots (`lop/v1/edge/<edge>/hello`, `lop/v1/<robot>/<edge>/up`, `lop/v1/<robot>/<edge>/down`,
+/// token `lop/v1/edge/<edge>/alive`, the same token as its load reports').
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionKeys {
+    edge: Option<String>,
+}
+
+impl SessionKeys {
+    /// The single edge's keys (a site with one edge, robots configured with its address).
+    pub fn single() -> SessionKeys {
+        SessionKeys { edge: None }
+    }
+
+    /// Fleet edge `edge`'s keys.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`] when `edge` fails [`validate_id`].
+    ///
+    /// ```
+    /// let k = lop_msgs::key::SessionKeys::fleet("gpu-1").unwrap();
+    /// assert_eq!(k.hello(), "lop/v1/edge/gpu-1/hello");
+    /// assert_eq!(k.up("r1").unwrap(), "lop/v1/r1/gpu-1/up");
+    /// assert_eq!(k.robot_of_up("lop/v1/r1/gpu-1/up"), Some("r1"));
+    /// assert_eq!(k.robot_of_up("lop/v1/r1/up"), None);
+    /// let single = lop_msgs::key::SessionKeys::single();
+    /// assert_eq!(single.up("r1").unwrap(), "lop/v1/r1/up");
+    /// assert_eq!(single.robot_of_up("lop/v1/r1/gpu-1/up"), None);
+    /// ```
+    pub fn fleet(edge: &str) -> Result<SessionKeys> {
+        validate_id(edge)?;
+        Ok(SessionKeys { edge: Some(edge.to_string()) })
+    }
+
+    /// The fleet edge's id; `None` for the single edge.
+    pub fn edge(&self) -> Option<&str> {
+        self.edge.as_deref()
+    }
+
+    /// Where robots send Hello.
+    pub fn hello(&self) -> String {
+        match &self.edge {
+            None => EDGE_HELLO.to_string(),
+            Some(e) => format!("{KEY_PREFIX}/{EDGE_CHUNK}/{e}/hello"),
+        }
+    }
+
+    /// The edge's liveliness token.
+    pub fn token(&self) -> String {
+        match &self.edge {
+            None => EDGE_ALIVE.to_string(),
+            Some(e) => format!("{KEY_PREFIX}/{EDGE_CHUNK}/{e}/alive"),
+        }
+    }
+
+    fn tail(&self, dir: &str) -> String {
+        match &self.edge {
+            None => dir.to_string(),
+            Some(e) => format!("{e}/{dir}"),
+        }
+    }
+
+    /// `robot`'s uplink to this edge.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`] when `robot` fails [`validate_robot_id`].
+    pub fn up(&self, robot: &str) -> Result<String> {
+        validate_robot_id(robot)?;
+        Ok(format!("{KEY_PREFIX}/{robot}/{}", self.tail("up")))
+    }
+
+    /// `robot`'s downlink from this edge.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`] when `robot` fails [`validate_robot_id`].
+    pub fn down(&self, robot: &str) -> Result<String> {
+        validate_robot_id(robot)?;
+        Ok(format!("{KEY_PREFIX}/{robot}/{}", self.tail("down")))
+    }
+
+    /// The key expression of every robot's uplink to this edge (the edge's subscription).
+    pub fn all_up(&self) -> String {
+        format!("{KEY_PREFIX}/*/{}", self.tail("up"))
+    }
+
+    /// The robot id of one of this edge's uplink keys.
+    pub fn robot_of_up<'k>(&self, key: &'k str) -> Option<&'k str> {
+        let tail = self.tail("up");
+        let robot = key.strip_prefix(KEY_PREFIX)?.strip_prefix('/')?.strip_suffix(tail.as_str())?.strip_suffix('/')?;
+        validate_robot_id(robot).ok().map(|()| robot)
+    }
+}
+
 /// The robot id of a robot liveliness key `lop/v1/<robot>/alive`, if `key` is one with a valid
 /// robot id ([`EDGE_ALIVE`] is not: `edge` is no robot id).
 ///

@@ -410,6 +410,13 @@ impl<C: Connector> RobotClient<C> {
         }
     }
 
+    /// Moves the connection along without running an inference: takes a finished background
+    /// attempt or replanned table into use, or starts a new attempt when one is due. Never
+    /// waits for the edge. True if a session is up now.
+    pub async fn poll_connection(&mut self) -> bool {
+        self.ensure_connected().await
+    }
+
     /// Makes sure a session is up or being set up in the background; true if it is up now.
     async fn ensure_connected(&mut self) -> bool {
         if self.connected() {

@@ -14,6 +14,11 @@
 //! | `lop/v1/edge/alive`         | edge (liveliness)   | token held while the [`EdgeAcceptor`] lives |
 //! | `lop/v1/<robot>/alive`      | robot (liveliness)  | token held while the robot's [`ZenohTx`] lives |
 //!
+//! That is the single edge's key space. A fleet edge ([`EdgeAcceptor::on`],
+//! [`robot_link_on`] with [`SessionKeys::fleet`]) adds its id, so that several edges share one
+//! Zenoh network and each hears only the robots that address it: `lop/v1/edge/<edge>/hello`,
+//! `lop/v1/<robot>/<edge>/up`, `lop/v1/<robot>/<edge>/down`, token `lop/v1/edge/<edge>/alive`.
+//!
 //! # Priorities
 //!
 //! Every message is published reliable, express (not batched) and with
@@ -67,9 +72,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc as std_mpsc};
 
-use lop_msgs::key::{ALL_ALIVE, ALL_UP, EDGE_ALIVE, EDGE_HELLO};
+use lop_msgs::key::{ALL_ALIVE, SessionKeys};
 use lop_msgs::protocol::{FRAME_MAGIC, HEADER_LEN};
-use lop_msgs::{Frame, FrameKind, Key};
+use lop_msgs::{Frame, FrameKind};
 use tokio::sync::mpsc;
 use zenoh::Wait;
 use zenoh::liveliness::LivelinessToken;
@@ -545,9 +550,20 @@ impl RobotInbox {
 ///
 /// [`Error::InvalidConfig`] for an invalid robot id; [`Error::Zenoh`] when a declaration fails.
 pub async fn robot_link(session: &zenoh::Session, robot_id: &str) -> Result<(ZenohTx, ZenohRx)> {
+    robot_link_on(session, robot_id, &SessionKeys::single()).await
+}
+
+/// [`robot_link`] in the key space `keys`: the single edge's, or one fleet edge's (its Hello,
+/// uplink, downlink and liveliness token carry its id).
+///
+/// # Errors
+///
+/// As [`robot_link`].
+pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &SessionKeys) -> Result<(ZenohTx, ZenohRx)> {
     lop_msgs::validate_robot_id(robot_id).map_err(|e| Error::InvalidConfig { what: format!("robot id: {e}") })?;
-    let up = Key::up(robot_id)?.to_string();
-    let down = Key::down(robot_id)?.to_string();
+    let up = keys.up(robot_id)?;
+    let down = keys.down(robot_id)?;
+    let (hello_key, edge_token) = (keys.hello(), keys.token());
     let alive = lop_msgs::key::robot_alive(robot_id)?;
 
     let peer = Arc::new(PeerState::default());
@@ -567,17 +583,17 @@ pub async fn robot_link(session: &zenoh::Session, robot_id: &str) -> Result<(Zen
     let on_live = shared;
     let live_sub = session
         .liveliness()
-        .declare_subscriber(EDGE_ALIVE)
+        .declare_subscriber(edge_token.clone())
         .history(true)
         .callback(move |sample| on_live.on_edge_liveliness(&sample))
         .await
-        .map_err(|e| Error::Zenoh(format!("subscribing liveliness {EDGE_ALIVE}: {e}")))?;
+        .map_err(|e| Error::Zenoh(format!("subscribing liveliness {edge_token}: {e}")))?;
     let token = session
         .liveliness()
         .declare_token(alive.clone())
         .await
         .map_err(|e| Error::Zenoh(format!("declaring liveliness token {alive}: {e}")))?;
-    let tx = ZenohTx::new(session, &up, Some(EDGE_HELLO), peer.clone(), Some(token)).await?;
+    let tx = ZenohTx::new(session, &up, Some(&hello_key), peer.clone(), Some(token)).await?;
     let rx = ZenohRx { key: down, inbox, peer, counters: Counters::default(), _subscribers: vec![data_sub, live_sub] };
     tracing::debug!(robot = %robot_id, "zenoh robot link declared");
     Ok((tx, rx))
@@ -627,6 +643,7 @@ struct Pending {
 /// State shared by the acceptor and its subscriber callbacks.
 #[derive(Debug)]
 struct EdgeShared {
+    keys: SessionKeys,
     robots: Mutex<HashMap<String, RobotEntry>>,
     pending: mpsc::UnboundedSender<Pending>,
     dropped: Arc<AtomicU64>,
@@ -672,9 +689,9 @@ impl EdgeShared {
 
     fn on_up(&self, sample: &Sample) {
         let key = sample.key_expr().as_str();
-        let robot = match Key::parse(key) {
-            Ok(Key::Up { robot }) => robot,
-            _ => return self.drop_one("unexpected key", key, 0),
+        let robot = match self.keys.robot_of_up(key) {
+            Some(robot) => robot.to_string(),
+            None => return self.drop_one("unexpected key", key, 0),
         };
         if sample.kind() != SampleKind::Put {
             return self.drop_one("delete on an up key", key, 0);
@@ -715,6 +732,7 @@ impl EdgeShared {
 /// [`EdgeConn`] (module docs). Dropping it undeclares everything and ends every session.
 pub struct EdgeAcceptor {
     session: zenoh::Session,
+    keys: SessionKeys,
     /// Only the callbacks hold the [`EdgeShared`], so that when Zenoh drops them (session closed)
     /// the pending channel closes and [`accept`](EdgeAcceptor::accept) returns `None`.
     dropped: Arc<AtomicU64>,
@@ -737,9 +755,21 @@ impl EdgeAcceptor {
     ///
     /// [`Error::Zenoh`] when a declaration fails.
     pub async fn new(session: &zenoh::Session) -> Result<EdgeAcceptor> {
+        EdgeAcceptor::on(session, SessionKeys::single()).await
+    }
+
+    /// [`EdgeAcceptor::new`] in the key space `keys` (a fleet edge's: only robots that address
+    /// this edge by its id reach it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zenoh`] when a declaration fails.
+    pub async fn on(session: &zenoh::Session, keys: SessionKeys) -> Result<EdgeAcceptor> {
         let (pending_tx, pending) = mpsc::unbounded_channel();
         let dropped = Arc::new(AtomicU64::new(0));
-        let shared = Arc::new(EdgeShared { robots: Mutex::new(HashMap::new()), pending: pending_tx, dropped: dropped.clone() });
+        let (all_up, hello_key, token_key) = (keys.all_up(), keys.hello(), keys.token());
+        let shared =
+            Arc::new(EdgeShared { keys: keys.clone(), robots: Mutex::new(HashMap::new()), pending: pending_tx, dropped: dropped.clone() });
         let s = shared.clone();
         let live = session
             .liveliness()
@@ -750,23 +780,23 @@ impl EdgeAcceptor {
             .map_err(|e| Error::Zenoh(format!("subscribing liveliness {ALL_ALIVE}: {e}")))?;
         let s = shared.clone();
         let up = session
-            .declare_subscriber(ALL_UP)
+            .declare_subscriber(all_up.clone())
             .callback(move |sample| s.on_up(&sample))
             .await
-            .map_err(|e| Error::Zenoh(format!("subscribing {ALL_UP}: {e}")))?;
+            .map_err(|e| Error::Zenoh(format!("subscribing {all_up}: {e}")))?;
         let s = shared;
         let hello = session
-            .declare_subscriber(EDGE_HELLO)
+            .declare_subscriber(hello_key.clone())
             .callback(move |sample| s.on_hello(&sample))
             .await
-            .map_err(|e| Error::Zenoh(format!("subscribing {EDGE_HELLO}: {e}")))?;
+            .map_err(|e| Error::Zenoh(format!("subscribing {hello_key}: {e}")))?;
         let token = session
             .liveliness()
-            .declare_token(EDGE_ALIVE)
+            .declare_token(token_key.clone())
             .await
-            .map_err(|e| Error::Zenoh(format!("declaring liveliness token {EDGE_ALIVE}: {e}")))?;
-        tracing::debug!(zid = %session.zid(), "zenoh edge acceptor declared");
-        Ok(EdgeAcceptor { session: session.clone(), dropped, pending, _subscribers: vec![live, up, hello], _token: token })
+            .map_err(|e| Error::Zenoh(format!("declaring liveliness token {token_key}: {e}")))?;
+        tracing::debug!(zid = %session.zid(), edge = ?keys.edge(), "zenoh edge acceptor declared");
+        Ok(EdgeAcceptor { session: session.clone(), keys, dropped, pending, _subscribers: vec![live, up, hello], _token: token })
     }
 
     /// The next robot session, started by a valid Hello; its rx yields that Hello first. `None`
@@ -777,8 +807,8 @@ impl EdgeAcceptor {
     pub async fn accept(&mut self) -> Option<EdgeConn> {
         loop {
             let p = self.pending.recv().await?;
-            let down = match Key::down(&p.robot_id) {
-                Ok(k) => k.to_string(),
+            let down = match self.keys.down(&p.robot_id) {
+                Ok(k) => k,
                 Err(e) => {
                     // The id was validated with the Hello; this is unreachable in practice.
                     tracing::warn!(robot = %p.robot_id, "no downlink key: {e}");
@@ -787,7 +817,7 @@ impl EdgeAcceptor {
             };
             match ZenohTx::new(&self.session, &down, None, p.peer.clone(), None).await {
                 Ok(tx) => {
-                    let up = Key::up(&p.robot_id).map(|k| k.to_string()).unwrap_or_default();
+                    let up = self.keys.up(&p.robot_id).unwrap_or_default();
                     let rx = ZenohRx { key: up, inbox: p.inbox, peer: p.peer, counters: Counters::default(), _subscribers: Vec::new() };
                     return Some(EdgeConn { robot_id: p.robot_id, tx, rx });
                 }

@@ -6,7 +6,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::client::Connector;
 use crate::edge::EdgeService;
 use crate::error::Result;
-use crate::zenoh_link::{EdgeAcceptor, ZenohRx, ZenohTx, robot_link};
+use crate::zenoh_link::{EdgeAcceptor, ZenohRx, ZenohTx, robot_link_on};
+use lop_msgs::key::SessionKeys;
 
 /// Serves every robot session the acceptor yields until its Zenoh session closes (or the task
 /// is aborted, which ends every session).
@@ -29,12 +30,18 @@ pub fn serve_zenoh(service: EdgeService, mut acceptor: EdgeAcceptor) -> JoinHand
 pub struct ZenohConnector {
     session: zenoh::Session,
     robot_id: String,
+    keys: SessionKeys,
 }
 
 impl ZenohConnector {
-    /// A connector for `robot_id` on `session`.
+    /// A connector for `robot_id` on `session`, to the single edge.
     pub fn new(session: zenoh::Session, robot_id: &str) -> ZenohConnector {
-        ZenohConnector { session, robot_id: robot_id.to_string() }
+        ZenohConnector { session, robot_id: robot_id.to_string(), keys: SessionKeys::single() }
+    }
+
+    /// A connector for `robot_id` on `session`, to the fleet edge `keys` names.
+    pub fn to_edge(session: zenoh::Session, robot_id: &str, keys: SessionKeys) -> ZenohConnector {
+        ZenohConnector { session, robot_id: robot_id.to_string(), keys }
     }
 }
 
@@ -43,6 +50,6 @@ impl Connector for ZenohConnector {
     type Rx = ZenohRx;
 
     async fn connect(&self) -> Result<(ZenohTx, ZenohRx)> {
-        robot_link(&self.session, &self.robot_id).await
+        robot_link_on(&self.session, &self.robot_id, &self.keys).await
     }
 }

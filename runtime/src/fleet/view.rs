@@ -42,14 +42,12 @@ pub struct EdgeSeen {
 }
 
 #[derive(Debug, Default)]
-struct Entry {
-    alive: bool,
-    last: Option<(EdgeLoad, Instant)>,
-}
-
-#[derive(Debug, Default)]
 struct State {
-    edges: HashMap<String, Entry>,
+    /// Liveliness tokens present per edge (an edge may hold several: its load reporter's and
+    /// its session acceptor's share the key).
+    tokens: HashMap<String, u32>,
+    /// The last report taken per edge, and when.
+    last: HashMap<String, (EdgeLoad, Instant)>,
     counts: ViewCounts,
 }
 
@@ -57,20 +55,27 @@ impl State {
     fn on_token(&mut self, edge: &str, kind: SampleKind) {
         match kind {
             SampleKind::Put => {
-                // A (re)started edge: its report numbers start again.
-                self.edges.insert(edge.to_string(), Entry { alive: true, last: None });
-                tracing::info!(edge, "fleet: edge up");
+                let n = self.tokens.entry(edge.to_string()).or_default();
+                *n += 1;
+                if *n == 1 {
+                    tracing::info!(edge, "fleet: edge up");
+                }
             }
             SampleKind::Delete => {
-                if self.edges.remove(edge).is_some() {
-                    self.counts.departures += 1;
-                    tracing::info!(edge, "fleet: edge gone (its liveliness token was withdrawn)");
+                let Some(n) = self.tokens.get_mut(edge) else { return };
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.tokens.remove(edge);
+                    if self.last.remove(edge).is_some() {
+                        self.counts.departures += 1;
+                        tracing::info!(edge, "fleet: edge gone (its liveliness token was withdrawn)");
+                    }
                 }
             }
         }
     }
 
-    fn on_report(&mut self, key_edge: &str, payload: &[u8], now: Instant) {
+    fn on_report(&mut self, key_edge: &str, payload: &[u8], now: Instant, stale_after: Duration) {
         let load = match EdgeLoad::decode(payload) {
             Ok(l) if l.edge == key_edge => l,
             Ok(l) => {
@@ -84,28 +89,33 @@ impl State {
                 return;
             }
         };
-        let Some(entry) = self.edges.get_mut(key_edge).filter(|e| e.alive) else {
+        if !self.tokens.contains_key(key_edge) {
             self.counts.unknown += 1;
             return;
-        };
-        if entry.last.as_ref().is_some_and(|(l, _)| l.seq >= load.seq) {
+        }
+        // An older number from an edge heard from recently is out of order; after a silence
+        // longer than the staleness limit it is a restarted edge counting from 1 again.
+        if let Some((last, at)) = self.last.get(key_edge)
+            && last.seq >= load.seq
+            && now.saturating_duration_since(*at) <= stale_after
+        {
             self.counts.out_of_order += 1;
             return;
         }
-        entry.last = Some((load, now));
+        self.last.insert(key_edge.to_string(), (load, now));
         self.counts.reports += 1;
     }
 
     fn expire(&mut self, now: Instant, stale_after: Duration) {
-        let before = self.edges.len();
-        self.edges.retain(|edge, e| {
-            let stale = e.last.as_ref().is_some_and(|(_, at)| now.saturating_duration_since(*at) > stale_after);
-            if stale {
+        let before = self.last.len();
+        self.last.retain(|edge, (_, at)| {
+            let fresh = now.saturating_duration_since(*at) <= stale_after;
+            if !fresh {
                 tracing::info!(edge, "fleet: edge gone (no load report for {} ms)", stale_after.as_millis());
             }
-            !stale
+            fresh
         });
-        self.counts.departures += (before - self.edges.len()) as u64;
+        self.counts.departures += (before - self.last.len()) as u64;
     }
 }
 
@@ -150,7 +160,7 @@ impl FleetView {
             .callback(move |sample: Sample| {
                 let Ok(mut st) = s.lock() else { return };
                 match edge_of(sample.key_expr().as_str(), "load") {
-                    Some(edge) => st.on_report(edge, &sample.payload().to_bytes(), Instant::now()),
+                    Some(edge) => st.on_report(edge, &sample.payload().to_bytes(), Instant::now(), stale_after),
                     None => st.counts.malformed += 1,
                 }
             })
@@ -165,10 +175,10 @@ impl FleetView {
         let Ok(mut st) = self.state.lock() else { return Vec::new() };
         st.expire(now, self.stale_after);
         let mut out: Vec<EdgeSeen> = st
-            .edges
-            .values()
-            .filter(|e| e.alive)
-            .filter_map(|e| e.last.as_ref().map(|(l, at)| EdgeSeen { load: l.clone(), age: now.saturating_duration_since(*at) }))
+            .last
+            .iter()
+            .filter(|(edge, _)| st.tokens.contains_key(*edge))
+            .map(|(_, (l, at))| EdgeSeen { load: l.clone(), age: now.saturating_duration_since(*at) })
             .collect();
         out.sort_by(|a, b| a.load.edge.cmp(&b.load.edge));
         out
@@ -194,36 +204,44 @@ mod tests {
     fn reports_are_taken_in_order_from_known_edges_only() {
         let mut st = State::default();
         let t0 = Instant::now();
-        st.on_report("a", &report("a", 1), t0);
+        let stale = Duration::from_millis(500);
+        st.on_report("a", &report("a", 1), t0, stale);
         assert_eq!(st.counts.unknown, 1, "no token yet");
         st.on_token("a", SampleKind::Put);
-        st.on_report("a", &report("a", 2), t0);
-        st.on_report("a", &report("a", 2), t0);
-        st.on_report("a", &report("a", 1), t0);
+        st.on_report("a", &report("a", 2), t0, stale);
+        st.on_report("a", &report("a", 2), t0, stale);
+        st.on_report("a", &report("a", 1), t0, stale);
         assert_eq!((st.counts.reports, st.counts.out_of_order), (1, 2));
-        st.on_report("a", &report("b", 3), t0);
-        st.on_report("a", b"garbage", t0);
+        st.on_report("a", &report("b", 3), t0, stale);
+        st.on_report("a", b"garbage", t0, stale);
         assert_eq!(st.counts.malformed, 2);
-        // A restart (new token) resets the numbering.
-        st.on_token("a", SampleKind::Put);
-        st.on_report("a", &report("a", 1), t0);
+        // After a silence, a restarted edge counting from 1 again is taken.
+        st.on_report("a", &report("a", 1), t0 + Duration::from_millis(600), stale);
         assert_eq!(st.counts.reports, 2);
     }
 
     #[test]
-    fn an_edge_leaves_when_its_token_goes_or_its_reports_stop() {
+    fn an_edge_leaves_when_its_last_token_goes_or_its_reports_stop() {
         let mut st = State::default();
         let t0 = Instant::now();
+        let stale = Duration::from_millis(500);
         for e in ["a", "b"] {
             st.on_token(e, SampleKind::Put);
-            st.on_report(e, &report(e, 1), t0);
+            st.on_report(e, &report(e, 1), t0, stale);
         }
+        // Two tokens (reporter and acceptor): the first withdrawn leaves the edge up.
+        st.on_token("a", SampleKind::Put);
         st.on_token("a", SampleKind::Delete);
-        assert!(!st.edges.contains_key("a"));
-        st.expire(t0 + Duration::from_millis(400), Duration::from_millis(500));
-        assert!(st.edges.contains_key("b"));
-        st.expire(t0 + Duration::from_millis(600), Duration::from_millis(500));
-        assert!(!st.edges.contains_key("b"));
+        assert!(st.last.contains_key("a"));
+        st.on_token("a", SampleKind::Delete);
+        assert!(!st.last.contains_key("a") && !st.tokens.contains_key("a"));
+        st.expire(t0 + Duration::from_millis(400), stale);
+        assert!(st.last.contains_key("b"));
+        st.expire(t0 + Duration::from_millis(600), stale);
+        assert!(!st.last.contains_key("b"));
         assert_eq!(st.counts.departures, 2);
+        // Its token is still there: when its reports resume, it is back.
+        st.on_report("b", &report("b", 9), t0 + Duration::from_millis(700), stale);
+        assert!(st.last.contains_key("b"));
     }
 }

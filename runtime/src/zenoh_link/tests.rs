@@ -8,6 +8,7 @@ use lop_msgs::protocol::{Band, BandHeader, DType, Hello, Start, Welcome, decode}
 use tokio::time::{Instant, timeout};
 
 use super::*;
+use lop_msgs::key::EDGE_HELLO;
 
 /// Bound of every wait in these tests.
 const LIMIT: Duration = Duration::from_secs(15);

@@ -1,0 +1,183 @@
+//! A robot in a fleet: no edge address, only a Zenoh session. Each inference is routed by
+//! EPARA's rule (`lop::fleet::route`) over the edges of the robot's [`FleetView`], with one
+//! [`RobotClient`] per edge it has used (its own session, schedule table and model worker), or
+//! run on the robot when no edge fits the deadline. Nothing is lost: an edge that fails a frame
+//! leaves it to the robot (the client's exact fallback), and leaves the view within a second.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lop::fleet::{Choice, ModelCost, Policy, Router, ServerView};
+use lop::planner::table::ScheduleTable;
+use lop_msgs::key::SessionKeys;
+use tch::Tensor;
+
+use super::view::FleetView;
+use crate::client::{ClientOptions, Inference, RobotClient};
+use crate::error::{Error, Result};
+use crate::exec::Worker;
+use crate::exec::worker::Loaded;
+use crate::zenoh_service::ZenohConnector;
+
+/// Loads the model for one more worker thread (one per edge client).
+pub type ModelLoader = Arc<dyn Fn() -> lop::Result<lop::Graph> + Send + Sync>;
+
+/// The name of the key space of the robot's own client, which no edge serves: it runs the
+/// frames routed to the robot.
+const ALONE: &str = "_robot-alone";
+
+/// Where one inference ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routed {
+    /// At this edge (split with it, or finished by the robot if the edge failed it: see the
+    /// inference's `fallback`).
+    Edge(String),
+    /// On the robot: no edge could meet the deadline.
+    Robot,
+}
+
+/// One routed inference.
+#[derive(Debug)]
+pub struct FleetInference {
+    /// The inference (outputs exactly the unsplit model's).
+    pub inference: Inference,
+    /// Where the router sent it.
+    pub routed: Routed,
+}
+
+/// The robot's fleet client.
+pub struct FleetClient {
+    session: zenoh::Session,
+    view: FleetView,
+    template: ClientOptions,
+    loader: ModelLoader,
+    table: ScheduleTable,
+    cost: ModelCost,
+    router: Router,
+    rng: lop::Rng,
+    clients: HashMap<String, RobotClient<ZenohConnector>>,
+    alone: Option<RobotClient<ZenohConnector>>,
+}
+
+impl std::fmt::Debug for FleetClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetClient").field("robot", &self.template.robot_id).field("edges", &self.clients.keys()).finish()
+    }
+}
+
+impl FleetClient {
+    /// A fleet client on `session`. `template` is every edge client's options (robot and model
+    /// ids, method, deadlines; give it a `replan` so that a table is planned for each edge's
+    /// server profile); `table` the robot's own table (planned for any server); `cost` the
+    /// model's price list for routing (from the robot's profile, `ModelCost::derive`); `loader`
+    /// loads the model for each edge client's worker.
+    ///
+    /// # Errors
+    /// [`Error::Zenoh`] when the fleet view cannot subscribe; [`Error::InvalidConfig`] for a bad
+    /// model cost.
+    pub async fn new(
+        session: zenoh::Session,
+        template: ClientOptions,
+        table: ScheduleTable,
+        cost: ModelCost,
+        loader: ModelLoader,
+        stale_after: Duration,
+    ) -> Result<FleetClient> {
+        cost.check().map_err(|e| Error::InvalidConfig { what: e.to_string() })?;
+        let view = FleetView::new(&session, stale_after).await?;
+        let seed = template.robot_id.bytes().fold(0x6c6f_7066_6c65_6574u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+        Ok(FleetClient {
+            session,
+            view,
+            template,
+            loader,
+            table,
+            cost,
+            router: Router::new(Policy::Lop, 0),
+            rng: lop::Rng::new(seed),
+            clients: HashMap::new(),
+            alone: None,
+        })
+    }
+
+    /// The fleet as this robot sees it.
+    pub fn view(&self) -> &FleetView {
+        &self.view
+    }
+
+    async fn client(&self, keys: SessionKeys, opts: ClientOptions) -> Result<RobotClient<ZenohConnector>> {
+        let loader = self.loader.clone();
+        let name = format!("fleet-{}", keys.edge().unwrap_or("edge"));
+        let (worker, loaded): (Worker, Loaded) = Worker::spawn(&name, move || loader()).await?;
+        let connector = ZenohConnector::to_edge(self.session.clone(), &self.template.robot_id, keys);
+        RobotClient::new(connector, opts, worker, loaded.meta, &loaded.hash, self.table.clone()).await
+    }
+
+    /// Runs one inference: routed to an edge that meets `deadline` from now, or run on the
+    /// robot. `bandwidth_mb_s` is the robot's link estimate (bucket units, as for
+    /// [`RobotClient::infer`]).
+    ///
+    /// # Errors
+    /// Inputs that do not fit the model, engine failures, a model worker that cannot start.
+    pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<FleetInference> {
+        let model = self.template.model_id.clone();
+        let edges: Vec<_> = self.view.edges().into_iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).collect();
+        for e in &edges {
+            match self.clients.get_mut(&e.load.edge) {
+                // Reconnects, or takes a table planned for this edge into use, in the background.
+                Some(c) => {
+                    c.poll_connection().await;
+                }
+                None => {
+                    let keys = SessionKeys::fleet(&e.load.edge).map_err(|err| Error::InvalidConfig { what: err.to_string() })?;
+                    tracing::info!(edge = %e.load.edge, "fleet: first frame since this edge appeared; opening a session");
+                    let c = self.client(keys, self.template.clone()).await?;
+                    self.clients.insert(e.load.edge.clone(), c);
+                }
+            }
+        }
+        let candidates: Vec<(String, ServerView)> = edges
+            .iter()
+            .filter(|e| self.clients.get(&e.load.edge).is_some_and(RobotClient::connected))
+            .filter_map(|e| {
+                let m = e.load.model(&model)?;
+                let reported_s = f64::from(m.server_s).max(1e-6);
+                Some((
+                    e.load.edge.clone(),
+                    ServerView {
+                        queued_s: (f64::from(m.queued_s) - e.age.as_secs_f64()).max(0.0),
+                        speed: self.cost.server_s / reported_s,
+                        bytes_per_s: bandwidth_mb_s.max(0.0) * 1e6,
+                        latency_s: 0.001,
+                        warm: true,
+                    },
+                ))
+            })
+            .collect();
+        let views: Vec<ServerView> = candidates.iter().map(|(_, v)| *v).collect();
+        let choice = self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.cost.robot_s, &views, &mut self.rng);
+        match choice {
+            Choice::Server(j) if j < candidates.len() => {
+                let edge = candidates[j].0.clone();
+                let client =
+                    self.clients.get_mut(&edge).ok_or_else(|| Error::InvalidConfig { what: format!("no client for edge {edge}") })?;
+                let inference = client.infer(inputs, bandwidth_mb_s).await?;
+                Ok(FleetInference { inference, routed: Routed::Edge(edge) })
+            }
+            _ => {
+                if self.alone.is_none() {
+                    let mut opts = self.template.clone();
+                    opts.method = "robot-only".into();
+                    opts.retry_interval = Duration::from_secs(3600);
+                    opts.hello_timeout = Duration::from_millis(1);
+                    let keys = SessionKeys::fleet(ALONE).map_err(|err| Error::InvalidConfig { what: err.to_string() })?;
+                    self.alone = Some(self.client(keys, opts).await?);
+                }
+                let alone = self.alone.as_mut().ok_or_else(|| Error::InvalidConfig { what: "no robot-alone client".into() })?;
+                let inference = alone.infer(inputs, bandwidth_mb_s).await?;
+                Ok(FleetInference { inference, routed: Routed::Robot })
+            }
+        }
+    }
+}
