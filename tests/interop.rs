@@ -145,6 +145,15 @@ fn camera_frames_through_lop_robot_match_the_unsplit_model() {
     check_mode("camera");
 }
 
+/// The same frames with `lop_robot` in fleet mode: no edge address, only the site's router; it
+/// finds the edge (`id: site-gpu-1`, single-edge keys off) by its load reports and routes every
+/// frame to it, with the same exact outputs.
+#[test]
+fn camera_frames_routed_over_a_fleet_match_the_unsplit_model() {
+    let out = check_with("camera", "zenoh", &["--fleet"]);
+    assert!(out.contains("fleet mode"), "the run was not in fleet mode:\n{out}");
+}
+
 /// The r2r backend on the default middleware: an rclpy camera (rgb8, bgr8 with padded rows,
 /// mono8, 640x480; sensor-data QoS) feeds `lop_robot --backend r2r`; rclpy receives typed
 /// `lop_msgs/InferenceResult` (stamps copied, outputs equal to the unsplit model's),

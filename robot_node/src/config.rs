@@ -51,20 +51,26 @@ pub struct EdgeSettings {
     /// The edge's router, e.g. `tcp/192.168.1.10:7447`.
     pub endpoint: String,
     /// `client` (default; falls back to a peer that keeps retrying when no edge answers at
-    /// start) or `peer`.
+    /// start), `peer`, or `fleet`: connect as a client to a router of the site and route every
+    /// frame over the edges found there (DESIGN.md section 10), no edge address needed.
     pub mode: String,
 }
 
 impl EdgeSettings {
     fn read(p: &mut Params) -> Result<EdgeSettings> {
         let s = EdgeSettings { endpoint: p.string("edge.endpoint", "tcp/edge:7447"), mode: p.string("edge.mode", "client") };
-        if s.mode != "client" && s.mode != "peer" {
-            return Err(invalid(format!("edge.mode must be client or peer, got '{}'", s.mode)));
+        if !matches!(s.mode.as_str(), "client" | "peer" | "fleet") {
+            return Err(invalid(format!("edge.mode must be client, peer or fleet, got '{}'", s.mode)));
         }
         Ok(s)
     }
 
-    /// Opens the session. A client that finds no edge falls back to a peer session connecting to
+    /// Whether frames are routed over the site's fleet of edges.
+    pub fn fleet(&self) -> bool {
+        self.mode == "fleet"
+    }
+
+    /// Opens the session. A client (or fleet member) that finds no router falls back to a peer session connecting to
     /// the same endpoint in the background, so the node runs (robot alone) until the edge is up.
     ///
     /// # Errors
@@ -176,6 +182,9 @@ pub struct RobotConfig {
     pub ros: RosSettings,
     /// The edge session.
     pub edge: EdgeSettings,
+    /// Fleet mode (`edge.deadline_ms`): a frame's deadline from its arrival; routing picks an
+    /// edge that can meet it.
+    pub fleet_deadline: Duration,
     /// This robot's id at the edge.
     pub robot_id: String,
     /// `zoo:NAME` or an ONNX path.
@@ -352,6 +361,10 @@ impl RobotConfig {
     pub fn from_params(p: &mut Params) -> Result<RobotConfig> {
         let ros = RosSettings::read(p)?;
         let edge = EdgeSettings::read(p)?;
+        let deadline_ms = p.double("edge.deadline_ms", 200.0)?;
+        if !(deadline_ms.is_finite() && deadline_ms > 0.0) {
+            return Err(invalid(format!("edge.deadline_ms must be positive, got {deadline_ms}")));
+        }
         let robot_id = p.string("robot_id", "robot");
         lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
         let model_source = p.string("model.source", "zoo:resnet18");
@@ -447,6 +460,7 @@ impl RobotConfig {
         Ok(RobotConfig {
             ros,
             edge,
+            fleet_deadline: Duration::from_secs_f64(deadline_ms / 1e3),
             robot_id,
             model_source,
             model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess },

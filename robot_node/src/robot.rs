@@ -18,8 +18,9 @@ use lop::graph::DType;
 use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
-use lop_runtime::client::{ClientOptions, InferenceStats, Replanner, RobotClient};
+use lop_runtime::client::{ClientOptions, Inference, InferenceStats, Replanner, RobotClient};
 use lop_runtime::exec::Worker;
+use lop_runtime::fleet::FleetClient;
 use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
 use tokio::sync::watch;
@@ -275,6 +276,64 @@ pub struct RobotSummary {
     pub ros_max_s: f64,
 }
 
+/// The robot's way to the edges: the one edge configured (`edge.mode` client or peer), or the
+/// site's fleet (`edge.mode: fleet`), each frame routed to an edge that can meet its deadline.
+enum Edges {
+    One(Box<RobotClient<ZenohConnector>>),
+    Fleet(Box<FleetClient>),
+}
+
+impl Edges {
+    fn connected(&self) -> bool {
+        match self {
+            Edges::One(c) => c.connected(),
+            Edges::Fleet(f) => f.connected(),
+        }
+    }
+
+    fn set_method(&mut self, method: &str) {
+        match self {
+            Edges::One(c) => c.set_method(method),
+            Edges::Fleet(f) => f.set_method(method),
+        }
+    }
+
+    /// The hash of the table in use (it changes when the robot planned the edge's table).
+    fn table_hash(&self) -> String {
+        match self {
+            Edges::One(c) => c.book().table_hash.to_hex(),
+            Edges::Fleet(f) => f.table().hash.clone(),
+        }
+    }
+
+    /// The buckets and bandwidth scale of the table in use.
+    fn buckets(&self) -> (Vec<f64>, f64) {
+        let spec = match self {
+            Edges::One(c) => &c.book().table.spec,
+            Edges::Fleet(f) => &f.table().spec,
+        };
+        (spec.buckets.clone(), spec.bandwidth_scale)
+    }
+
+    fn dropped_total(&self) -> u64 {
+        match self {
+            Edges::One(c) => c.dropped().total(),
+            Edges::Fleet(f) => f.dropped_total(),
+        }
+    }
+
+    async fn infer(&mut self, inputs: Vec<tch::Tensor>, bucket: f64, deadline: Duration) -> lop_runtime::Result<Inference> {
+        match self {
+            Edges::One(c) => c.infer(inputs, bucket).await,
+            Edges::Fleet(f) => {
+                let r = f.infer(inputs, bucket, deadline).await?;
+                tracing::debug!(routed = ?r.routed, id = r.inference.stats.id, "fleet: frame routed");
+                Ok(r.inference)
+            }
+        }
+    }
+}
+
 /// Runs `lop_robot` on `ros` until `shutdown` resolves: loads the model, builds (or loads) the
 /// schedule table, connects to the edge, subscribes, logs `ready`, then answers frames.
 ///
@@ -309,12 +368,16 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let (robot_p, server_p, table_s, cache) =
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
     let class_names = cfg.class_names.clone();
-    let (table, robot_profile, names, input_info, dense_outputs) = worker
+    let model_id = cfg.model_id.clone();
+    let (table, robot_profile, names, input_info, dense_outputs, cost) = worker
         .call(move |g| -> Result<_> {
             check_class_names(g, &class_names)?;
             let robot = robot_p.load(g, Side::Robot)?;
             let server = server_p.load(g, Side::Server)?;
             let spec = table_s.spec(g, &robot, &server)?;
+            // The model's price list for routing frames over a fleet.
+            let sim = lop::sim::SimConfig { input_bytes_per_element: spec.input_bytes_per_element, ..Default::default() };
+            let cost = lop::fleet::ModelCost::derive(&model_id, g, &robot, &server, sim)?;
             let (table, _, used) = lop::planner::table::load_or_build(&cache, g, None, &robot, &server, &spec, 1)?;
             tracing::info!(cache = ?used, buckets = spec.buckets.len(), "schedule table ready");
             let names: Vec<String> = g.outputs.iter().map(|&o| g.nodes[o].name.clone()).collect();
@@ -323,7 +386,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
                 return Err(Error::Config { what: format!("the model has {} inputs; lop_robot feeds exactly one", inputs.len()) });
             };
             let dense = g.outputs.iter().any(|&o| g.nodes[o].info.shape.len() >= 3);
-            Ok((table, robot, names, g.nodes[input].info.clone(), dense))
+            Ok((table, robot, names, g.nodes[input].info.clone(), dense, cost))
         })
         .await??;
     let target = resolve_target(&cfg, &input_info.shape, input_info.dtype, dense_outputs)?;
@@ -345,10 +408,21 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     opts.robot_profile = Some(robot_profile.clone());
     // An edge that planned for another server profile (its own measured one, say) sends it in
     // Welcome: the robot plans that table on a copy of the model, running alone meanwhile.
-    opts.replan = Some(replanner(&cfg, replan_load, robot_profile));
+    opts.replan = Some(replanner(&cfg, replan_load.clone(), robot_profile));
     let model_hash = loaded.hash.clone();
-    let mut client =
-        RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?;
+    let mut client = if cfg.edge.fleet() {
+        // One worker per edge used (and one for frames kept on the robot): each loads the model.
+        let source = cfg.model_source.clone();
+        let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
+        drop(worker);
+        let fleet = FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
+        tracing::info!(endpoint = %cfg.edge.endpoint, deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3, "fleet mode: frames are routed over the edges found");
+        Edges::Fleet(Box::new(fleet))
+    } else {
+        Edges::One(Box::new(
+            RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?,
+        ))
+    };
 
     let counters = Arc::new(RobotCounters::default());
     counters.connected.store(client.connected(), Ordering::Relaxed);
@@ -446,7 +520,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     );
 
     let mut selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
-    let mut table_hash = client.book().table_hash;
+    let mut table_hash = client.table_hash();
     let model_name = cfg.model_source.clone();
     let mut method = cfg.method.clone();
     loop {
@@ -493,7 +567,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         let mbps = latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(cfg.initial_bandwidth_mbps);
         let bucket = selector.update(Instant::now(), mbps);
         counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
-        let r = match client.infer(vec![input], bucket).await {
+        let r = match client.infer(vec![input], bucket, cfg.fleet_deadline).await {
             Ok(r) => r,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -503,13 +577,13 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         };
         let finished = std::time::SystemTime::now();
         counters.connected.store(client.connected(), Ordering::Relaxed);
-        if client.book().table_hash != table_hash {
+        if client.table_hash() != table_hash {
             // Planned again for the edge: its buckets and scale are the table's.
-            let spec = &client.book().table.spec;
-            selector = BucketSelector::new(spec.buckets.clone(), spec.bandwidth_scale, cfg.hysteresis);
-            table_hash = client.book().table_hash;
+            let (buckets, scale) = client.buckets();
+            selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
+            table_hash = client.table_hash();
         }
-        counters.edge_frames_dropped.store(client.dropped().total(), Ordering::Relaxed);
+        counters.edge_frames_dropped.store(client.dropped_total(), Ordering::Relaxed);
         let t_out = Instant::now();
         let (names, top_k, outs) = (names.clone(), cfg.top_k, r.outputs);
         let decoded = match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {

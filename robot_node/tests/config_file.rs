@@ -48,7 +48,20 @@ fn command_line_overrides_and_bad_values() {
     assert_eq!(cfg.edge.endpoint, "tcp/10.0.0.2:7447");
     assert_eq!(cfg.dilation, 20.0);
     assert_eq!(cfg.table.bandwidth_scale, lop_runtime::table_config::ScaleSetting::Word("auto".into()));
-    for bad in ["method:=fastest", "dilation:=0.5", "input:=radar", "image.fit:=crop", "table.input_wire:=f16", "edge.mode:=router"] {
+    assert!(!cfg.edge.fleet());
+    let fleet = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.deadline_ms:=150"].map(String::from)).unwrap();
+    let cfg = RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &fleet).unwrap()).unwrap();
+    assert!(cfg.edge.fleet());
+    assert_eq!(cfg.fleet_deadline, std::time::Duration::from_millis(150));
+    for bad in [
+        "method:=fastest",
+        "dilation:=0.5",
+        "input:=radar",
+        "image.fit:=crop",
+        "table.input_wire:=f16",
+        "edge.mode:=router",
+        "edge.deadline_ms:=0",
+    ] {
         let args = RosArgs::parse(&["-p".to_string(), bad.to_string()]).unwrap();
         let mut p = Params::load("lop_robot", None, &args).unwrap();
         let err = RobotConfig::from_params(&mut p).err().map(|e| e.to_string()).unwrap_or_default();

@@ -509,7 +509,8 @@ class Harness:
         edge_yaml = os.path.join(self.work, "edge.yaml")
         with open(edge_yaml, "w", encoding="utf-8") as f:
             f.write(
-                f'zenoh:\n  mode: router\n  listen: ["tcp/127.0.0.1:{self.edge_port}"]\n'
+                (f"id: site-gpu-1\nserve_unaddressed: false\n" if self.args.fleet else "")
+                + f'zenoh:\n  mode: router\n  listen: ["tcp/127.0.0.1:{self.edge_port}"]\n'
                 f"models:\n  - id: {self.model_id}\n    source: {self.edge_source()}\n    server_profile: synthetic\n"
                 + (f'    task: "{self.task}"\n    preprocess: "{self.preprocess}"\n' if self.task else "")
                 + f"model_store: {os.path.join(self.work, 'models')}\n"
@@ -531,8 +532,9 @@ class Harness:
             f.write(
                 "lop_robot:\n  ros__parameters:\n"
                 + ros_session
-                + f'    edge:\n      endpoint: "tcp/127.0.0.1:{self.edge_port}"\n      mode: client\n'
-                '    robot_id: "interop-robot"\n'
+                + f'    edge:\n      endpoint: "tcp/127.0.0.1:{self.edge_port}"\n'
+                + ("      mode: fleet\n      deadline_ms: 20000.0\n" if self.args.fleet else "      mode: client\n")
+                + '    robot_id: "interop-robot"\n'
                 f'    model:\n      source: "{self.model}"\n      id: "{self.model_id}"\n'
                 f'      robot_profile: "{profile}"\n      server_profile: "synthetic"\n'
                 + (
@@ -573,9 +575,16 @@ class Harness:
         self.robot = robot
         if robot.wait_for(r"robot_node::robot: ready\b", self.args.start_timeout) is None:
             raise SetupFailed(f"lop_robot did not become ready within {self.args.start_timeout} s:\n{robot.tail()}")
-        connected = robot.grep(r"robot_node::robot: ready\b.*connected=true")
-        check(connected, f"lop_robot is ready but not connected to the edge:\n{robot.tail()}")
-        log("lop_robot ready (connected to the edge)")
+        if self.args.fleet:
+            # No edge address: the robot finds the edge by its load reports and opens a session
+            # with its first frame (frames before the first report would run on the robot).
+            if robot.wait_for(r'fleet: edge reporting its load edge="site-gpu-1"', self.args.start_timeout) is None:
+                raise SetupFailed(f"lop_robot did not hear the edge's load reports within {self.args.start_timeout} s:\n{robot.tail()}")
+            log("lop_robot ready (fleet mode: site-gpu-1 found by its load reports)")
+        else:
+            connected = robot.grep(r"robot_node::robot: ready\b.*connected=true")
+            check(connected, f"lop_robot is ready but not connected to the edge:\n{robot.tail()}")
+            log("lop_robot ready (connected to the edge)")
         if self.rclpy and self.args.mode == "camera":
             self.start_side_nodes(ros_session)
         if self.rclpy:
@@ -809,6 +818,12 @@ class Harness:
         check(re.fullmatch(r"[0-9a-f]{64}", m.model_sha256) is not None, f"model_sha256 '{m.model_sha256}'")
         check(not m.fallback, f"frame {frame_id} fell back: {m.fallback_reason}")
         check(m.latency_s > 0, f"latency_s {m.latency_s}")
+        if self.args.fleet:
+            # Every frame so far was routed to the edge found by its load reports (the robot's
+            # debug line precedes the result's publication).
+            routed = len(self.robot.grep(r'fleet: frame routed routed=Edge\("site-gpu-1"\)'))
+            published = len(self.robot.grep(r"inference published"))
+            check(routed >= published > 0, f"frame {frame_id}: {routed} frames routed to site-gpu-1 of {published} published")
         if not self.lidar and not self.detect:
             check(len(m.top_k) > 0, "a classifier's top_k is decoded")
             scores = [t.score for t in m.top_k]
@@ -1216,6 +1231,7 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=60.0, help="load mode: seconds")
     ap.add_argument("--show-message", action="store_true", help="print the first /lop/inference message as decoded")
     ap.add_argument("--json-out", help="write a JSON summary here")
+    ap.add_argument("--fleet", action="store_true", help="lop_robot in fleet mode (edge.mode: fleet): it finds the edge by its load reports")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, logs)")
     args = ap.parse_args(argv)
     global rospeer, ROS_DOMAIN

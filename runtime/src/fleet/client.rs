@@ -106,6 +106,30 @@ impl FleetClient {
         &self.view
     }
 
+    /// Switches the method (`lop` or a baseline) of every edge client, and of those opened
+    /// later; `robot-only` keeps every frame on the robot.
+    pub fn set_method(&mut self, method: &str) {
+        self.template.method = method.to_string();
+        for c in self.clients.values_mut() {
+            c.set_method(method);
+        }
+    }
+
+    /// Whether a session with some edge is up.
+    pub fn connected(&self) -> bool {
+        self.clients.values().any(RobotClient::connected)
+    }
+
+    /// Frames the edge clients dropped so far (malformed, stale, ...).
+    pub fn dropped_total(&self) -> u64 {
+        self.clients.values().map(|c| c.dropped().total()).sum()
+    }
+
+    /// The robot's own schedule table (its buckets are the ones to select among).
+    pub fn table(&self) -> &ScheduleTable {
+        &self.table
+    }
+
     async fn client(&self, keys: SessionKeys, opts: ClientOptions) -> Result<RobotClient<ZenohConnector>> {
         let loader = self.loader.clone();
         let name = format!("fleet-{}", keys.edge().unwrap_or("edge"));
@@ -156,7 +180,11 @@ impl FleetClient {
             })
             .collect();
         let views: Vec<ServerView> = candidates.iter().map(|(_, v)| *v).collect();
-        let choice = self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.cost.robot_s, &views, &mut self.rng);
+        let choice = if self.template.method == "robot-only" {
+            Choice::Robot
+        } else {
+            self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.cost.robot_s, &views, &mut self.rng)
+        };
         match choice {
             Choice::Server(j) if j < candidates.len() => {
                 let edge = candidates[j].0.clone();

@@ -102,6 +102,9 @@ impl State {
             self.counts.out_of_order += 1;
             return;
         }
+        if !self.last.contains_key(key_edge) {
+            tracing::info!(edge = key_edge, models = load.models.len(), "fleet: edge reporting its load");
+        }
         self.last.insert(key_edge.to_string(), (load, now));
         self.counts.reports += 1;
     }
