@@ -72,6 +72,10 @@ pub struct EdgeConfig {
     /// Warm replicas per model (concurrent inferences per model).
     #[serde(default = "default_replicas")]
     pub replicas: usize,
+    /// Server kernels stretched this many times: emulates a slower server (fleet tests and
+    /// demos on one machine); 1 = none.
+    #[serde(default = "default_dilation")]
+    pub dilation: f64,
     /// libtorch intra-op threads per replica (`null`: libtorch's default).
     #[serde(default)]
     pub threads: Option<i32>,
@@ -239,6 +243,10 @@ impl Default for GpuEnergySection {
     }
 }
 
+fn default_dilation() -> f64 {
+    1.0
+}
+
 fn default_mode() -> Mode {
     Mode::Router
 }
@@ -360,6 +368,9 @@ impl EdgeConfig {
     fn check(&self) -> Result<(), ConfigError> {
         if let Some(id) = &self.id {
             lop_msgs::validate_id(id).map_err(|e| self.invalid("id", format!("'{id}': {e}")))?;
+        }
+        if !(self.dilation.is_finite() && self.dilation >= 1.0) {
+            return Err(self.invalid("dilation", format!("{} must be >= 1", self.dilation)));
         }
         if self.zenoh.mode != Mode::Client && self.zenoh.listen.is_empty() {
             return Err(self.invalid("zenoh.listen", "a router or peer needs at least one endpoint to listen on"));

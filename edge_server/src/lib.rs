@@ -117,6 +117,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         limits: lop_msgs::protocol::Limits { max_frame_len: cfg.max_frame_bytes },
         hello_timeout: Duration::from_secs_f64(cfg.hello_timeout_s),
         table_wait: Duration::from_secs_f64(cfg.table_wait_s),
+        dilation: cfg.dilation,
     })
 }
 

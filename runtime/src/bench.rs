@@ -194,6 +194,7 @@ fn edge_options(
         hello_timeout: Duration::from_secs(120),
         // The benchmark's robot waits for its table rather than run alone.
         table_wait: Duration::from_secs(600),
+        dilation: 1.0,
     }
 }
 

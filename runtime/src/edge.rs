@@ -71,6 +71,9 @@ pub struct EdgeOptions {
     /// How long a Hello waits for its schedule table (loaded from the cache or built for a new
     /// robot profile) before the edge answers Reject `Planning` and finishes it in the background.
     pub table_wait: Duration,
+    /// Server kernels stretched this many times (emulating a slower server, e.g. in a fleet
+    /// test; 1 = none). The load reports measure it like any other slowness.
+    pub dilation: f64,
 }
 
 /// A plan book's key: model index, robot profile hash, input wire.
@@ -235,6 +238,9 @@ impl EdgeService {
     pub async fn start(opts: EdgeOptions) -> Result<EdgeService> {
         if opts.replicas == 0 {
             return Err(Error::InvalidConfig { what: "replicas must be at least 1".into() });
+        }
+        if !(opts.dilation.is_finite() && opts.dilation >= 1.0) {
+            return Err(Error::InvalidConfig { what: format!("dilation must be >= 1, got {}", opts.dilation) });
         }
         opts.spec.check()?;
         let mut models = Vec::new();
@@ -601,7 +607,7 @@ impl Session {
             side: Side::Server,
             inference_id: s.inference_id,
             device: self.svc.opts.device,
-            dilation: 1.0,
+            dilation: self.svc.opts.dilation,
             input_wire: self.input_wire,
             deadline: Some(deadline),
         };

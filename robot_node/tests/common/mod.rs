@@ -62,6 +62,7 @@ pub async fn start_edge(
         limits: Default::default(),
         hello_timeout: Duration::from_secs(10),
         table_wait: Duration::from_secs(60),
+        dilation: 1.0,
     })
     .await
     .unwrap();

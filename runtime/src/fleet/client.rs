@@ -27,6 +27,9 @@ pub type ModelLoader = Arc<dyn Fn() -> lop::Result<lop::Graph> + Send + Sync>;
 /// frames routed to the robot.
 const ALONE: &str = "_robot-alone";
 
+/// Weight of the newest frame in the moving mean of the robot's own time per frame.
+const ROBOT_S_EWMA: f64 = 0.5;
+
 /// Where one inference ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Routed {
@@ -55,6 +58,11 @@ pub struct FleetClient {
     table: ScheduleTable,
     cost: ModelCost,
     router: Router,
+    /// Static assignment (the `nearest` baseline): every frame to this edge, or the robot.
+    home: Option<String>,
+    /// Seconds the robot takes for a frame alone: the profile's figure until frames kept on
+    /// the robot measure it (a moving mean of their wall time).
+    robot_s: f64,
     rng: lop::Rng,
     clients: HashMap<String, RobotClient<ZenohConnector>>,
     alone: Option<RobotClient<ZenohConnector>>,
@@ -93,8 +101,10 @@ impl FleetClient {
             template,
             loader,
             table,
+            robot_s: cost.robot_s,
             cost,
             router: Router::new(Policy::Lop, 0),
+            home: None,
             rng: lop::Rng::new(seed),
             clients: HashMap::new(),
             alone: None,
@@ -104,6 +114,13 @@ impl FleetClient {
     /// The fleet as this robot sees it.
     pub fn view(&self) -> &FleetView {
         &self.view
+    }
+
+    /// Routes by another policy, for comparisons: `Policy::Nearest` sends every frame to `home`
+    /// (the robot runs it while `home` is not up); the others route over the edges up.
+    pub fn set_policy(&mut self, policy: Policy, home: Option<&str>) {
+        self.router = Router::new(policy, 0);
+        self.home = home.map(str::to_string);
     }
 
     /// Switches the method (`lop` or a baseline) of every edge client, and of those opened
@@ -182,8 +199,10 @@ impl FleetClient {
         let views: Vec<ServerView> = candidates.iter().map(|(_, v)| *v).collect();
         let choice = if self.template.method == "robot-only" {
             Choice::Robot
+        } else if self.router.policy() == Policy::Nearest {
+            candidates.iter().position(|(e, _)| Some(e) == self.home.as_ref()).map_or(Choice::Robot, Choice::Server)
         } else {
-            self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.cost.robot_s, &views, &mut self.rng)
+            self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.robot_s, &views, &mut self.rng)
         };
         match choice {
             Choice::Server(j) if j < candidates.len() => {
@@ -204,6 +223,10 @@ impl FleetClient {
                 }
                 let alone = self.alone.as_mut().ok_or_else(|| Error::InvalidConfig { what: "no robot-alone client".into() })?;
                 let inference = alone.infer(inputs, bandwidth_mb_s).await?;
+                let took = inference.stats.total_s;
+                if took.is_finite() && took > 0.0 {
+                    self.robot_s += ROBOT_S_EWMA * (took - self.robot_s);
+                }
                 Ok(FleetInference { inference, routed: Routed::Robot })
             }
         }

@@ -63,6 +63,7 @@ pub async fn edge_with(s: &Setup, cache: &std::path::Path, robot_profiles: Vec<P
         limits: Default::default(),
         hello_timeout: Duration::from_secs(5),
         table_wait,
+        dilation: 1.0,
     })
     .await
     .unwrap()
