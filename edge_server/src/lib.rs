@@ -318,6 +318,7 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         inferences = counts.inferences,
         done = counts.done,
         aborted = counts.aborted,
+        overloaded = counts.overloaded,
         dropped_frames = counts.dropped.total(),
         "lop_edge stopped"
     );

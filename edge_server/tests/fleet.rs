@@ -172,7 +172,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         std::fs::write(
             &config,
             format!(
-                "id: {id}\nserve_unaddressed: false\ndilation: {dilation}\nthreads: 1\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
+                "id: {id}\nserve_unaddressed: false\ndilation: {dilation}\nthreads: 1\nreplicas: 2\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
                  models:\n{models_yaml}robot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
                  table:\n  buckets: [0, 8, 30]\nhello_timeout_s: 60\ntable_wait_s: 60\nlog: \"warn,edge_server=info\"\n"
             ),

@@ -133,6 +133,9 @@ pub struct EdgeCounts {
     pub done: u64,
     /// Inferences aborted or failed.
     pub aborted: u64,
+    /// Inferences refused at once (Error `Overloaded`): the work queued ahead of them on the
+    /// model's replicas would not have let them finish before their deadline.
+    pub overloaded: u64,
     /// Frames dropped, by reason.
     pub dropped: FrameCounts,
 }
@@ -217,6 +220,7 @@ struct Inner {
     inferences: AtomicU64,
     done: AtomicU64,
     aborted: AtomicU64,
+    overloaded: AtomicU64,
     shutting_down: AtomicBool,
     served: broadcast::Sender<Served>,
     /// Server compute time of every inference so far, nanoseconds.
@@ -293,6 +297,7 @@ impl EdgeService {
                 inferences: AtomicU64::new(0),
                 done: AtomicU64::new(0),
                 aborted: AtomicU64::new(0),
+                overloaded: AtomicU64::new(0),
                 shutting_down: AtomicBool::new(false),
                 served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
                 busy_ns: AtomicU64::new(0),
@@ -310,6 +315,7 @@ impl EdgeService {
             inferences: l(&i.inferences),
             done: l(&i.done),
             aborted: l(&i.aborted),
+            overloaded: l(&i.overloaded),
             dropped: i.stats.snapshot(),
         }
     }
@@ -597,9 +603,23 @@ impl Session {
             return self
                 .send(err(ErrorCode::UnknownPlan, format!("no plan {} in table {}", s.plan_hash.to_hex(), book.table_hash.to_hex())));
         };
-        self.svc.inferences.fetch_add(1, Ordering::Relaxed);
         let model = &self.svc.models[mi];
         let replica = model.replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)).unwrap_or(&model.replicas[0]);
+        // Refused at once rather than answered late: with inferences queued ahead on the least
+        // busy replica, their mean server time says this one cannot finish by its deadline (an
+        // idle replica is always tried). The robot finishes it alone now, not at the deadline.
+        let ahead = replica.queued.load(Ordering::Relaxed);
+        let server_s = f64::from_bits(model.server_s.load(Ordering::Relaxed));
+        let budget_s = s.deadline_ns as f64 * 1e-9;
+        if ahead > 0 && (ahead + 1) as f64 * server_s > budget_s {
+            self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(robot = %self.robot_id, ahead, server_ms = server_s * 1e3, budget_ms = budget_s * 1e3, "overloaded: inference refused");
+            return self.send(err(
+                ErrorCode::Overloaded,
+                format!("{ahead} inference(s) ahead at about {:.0} ms each; the deadline is {:.0} ms away", server_s * 1e3, budget_s * 1e3),
+            ));
+        }
+        self.svc.inferences.fetch_add(1, Ordering::Relaxed);
         replica.queued.fetch_add(1, Ordering::Relaxed);
         let (bands, band_rx) = mpsc::channel();
         let deadline = Instant::now() + Duration::from_nanos(s.deadline_ns.max(1));

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{MODEL, Setup, assert_exact, edge, edge_with, setup, tempdir};
+use common::{MODEL, Setup, assert_exact, edge, edge_slowed, edge_with, setup, tempdir};
 
 use std::time::Duration;
 
@@ -355,4 +355,48 @@ async fn bad_frames_are_dropped_and_counted() {
     }
     let c = svc.counts().dropped;
     assert_eq!((c.malformed, c.oversized, c.out_of_plan, c.stale, c.duplicate), (2, 1, 1, 2, 1), "{c:?}");
+}
+
+/// An edge whose replica is busy with an inference whose measured time leaves a second one no
+/// chance to make its deadline refuses that one at once (Error `Overloaded`): its robot finishes
+/// it alone, exactly, without waiting for the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_edge_refuses_at_once_and_the_robot_finishes_alone() {
+    let s = setup();
+    let dir = tempdir();
+    let board = Switchboard::new();
+    // 30x slower than this machine: each inference holds the replica for a few hundred ms.
+    let edge = board.plug(edge_slowed(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 30.0).await);
+    let robot = async |id: &str, slack: Duration| {
+        let (worker, loaded) = Worker::spawn(id, || lop::model::load(MODEL, &Default::default())).await.unwrap();
+        let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
+        let mut opts = ClientOptions::new(id, "resnet18");
+        opts.hello_timeout = Duration::from_secs(5);
+        opts.deadline_factor = 1.0;
+        opts.deadline_slack = slack;
+        opts.method = "server-only".into();
+        RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap()
+    };
+    let mut patient = robot("patient", Duration::from_secs(30)).await;
+    let mut hurried = robot("hurried", Duration::from_millis(150)).await;
+    let inputs = || s.inputs.iter().map(|t| t.shallow_clone()).collect::<Vec<_>>();
+    // One inference measures the slowed server (its mean server time replaces the profile's).
+    let first = patient.infer(inputs(), 30.0).await.unwrap();
+    assert!(!first.stats.fallback, "{:?}", first.stats.fallback_reason);
+    let (a, b) = tokio::join!(patient.infer(inputs(), 30.0), async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let t0 = std::time::Instant::now();
+        (hurried.infer(inputs(), 30.0).await.unwrap(), t0.elapsed())
+    });
+    let (a, (b, b_took)) = (a.unwrap(), b);
+    assert!(!a.stats.fallback, "the inference already running finishes on the edge: {:?}", a.stats.fallback_reason);
+    assert_exact(&a.outputs, &s.whole, "the patient robot");
+    assert!(b.stats.fallback, "the hurried robot's inference was not refused");
+    let reason = b.stats.fallback_reason.clone().unwrap_or_default();
+    assert!(reason.contains("Overloaded") && reason.contains("ahead"), "{reason}");
+    assert_exact(&b.outputs, &s.whole, "the refused inference, finished by the robot");
+    assert!(b_took < Duration::from_secs_f64(a.stats.total_s), "refused after {b_took:?}, the edge's took {} s", a.stats.total_s);
+    let counts = edge.service().counts();
+    assert_eq!(counts.overloaded, 1, "{counts:?}");
+    assert_eq!(counts.inferences, 2, "a refused inference is not started: {counts:?}");
 }

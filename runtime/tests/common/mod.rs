@@ -52,6 +52,17 @@ pub async fn edge(s: &Setup, cache: &std::path::Path) -> EdgeService {
 
 /// An edge that knows `robot_profiles` up front and waits `table_wait` for a table in Hello.
 pub async fn edge_with(s: &Setup, cache: &std::path::Path, robot_profiles: Vec<Profile>, table_wait: Duration) -> EdgeService {
+    edge_slowed(s, cache, robot_profiles, table_wait, 1.0).await
+}
+
+/// [`edge_with`], its kernels stretched `dilation` times (a slower server).
+pub async fn edge_slowed(
+    s: &Setup,
+    cache: &std::path::Path,
+    robot_profiles: Vec<Profile>,
+    table_wait: Duration,
+    dilation: f64,
+) -> EdgeService {
     EdgeService::start(EdgeOptions {
         models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: s.server.clone() }],
         robot_profiles,
@@ -63,7 +74,7 @@ pub async fn edge_with(s: &Setup, cache: &std::path::Path, robot_profiles: Vec<P
         limits: Default::default(),
         hello_timeout: Duration::from_secs(5),
         table_wait,
-        dilation: 1.0,
+        dilation,
     })
     .await
     .unwrap()
