@@ -79,6 +79,18 @@ pub fn import_bytes(bytes: &[u8], name: &str, base_dir: Option<&Path>, opts: &Im
             reason: "only opsets 7 to 22 are supported".into(),
         });
     }
+    // The weights' memory, summed from the declared sizes before any is decoded.
+    let mut declared = 0u64;
+    for t in &graph.initializer {
+        declared = declared.saturating_add(tensor::declared_bytes(t)?);
+        if declared > tensor::MAX_WEIGHT_BYTES {
+            return Err(Error::Malformed(format!(
+                "'{name}': initializers up to '{}' declare {declared} bytes, more than the budget of {} bytes",
+                t.name.as_deref().unwrap_or(""),
+                tensor::MAX_WEIGHT_BYTES
+            )));
+        }
+    }
     let mut imp = Importer::new(name, graph, opset, base_dir);
     let mut initialized = std::collections::HashSet::new();
     for t in &graph.initializer {
@@ -170,6 +182,10 @@ fn declared(vi: &ValueInfoProto, opset: i64) -> Result<DeclaredInput> {
 }
 
 /// Static shape and dtype of a graph input; dynamic dimensions come from `opts`.
+/// Most elements a graph input may have (2^31: a 4K RGB frame has 25 million): larger inputs,
+/// and the activations they would imply, are refused at load time.
+const MAX_INPUT_ELEMENTS: usize = 1 << 31;
+
 fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(Vec<usize>, DType)> {
     let DeclaredInput { name, dims, dim_names: names, dtype } = declared(vi, opset)?;
     let show = |d: &[Option<usize>]| {
@@ -181,7 +197,7 @@ fn input_info(vi: &ValueInfoProto, opts: &ImportOptions, opset: i64) -> Result<(
     };
     let checked = |shape: Vec<usize>| -> Result<(Vec<usize>, DType)> {
         match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
-            Some(n) if n <= 1 << 40 => Ok((shape, dtype)),
+            Some(n) if n <= MAX_INPUT_ELEMENTS => Ok((shape, dtype)),
             _ => Err(Error::Input(format!("input '{name}' of shape {shape:?} is too large"))),
         }
     };

@@ -8,6 +8,39 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path};
 use tch::{Kind, Tensor};
 
+/// Most bytes the initializers and constants of one model may declare in all: a file claiming
+/// more is refused before anything is allocated (hostile or broken files; the largest models
+/// served here hold a few hundred MB).
+pub const MAX_WEIGHT_BYTES: u64 = 8 << 30;
+
+/// Bytes of one element of `dt` on disk; `None` for types the importer does not read.
+fn element_bytes(dt: DataType) -> Option<u64> {
+    Some(match dt {
+        DataType::Double | DataType::Int64 | DataType::Uint64 => 8,
+        DataType::Float | DataType::Int32 | DataType::Uint32 => 4,
+        DataType::Float16 | DataType::Bfloat16 | DataType::Int16 | DataType::Uint16 => 2,
+        DataType::Int8 | DataType::Uint8 | DataType::Bool => 1,
+        _ => return None,
+    })
+}
+
+/// The bytes a tensor's dimensions and data type declare, checked: what it will take in memory
+/// once decoded, known before reading any of its data.
+///
+/// # Errors
+/// [`Error::Malformed`] for negative or overflowing dimensions and unknown data types.
+pub(super) fn declared_bytes(t: &TensorProto) -> Result<u64> {
+    let name = t.name.as_deref().unwrap_or("");
+    let bad = |msg: String| Error::Malformed(format!("tensor '{name}': {msg}"));
+    let code = t.data_type.unwrap_or(0);
+    let dt = DataType::try_from(code).map_err(|_| bad(format!("unknown data type {code}")))?;
+    let size = element_bytes(dt).ok_or_else(|| bad(format!("unsupported data type {dt:?}")))?;
+    t.dims.iter().try_fold(size, |acc, &d| {
+        let d = u64::try_from(d).map_err(|_| bad(format!("negative dimension in {:?}", t.dims)))?;
+        acc.checked_mul(d).ok_or_else(|| bad(format!("dimensions {:?} overflow", t.dims)))
+    })
+}
+
 /// Decodes a tensor. Integer types become `Int64` (except `uint8` and `bool`), 16-bit floats
 /// become `Float`; `Float` and `Double` stay as they are. External data is read from files
 /// relative to `base_dir`.
@@ -27,8 +60,12 @@ pub(super) fn to_tensor(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tens
     }
     let code = t.data_type.unwrap_or(0);
     let dt = DataType::try_from(code).map_err(|_| bad(format!("unknown data type {code}")))?;
+    let declared = declared_bytes(t)?;
+    if declared > MAX_WEIGHT_BYTES {
+        return Err(bad(format!("its dimensions {:?} declare {declared} bytes, more than the budget of {MAX_WEIGHT_BYTES}", t.dims)));
+    }
     let flat = if t.data_location() == DataLocation::External {
-        let bytes = read_external(t, base_dir).map_err(|e| match e {
+        let bytes = read_external(t, base_dir, declared).map_err(|e| match e {
             Error::Malformed(m) => bad(m),
             e => e,
         })?;
@@ -136,7 +173,9 @@ fn from_typed(t: &TensorProto, dt: DataType, numel: usize) -> Result<Tensor, Str
 }
 
 /// Reads the bytes of an externally stored tensor (`location`, `offset`, `length`).
-fn read_external(t: &TensorProto, base_dir: Option<&Path>) -> Result<Vec<u8>> {
+/// Reads a tensor's external data: a file below `base_dir` (after resolving symbolic links), and
+/// exactly the `declared` bytes its dimensions need, checked before anything is read.
+fn read_external(t: &TensorProto, base_dir: Option<&Path>, declared: u64) -> Result<Vec<u8>> {
     let mut location = None;
     let (mut offset, mut length) = (0u64, None);
     for e in &t.external_data {
@@ -157,9 +196,25 @@ fn read_external(t: &TensorProto, base_dir: Option<&Path>) -> Result<Vec<u8>> {
     let base = base_dir.ok_or_else(|| Error::Malformed(format!("external data '{location}' but no model directory is known")))?;
     let path = base.join(rel);
     let io = |source| Error::Io { path: path.clone(), source };
-    let mut file = std::fs::File::open(&path).map_err(io)?;
+    // A symbolic link below the model's folder may point anywhere: the file read must be inside.
+    let real = path.canonicalize().map_err(io)?;
+    let real_base = base.canonicalize().map_err(|source| Error::Io { path: base.to_path_buf(), source })?;
+    if !real.starts_with(&real_base) {
+        return Err(Error::Malformed(format!(
+            "external data location '{location}' resolves to {}, outside the model's folder {}",
+            real.display(),
+            real_base.display()
+        )));
+    }
+    let mut file = std::fs::File::open(&real).map_err(io)?;
     let file_len = file.metadata().map_err(io)?.len();
-    let length = length.unwrap_or(file_len.saturating_sub(offset));
+    // Without a length, the tensor's own bytes from the offset (not the rest of the file).
+    let length = length.unwrap_or(declared);
+    if length != declared {
+        return Err(Error::Malformed(format!(
+            "external data '{location}' holds {length} bytes, the dimensions and data type need {declared}"
+        )));
+    }
     if offset.checked_add(length).is_none_or(|end| end > file_len) {
         return Err(Error::Malformed(format!("external data {offset}+{length} lies beyond the end of '{location}' ({file_len} bytes)")));
     }
@@ -299,6 +354,84 @@ mod tests {
         m2.output("y");
         let err = crate::onnx::import_bytes(&m2.bytes(), "m2", Some(&dir), &ImportOptions::default());
         assert!(matches!(err, Err(Error::Malformed(_))), "{err:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    /// Files built to hurt: each is refused at load time with a clear error, before the data it
+    /// announces is allocated or read, and nothing outside the model's folder is opened.
+    #[test]
+    fn hostile_model_files_are_refused_before_anything_is_allocated() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("lop_onnx_hostile_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let model_dir = dir.join("model");
+        std::fs::create_dir_all(&model_dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        let kv = |k: &str, v: &str| StringStringEntryProto { key: Some(k.into()), value: Some(v.into()) };
+        let conv = |w: TensorProto| {
+            let mut m = ModelBuilder::new(13);
+            m.input("x", &[1, 2, 3, 3]);
+            m.init(w);
+            m.node("Conv", &["x", "w"], &["y"], vec![]);
+            m.output("y");
+            m
+        };
+        let external = |location: &str, extra: Vec<StringStringEntryProto>| {
+            let mut w = proto(DataType::Float, &[3, 2, 1, 1]);
+            w.name = Some("w".into());
+            w.data_location = Some(DataLocation::External as i32);
+            w.external_data = [vec![kv("location", location)], extra].concat();
+            w
+        };
+        let load = |m: &ModelBuilder| crate::onnx::import_bytes(&m.bytes(), "hostile", Some(&model_dir), &ImportOptions::default());
+        let msg = |r: Result<crate::graph::Graph>| match r {
+            Ok(_) => panic!("a hostile model loaded"),
+            Err(e) => e.to_string(),
+        };
+        // A symbolic link in the model's folder that points outside it.
+        let outside = dir.join("secret.data");
+        std::fs::write(&outside, vec![0u8; 24]).map_err(|source| Error::Io { path: outside.clone(), source })?;
+        std::os::unix::fs::symlink(&outside, model_dir.join("link.data")).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        let e = msg(load(&conv(external("link.data", vec![]))));
+        assert!(e.contains("outside the model's folder"), "{e}");
+        // A length other than the dimensions need (here a 1 GiB sparse file) is refused
+        // before reading; so is a path that climbs out.
+        let sparse = model_dir.join("huge.data");
+        let f = std::fs::File::create(&sparse).map_err(|source| Error::Io { path: sparse.clone(), source })?;
+        f.set_len(1 << 30).map_err(|source| Error::Io { path: sparse.clone(), source })?;
+        let e = msg(load(&conv(external("huge.data", vec![kv("length", &(1u64 << 30).to_string())]))));
+        assert!(e.contains("need 24"), "{e}");
+        let e = msg(load(&conv(external("../secret.data", vec![]))));
+        assert!(e.contains("relative path below the model"), "{e}");
+        // Absurd dimensions: 4 TiB declared by one initializer, 8 GiB and more by the first two
+        // of three 4 GiB ones.
+        let mut huge = proto(DataType::Float, &[1 << 20, 1 << 20]);
+        huge.name = Some("w".into());
+        huge.raw_data = Some(vec![0; 8]);
+        let e = msg(load(&conv(huge)));
+        assert!(e.contains("budget"), "{e}");
+        let mut m = conv(tf32("w", &[3, 2, 1, 1], &[0.0; 6]));
+        for k in 0..3 {
+            let mut t = proto(DataType::Float, &[1 << 30]);
+            t.name = Some(format!("unused{k}"));
+            t.raw_data = Some(vec![0; 4]);
+            m.init(t);
+        }
+        let e = msg(load(&m));
+        assert!(e.contains("unused1") && e.contains("budget"), "the first initializer past the budget is named: {e}");
+        // An input of absurd size, and a graph whose nodes feed each other in a cycle.
+        let mut big = ModelBuilder::new(13);
+        big.input("x", &[1, 3, 1 << 20, 1 << 20]);
+        big.node("Relu", &["x"], &["y"], vec![]);
+        big.output("y");
+        let e = msg(load(&big));
+        assert!(e.contains("too large"), "{e}");
+        let mut cycle = ModelBuilder::new(13);
+        cycle.input("x", &[1, 2, 3, 3]);
+        cycle.node("Add", &["x", "b"], &["a"], vec![]);
+        cycle.node("Relu", &["a"], &["b"], vec![]);
+        cycle.output("b");
+        let e = msg(load(&cycle));
+        assert!(e.contains("'b'"), "the error names the value used before it is produced: {e}");
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
     }
