@@ -6,11 +6,13 @@
 //! second. Every phase is bounded in frames and time.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::{Edge, free_port};
 
 use lop::fleet::{ModelCost, Policy};
 use lop::plan::Side;
@@ -22,44 +24,6 @@ const MODELS: [(&str, &str); 2] = [("resnet18", "zoo:resnet18@32x32"), ("mobilen
 const ROBOTS: usize = 12;
 const PERIOD: Duration = Duration::from_millis(100);
 const DEADLINE: Duration = Duration::from_millis(60);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Edge {
-    child: Child,
-}
-
-impl Drop for Edge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_edge(config: &std::path::Path) -> Edge {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
-        .arg("--config")
-        .arg(config)
-        .env_remove("LOP_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let ready = l.contains("lop_edge ready");
-            if ready {
-                let _ = tx.send(());
-            }
-        }
-    });
-    assert!(rx.recv_timeout(Duration::from_secs(120)).is_ok(), "lop_edge {} did not start", config.display());
-    Edge { child }
-}
 
 /// One robot: its client, its model, its nearest edge.
 struct Robot {
@@ -199,7 +163,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
         refs.push(Reference { inputs, whole });
     }
-    let mut edges: HashMap<&str, Edge> = configs.iter().map(|(id, c)| (*id, start_edge(c))).collect();
+    let mut edges: HashMap<&str, Edge> = configs.iter().map(|(id, c)| (*id, Edge::start(c))).collect();
 
     let session = ZenohConfig::client(vec![ep1.clone()]).open().await.unwrap();
     let mut robots = Vec::new();

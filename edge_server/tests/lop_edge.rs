@@ -4,10 +4,11 @@
 //! the edge with exit status 0.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::{Edge, free_port};
 
 use lop::plan::Side;
 use lop_runtime::client::{ClientOptions, RobotClient};
@@ -15,52 +16,12 @@ use lop_runtime::exec::Worker;
 use lop_runtime::zenoh_link::ZenohConfig;
 use lop_runtime::zenoh_service::ZenohConnector;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 async fn infer(
     client: &mut RobotClient<ZenohConnector>,
     inputs: &[tch::Tensor],
     bw: f64,
 ) -> lop_runtime::Result<lop_runtime::client::Inference> {
     client.infer(inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await
-}
-
-/// The edge process; killed if a test fails before it exits.
-struct Edge {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    log: Vec<String>,
-}
-
-impl Edge {
-    /// Collects log lines until one contains `what` (true) or `limit` passes (false).
-    fn wait_for(&mut self, what: &str, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    let hit = l.contains(what);
-                    self.log.push(l);
-                    if hit {
-                        return true;
-                    }
-                }
-                Err(_) => return false,
-            }
-        }
-        false
-    }
-}
-
-impl Drop for Edge {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,25 +56,7 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
     drop(g);
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
-        .arg("--config")
-        .arg(&config)
-        .env_remove("LOP_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let mut edge = Edge { child, lines, log: Vec::new() };
-    assert!(edge.wait_for("lop_edge ready", Duration::from_secs(120)), "the edge did not start:\n{}", edge.log.join("\n"));
+    let mut edge = Edge::start(&config);
 
     // Two robots at once, each in its own Zenoh session and edge session.
     let mut clients = Vec::new();
@@ -176,30 +119,6 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts `lop_edge` on `config` and waits until it is ready.
-fn start_edge(config: &std::path::Path) -> Edge {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
-        .arg("--config")
-        .arg(config)
-        .env_remove("LOP_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let mut edge = Edge { child, lines, log: Vec::new() };
-    assert!(edge.wait_for("lop_edge ready", Duration::from_secs(120)), "the edge did not start:\n{}", edge.log.join("\n"));
-    edge
-}
-
 /// Two `lop_edge` processes on one Zenoh network (the second's router connects to the first's):
 /// a robot that knows one endpoint sees both by their ids and load reports; one killed with
 /// SIGKILL leaves the robot's view within a second.
@@ -222,7 +141,7 @@ async fn robots_see_lop_edges_by_id_and_lose_a_killed_one_within_a_second() {
             ),
         )
         .unwrap();
-        edges.push(start_edge(&config));
+        edges.push(Edge::start(&config));
     }
     let session = ZenohConfig::client(vec![ep1.clone()]).open().await.unwrap();
     let view = lop_runtime::fleet::FleetView::new(&session, lop_runtime::fleet::STALE_AFTER).await.unwrap();

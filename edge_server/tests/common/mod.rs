@@ -1,0 +1,72 @@
+//! The `lop_edge` process as the end-to-end tests drive it: started on a configuration, its log
+//! collected, killed if a test fails before it exits.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running `lop_edge`.
+pub struct Edge {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub log: Vec<String>,
+}
+
+impl Edge {
+    /// Starts `lop_edge --config CONFIG` and waits (up to two minutes) until it is ready.
+    pub fn start(config: &std::path::Path) -> Edge {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
+            .arg("--config")
+            .arg(config)
+            .env_remove("LOP_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut edge = Edge { child, lines, log: Vec::new() };
+        assert!(edge.wait_for("lop_edge ready", Duration::from_secs(120)), "the edge did not start:\n{}", edge.log.join("\n"));
+        edge
+    }
+
+    /// Collects log lines until one contains `what` (true) or `limit` passes (false).
+    pub fn wait_for(&mut self, what: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(what);
+                    self.log.push(l);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
