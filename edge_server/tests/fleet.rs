@@ -95,7 +95,7 @@ async fn phase(robots: &mut Vec<Robot>, refs: &[Reference], frames: usize, dead:
                             p.late_to_dead += 1;
                         }
                     }
-                    Routed::Robot => p.on_robot += 1,
+                    Routed::Robot(_) => p.on_robot += 1,
                 }
             }
             (robot, p)

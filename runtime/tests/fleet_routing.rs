@@ -14,7 +14,7 @@ use common::{MODEL, assert_exact, edge, setup, tempdir};
 use lop::fleet::ModelCost;
 use lop_msgs::key::SessionKeys;
 use lop_runtime::client::ClientOptions;
-use lop_runtime::fleet::{FleetClient, REPORT_PERIOD, Routed, STALE_AFTER, start_reporter};
+use lop_runtime::fleet::{AloneWhy, FleetClient, REPORT_PERIOD, Routed, STALE_AFTER, start_reporter};
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::serve_zenoh;
 
@@ -70,9 +70,24 @@ async fn a_fleet_robot_routes_every_frame_exactly_and_survives_an_edge() {
 
     // With no bandwidth no edge can have the frame back in time: the robot runs it, exactly.
     let r = robot.infer(inputs(), 0.0, deadline).await.unwrap();
-    assert_eq!(r.routed, Routed::Robot);
+    assert_eq!(r.routed, Routed::Robot(AloneWhy::Deadline));
     assert_eq!(r.inference.stats.method, "robot-only");
     assert_exact(&r.inference.outputs, &s.whole, "on the robot");
+
+    // A robot asking for a model no edge holds runs it itself, told why.
+    let mut opts = ClientOptions::new("fleet-robot-2", "vgg_nowhere");
+    opts.hello_timeout = Duration::from_secs(2);
+    let loader = Arc::new(|| lop::model::load(MODEL, &Default::default()));
+    let cost = ModelCost::derive("vgg_nowhere", &g, &s.robot, &s.server, Default::default()).unwrap();
+    let mut stranger = FleetClient::new(robot_session.clone(), opts, s.table.clone(), cost, loader, STALE_AFTER).await.unwrap();
+    let t0 = Instant::now();
+    while stranger.view().edges().len() < 2 && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = stranger.infer(inputs(), 30.0, deadline).await.unwrap();
+    assert_eq!(r.routed, Routed::Robot(AloneWhy::NoEdgeServes));
+    assert_exact(&r.inference.outputs, &s.whole, "a model no edge holds, on the robot");
+    drop(stranger);
 
     // The edge in use dies (its Zenoh session closes): no frame is lost, and within a second
     // the robot is served by the other edge.

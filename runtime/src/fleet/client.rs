@@ -36,8 +36,21 @@ pub enum Routed {
     /// At this edge (split with it, or finished by the robot if the edge failed it: see the
     /// inference's `fallback`).
     Edge(String),
-    /// On the robot: no edge could meet the deadline.
-    Robot,
+    /// On the robot, for this reason.
+    Robot(AloneWhy),
+}
+
+/// Why a frame ran on the robot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AloneWhy {
+    /// No edge up reports the model warm (none holds it, or none is up).
+    NoEdgeServes,
+    /// Edges hold the model, but none has a session with this robot yet (being set up).
+    NotConnected,
+    /// No edge can have it back by the deadline, and the robot finishes first.
+    Deadline,
+    /// The method in force is `robot-only` (or static assignment's edge is not up).
+    Chosen,
 }
 
 /// One routed inference.
@@ -66,6 +79,7 @@ pub struct FleetClient {
     rng: lop::Rng,
     clients: HashMap<String, RobotClient<ZenohConnector>>,
     alone: Option<RobotClient<ZenohConnector>>,
+    warned_no_model: bool,
 }
 
 impl std::fmt::Debug for FleetClient {
@@ -108,6 +122,7 @@ impl FleetClient {
             rng: lop::Rng::new(seed),
             clients: HashMap::new(),
             alone: None,
+            warned_no_model: false,
         })
     }
 
@@ -164,6 +179,10 @@ impl FleetClient {
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<FleetInference> {
         let model = self.template.model_id.clone();
         let edges: Vec<_> = self.view.edges().into_iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).collect();
+        if edges.is_empty() && !self.view.edges().is_empty() && !self.warned_no_model {
+            self.warned_no_model = true;
+            tracing::warn!(model = %model, "fleet: no edge up serves this model; frames run on the robot");
+        }
         for e in &edges {
             match self.clients.get_mut(&e.load.edge) {
                 // Reconnects, or takes a table planned for this edge into use, in the background.
@@ -197,12 +216,17 @@ impl FleetClient {
             })
             .collect();
         let views: Vec<ServerView> = candidates.iter().map(|(_, v)| *v).collect();
-        let choice = if self.template.method == "robot-only" {
-            Choice::Robot
+        let (choice, why) = if self.template.method == "robot-only" {
+            (Choice::Robot, AloneWhy::Chosen)
+        } else if edges.is_empty() {
+            (Choice::Robot, AloneWhy::NoEdgeServes)
+        } else if candidates.is_empty() {
+            (Choice::Robot, AloneWhy::NotConnected)
         } else if self.router.policy() == Policy::Nearest {
-            candidates.iter().position(|(e, _)| Some(e) == self.home.as_ref()).map_or(Choice::Robot, Choice::Server)
+            let home = candidates.iter().position(|(e, _)| Some(e) == self.home.as_ref());
+            (home.map_or(Choice::Robot, Choice::Server), AloneWhy::Chosen)
         } else {
-            self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.robot_s, &views, &mut self.rng)
+            (self.router.choose(&self.cost, 0.0, deadline.as_secs_f64(), self.robot_s, &views, &mut self.rng), AloneWhy::Deadline)
         };
         match choice {
             Choice::Server(j) if j < candidates.len() => {
@@ -227,7 +251,7 @@ impl FleetClient {
                 if took.is_finite() && took > 0.0 {
                     self.robot_s += ROBOT_S_EWMA * (took - self.robot_s);
                 }
-                Ok(FleetInference { inference, routed: Routed::Robot })
+                Ok(FleetInference { inference, routed: Routed::Robot(why) })
             }
         }
     }

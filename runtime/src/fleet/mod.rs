@@ -8,7 +8,7 @@ pub mod client;
 pub mod report;
 pub mod view;
 
-pub use client::{FleetClient, FleetInference, ModelLoader, Routed};
+pub use client::{AloneWhy, FleetClient, FleetInference, ModelLoader, Routed};
 pub use report::{LoadReporter, ReporterHandle, start_reporter};
 pub use view::{EdgeSeen, FleetView, ViewCounts};
 
