@@ -297,3 +297,81 @@ pub fn run_cost(args: &FleetCostArgs) -> anyhow::Result<i32> {
     eprintln!("fleet-cost: '{name}' written to {} ({} models)", out.display(), costs.len());
     Ok(0)
 }
+
+/// Arguments of `lop fleet-watch`.
+#[derive(Debug, clap::Args)]
+pub struct FleetWatchArgs {
+    /// A Zenoh endpoint of the site (any edge's router), e.g. `tcp/10.0.0.2:7447`.
+    #[arg(long)]
+    pub connect: String,
+    /// Seconds to watch (one view per second).
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// One JSON object per second instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `lop fleet-watch`: the fleet as a robot sees it, once a second.
+///
+/// # Errors
+/// A malformed endpoint; a Zenoh session that does not open.
+pub fn run_watch(args: &FleetWatchArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!((1..=86_400).contains(&args.seconds), "--seconds must be 1 to 86400");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
+    runtime.block_on(async {
+        let session = lop_runtime::zenoh_link::ZenohConfig::client(vec![args.connect.clone()])
+            .open()
+            .await
+            .with_context(|| format!("connecting to {}", args.connect))?;
+        let view = lop_runtime::fleet::FleetView::new(&session, lop_runtime::fleet::STALE_AFTER).await?;
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.tick().await;
+        for _ in 0..args.seconds {
+            tick.tick().await;
+            let edges = view.edges();
+            if args.json {
+                let list: Vec<_> = edges
+                    .iter()
+                    .map(|e| {
+                        let models: Vec<_> = e
+                            .load
+                            .models
+                            .iter()
+                            .map(|m| {
+                                serde_json::json!({
+                                    "model": m.model, "queued_ms": f64::from(m.queued_s) * 1e3, "idle_goodput": m.idle_goodput,
+                                    "server_ms": f64::from(m.server_s) * 1e3, "in_flight": m.in_flight, "warm": m.warm,
+                                })
+                            })
+                            .collect();
+                        serde_json::json!({
+                            "edge": e.load.edge, "age_ms": e.age.as_secs_f64() * 1e3, "seq": e.load.seq,
+                            "utilisation": e.load.utilisation, "gpu_free_bytes": e.load.gpu_free_bytes, "models": models,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::json!({ "edges": list, "counts": view.counts() }));
+                continue;
+            }
+            println!("{} edge(s) up; reports {:?}", edges.len(), view.counts());
+            for e in &edges {
+                let gpu = e.load.gpu_free_bytes.map_or("-".to_string(), |b| format!("{:.1} GB free", b as f64 / 1e9));
+                println!("  {:<20} util {:>5.1}%  {gpu}  (report {} ms old)", e.load.edge, e.load.utilisation * 100.0, e.age.as_millis());
+                for m in &e.load.models {
+                    println!(
+                        "    {:<18} {:>4} in flight, {:>7.1} ms queued, {:>7.1} ms each, {:>8.1}/s spare{}",
+                        m.model,
+                        m.in_flight,
+                        f64::from(m.queued_s) * 1e3,
+                        f64::from(m.server_s) * 1e3,
+                        m.idle_goodput,
+                        if m.warm { "" } else { ", cold" }
+                    );
+                }
+            }
+        }
+        session.close().await.map_err(|e| anyhow::anyhow!("closing the Zenoh session: {e}"))?;
+        Ok(0)
+    })
+}

@@ -9,7 +9,8 @@
 //! - [`profile`]: `lop profile`, per-op compute-time profiles for the simulator.
 //! - [`plan`]: `lop plan`, schedule tables (LOSS per bandwidth bucket).
 //! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
-//! - [`fleet`]: `lop fleet-sim` (routing policies over a simulated fleet) and `lop fleet-cost`.
+//! - [`fleet`]: `lop fleet-sim` (routing policies over a simulated fleet), `lop fleet-cost` and
+//!   `lop fleet-watch` (the edges' load reports, live).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -128,6 +129,8 @@ pub enum Command {
     FleetSim(fleet::FleetSimArgs),
     /// One model's fleet price list (frame bytes, server and robot seconds) from its profiles.
     FleetCost(fleet::FleetCostArgs),
+    /// Watch the fleet as a robot sees it: every edge's load reports, once a second.
+    FleetWatch(fleet::FleetWatchArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -152,5 +155,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Simulate(a) => simulate::run(&a),
         Command::FleetSim(a) => fleet::run_sim(&a),
         Command::FleetCost(a) => fleet::run_cost(&a),
+        Command::FleetWatch(a) => fleet::run_watch(&a),
     }
 }

@@ -497,3 +497,57 @@ fn fleet_sim_and_fleet_cost_refuse_bad_input_clearly() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("robot profile"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `lop fleet-watch` shows an edge it was never told about: only a router endpoint is given, the
+/// edge is found by its load reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_watch_shows_the_edges_found_by_their_reports() {
+    use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let session = lop_runtime::zenoh_link::ZenohConfig::router(vec![endpoint.clone()]).open().await.expect("router");
+    let g = lop::model::load("zoo:resnet18", &Default::default()).expect("model");
+    let server = lop_runtime::synthetic::synthetic_profile(&g, lop::plan::Side::Server).expect("profile");
+    let spec = lop::planner::table::TableSpec {
+        buckets: vec![0.0, 8.0],
+        bandwidth_scale: 1.0,
+        latency_s: 0.001,
+        overhead_s: 0.0,
+        input_bytes_per_element: None,
+        objective: lop::sim::Objective::Latency,
+        power: Default::default(),
+        planner: Default::default(),
+        chunk_order: Default::default(),
+        chunk_bounds: lop::sim::ChunkBounds::Aligned,
+    };
+    let svc = EdgeService::start(EdgeOptions {
+        models: vec![EdgeModel { id: "resnet18".into(), source: "zoo:resnet18".into(), load: Default::default(), server_profile: server }],
+        robot_profiles: Vec::new(),
+        profiles_dir: None,
+        spec,
+        cache_dir: scratch("watch"),
+        replicas: 1,
+        device: tch::Device::Cpu,
+        limits: Default::default(),
+        hello_timeout: std::time::Duration::from_secs(5),
+        table_wait: std::time::Duration::from_secs(5),
+        dilation: 1.0,
+    })
+    .await
+    .expect("edge");
+    let _reports = lop_runtime::fleet::start_reporter(&session, "watched-edge", svc, lop_runtime::fleet::REPORT_PERIOD, Box::new(|| None))
+        .await
+        .expect("reporter");
+    let out = tokio::task::spawn_blocking(move || lop(&["fleet-watch", "--connect", &endpoint, "--seconds", "2", "--json"]))
+        .await
+        .expect("the watcher ran");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or("")).expect("one JSON object per line");
+    let edge = &last["edges"][0];
+    assert_eq!(edge["edge"], "watched-edge", "{text}");
+    assert_eq!(edge["models"][0]["model"], "resnet18");
+    assert_eq!(edge["models"][0]["warm"], true);
+    assert!(last["counts"]["reports"].as_u64().unwrap_or(0) >= 5, "about 10 reports a second: {text}");
+    session.close().await.expect("close");
+}
