@@ -1,15 +1,18 @@
 //! Fleets over Zenoh (DESIGN.md section 10): every edge declares a liveliness token and
 //! publishes its load at 10 Hz ([`report`]); robots learn the fleet from these alone, with no
 //! edge address configured ([`view`]); a fleet robot routes every inference over them
-//! ([`client`]). The routing decision itself is the engine's
+//! ([`client`]), and a stream too fast for one edge keeps several frames in flight, published in
+//! order ([`stream`]). The routing decision itself is the engine's
 //! (`lop::fleet::route`), shared with the fleet simulator.
 
 pub mod client;
 pub mod report;
+pub mod stream;
 pub mod view;
 
 pub use client::{AloneWhy, FleetClient, FleetInference, ModelLoader, Routed};
 pub use report::{LoadReporter, ReporterHandle, start_reporter};
+pub use stream::{FleetStream, StreamResult};
 pub use view::{EdgeSeen, FleetView, ViewCounts};
 
 /// How often an edge reports its load.
