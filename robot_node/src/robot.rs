@@ -78,6 +78,11 @@ pub struct RobotCounters {
     pub bucket_bits: AtomicU64,
     /// Frames from the edge dropped by the client (malformed, stale, ...).
     pub edge_frames_dropped: AtomicU64,
+    /// Fleet mode: edges up in the robot's view at the last frame.
+    pub fleet_edges_up: AtomicU64,
+    /// Fleet mode: frames the router kept on the robot (no edge serves the model, none
+    /// connected yet, or none could meet the deadline).
+    pub fleet_on_robot: AtomicU64,
 }
 
 impl RobotCounters {
@@ -104,6 +109,8 @@ impl RobotCounters {
             ("task_message_errors".into(), g(&self.task_message_errors).to_string()),
             ("edge_connected".into(), self.connected.load(Ordering::Relaxed).to_string()),
             ("edge_frames_dropped".into(), g(&self.edge_frames_dropped).to_string()),
+            ("fleet_edges_up".into(), g(&self.fleet_edges_up).to_string()),
+            ("fleet_frames_on_robot".into(), g(&self.fleet_on_robot).to_string()),
             ("bucket_mb_s".into(), f64::from_bits(g(&self.bucket_bits)).to_string()),
             ("ros_latency_ms_last".into(), ms(g(&self.ros_ns_last))),
             ("ros_latency_ms_max".into(), ms(g(&self.ros_ns_max))),
@@ -322,12 +329,22 @@ impl Edges {
         }
     }
 
-    async fn infer(&mut self, inputs: Vec<tch::Tensor>, bucket: f64, deadline: Duration) -> lop_runtime::Result<Inference> {
+    async fn infer(
+        &mut self,
+        inputs: Vec<tch::Tensor>,
+        bucket: f64,
+        deadline: Duration,
+        counters: &RobotCounters,
+    ) -> lop_runtime::Result<Inference> {
         match self {
             Edges::One(c) => c.infer(inputs, bucket).await,
             Edges::Fleet(f) => {
                 let r = f.infer(inputs, bucket, deadline).await?;
                 tracing::debug!(routed = ?r.routed, id = r.inference.stats.id, "fleet: frame routed");
+                counters.fleet_edges_up.store(f.view().edges().len() as u64, Ordering::Relaxed);
+                if matches!(r.routed, lop_runtime::fleet::Routed::Robot(_)) {
+                    counters.fleet_on_robot.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(r.inference)
             }
         }
@@ -567,7 +584,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         let mbps = latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(cfg.initial_bandwidth_mbps);
         let bucket = selector.update(Instant::now(), mbps);
         counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
-        let r = match client.infer(vec![input], bucket, cfg.fleet_deadline).await {
+        let r = match client.infer(vec![input], bucket, cfg.fleet_deadline, &counters).await {
             Ok(r) => r,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);

@@ -871,6 +871,10 @@ class Harness:
         check(int(v["task_message_errors"]) == 0, f"task message errors: {v['task_message_errors']}")
         check(int(v["fallbacks"]) == 0, f"fallbacks: {v['fallbacks']}")
         check(v["edge_connected"] == "true", "the edge session is down")
+        if self.args.fleet:
+            check(v["fleet_edges_up"] == "1", f"/diagnostics fleet_edges_up {v['fleet_edges_up']}, one edge is up")
+            check(v["fleet_frames_on_robot"] == "0", f"{v['fleet_frames_on_robot']} frames kept on the robot with the edge up")
+            log(f"fleet diagnostics: {v['fleet_edges_up']} edge up, {v['fleet_frames_on_robot']} frames on the robot")
         log(
             f"counts: sent {sent}, received {v['frames_received']}, answered {v['frames_answered']}, dropped (busy) "
             f"{v['frames_dropped_busy']}, bad {v['frames_bad']}, errors {v['inference_errors']}"
