@@ -4,7 +4,6 @@
 use crate::ModelArgs;
 use anyhow::Context;
 use lop::fleet::{BandwidthTrace, Fleet, FleetSpec, ModelCost, Policy, PolicyReport};
-use lop::profile::Profile;
 use lop_runtime::table_config::InputWireSetting;
 use lop_runtime::trace::Trace;
 use std::collections::BTreeMap;
@@ -272,13 +271,8 @@ fn sweep_svg(
 /// # Errors
 /// Unreadable model or profiles, profiles of another model, an unwritable costs file.
 pub fn run_cost(args: &FleetCostArgs) -> anyhow::Result<i32> {
-    let graph = args.model.load()?;
-    args.input_wire.check(&graph)?;
-    let robot = Profile::load(&args.robot_profile).with_context(|| format!("robot profile {}", args.robot_profile.display()))?;
-    let server = Profile::load(&args.server_profile).with_context(|| format!("server profile {}", args.server_profile.display()))?;
-    let hash = graph.content_hash()?;
-    robot.validate(&graph, &hash).context("robot profile")?;
-    server.validate(&graph, &hash).context("server profile")?;
+    let crate::plan::Setup { graph, robot, server } =
+        crate::plan::Setup::load(&args.model, &args.robot_profile, &args.server_profile, args.input_wire)?;
     let config = lop::sim::SimConfig { input_bytes_per_element: args.input_wire.bytes_per_element(), ..lop::sim::SimConfig::default() };
     let name = args.name.clone().unwrap_or_else(|| args.model.model.trim_start_matches("zoo:").to_string());
     let cost = ModelCost::derive(&name, &graph, &robot, &server, config)?;

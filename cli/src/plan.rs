@@ -9,7 +9,7 @@ use lop::planner::{PlannerConfig, TableSpec, load_or_build, svg};
 use lop::profile::Profile;
 use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use lop_runtime::table_config::InputWireSetting;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// How each side orders its compute chunks (see `lop::sim::ChunkOrder`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -103,14 +103,26 @@ impl SetupArgs {
     /// Unreadable files, profiles of another model or with bad timings.
     pub fn load(&self) -> anyhow::Result<Setup> {
         anyhow::ensure!(self.latency_ms.is_finite() && self.latency_ms >= 0.0, "--latency-ms must be >= 0");
-        let graph = self.model.load()?;
-        self.input_wire.check(&graph)?;
-        let robot = Profile::load(&self.robot_profile).with_context(|| format!("robot profile {}", self.robot_profile.display()))?;
-        let server = Profile::load(&self.server_profile).with_context(|| format!("server profile {}", self.server_profile.display()))?;
+        Setup::load(&self.model, &self.robot_profile, &self.server_profile, self.input_wire)
+    }
+}
+
+impl Setup {
+    /// Loads the model and both profiles, and checks them against each other and the input
+    /// wire (shared by `lop plan`, `lop simulate` and `lop fleet-cost`).
+    ///
+    /// # Errors
+    /// Unreadable files, profiles of another model or with bad timings, a wire the model
+    /// cannot take.
+    pub fn load(model: &ModelArgs, robot: &Path, server: &Path, wire: InputWireSetting) -> anyhow::Result<Setup> {
+        let graph = model.load()?;
+        wire.check(&graph)?;
+        let robot_p = Profile::load(robot).with_context(|| format!("robot profile {}", robot.display()))?;
+        let server_p = Profile::load(server).with_context(|| format!("server profile {}", server.display()))?;
         let hash = graph.content_hash()?;
-        robot.validate(&graph, &hash).context("robot profile")?;
-        server.validate(&graph, &hash).context("server profile")?;
-        Ok(Setup { graph, robot, server })
+        robot_p.validate(&graph, &hash).context("robot profile")?;
+        server_p.validate(&graph, &hash).context("server profile")?;
+        Ok(Setup { graph, robot: robot_p, server: server_p })
     }
 }
 
