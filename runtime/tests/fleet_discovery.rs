@@ -9,17 +9,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{MODEL, edge, setup, tempdir};
+use common::{MODEL, edge, free_port, setup, tempdir};
 use lop_msgs::load::{EdgeLoad, ModelLoad};
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::fleet::{FleetView, LoadReporter, REPORT_PERIOD, STALE_AFTER, start_reporter};
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::{ZenohConnector, serve_zenoh};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// Polls `cond` every 10 ms for at most `limit`; the time it took, or `None`.
 async fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {

@@ -8,17 +8,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{MODEL, assert_exact, edge_slowed, setup, tempdir};
+use common::{MODEL, assert_exact, edge_slowed, free_port, setup, tempdir};
 use lop::fleet::ModelCost;
 use lop_msgs::key::SessionKeys;
 use lop_runtime::client::ClientOptions;
 use lop_runtime::fleet::{FleetClient, FleetStream, REPORT_PERIOD, Routed, STALE_AFTER, start_reporter};
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::serve_zenoh;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_lanes_spread_a_stream_over_two_edges_in_frame_order() {

@@ -7,15 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{MODEL, assert_exact, edge, setup, tempdir};
+use common::{MODEL, assert_exact, edge, free_port, setup, tempdir};
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::{ZenohConnector, serve_zenoh};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_zenoh_exact_outputs_fallback_and_reconnect() {

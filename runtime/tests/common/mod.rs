@@ -85,6 +85,11 @@ pub fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) 
     assert!(err <= 1e-5, "{what}: relative error {err}");
 }
 
+/// A TCP port free on loopback now (for a Zenoh router's endpoint).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 pub fn tempdir() -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("lop-rt-test-{}-{:?}", std::process::id(), std::thread::current().id()));
     std::fs::create_dir_all(&d).unwrap();
