@@ -341,7 +341,7 @@ impl Edges {
             Edges::Fleet(f) => {
                 let r = f.infer(inputs, bucket, deadline).await?;
                 tracing::debug!(routed = ?r.routed, id = r.inference.stats.id, "fleet: frame routed");
-                counters.fleet_edges_up.store(f.view().edges().len() as u64, Ordering::Relaxed);
+                counters.fleet_edges_up.store(f.edges_up() as u64, Ordering::Relaxed);
                 if matches!(r.routed, lop_runtime::fleet::Routed::Robot(_)) {
                     counters.fleet_on_robot.fetch_add(1, Ordering::Relaxed);
                 }

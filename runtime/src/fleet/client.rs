@@ -80,6 +80,8 @@ pub struct FleetClient {
     clients: HashMap<String, RobotClient<ZenohConnector>>,
     alone: Option<RobotClient<ZenohConnector>>,
     warned_no_model: bool,
+    /// Edges up in the view at the last frame.
+    edges_up: usize,
 }
 
 impl std::fmt::Debug for FleetClient {
@@ -123,6 +125,7 @@ impl FleetClient {
             clients: HashMap::new(),
             alone: None,
             warned_no_model: false,
+            edges_up: 0,
         })
     }
 
@@ -145,6 +148,11 @@ impl FleetClient {
         for c in self.clients.values_mut() {
             c.set_method(method);
         }
+    }
+
+    /// Edges up in the fleet view when the last frame was routed.
+    pub fn edges_up(&self) -> usize {
+        self.edges_up
     }
 
     /// Whether a session with some edge is up.
@@ -178,8 +186,11 @@ impl FleetClient {
     /// Inputs that do not fit the model, engine failures, a model worker that cannot start.
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<FleetInference> {
         let model = self.template.model_id.clone();
-        let edges: Vec<_> = self.view.edges().into_iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).collect();
-        if edges.is_empty() && !self.view.edges().is_empty() && !self.warned_no_model {
+        let seen = self.view.edges();
+        self.edges_up = seen.len();
+        let any_up = !seen.is_empty();
+        let edges: Vec<_> = seen.into_iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).collect();
+        if edges.is_empty() && any_up && !self.warned_no_model {
             self.warned_no_model = true;
             tracing::warn!(model = %model, "fleet: no edge up serves this model; frames run on the robot");
         }
