@@ -3,7 +3,7 @@
 //!
 //! | key                    | direction    | carries                                      |
 //! |------------------------|--------------|----------------------------------------------|
-//! | `lop/v1/edge/hello`    | robot → edge | Hello                                        |
+//! | `lop/v1/<robot>/hello` | robot → edge | Hello (the robot id in the key is the Hello's) |
 //! | `lop/v1/<robot>/up`    | robot → edge | Start, Band (robot → edge)                   |
 //! | `lop/v1/<robot>/down`  | edge → robot | Welcome, Reject, Band (edge → robot), Done, Error |
 //! | `lop/v1/edge/alive`    | edge         | the edge's Zenoh liveliness token            |
@@ -11,7 +11,9 @@
 //! | `lop/v1/edge/<edge>/alive` | edge     | a fleet edge's liveliness token (discovery)  |
 //! | `lop/v1/edge/<edge>/load`  | edge     | its [`EdgeLoad`](crate::load::EdgeLoad) at 10 Hz |
 //!
-//! The edge subscribes to [`ALL_UP`]. The `v1` chunk names the key layout; the frame header carries
+//! Everything a robot publishes lies under `lop/v1/<robot>/`, so that access control can confine
+//! an authenticated robot to its own keys (README, Security). The edge subscribes to [`ALL_HELLO`]
+//! and [`ALL_UP`]. The `v1` chunk names the key layout; the frame header carries
 //! the frame format version separately ([`PROTOCOL_VERSION`](crate::protocol::PROTOCOL_VERSION)).
 
 use std::fmt;
@@ -20,8 +22,8 @@ use crate::{Error, Result};
 
 /// Prefix of every key.
 pub const KEY_PREFIX: &str = "lop/v1";
-/// The key robots send Hello to.
-pub const EDGE_HELLO: &str = "lop/v1/edge/hello";
+/// Key expression matching every robot's Hello key (for the single edge's subscriber).
+pub const ALL_HELLO: &str = "lop/v1/*/hello";
 /// Key expression matching every robot's uplink (for the edge's subscriber).
 pub const ALL_UP: &str = "lop/v1/*/up";
 /// The edge's liveliness token: present while an edge server is up.
@@ -124,11 +126,12 @@ pub fn edge_of<'k>(key: &'k str, last: &str) -> Option<&'k str> {
     validate_id(edge).ok().map(|()| edge)
 }
 
-/// The keys of one robot-edge session space: the single edge's (`lop/v1/edge/hello`,
+/// The keys of one robot-edge session space: the single edge's (`lop/v1/<robot>/hello`,
 /// `lop/v1/<robot>/up`, `lop/v1/<robot>/down`, token `lop/v1/edge/alive`), or one fleet edge's,
 /// addressed by its id so that several edges share a Zenoh network without hearing each other's
-/// robots (`lop/v1/edge/<edge>/hello`, `lop/v1/<robot>/<edge>/up`, `lop/v1/<robot>/<edge>/down`,
-/// token `lop/v1/edge/<edge>/alive`, the same token as its load reports').
+/// robots (`lop/v1/<robot>/<edge>/hello`, `lop/v1/<robot>/<edge>/up`,
+/// `lop/v1/<robot>/<edge>/down`, token `lop/v1/edge/<edge>/alive`, the same token as its load
+/// reports').
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SessionKeys {
     edge: Option<String>,
@@ -147,7 +150,8 @@ impl SessionKeys {
     ///
     /// ```
     /// let k = lop_msgs::key::SessionKeys::fleet("gpu-1").unwrap();
-    /// assert_eq!(k.hello(), "lop/v1/edge/gpu-1/hello");
+    /// assert_eq!(k.hello("r1").unwrap(), "lop/v1/r1/gpu-1/hello");
+    /// assert_eq!(k.robot_of_hello("lop/v1/r1/gpu-1/hello"), Some("r1"));
     /// assert_eq!(k.up("r1").unwrap(), "lop/v1/r1/gpu-1/up");
     /// assert_eq!(k.robot_of_up("lop/v1/r1/gpu-1/up"), Some("r1"));
     /// assert_eq!(k.robot_of_up("lop/v1/r1/up"), None);
@@ -165,12 +169,25 @@ impl SessionKeys {
         self.edge.as_deref()
     }
 
-    /// Where robots send Hello.
-    pub fn hello(&self) -> String {
-        match &self.edge {
-            None => EDGE_HELLO.to_string(),
-            Some(e) => format!("{KEY_PREFIX}/{EDGE_CHUNK}/{e}/hello"),
-        }
+    /// Where `robot` sends its Hello to this edge: a key of the robot's own, so that the edge
+    /// can check that the Hello's robot id is the key's, and access control can confine a robot
+    /// to its own keys.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`] when `robot` fails [`validate_robot_id`].
+    pub fn hello(&self, robot: &str) -> Result<String> {
+        validate_robot_id(robot)?;
+        Ok(format!("{KEY_PREFIX}/{robot}/{}", self.tail("hello")))
+    }
+
+    /// The key expression of every robot's Hello key for this edge (the edge's subscription).
+    pub fn all_hello(&self) -> String {
+        format!("{KEY_PREFIX}/*/{}", self.tail("hello"))
+    }
+
+    /// The robot id of one of this edge's Hello keys.
+    pub fn robot_of_hello<'k>(&self, key: &'k str) -> Option<&'k str> {
+        self.robot_of(key, "hello")
     }
 
     /// The edge's liveliness token.
@@ -213,7 +230,11 @@ impl SessionKeys {
 
     /// The robot id of one of this edge's uplink keys.
     pub fn robot_of_up<'k>(&self, key: &'k str) -> Option<&'k str> {
-        let tail = self.tail("up");
+        self.robot_of(key, "up")
+    }
+
+    fn robot_of<'k>(&self, key: &'k str, dir: &str) -> Option<&'k str> {
+        let tail = self.tail(dir);
         let robot = key.strip_prefix(KEY_PREFIX)?.strip_prefix('/')?.strip_suffix(tail.as_str())?.strip_suffix('/')?;
         validate_robot_id(robot).ok().map(|()| robot)
     }
@@ -235,8 +256,11 @@ pub fn alive_robot(key: &str) -> Option<&str> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Key {
-    /// `lop/v1/edge/hello`.
-    EdgeHello,
+    /// `lop/v1/<robot>/hello`.
+    Hello {
+        /// Robot id (validated).
+        robot: String,
+    },
     /// `lop/v1/<robot>/up`.
     Up {
         /// Robot id (validated).
@@ -274,18 +298,17 @@ impl Key {
         Ok(Key::Down { robot: robot.to_string() })
     }
 
-    /// The robot id in the key, if any.
+    /// The robot id in the key.
     pub fn robot(&self) -> Option<&str> {
         match self {
-            Key::EdgeHello => None,
-            Key::Up { robot } | Key::Down { robot } => Some(robot),
+            Key::Hello { robot } | Key::Up { robot } | Key::Down { robot } => Some(robot),
         }
     }
 
     /// Parses a concrete key (no wildcards).
     ///
     /// # Errors
-    /// [`Error::InvalidKey`] when `key` is not `lop/v1/edge/hello`, `lop/v1/<robot>/up` or
+    /// [`Error::InvalidKey`] when `key` is not `lop/v1/<robot>/hello`, `lop/v1/<robot>/up` or
     /// `lop/v1/<robot>/down`; [`Error::InvalidId`] when the robot chunk is not a valid robot id.
     pub fn parse(key: &str) -> Result<Key> {
         let bad = |reason| Error::InvalidKey { key: key.chars().take(200).collect(), reason };
@@ -295,15 +318,16 @@ impl Key {
             return Err(bad("too many chunks"));
         }
         if first == EDGE_CHUNK {
-            return match second {
-                "hello" => Ok(Key::EdgeHello),
-                _ => Err(bad("unknown edge key")),
-            };
+            return Err(bad("the edge's keys carry no frames"));
         }
         match second {
+            "hello" => {
+                validate_robot_id(first)?;
+                Ok(Key::Hello { robot: first.to_string() })
+            }
             "up" => Key::up(first),
             "down" => Key::down(first),
-            _ => Err(bad("last chunk must be 'up' or 'down'")),
+            _ => Err(bad("last chunk must be 'hello', 'up' or 'down'")),
         }
     }
 }
@@ -311,7 +335,7 @@ impl Key {
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Key::EdgeHello => f.write_str(EDGE_HELLO),
+            Key::Hello { robot } => write!(f, "{KEY_PREFIX}/{robot}/hello"),
             Key::Up { robot } => write!(f, "{KEY_PREFIX}/{robot}/up"),
             Key::Down { robot } => write!(f, "{KEY_PREFIX}/{robot}/down"),
         }
@@ -338,12 +362,13 @@ mod tests {
 
     #[test]
     fn keys_round_trip() {
-        for k in [Key::EdgeHello, Key::up("r1").unwrap(), Key::down("r-2.x").unwrap()] {
+        for k in [Key::Hello { robot: "r1".into() }, Key::up("r1").unwrap(), Key::down("r-2.x").unwrap()] {
             assert_eq!(Key::parse(&k.to_string()).unwrap(), k);
         }
         assert_eq!(Key::up("r1").unwrap().to_string(), "lop/v1/r1/up");
         assert_eq!(Key::down("r1").unwrap().to_string(), "lop/v1/r1/down");
-        assert_eq!(Key::EdgeHello.to_string(), "lop/v1/edge/hello");
+        assert_eq!(Key::Hello { robot: "r1".into() }.to_string(), "lop/v1/r1/hello");
+        assert!(Key::parse("lop/v1/edge/hello").is_err());
         assert_eq!(Key::down("r1").unwrap().robot(), Some("r1"));
     }
 

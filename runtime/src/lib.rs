@@ -16,6 +16,8 @@
 //! - [`zenoh_link`]: the Zenoh link (router/client/peer sessions, control frames at a higher
 //!   priority, liveliness tokens so each side learns at once when the other is gone);
 //!   [`zenoh_service`] serves the edge and connects robots over it.
+//! - [`security`]: mutual TLS, user/password authentication and access control for the Zenoh
+//!   sessions, and a site's certificates (`lop certs`).
 //! - [`netns`]: two network namespaces joined by a veth pair, shaped with tc from a trace.
 //! - [`exec`]: the overlapped executor: one side of one inference on a dedicated thread, in the
 //!   simulator's wavefront order, bands sent as soon as computed; exact robot-alone fallback.
@@ -64,6 +66,7 @@ pub mod link;
 pub mod local;
 pub mod netns;
 pub mod plans;
+pub mod security;
 pub mod session;
 pub mod shaped;
 pub mod synthetic;

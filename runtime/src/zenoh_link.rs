@@ -8,7 +8,7 @@
 //!
 //! | key (see [`lop_msgs::key`]) | who publishes       | what                                      |
 //! |-----------------------------|---------------------|-------------------------------------------|
-//! | `lop/v1/edge/hello`         | robot ([`robot_link`]) | Hello frames (the only thing sent there) |
+//! | `lop/v1/<robot>/hello`      | robot ([`robot_link`]) | Hello frames (the only thing sent there) |
 //! | `lop/v1/<robot>/up`         | robot               | every other frame of the robot            |
 //! | `lop/v1/<robot>/down`       | edge ([`EdgeConn`]) | every frame towards that robot            |
 //! | `lop/v1/edge/alive`         | edge (liveliness)   | token held while the [`EdgeAcceptor`] lives |
@@ -16,7 +16,7 @@
 //!
 //! That is the single edge's key space. A fleet edge ([`EdgeAcceptor::on`],
 //! [`robot_link_on`] with [`SessionKeys::fleet`]) adds its id, so that several edges share one
-//! Zenoh network and each hears only the robots that address it: `lop/v1/edge/<edge>/hello`,
+//! Zenoh network and each hears only the robots that address it: `lop/v1/<robot>/<edge>/hello`,
 //! `lop/v1/<robot>/<edge>/up`, `lop/v1/<robot>/<edge>/down`, token `lop/v1/edge/<edge>/alive`.
 //!
 //! # Priorities
@@ -84,6 +84,7 @@ use zenoh::sample::{Sample, SampleKind};
 
 use crate::error::{Error, Result};
 use crate::link::{Counters, LinkRx, LinkTx, Priority, Traffic};
+use crate::security::Security;
 
 /// Zenoh priority of control frames.
 const CONTROL_PRIORITY: ZPriority = ZPriority::InteractiveHigh;
@@ -123,22 +124,24 @@ pub struct ZenohConfig {
     pub connect: Vec<String>,
     /// Whether to discover other Zenoh nodes by UDP multicast (off in the constructors).
     pub multicast_scouting: bool,
+    /// TLS, authentication and access control (none in the constructors).
+    pub security: Security,
 }
 
 impl ZenohConfig {
     /// A router listening on `listen` (the edge).
     pub fn router(listen: Vec<String>) -> ZenohConfig {
-        ZenohConfig { mode: ZenohMode::Router, listen, connect: Vec::new(), multicast_scouting: false }
+        ZenohConfig { mode: ZenohMode::Router, listen, connect: Vec::new(), multicast_scouting: false, security: Security::default() }
     }
 
     /// A client connecting to `connect` (a robot).
     pub fn client(connect: Vec<String>) -> ZenohConfig {
-        ZenohConfig { mode: ZenohMode::Client, listen: Vec::new(), connect, multicast_scouting: false }
+        ZenohConfig { mode: ZenohMode::Client, listen: Vec::new(), connect, multicast_scouting: false, security: Security::default() }
     }
 
     /// A peer listening on `listen` and connecting to `connect`.
     pub fn peer(listen: Vec<String>, connect: Vec<String>) -> ZenohConfig {
-        ZenohConfig { mode: ZenohMode::Peer, listen, connect, multicast_scouting: false }
+        ZenohConfig { mode: ZenohMode::Peer, listen, connect, multicast_scouting: false, security: Security::default() }
     }
 
     /// Sets multicast scouting.
@@ -147,15 +150,26 @@ impl ZenohConfig {
         self
     }
 
+    /// Sets the security settings.
+    pub fn with_security(mut self, security: Security) -> ZenohConfig {
+        self.security = security;
+        self
+    }
+
     /// The Zenoh configuration this describes.
     ///
     /// # Errors
     ///
-    /// [`Error::Zenoh`] when Zenoh refuses a value (e.g. a malformed endpoint).
+    /// [`Error::Zenoh`] when Zenoh refuses a value (e.g. a malformed endpoint);
+    /// [`Error::InvalidConfig`] for an unreadable TLS file or an invalid access policy.
     pub fn to_zenoh(&self) -> Result<zenoh::Config> {
         let mut config = zenoh::Config::default();
-        let mut set =
-            |key: &str, value: String| config.insert_json5(key, &value).map_err(|e| Error::Zenoh(format!("config {key} = {value}: {e}")));
+        let mut set = |key: &str, value: String| {
+            config.insert_json5(key, &value).map_err(|e| {
+                let shown = if key.contains("password") { "<hidden>" } else { value.as_str() };
+                Error::Zenoh(format!("config {key} = {shown}: {e}"))
+            })
+        };
         set("mode", json_string(self.mode.as_str()))?;
         if !self.listen.is_empty() {
             set("listen/endpoints", json_strings(&self.listen))?;
@@ -168,6 +182,7 @@ impl ZenohConfig {
         // and an edge on one host through memory instead of the link (and past any tc shaping).
         // The robot-edge link is a network link: never shortcut it.
         set("transport/shared_memory/enabled", "false".into())?;
+        self.security.apply(&mut set)?;
         Ok(config)
     }
 
@@ -382,7 +397,7 @@ impl ZenohTx {
         Ok(ZenohTx { key: key.to_string(), control, bulk, lanes, peer, counters: Counters::default() })
     }
 
-    /// The key this half publishes on (Hello frames of a robot go to `lop/v1/edge/hello` instead).
+    /// The key this half publishes on (Hello frames of a robot go to `lop/v1/<robot>/hello` instead).
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -452,7 +467,7 @@ impl fmt::Debug for ZenohRx {
 
 impl ZenohRx {
     /// The key this half receives from (an edge session's rx also yields its Hello, received on
-    /// `lop/v1/edge/hello`).
+    /// `lop/v1/<robot>/hello`).
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -538,7 +553,7 @@ impl RobotInbox {
 }
 
 /// Opens the robot's end of a link on `session`: the tx publishes Hello frames on
-/// `lop/v1/edge/hello` and everything else on `lop/v1/<robot_id>/up`; the rx receives
+/// `lop/v1/<robot_id>/hello` and everything else on `lop/v1/<robot_id>/up`; the rx receives
 /// `lop/v1/<robot_id>/down` and watches the edge's liveliness (module docs). Declares the robot's
 /// liveliness token `lop/v1/<robot_id>/alive`, held until the tx and everything it accepted is
 /// published.
@@ -563,7 +578,7 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
     lop_msgs::validate_robot_id(robot_id).map_err(|e| Error::InvalidConfig { what: format!("robot id: {e}") })?;
     let up = keys.up(robot_id)?;
     let down = keys.down(robot_id)?;
-    let (hello_key, edge_token) = (keys.hello(), keys.token());
+    let (hello_key, edge_token) = (keys.hello(robot_id)?, keys.token());
     let alive = lop_msgs::key::robot_alive(robot_id)?;
 
     let peer = Arc::new(PeerState::default());
@@ -669,6 +684,12 @@ impl EdgeShared {
         if let Err(e) = lop_msgs::validate_robot_id(&robot_id) {
             return self.drop_one(&format!("hello with a bad robot id: {e}"), key, bytes.len());
         }
+        if self.keys.robot_of_hello(key) != Some(robot_id.as_str()) {
+            // A robot speaking for another one: it would end that robot's session. Access control
+            // confines an authenticated robot to its own keys, so the key names the sender.
+            tracing::warn!(key, claimed = %robot_id, "hello refused: its robot id is not its key's");
+            return self.drop_one("hello whose robot id is not its key's", key, bytes.len());
+        }
         let (inbox_tx, inbox) = mpsc::unbounded_channel();
         let peer = Arc::new(PeerState::default());
         // The Hello is the first message of the new session; the channel is open, so this cannot fail.
@@ -767,7 +788,7 @@ impl EdgeAcceptor {
     pub async fn on(session: &zenoh::Session, keys: SessionKeys) -> Result<EdgeAcceptor> {
         let (pending_tx, pending) = mpsc::unbounded_channel();
         let dropped = Arc::new(AtomicU64::new(0));
-        let (all_up, hello_key, token_key) = (keys.all_up(), keys.hello(), keys.token());
+        let (all_up, hello_key, token_key) = (keys.all_up(), keys.all_hello(), keys.token());
         let shared =
             Arc::new(EdgeShared { keys: keys.clone(), robots: Mutex::new(HashMap::new()), pending: pending_tx, dropped: dropped.clone() });
         let s = shared.clone();

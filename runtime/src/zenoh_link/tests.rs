@@ -8,7 +8,6 @@ use lop_msgs::protocol::{Band, BandHeader, DType, Hello, Start, Welcome, decode}
 use tokio::time::{Instant, timeout};
 
 use super::*;
-use lop_msgs::key::EDGE_HELLO;
 
 /// Bound of every wait in these tests.
 const LIMIT: Duration = Duration::from_secs(15);
@@ -299,7 +298,8 @@ async fn robot_session_close_ends_the_edge_session() {
     assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
 }
 
-/// (f) Garbage on the hello key is counted and does not crash anything.
+/// (f) Garbage on the hello key, and a Hello naming another robot than its key, are counted and
+/// start no session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_hello_is_dropped() {
     let port = free_port();
@@ -314,12 +314,15 @@ async fn garbage_hello_is_dropped() {
     if let Some(p) = bad_id.windows(2).position(|w| w == b"r1") {
         bad_id[p + 1] = b'/';
     }
-    let garbage: Vec<Vec<u8>> = vec![b"garbage".to_vec(), Vec::new(), vec![0xff; 10_000], start, truncated, bad_id];
+    // A well-formed Hello of another robot on r1's key: r1 speaking for r2 (it would end r2's session).
+    let spoofed = hello("r2");
+    let garbage: Vec<Vec<u8>> = vec![b"garbage".to_vec(), Vec::new(), vec![0xff; 10_000], start, truncated, bad_id, spoofed];
     let n = garbage.len() as u64;
+    let hello_key = SessionKeys::single().hello("r1").unwrap();
     for g in garbage {
-        session.put(EDGE_HELLO, g).await.unwrap();
+        session.put(&hello_key, g).await.unwrap();
     }
-    session.delete(EDGE_HELLO).await.unwrap();
+    session.delete(&hello_key).await.unwrap();
     eventually("garbage counted", || acceptor.dropped() == n + 1).await;
     assert!(timeout(Duration::from_millis(100), acceptor.accept()).await.is_err());
     // The edge still works.
