@@ -304,6 +304,10 @@ pub struct FleetWatchArgs {
     /// One JSON object per second instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// For a `tls/` endpoint: the site's CA, and a certificate and key the edges accept (a
+    /// robot's, from `lop certs`), comma-separated: `ca.pem,robot-r1.pem,robot-r1.key`.
+    #[arg(long, value_delimiter = ',')]
+    pub tls: Vec<PathBuf>,
 }
 
 /// Runs `lop fleet-watch`: the fleet as a robot sees it, once a second.
@@ -314,7 +318,13 @@ pub fn run_watch(args: &FleetWatchArgs) -> anyhow::Result<i32> {
     anyhow::ensure!((1..=86_400).contains(&args.seconds), "--seconds must be 1 to 86400");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
     runtime.block_on(async {
+        let tls = match &args.tls[..] {
+            [] => None,
+            [ca, cert, key] => Some(lop_runtime::security::TlsFiles { ca: ca.clone(), cert: cert.clone(), key: key.clone() }),
+            _ => anyhow::bail!("--tls takes ca,cert,key"),
+        };
         let session = lop_runtime::zenoh_link::ZenohConfig::client(vec![args.connect.clone()])
+            .with_security(lop_runtime::security::Security { tls, ..Default::default() })
             .open()
             .await
             .with_context(|| format!("connecting to {}", args.connect))?;

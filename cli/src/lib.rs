@@ -11,11 +11,13 @@
 //! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
 //! - [`fleet`]: `lop fleet-sim` (routing policies over a simulated fleet), `lop fleet-cost` and
 //!   `lop fleet-watch` (the edges' load reports, live).
+//! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
 #![deny(missing_docs)]
 
 pub mod bench;
 pub mod bench_edge;
 pub mod bench_exec;
+pub mod certs;
 pub mod fleet;
 pub mod inspect;
 pub mod plan;
@@ -131,6 +133,8 @@ pub enum Command {
     FleetCost(fleet::FleetCostArgs),
     /// Watch the fleet as a robot sees it: every edge's load reports, once a second.
     FleetWatch(fleet::FleetWatchArgs),
+    /// Make a site's CA and the certificates of its edges and robots (mutual TLS).
+    Certs(certs::CertsArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -156,5 +160,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::FleetSim(a) => fleet::run_sim(&a),
         Command::FleetCost(a) => fleet::run_cost(&a),
         Command::FleetWatch(a) => fleet::run_watch(&a),
+        Command::Certs(a) => certs::run(&a),
     }
 }

@@ -14,6 +14,20 @@ fn stdout_json(out: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
+/// A loopback port free now and never handed to another test of this process (tests run in
+/// parallel, and the kernel may give two of them the same just-released port).
+fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lop-cli-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -500,12 +514,9 @@ fn fleet_sim_and_fleet_cost_refuse_bad_input_clearly() {
 
 /// `lop fleet-watch` shows an edge it was never told about: only a router endpoint is given, the
 /// edge is found by its load reports.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_watch_shows_the_edges_found_by_their_reports() {
+/// An edge service on `session` reporting its load as `watched-edge` (what fleet-watch sees).
+async fn watched_edge(session: &zenoh::Session, cache: &str) -> lop_runtime::fleet::ReporterHandle {
     use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let session = lop_runtime::zenoh_link::ZenohConfig::router(vec![endpoint.clone()]).open().await.expect("router");
     let g = lop::model::load("zoo:resnet18", &Default::default()).expect("model");
     let server = lop_runtime::synthetic::synthetic_profile(&g, lop::plan::Side::Server).expect("profile");
     let spec = lop::planner::table::TableSpec {
@@ -525,7 +536,7 @@ async fn fleet_watch_shows_the_edges_found_by_their_reports() {
         robot_profiles: Vec::new(),
         profiles_dir: None,
         spec,
-        cache_dir: scratch("watch"),
+        cache_dir: scratch(cache),
         replicas: 1,
         device: tch::Device::Cpu,
         limits: Default::default(),
@@ -535,9 +546,17 @@ async fn fleet_watch_shows_the_edges_found_by_their_reports() {
     })
     .await
     .expect("edge");
-    let _reports = lop_runtime::fleet::start_reporter(&session, "watched-edge", svc, lop_runtime::fleet::REPORT_PERIOD, Box::new(|| None))
+    lop_runtime::fleet::start_reporter(session, "watched-edge", svc, lop_runtime::fleet::REPORT_PERIOD, Box::new(|| None))
         .await
-        .expect("reporter");
+        .expect("reporter")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_watch_shows_the_edges_found_by_their_reports() {
+    let port = free_port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let session = lop_runtime::zenoh_link::ZenohConfig::router(vec![endpoint.clone()]).open().await.expect("router");
+    let _reports = watched_edge(&session, "watch").await;
     let out = tokio::task::spawn_blocking(move || lop(&["fleet-watch", "--connect", &endpoint, "--seconds", "2", "--json"]))
         .await
         .expect("the watcher ran");
@@ -549,5 +568,50 @@ async fn fleet_watch_shows_the_edges_found_by_their_reports() {
     assert_eq!(edge["models"][0]["model"], "resnet18");
     assert_eq!(edge["models"][0]["warm"], true);
     assert!(last["counts"]["reports"].as_u64().unwrap_or(0) >= 5, "about 10 reports a second: {text}");
+    session.close().await.expect("close");
+}
+
+/// `lop certs` makes a site; an edge router with those certificates and access control serves
+/// `lop fleet-watch` over mutual TLS with a robot's certificate; a second run never overwrites
+/// the CA; bad robot ids are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certs_make_a_site_whose_robots_watch_the_fleet_over_tls() {
+    let dir = scratch("certs").join("site");
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().expect("utf-8 path").to_string();
+    let out = lop(&["certs", "--out", &d, "--robots", "r1,r2", "--edge-names", "gpu-1.lab,10.0.0.5", "--days", "30"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["ca.pem", "ca.key", "edge.pem", "edge.key", "robot-r1.pem", "robot-r1.key", "robot-r2.pem", "robot-r2.key"] {
+        assert!(dir.join(f).is_file(), "{f} written");
+    }
+    let snippet = String::from_utf8_lossy(&out.stdout);
+    assert!(snippet.contains("access: {robots: [r1, r2]") && snippet.contains("tls/[::]:7447"), "{snippet}");
+    let again = lop(&["certs", "--out", &d, "--robots", "r1"]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("exists"), "the CA is made once");
+    let bad = lop(&["certs", "--out", &format!("{d}-bad"), "--robots", "r 1"]);
+    assert!(!bad.status.success(), "a robot id with a space is refused");
+
+    use lop_runtime::security::{AccessPolicy, Security, TlsFiles};
+    let port = free_port();
+    let security = Security {
+        tls: Some(TlsFiles { ca: dir.join("ca.pem"), cert: dir.join("edge.pem"), key: dir.join("edge.key") }),
+        access: Some(AccessPolicy { robots: vec!["r1".into()], edges: vec!["edge".into()] }),
+        ..Security::default()
+    };
+    let session = lop_runtime::zenoh_link::ZenohConfig::router(vec![format!("tls/127.0.0.1:{port}")])
+        .with_security(security)
+        .open()
+        .await
+        .expect("TLS router");
+    let _reports = watched_edge(&session, "certs-watch").await;
+    let endpoint = format!("tls/localhost:{port}");
+    let tls = format!("{d}/ca.pem,{d}/robot-r1.pem,{d}/robot-r1.key");
+    let out = tokio::task::spawn_blocking(move || lop(&["fleet-watch", "--connect", &endpoint, "--tls", &tls, "--seconds", "2", "--json"]))
+        .await
+        .expect("the watcher ran");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or("")).expect("one JSON object per line");
+    assert_eq!(last["edges"][0]["edge"], "watched-edge", "r1 reads the edges' reports over TLS: {text}");
     session.close().await.expect("close");
 }

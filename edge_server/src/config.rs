@@ -8,6 +8,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use lop::planner::table::TableSpec;
+use lop_runtime::security::{AccessPolicy, Login, Security, TlsFiles, endpoint_protocol, is_loopback_endpoint};
 use lop_runtime::table_config::TableSettings;
 use lop_runtime::zenoh_link::{ZenohConfig, ZenohMode};
 use serde::{Deserialize, Serialize};
@@ -131,12 +132,70 @@ pub struct ZenohSection {
     /// UDP multicast scouting.
     #[serde(default)]
     pub multicast_scouting: bool,
+    /// Mutual TLS on `tls/` endpoints (`lop certs` makes the files).
+    #[serde(default)]
+    pub tls: Option<TlsSection>,
+    /// A file of `user:password` lines that robots (and other edges) must present.
+    #[serde(default)]
+    pub users_file: Option<PathBuf>,
+    /// This edge's own user name, for connecting to an edge whose `users_file` asks for one.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The file holding this edge's password (first line).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// Zenoh access control: each listed robot confined to its own keys.
+    #[serde(default)]
+    pub access: Option<AccessSection>,
+    /// Listen beyond loopback without TLS (anyone on the network may then reach this edge).
+    #[serde(default)]
+    pub allow_insecure: bool,
 }
 
 impl Default for ZenohSection {
     fn default() -> Self {
-        ZenohSection { mode: default_mode(), listen: default_listen(), connect: Vec::new(), multicast_scouting: false }
+        ZenohSection {
+            mode: default_mode(),
+            listen: default_listen(),
+            connect: Vec::new(),
+            multicast_scouting: false,
+            tls: None,
+            users_file: None,
+            user: None,
+            password_file: None,
+            access: None,
+            allow_insecure: false,
+        }
     }
+}
+
+/// TLS files (PEM), relative to the configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// The site's CA certificate (`ca.pem`).
+    pub ca: PathBuf,
+    /// This edge's certificate (`edge.pem`).
+    pub cert: PathBuf,
+    /// This edge's private key (`edge.key`).
+    pub key: PathBuf,
+}
+
+/// Who may use which keys (Zenoh access control, everything else denied).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    /// Robot ids (their certificates' common names or user names), each confined to
+    /// `lop/v1/<robot>/**` plus reading the edges' public keys.
+    #[serde(default)]
+    pub robots: Vec<String>,
+    /// Identities trusted as edges (everything allowed): the other edges of a fleet.
+    #[serde(default = "default_edge_identities")]
+    pub edges: Vec<String>,
+}
+
+fn default_edge_identities() -> Vec<String> {
+    vec![lop_runtime::security::EDGE_IDENTITY.to_string()]
 }
 
 /// A Zenoh session's role.
@@ -284,7 +343,7 @@ fn default_grace() -> f64 {
     10.0
 }
 fn default_log() -> String {
-    "info,zenoh=warn".into()
+    format!("info,zenoh=warn,{}", lop_runtime::security::REFUSAL_LOG_FILTER)
 }
 fn default_true() -> bool {
     true
@@ -310,6 +369,34 @@ impl ModelSource {
             ModelSource::File(p) => p.display().to_string(),
         }
     }
+}
+
+/// The endpoints an edge listens on and the warnings to log at start-up about them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenPlan {
+    /// The endpoints listened on.
+    pub listen: Vec<String>,
+    /// What start-up says (loopback only, insecure, no access control).
+    pub warnings: Vec<String>,
+}
+
+/// The loopback endpoints replacing one on every address (`tcp/[::]:P`, `tcp/0.0.0.0:P`).
+fn loopback_of_unspecified(endpoint: &str) -> Option<Vec<String>> {
+    let (proto, rest) = endpoint.split_once('/')?;
+    let (addr, tail) = match rest.find(['?', '#']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let (host, port) = addr.rsplit_once(':')?;
+    let ip: std::net::IpAddr = host.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    if !ip.is_unspecified() {
+        return None;
+    }
+    Some(if ip.is_ipv4() {
+        vec![format!("{proto}/127.0.0.1:{port}{tail}")]
+    } else {
+        vec![format!("{proto}/127.0.0.1:{port}{tail}"), format!("{proto}/[::1]:{port}{tail}")]
+    })
 }
 
 impl EdgeConfig {
@@ -340,6 +427,10 @@ impl EdgeConfig {
             if let ProfileSource::File(p) = &mut m.server_profile {
                 *p = base.join(&*p);
             }
+        }
+        let z = &mut cfg.zenoh;
+        for p in z.tls.iter_mut().flat_map(|t| [&mut t.ca, &mut t.cert, &mut t.key]).chain(&mut z.users_file).chain(&mut z.password_file) {
+            *p = base.join(&*p);
         }
         cfg.check()?;
         Ok(cfg)
@@ -378,7 +469,7 @@ impl EdgeConfig {
         if self.zenoh.mode == Mode::Client && self.zenoh.connect.is_empty() {
             return Err(self.invalid("zenoh.connect", "a client needs at least one endpoint to connect to"));
         }
-        self.zenoh_config().to_zenoh().map_err(|e| self.invalid("zenoh", e.to_string()))?;
+        self.zenoh_config()?.to_zenoh().map_err(|e| self.invalid("zenoh", e.to_string()))?;
         if self.models.is_empty() {
             return Err(self.invalid("models", "no model to serve"));
         }
@@ -510,19 +601,94 @@ impl EdgeConfig {
         Ok(tch::Device::Cuda(ordinal))
     }
 
-    /// The Zenoh session configuration.
-    pub fn zenoh_config(&self) -> ZenohConfig {
+    /// The Zenoh session configuration: the endpoints actually listened on
+    /// ([`listen_plan`](Self::listen_plan)) and the security settings.
+    ///
+    /// # Errors
+    /// A listen endpoint refused by [`listen_plan`](Self::listen_plan); an unreadable password
+    /// file; `user` without `password_file` or the reverse.
+    pub fn zenoh_config(&self) -> Result<ZenohConfig, ConfigError> {
         let mode = match self.zenoh.mode {
             Mode::Router => ZenohMode::Router,
             Mode::Peer => ZenohMode::Peer,
             Mode::Client => ZenohMode::Client,
         };
-        ZenohConfig {
+        Ok(ZenohConfig {
             mode,
-            listen: self.zenoh.listen.clone(),
+            listen: self.listen_plan()?.listen,
             connect: self.zenoh.connect.clone(),
             multicast_scouting: self.zenoh.multicast_scouting,
+            security: self.security()?,
+        })
+    }
+
+    /// The security settings of the edge's Zenoh session.
+    ///
+    /// # Errors
+    /// `user` without `password_file` (or the reverse), an unreadable password file, an invalid
+    /// robot id in `access.robots`.
+    pub fn security(&self) -> Result<Security, ConfigError> {
+        let z = &self.zenoh;
+        let login = match (&z.user, &z.password_file) {
+            (Some(user), Some(file)) => Some(Login::from_file(user, file).map_err(|e| self.invalid("zenoh.password_file", e.to_string()))?),
+            (None, None) => None,
+            _ => return Err(self.invalid("zenoh.user", "give both user and password_file, or neither")),
+        };
+        let access = z.access.as_ref().map(|a| AccessPolicy { robots: a.robots.clone(), edges: a.edges.clone() });
+        if let Some(a) = &access {
+            a.to_json().map_err(|e| self.invalid("zenoh.access", e.to_string()))?;
         }
+        Ok(Security {
+            tls: z.tls.as_ref().map(|t| TlsFiles { ca: t.ca.clone(), cert: t.cert.clone(), key: t.key.clone() }),
+            login,
+            users_file: z.users_file.clone(),
+            access,
+        })
+    }
+
+    /// Where the edge listens, and what to say about it at start-up. Secure by default: without
+    /// TLS, an endpoint on every address (`tcp/[::]:7447`) becomes loopback only, and one on a
+    /// network address is refused, unless `allow_insecure` is set.
+    ///
+    /// # Errors
+    /// A `tls/` endpoint without `zenoh.tls`; a non-TLS endpoint on a network address without
+    /// `allow_insecure`.
+    pub fn listen_plan(&self) -> Result<ListenPlan, ConfigError> {
+        let z = &self.zenoh;
+        let mut plan = ListenPlan { listen: Vec::new(), warnings: Vec::new() };
+        for ep in &z.listen {
+            let proto = endpoint_protocol(ep);
+            if matches!(proto, "tls" | "quic") {
+                if z.tls.is_none() {
+                    return Err(self.invalid("zenoh.listen", format!("{ep} needs zenoh.tls (ca, cert, key; `lop certs` makes them)")));
+                }
+                plan.listen.push(ep.clone());
+            } else if is_loopback_endpoint(ep) || z.allow_insecure {
+                if !is_loopback_endpoint(ep) {
+                    plan.warnings.push(format!(
+                        "insecure: listening on {ep} without TLS (allow_insecure): anyone on the network can send frames to this edge"
+                    ));
+                }
+                plan.listen.push(ep.clone());
+            } else if let Some(local) = loopback_of_unspecified(ep) {
+                plan.warnings.push(format!(
+                    "listening on {} instead of {ep}: loopback only, since this endpoint has no TLS. Robots on other hosts \
+                     cannot connect: give zenoh.tls and a tls/ endpoint (`lop certs`), or set zenoh.allow_insecure: true",
+                    local.join(" and ")
+                ));
+                plan.listen.extend(local);
+            } else {
+                return Err(self.invalid(
+                    "zenoh.listen",
+                    format!("{ep} is reachable from the network without TLS: use a tls/ endpoint with zenoh.tls, or set zenoh.allow_insecure: true"),
+                ));
+            }
+        }
+        let security = self.security()?;
+        if security.authenticates() && z.access.is_none() {
+            plan.warnings.push("no zenoh.access: every authenticated robot may use every robot's keys".into());
+        }
+        Ok(plan)
     }
 
     /// The schedule-table specification (robots must build theirs from the same values).

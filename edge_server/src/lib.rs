@@ -245,7 +245,10 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
     let (stop_tx, stop_rx) = oneshot::channel();
     let meter = gpu_meter(&cfg, device);
     let accounting = tokio::spawn(account(svc.served(), meter, stop_rx));
-    let zcfg = cfg.zenoh_config();
+    let zcfg = cfg.zenoh_config()?;
+    for warning in cfg.listen_plan()?.warnings {
+        tracing::warn!("{warning}");
+    }
     let session = zcfg.open().await?;
     // Robots that address this edge by its fleet id, and (unless turned off) robots configured
     // with this edge's address: the single-edge key space.
@@ -277,7 +280,9 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
     tracing::info!(
         edge = %edge_id,
         mode = ?cfg.zenoh.mode,
-        listen = ?cfg.zenoh.listen,
+        listen = ?zcfg.listen,
+        tls = zcfg.security.has_tls(),
+        access_control = zcfg.security.access.is_some(),
         connect = ?cfg.zenoh.connect,
         models = ?svc.model_ids(),
         replicas = cfg.replicas,

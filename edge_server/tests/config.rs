@@ -178,3 +178,57 @@ fn input_shapes_serve_one_variant_per_shape() {
     let e = edge_server::prepare(&EdgeConfig::load(&p).expect("loads")).expect_err("100 is no multiple of 32").to_string();
     assert!(e.contains("multiple of 32"), "{e}");
 }
+
+/// Secure by default: without TLS the edge listens on loopback only (and says why), refuses a
+/// plain endpoint on a network address, and needs `allow_insecure` to listen on the network
+/// without TLS; a tls/ endpoint needs certificates, which must exist.
+#[test]
+fn without_tls_the_edge_listens_on_loopback_only_unless_told_otherwise() {
+    let dir = tempdir("secure-default");
+    let models = "models:\n  - id: r18\n    source: zoo:resnet18\n";
+    let cfg = EdgeConfig::load(&write(&dir, models)).expect("loads");
+    let plan = cfg.listen_plan().expect("plan");
+    assert_eq!(plan.listen, vec!["tcp/127.0.0.1:7447".to_string(), "tcp/[::1]:7447".to_string()]);
+    assert!(plan.warnings.iter().any(|w| w.contains("loopback only") && w.contains("allow_insecure")), "{:?}", plan.warnings);
+    assert_eq!(cfg.zenoh_config().expect("zenoh").listen, plan.listen, "the session listens where the plan says");
+
+    let v4 = EdgeConfig::load(&write(&dir, &format!("zenoh:\n  listen: [\"tcp/0.0.0.0:7000\"]\n{models}"))).expect("loads");
+    assert_eq!(v4.listen_plan().expect("plan").listen, vec!["tcp/127.0.0.1:7000".to_string()]);
+
+    let msg = load_err(&dir, &format!("zenoh:\n  listen: [\"tcp/192.168.1.5:7447\"]\n{models}"));
+    assert!(msg.contains("zenoh.listen") && msg.contains("without TLS"), "{msg}");
+
+    let open =
+        EdgeConfig::load(&write(&dir, &format!("zenoh:\n  listen: [\"tcp/[::]:7447\"]\n  allow_insecure: true\n{models}"))).expect("loads");
+    let plan = open.listen_plan().expect("plan");
+    assert_eq!(plan.listen, vec!["tcp/[::]:7447".to_string()]);
+    assert!(plan.warnings.iter().any(|w| w.contains("insecure")), "{:?}", plan.warnings);
+
+    let msg = load_err(&dir, &format!("zenoh:\n  listen: [\"tls/[::]:7447\"]\n{models}"));
+    assert!(msg.contains("needs zenoh.tls"), "{msg}");
+    let msg =
+        load_err(&dir, &format!("zenoh:\n  listen: [\"tls/[::]:7447\"]\n  tls: {{ca: nope/ca.pem, cert: c.pem, key: k.pem}}\n{models}"));
+    assert!(msg.contains("nope/ca.pem"), "a missing certificate is named: {msg}");
+    let msg = load_err(&dir, &format!("zenoh:\n  access: {{robots: [\"a/b\"]}}\n{models}"));
+    assert!(msg.contains("zenoh.access"), "{msg}");
+    let msg = load_err(&dir, &format!("zenoh:\n  user: edge\n{models}"));
+    assert!(msg.contains("password_file"), "{msg}");
+
+    // With certificates from `lop certs`: a TLS listener on every address, no warning but the
+    // missing access control's.
+    lop_runtime::security::certs::make_site_certs(
+        &dir.join("certs"),
+        &lop_runtime::security::certs::CertsRequest { robots: vec!["r1".into()], edge_names: vec![], days: 1 },
+    )
+    .expect("certs");
+    let tls = EdgeConfig::load(&write(
+        &dir,
+        &format!("zenoh:\n  listen: [\"tls/[::]:7447\"]\n  tls: {{ca: certs/ca.pem, cert: certs/edge.pem, key: certs/edge.key}}\n{models}"),
+    ))
+    .expect("loads");
+    let plan = tls.listen_plan().expect("plan");
+    assert_eq!(plan.listen, vec!["tls/[::]:7447".to_string()]);
+    assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
+    assert!(plan.warnings[0].contains("no zenoh.access"));
+    assert!(tls.zenoh_config().expect("zenoh").security.has_tls());
+}

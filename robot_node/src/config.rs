@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use lop::plan::Side;
 use lop::profile::Profile;
+use lop_runtime::security::{Login, Security, TlsFiles, endpoint_protocol};
 use lop_runtime::table_config::{ScaleSetting, TableSettings};
 use lop_runtime::zenoh_link::ZenohConfig;
 
@@ -54,15 +55,42 @@ pub struct EdgeSettings {
     /// start), `peer`, or `fleet`: connect as a client to a router of the site and route every
     /// frame over the edges found there (DESIGN.md section 10), no edge address needed.
     pub mode: String,
+    /// Mutual TLS (`edge.tls.ca|cert|key`, for `tls/` endpoints) and a password
+    /// (`edge.user`, `edge.password_file`).
+    pub security: Security,
 }
 
 impl EdgeSettings {
     fn read(p: &mut Params) -> Result<EdgeSettings> {
-        let s = EdgeSettings { endpoint: p.string("edge.endpoint", "tcp/edge:7447"), mode: p.string("edge.mode", "client") };
-        if !matches!(s.mode.as_str(), "client" | "peer" | "fleet") {
-            return Err(invalid(format!("edge.mode must be client, peer or fleet, got '{}'", s.mode)));
+        let endpoint = p.string("edge.endpoint", "tcp/edge:7447");
+        let mode = p.string("edge.mode", "client");
+        if !matches!(mode.as_str(), "client" | "peer" | "fleet") {
+            return Err(invalid(format!("edge.mode must be client, peer or fleet, got '{mode}'")));
         }
-        Ok(s)
+        let (ca, cert, key) = (p.string("edge.tls.ca", ""), p.string("edge.tls.cert", ""), p.string("edge.tls.key", ""));
+        let tls = match (ca.is_empty(), cert.is_empty(), key.is_empty()) {
+            (true, true, true) => None,
+            (false, false, false) => Some(TlsFiles { ca: ca.into(), cert: cert.into(), key: key.into() }),
+            _ => return Err(invalid("edge.tls: give ca, cert and key together (`lop certs` makes them)".into())),
+        };
+        if endpoint_protocol(&endpoint) == "tls" && tls.is_none() {
+            return Err(invalid(format!("edge.endpoint {endpoint} needs edge.tls.ca, edge.tls.cert and edge.tls.key")));
+        }
+        let (user, password_file) = (p.string("edge.user", ""), p.string("edge.password_file", ""));
+        let login = match (user.is_empty(), password_file.is_empty()) {
+            (true, true) => None,
+            (false, false) => {
+                Some(Login::from_file(&user, Path::new(&password_file)).map_err(|e| invalid(format!("edge.password_file: {e}")))?)
+            }
+            _ => return Err(invalid("edge.user and edge.password_file go together".into())),
+        };
+        let security = Security { tls, login, ..Security::default() };
+        // Checked now, so that a missing certificate is a start-up error, not a silent retry loop.
+        ZenohConfig::client(vec![endpoint.clone()])
+            .with_security(security.clone())
+            .to_zenoh()
+            .map_err(|e| invalid(format!("edge: {e}")))?;
+        Ok(EdgeSettings { endpoint, mode, security })
     }
 
     /// Whether frames are routed over the site's fleet of edges.
@@ -76,11 +104,11 @@ impl EdgeSettings {
     /// # Errors
     /// [`Error::Runtime`] for a malformed endpoint.
     pub async fn open(&self) -> Result<zenoh::Session> {
-        let peer = ZenohConfig::peer(Vec::new(), vec![self.endpoint.clone()]);
+        let peer = ZenohConfig::peer(Vec::new(), vec![self.endpoint.clone()]).with_security(self.security.clone());
         if self.mode == "peer" {
             return Ok(peer.open().await?);
         }
-        match ZenohConfig::client(vec![self.endpoint.clone()]).open().await {
+        match ZenohConfig::client(vec![self.endpoint.clone()]).with_security(self.security.clone()).open().await {
             Ok(s) => Ok(s),
             Err(e) => {
                 tracing::warn!(endpoint = %self.endpoint, error = %e, "no edge router yet; connecting as a peer in the background");

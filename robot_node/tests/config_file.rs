@@ -69,3 +69,50 @@ fn command_line_overrides_and_bad_values() {
         assert!(err.contains(name), "{bad}: {err}");
     }
 }
+
+/// The edge session's TLS and password parameters: all three TLS files or none, a tls/
+/// endpoint needs them, files must exist, user and password file go together.
+#[test]
+fn edge_tls_and_password_parameters() {
+    let dir = std::env::temp_dir().join(format!("lop-robot-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    lop_runtime::security::certs::make_site_certs(
+        &dir,
+        &lop_runtime::security::certs::CertsRequest { robots: vec!["r1".into()], edge_names: vec![], days: 1 },
+    )
+    .unwrap();
+    std::fs::write(dir.join("pw"), "secret\n").unwrap();
+    let d = dir.display();
+    let load = |extra: &[String]| {
+        let args = RosArgs::parse(extra).unwrap();
+        RobotConfig::from_params(&mut Params::load("lop_robot", None, &args).unwrap()).map_err(|e| e.to_string())
+    };
+    let p = |kv: String| ["-p".to_string(), kv];
+    let tls: Vec<String> = [
+        p("edge.endpoint:=tls/gpu-1.lab:7447".into()),
+        p(format!("edge.tls.ca:={d}/ca.pem")),
+        p(format!("edge.tls.cert:={d}/robot-r1.pem")),
+        p(format!("edge.tls.key:={d}/robot-r1.key")),
+        p("edge.user:=r1".into()),
+        p(format!("edge.password_file:={d}/pw")),
+    ]
+    .concat();
+    let cfg = load(&tls).unwrap();
+    assert!(cfg.edge.security.has_tls());
+    assert_eq!(cfg.edge.security.login.as_ref().map(|l| l.password.as_str()), Some("secret"));
+
+    let err = load(&p("edge.endpoint:=tls/gpu-1.lab:7447".into())).unwrap_err();
+    assert!(err.contains("edge.tls"), "{err}");
+    let err = load(&[p("edge.tls.ca:=x".into()), p("edge.tls.cert:=y".into())].concat()).unwrap_err();
+    assert!(err.contains("together"), "{err}");
+    let missing = [
+        p(format!("edge.tls.ca:={d}/nope.pem")),
+        p(format!("edge.tls.cert:={d}/robot-r1.pem")),
+        p(format!("edge.tls.key:={d}/robot-r1.key")),
+    ];
+    let err = load(&missing.concat()).unwrap_err();
+    assert!(err.contains("nope.pem"), "a missing file is named: {err}");
+    let err = load(&p("edge.user:=r1".into())).unwrap_err();
+    assert!(err.contains("password_file"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

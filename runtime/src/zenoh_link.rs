@@ -71,6 +71,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc as std_mpsc};
+use std::time::Duration;
 
 use lop_msgs::key::{ALL_ALIVE, SessionKeys};
 use lop_msgs::protocol::{FRAME_MAGIC, HEADER_LEN};
@@ -453,6 +454,8 @@ pub struct ZenohRx {
     counters: Counters,
     /// Robot side: the data and liveliness subscribers, undeclared when the rx is dropped.
     _subscribers: Vec<Subscriber<()>>,
+    /// Robot side: what the subscribers saw of the edge's liveliness.
+    edge: Option<Arc<RobotInbox>>,
 }
 
 impl fmt::Debug for ZenohRx {
@@ -475,6 +478,24 @@ impl ZenohRx {
     /// Whether the peer is known to be gone (messages received before may still be waiting).
     pub fn peer_gone(&self) -> bool {
         self.peer.is_gone()
+    }
+
+    /// Robot side: whether the edge's liveliness token has been seen (its subscriptions are
+    /// then known to this session, so a Hello sent now reaches it). Always true on the edge side.
+    pub fn edge_seen(&self) -> bool {
+        self.edge.as_ref().is_none_or(|e| lock(&e.edge).seen)
+    }
+
+    /// Waits up to `limit` until [`edge_seen`](Self::edge_seen); whether it was.
+    pub async fn wait_edge_seen(&self, limit: Duration) -> bool {
+        let t0 = tokio::time::Instant::now();
+        while !self.edge_seen() {
+            if t0.elapsed() >= limit || self.peer_gone() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
     }
 }
 
@@ -595,6 +616,7 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
         .callback(move |sample| on_data.on_data(&sample))
         .await
         .map_err(|e| Error::Zenoh(format!("subscribing {down}: {e}")))?;
+    let edge_seen = shared.clone();
     let on_live = shared;
     let live_sub = session
         .liveliness()
@@ -609,7 +631,8 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
         .await
         .map_err(|e| Error::Zenoh(format!("declaring liveliness token {alive}: {e}")))?;
     let tx = ZenohTx::new(session, &up, Some(&hello_key), peer.clone(), Some(token)).await?;
-    let rx = ZenohRx { key: down, inbox, peer, counters: Counters::default(), _subscribers: vec![data_sub, live_sub] };
+    let rx =
+        ZenohRx { key: down, inbox, peer, counters: Counters::default(), _subscribers: vec![data_sub, live_sub], edge: Some(edge_seen) };
     tracing::debug!(robot = %robot_id, "zenoh robot link declared");
     Ok((tx, rx))
 }
@@ -839,7 +862,14 @@ impl EdgeAcceptor {
             match ZenohTx::new(&self.session, &down, None, p.peer.clone(), None).await {
                 Ok(tx) => {
                     let up = self.keys.up(&p.robot_id).unwrap_or_default();
-                    let rx = ZenohRx { key: up, inbox: p.inbox, peer: p.peer, counters: Counters::default(), _subscribers: Vec::new() };
+                    let rx = ZenohRx {
+                        key: up,
+                        inbox: p.inbox,
+                        peer: p.peer,
+                        counters: Counters::default(),
+                        _subscribers: Vec::new(),
+                        edge: None,
+                    };
                     return Some(EdgeConn { robot_id: p.robot_id, tx, rx });
                 }
                 Err(e) => {

@@ -1,6 +1,8 @@
 //! The edge service and the robot client over Zenoh: the edge accepts sessions from an
 //! [`EdgeAcceptor`] (one per robot, isolated), robots connect with [`ZenohConnector`].
 
+use std::time::Duration;
+
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::client::Connector;
@@ -23,6 +25,9 @@ pub fn serve_zenoh(service: EdgeService, mut acceptor: EdgeAcceptor) -> JoinHand
         while sessions.join_next().await.is_some() {}
     })
 }
+
+/// How long [`ZenohConnector::connect`] waits for the edge's liveliness token.
+pub const EDGE_WAIT: Duration = Duration::from_secs(2);
 
 /// Connects a robot to the edge through a Zenoh session (each connection: a fresh key set
 /// subscription and liveliness token for `robot_id`).
@@ -49,7 +54,15 @@ impl Connector for ZenohConnector {
     type Tx = ZenohTx;
     type Rx = ZenohRx;
 
+    /// Opens the link and waits (up to [`EDGE_WAIT`]) until the edge's liveliness token is
+    /// seen, so that the Hello that follows finds the edge's subscription: a Hello published
+    /// before this session knows of it is dropped by Zenoh, and the robot would only learn that
+    /// when its Hello timed out. A link whose edge is not seen in time is returned all the same.
     async fn connect(&self) -> Result<(ZenohTx, ZenohRx)> {
-        robot_link_on(&self.session, &self.robot_id, &self.keys).await
+        let (tx, rx) = robot_link_on(&self.session, &self.robot_id, &self.keys).await?;
+        if !rx.wait_edge_seen(EDGE_WAIT).await {
+            tracing::debug!(robot = %self.robot_id, "the edge's token is not seen yet; sending Hello anyway");
+        }
+        Ok((tx, rx))
     }
 }

@@ -7,8 +7,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// A loopback port free now and never handed to another test of this process (tests run in
+/// parallel, and the kernel may give two of them the same just-released port).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running `lop_edge`.
@@ -41,6 +51,14 @@ impl Edge {
         let mut edge = Edge { child, lines, log: Vec::new() };
         assert!(edge.wait_for("lop_edge ready", Duration::from_secs(120)), "the edge did not start:\n{}", edge.log.join("\n"));
         edge
+    }
+
+    /// The log so far: every line written until now.
+    pub fn log_now(&mut self) -> String {
+        while let Ok(l) = self.lines.try_recv() {
+            self.log.push(l);
+        }
+        self.log.join("\n")
     }
 
     /// Collects log lines until one contains `what` (true) or `limit` passes (false).

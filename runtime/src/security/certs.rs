@@ -143,7 +143,8 @@ mod tests {
     fn a_site_is_made_once_with_private_keys() {
         let dir = std::env::temp_dir().join(format!("lop-certs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let req = CertsRequest { robots: vec!["r1".into(), "r2".into()], edge_names: vec!["gpu-1.site".into(), "10.0.0.5".into()], days: 30 };
+        let req =
+            CertsRequest { robots: vec!["r1".into(), "r2".into()], edge_names: vec!["gpu-1.site".into(), "10.0.0.5".into()], days: 30 };
         let site = make_site_certs(&dir, &req).unwrap();
         assert_eq!(site.files.len(), 8);
         for f in ["ca.pem", "edge.pem", "robot-r1.pem", "robot-r2.pem"] {

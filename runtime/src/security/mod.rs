@@ -8,13 +8,14 @@
 //! - [`AccessPolicy`]: Zenoh access control on the edge's router: a robot, known by its
 //!   certificate's common name or its user name (both its robot id), may publish, subscribe and
 //!   hold liveliness tokens only under its own `lop/v1/<robot>/`, and read the edges' public keys
-//!   under `lop/v1/edge/` (tokens and load reports). The edges themselves (common name or user
+//!   under `lop/v1/edge/` (tokens and load reports) and probe the edge's bandwidth responder. The
+//!   edges themselves (common name or user
 //!   `edge` by default) may do anything. Everyone else may do nothing.
 //!
 //! [`certs`] makes a site's CA and certificates (`lop certs`).
 //!
 //! Refusals are Zenoh's: a TLS handshake without a valid certificate is logged by
-//! `zenoh_link_tls` at debug ("Can not accept TLS connection"), a wrong password by
+//! `zenoh_link_tls` at warn ("invalid peer certificate: ..."), a wrong password by
 //! `zenoh_transport` at debug ("Invalid password"), a denied message by Zenoh's access control at
 //! trace. The edge's default log filter turns on the first two ([`REFUSAL_LOG_FILTER`]).
 
@@ -115,8 +116,13 @@ impl AccessPolicy {
             "flows": ["egress"], "permission": "allow", "key_exprs": ["lop/v1/edge/**"],
         }));
         rules.push(json!({
-            "id": "robot-sees-subscriptions", "messages": ["declare_subscriber", "declare_liveliness_subscriber"],
+            "id": "robot-sees-subscriptions", "messages": ["declare_subscriber", "declare_liveliness_subscriber", "declare_queryable"],
             "flows": ["egress"], "permission": "allow", "key_exprs": ["lop/v1/**"],
+        }));
+        // Bandwidth probes against the edge's responder (lop_bandwidth).
+        rules.push(json!({
+            "id": "robot-probes", "messages": ["query"],
+            "flows": ["ingress"], "permission": "allow", "key_exprs": [crate::bandwidth::probe::PROBE_KEY],
         }));
         let mut subjects = Vec::new();
         let mut policies = Vec::new();
@@ -137,7 +143,7 @@ impl AccessPolicy {
         if !robot_subjects.is_empty() {
             policies.push(json!({
                 "id": "robots-public",
-                "rules": ["robot-reads-edges", "robot-hears-edges", "robot-sees-subscriptions"],
+                "rules": ["robot-reads-edges", "robot-hears-edges", "robot-sees-subscriptions", "robot-probes"],
                 "subjects": robot_subjects,
             }));
         }
@@ -147,8 +153,10 @@ impl AccessPolicy {
             policies.push(json!({"id": "edges", "rules": ["edge-everything"], "subjects": ["edges-cert", "edges-user"]}));
         }
         // Zenoh refuses rules that no policy uses.
-        let used: Vec<String> =
-            policies.iter().flat_map(|p| p["rules"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(String::from))).collect();
+        let used: Vec<String> = policies
+            .iter()
+            .flat_map(|p| p["rules"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(String::from)))
+            .collect();
         rules.retain(|r| r["id"].as_str().is_some_and(|id| used.iter().any(|u| u == id)));
         Ok(json!({
             "enabled": true,
@@ -278,10 +286,8 @@ mod tests {
 
     #[test]
     fn unreadable_files_are_named() {
-        let s = Security {
-            tls: Some(TlsFiles { ca: "/nonexistent/ca.pem".into(), cert: "c".into(), key: "k".into() }),
-            ..Security::default()
-        };
+        let s =
+            Security { tls: Some(TlsFiles { ca: "/nonexistent/ca.pem".into(), cert: "c".into(), key: "k".into() }), ..Security::default() };
         let err = s.apply(&mut |_, _| Ok(())).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/ca.pem"), "{err}");
     }
