@@ -14,19 +14,7 @@ fn stdout_json(out: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
-/// A loopback port free now and never handed to another test of this process (tests run in
-/// parallel, and the kernel may give two of them the same just-released port).
-fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
-        let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+use lop_runtime::ports::free_loopback_port as free_port;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lop-cli-test-{}-{name}", std::process::id()));

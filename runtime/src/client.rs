@@ -325,7 +325,11 @@ impl<C: Connector> RobotClient<C> {
             (self.connector.clone(), self.hello.clone(), self.stats.clone(), self.opts.limits, self.opts.hello_timeout);
         let table_hash = self.book.table_hash;
         async move {
-            let (tx, rx) = connector.connect().await?;
+            // Connecting may wait for the edge (a Zenoh link waits for its token): within the
+            // same time as the Hello's answer.
+            let (tx, rx) = tokio::time::timeout(timeout, connector.connect())
+                .await
+                .map_err(|_| Error::Protocol(format!("no edge found within {timeout:?}")))??;
             let shared = Arc::new(Mutex::new(Shared::default()));
             let gone = Arc::new(AtomicBool::new(false));
             let (welcome_tx, welcome_rx) = oneshot::channel();

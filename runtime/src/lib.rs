@@ -29,6 +29,7 @@
 //! - [`client`]: the robot client (connect, infer, statistics, deadlines, fallback, reconnection).
 //! - [`local`]: an edge and robots in one process over shaped links (tests, demo, benchmark).
 //! - [`bench`]: the benchmark harness behind `lop bench`.
+//! - [`ports`]: free loopback ports for tests and demos that start routers side by side.
 //! - [`alloc`]: allocator settings for long-running inference processes.
 //!
 //! The engine crate `lop` stays free of tokio; this crate is where async lives.
@@ -66,6 +67,7 @@ pub mod link;
 pub mod local;
 pub mod netns;
 pub mod plans;
+pub mod ports;
 pub mod security;
 pub mod session;
 pub mod shaped;

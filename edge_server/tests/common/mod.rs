@@ -7,19 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// A loopback port free now and never handed to another test of this process (tests run in
-/// parallel, and the kernel may give two of them the same just-released port).
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+#[allow(unused_imports)] // not every test binary starts a router
+pub use lop_runtime::ports::free_loopback_port as free_port;
 
 /// A running `lop_edge`.
 pub struct Edge {

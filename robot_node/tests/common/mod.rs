@@ -16,10 +16,8 @@ use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::serve_zenoh;
 
-/// A free loopback TCP port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[allow(unused_imports)] // not every test binary starts a router
+pub use lop_runtime::ports::free_loopback_port as free_port;
 
 /// An rgb8 frame of `w`x`h` with `step` bytes per row, pseudo-random pixels, stamped `sec`.7.
 pub fn image(w: u32, h: u32, step: u32, sec: i32, seed: u32) -> Image {

@@ -114,9 +114,7 @@ mod tests {
     use super::*;
     use crate::zenoh_link::ZenohConfig;
 
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-    }
+    use crate::ports::free_loopback_port as free_port;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn probes_measure_through_a_router_and_fail_cleanly_without_one() {

@@ -1,6 +1,5 @@
 //! Loopback tests: the edge is a router on `tcp/127.0.0.1:<free port>`, robots are clients.
 
-use std::net::TcpListener;
 use std::time::Duration;
 
 use lop_msgs::Digest;
@@ -12,9 +11,7 @@ use super::*;
 /// Bound of every wait in these tests.
 const LIMIT: Duration = Duration::from_secs(15);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use crate::ports::free_loopback_port as free_port;
 
 fn endpoint(port: u16) -> String {
     format!("tcp/127.0.0.1:{port}")

@@ -86,19 +86,8 @@ pub fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) 
 }
 
 /// A TCP port free on loopback now (for a Zenoh router's endpoint).
-/// A loopback port free now and never handed to another test of this process (tests run in
-/// parallel, and the kernel may give two of them the same just-released port).
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+#[allow(unused_imports)] // not every test binary starts a router
+pub use lop_runtime::ports::free_loopback_port as free_port;
 
 pub fn tempdir() -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("lop-rt-test-{}-{:?}", std::process::id(), std::thread::current().id()));
