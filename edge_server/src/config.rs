@@ -619,6 +619,8 @@ impl EdgeConfig {
             connect: self.zenoh.connect.clone(),
             multicast_scouting: self.zenoh.multicast_scouting,
             security: self.security()?,
+            // A frame's header plus Zenoh's own framing: anything longer is a lie about its length.
+            max_message_bytes: Some(self.max_frame_bytes as usize + 4096),
         })
     }
 

@@ -12,12 +12,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use lop::exec::SideExec;
-use lop::graph::DType as GraphDType;
+use lop::graph::{DType as GraphDType, Graph};
 use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop::planner::table::{TableSpec, load_or_build};
@@ -26,10 +26,10 @@ use lop_msgs::protocol::DType;
 use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Hello, Limits, Reject, RejectReason, Start, Welcome};
 use lop_msgs::{Digest, Frame};
 use tch::Device;
-use tokio::sync::{broadcast, mpsc as tmpsc, watch};
+use tokio::sync::{broadcast, mpsc as tmpsc, oneshot, watch};
 
 use crate::error::{Error, Result};
-use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, Stopped, Worker, run_side};
+use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, run_side};
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
 use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
@@ -136,6 +136,12 @@ pub struct EdgeCounts {
     /// Inferences refused at once (Error `Overloaded`): the work queued ahead of them on the
     /// model's replicas would not have let them finish before their deadline.
     pub overloaded: u64,
+    /// Start frames dropped because their session sent more than [`MAX_STARTS_PER_S`] (a
+    /// flood: no answer is sent, the robot finishes such an inference alone at its deadline).
+    pub rate_limited: u64,
+    /// Hellos refused because they carried a robot profile the edge has not seen while it
+    /// already holds [`MAX_RECEIVED_PROFILES`] profiles received in Hellos.
+    pub profiles_refused: u64,
     /// Frames dropped, by reason.
     pub dropped: FrameCounts,
 }
@@ -221,6 +227,10 @@ struct Inner {
     done: AtomicU64,
     aborted: AtomicU64,
     overloaded: AtomicU64,
+    rate_limited: AtomicU64,
+    profiles_refused: AtomicU64,
+    /// Robot profiles received in Hellos and remembered (at most [`MAX_RECEIVED_PROFILES`]).
+    received_profiles: AtomicU64,
     shutting_down: AtomicBool,
     served: broadcast::Sender<Served>,
     /// Server compute time of every inference so far, nanoseconds.
@@ -298,6 +308,9 @@ impl EdgeService {
                 done: AtomicU64::new(0),
                 aborted: AtomicU64::new(0),
                 overloaded: AtomicU64::new(0),
+                rate_limited: AtomicU64::new(0),
+                profiles_refused: AtomicU64::new(0),
+                received_profiles: AtomicU64::new(0),
                 shutting_down: AtomicBool::new(false),
                 served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
                 busy_ns: AtomicU64::new(0),
@@ -316,6 +329,8 @@ impl EdgeService {
             done: l(&i.done),
             aborted: l(&i.aborted),
             overloaded: l(&i.overloaded),
+            rate_limited: l(&i.rate_limited),
+            profiles_refused: l(&i.profiles_refused),
             dropped: i.stats.snapshot(),
         }
     }
@@ -410,6 +425,7 @@ impl EdgeService {
             current: None,
             last_id: 0,
             robot_id: String::new(),
+            starts: StartBudget::new(tokio::time::Instant::now()),
         };
         let hello_deadline = tokio::time::Instant::now() + self.inner.opts.hello_timeout;
         loop {
@@ -438,12 +454,72 @@ impl EdgeService {
     }
 }
 
+/// Start frames a session may send per second, sustained (a camera at 30 fps sends 30; the
+/// robot infers at most as fast as it computes).
+pub const MAX_STARTS_PER_S: f64 = 100.0;
+/// Start frames a session may send at once above the sustained rate.
+pub const START_BURST: f64 = 20.0;
+/// Extra Start tokens a session pays when it starts an inference while its previous one has
+/// received no band at all: a Start with nothing to compute holds a replica until it is
+/// replaced, so a session that keeps doing so is slowed to a few Starts a second.
+pub const EMPTY_START_PENALTY: f64 = 10.0;
+/// Robot profiles received in Hellos that the edge remembers (and plans tables for); a Hello
+/// with another new profile past this is refused. Profiles given in the configuration do not
+/// count.
+pub const MAX_RECEIVED_PROFILES: u64 = 32;
+
+/// A token bucket of Start frames: [`MAX_STARTS_PER_S`], bursts of [`START_BURST`].
+#[derive(Debug)]
+struct StartBudget {
+    tokens: f64,
+    at: tokio::time::Instant,
+}
+
+impl StartBudget {
+    fn new(now: tokio::time::Instant) -> StartBudget {
+        StartBudget { tokens: START_BURST, at: now }
+    }
+
+    /// Charges `tokens` more (down to one burst in debt).
+    fn charge(&mut self, tokens: f64) {
+        self.tokens = (self.tokens - tokens).max(-START_BURST);
+    }
+
+    /// Takes one Start's token; false when the session is over its rate.
+    fn take(&mut self, now: tokio::time::Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * MAX_STARTS_PER_S;
+        self.tokens = (self.tokens + refill).min(START_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Where a queued inference stands on its replica, so that one replaced before it started stops
+/// counting as work queued ahead of others at once (a session has at most one queued).
+const JOB_QUEUED: u8 = 0;
+const JOB_RUNNING: u8 = 1;
+const JOB_RELEASED: u8 = 2;
+
 /// One inference running on a replica.
 struct Active {
     id: u64,
     plan: Arc<Prepared>,
     bands: mpsc::Sender<Incoming>,
     received: Vec<bool>,
+    /// [`JOB_QUEUED`], [`JOB_RUNNING`] or [`JOB_RELEASED`].
+    state: Arc<AtomicU8>,
+    /// The model and replica whose queue count this job holds until it ends or is released.
+    model: usize,
+    replica: usize,
+    /// Sends the job to its replica; taken by the first band.
+    go: Option<oneshot::Sender<()>>,
+    /// Whether its session paid [`EMPTY_START_PENALTY`] for it.
+    charged: bool,
 }
 
 struct Session {
@@ -455,6 +531,7 @@ struct Session {
     current: Option<Active>,
     last_id: u64,
     robot_id: String,
+    starts: StartBudget,
 }
 
 impl Session {
@@ -480,6 +557,10 @@ impl Session {
 
     fn abort_current(&mut self, why: &str) {
         if let Some(a) = self.current.take() {
+            // Not started yet: it no longer counts as queued work; the replica skips it.
+            if a.state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                self.svc.models[a.model].replicas[a.replica].queued.fetch_sub(1, Ordering::Relaxed);
+            }
             let _ = a.bands.send(Incoming::Abort(why.to_string()));
         }
     }
@@ -534,6 +615,16 @@ impl Session {
                 return self.reject(
                     RejectReason::NoTable,
                     format!("unknown robot profile {} and the Hello carries none", h.robot_profile_hash.to_hex()),
+                );
+            }
+            None if self.svc.received_profiles.load(Ordering::Relaxed) >= MAX_RECEIVED_PROFILES => {
+                self.svc.profiles_refused.fetch_add(1, Ordering::Relaxed);
+                return self.reject(
+                    RejectReason::NoTable,
+                    format!(
+                        "robot profile {} is new and the edge already planned for {MAX_RECEIVED_PROFILES} profiles received in Hellos: add it to the edge's robot_profiles",
+                        h.robot_profile_hash.to_hex()
+                    ),
                 );
             }
             None => match received_profile(&h, &model.hash.to_hex()) {
@@ -593,6 +684,18 @@ impl Session {
             self.svc.stats.count(Dropped::Stale);
             return;
         }
+        if let Some(a) = self.current.as_mut().filter(|a| !a.charged && !a.received.iter().any(|&r| r)) {
+            a.charged = true;
+            self.starts.charge(EMPTY_START_PENALTY);
+        }
+        if !self.starts.take(tokio::time::Instant::now()) {
+            // A flood: dropped without an answer (an answer per Start would amplify it). The
+            // current inference goes on.
+            if self.svc.rate_limited.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+                tracing::warn!(robot = %self.robot_id, "Start frames over {MAX_STARTS_PER_S}/s: dropped (counted)");
+            }
+            return;
+        }
         self.abort_current("a newer inference started");
         self.last_id = s.inference_id;
         let err = |code, text: String| Frame::Error(ErrorFrame { inference_id: s.inference_id, code, text });
@@ -621,6 +724,8 @@ impl Session {
         }
         self.svc.inferences.fetch_add(1, Ordering::Relaxed);
         replica.queued.fetch_add(1, Ordering::Relaxed);
+        let replica_ix = model.replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        let state = Arc::new(AtomicU8::new(JOB_QUEUED));
         let (bands, band_rx) = mpsc::channel();
         let deadline = Instant::now() + Duration::from_nanos(s.deadline_ns.max(1));
         let config = SideConfig {
@@ -632,18 +737,37 @@ impl Session {
             deadline: Some(deadline),
         };
         let (meta, schedule_plan, out) = (model.meta.clone(), plan.clone(), self.out.clone());
-        let job = replica.worker.run(move |g| {
+        let job_state = state.clone();
+        let job = move |g: &mut Graph| {
+            if job_state.compare_exchange(JOB_QUEUED, JOB_RUNNING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                // Replaced by a newer inference of its session before it started: nothing to do.
+                return Ok((Stopped::Aborted("replaced before it started".into()), SideStats::default()));
+            }
             let mut exec = SideExec::new(g, Side::Server);
             let mut send = |b: Vec<u8>| out.send(b).is_ok();
             run_side(&mut exec, &meta, &schedule_plan.schedule, &config, &band_rx, &mut send)
-        });
-        let (svc, out, id, mi2) = (self.svc.clone(), self.out.clone(), s.inference_id, mi);
-        let replica_ix = model.replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        };
+        // The job goes to the replica with the inference's first band: a Start alone (a robot
+        // that never sends, or a flood of Starts) holds no replica.
+        let (go, first_band) = oneshot::channel::<()>();
+        let (svc, out, id, mi2, job_state) = (self.svc.clone(), self.out.clone(), s.inference_id, mi, state.clone());
         let (robot_id, started, started_wall) = (self.robot_id.clone(), Instant::now(), std::time::SystemTime::now());
         tokio::spawn(async move {
-            let res = job.await;
+            let res = match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), first_band).await {
+                Ok(Ok(())) => svc.models[mi2].replicas[replica_ix].worker.run(job).await,
+                // Replaced, or its session ended, or its deadline passed, before any band came.
+                why => {
+                    if job_state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                        svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    let stop = if why.is_err() { Stopped::DeadlineExceeded } else { Stopped::Aborted("no band before it ended".into()) };
+                    Ok(Ok((stop, SideStats::default())))
+                }
+            };
             let ended = Instant::now();
-            svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+            if job_state.load(Ordering::SeqCst) != JOB_RELEASED {
+                svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+            }
             let (stats, outcome) = match &res {
                 Ok(Ok((Stopped::Finished, st))) => (Some(*st), ServedOutcome::Done),
                 Ok(Ok((Stopped::DeadlineExceeded, st))) => (Some(*st), ServedOutcome::DeadlineExceeded),
@@ -713,7 +837,8 @@ impl Session {
             let _ = svc.served.send(served);
         });
         let received = vec![false; plan.schedule.transfers.len()];
-        self.current = Some(Active { id: s.inference_id, plan, bands, received });
+        self.current =
+            Some(Active { id: s.inference_id, plan, bands, received, state, model: mi, replica: replica_ix, go: Some(go), charged: false });
     }
 
     fn band(&mut self, id: u64, frame: Vec<u8>) {
@@ -724,6 +849,9 @@ impl Session {
         };
         if let Some(b) = match_band(&self.svc.opts.limits, &a.plan, true, frame, &mut a.received, stats) {
             let _ = a.bands.send(Incoming::Band(b));
+            if let Some(go) = a.go.take() {
+                let _ = go.send(());
+            }
         }
     }
 }
@@ -793,6 +921,7 @@ impl Inner {
             && !v.iter().any(|q| q.hash() == p.hash())
         {
             v.push(p);
+            self.received_profiles.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -127,22 +127,46 @@ pub struct ZenohConfig {
     pub multicast_scouting: bool,
     /// TLS, authentication and access control (none in the constructors).
     pub security: Security,
+    /// Longest message Zenoh reassembles, bytes (`None`: Zenoh's 1 GiB). The edge sets its
+    /// longest frame, so that an oversized message is dropped by Zenoh before it is held whole.
+    pub max_message_bytes: Option<usize>,
 }
 
 impl ZenohConfig {
     /// A router listening on `listen` (the edge).
     pub fn router(listen: Vec<String>) -> ZenohConfig {
-        ZenohConfig { mode: ZenohMode::Router, listen, connect: Vec::new(), multicast_scouting: false, security: Security::default() }
+        ZenohConfig {
+            mode: ZenohMode::Router,
+            listen,
+            connect: Vec::new(),
+            multicast_scouting: false,
+            security: Security::default(),
+            max_message_bytes: None,
+        }
     }
 
     /// A client connecting to `connect` (a robot).
     pub fn client(connect: Vec<String>) -> ZenohConfig {
-        ZenohConfig { mode: ZenohMode::Client, listen: Vec::new(), connect, multicast_scouting: false, security: Security::default() }
+        ZenohConfig {
+            mode: ZenohMode::Client,
+            listen: Vec::new(),
+            connect,
+            multicast_scouting: false,
+            security: Security::default(),
+            max_message_bytes: None,
+        }
     }
 
     /// A peer listening on `listen` and connecting to `connect`.
     pub fn peer(listen: Vec<String>, connect: Vec<String>) -> ZenohConfig {
-        ZenohConfig { mode: ZenohMode::Peer, listen, connect, multicast_scouting: false, security: Security::default() }
+        ZenohConfig {
+            mode: ZenohMode::Peer,
+            listen,
+            connect,
+            multicast_scouting: false,
+            security: Security::default(),
+            max_message_bytes: None,
+        }
     }
 
     /// Sets multicast scouting.
@@ -183,6 +207,9 @@ impl ZenohConfig {
         // and an edge on one host through memory instead of the link (and past any tc shaping).
         // The robot-edge link is a network link: never shortcut it.
         set("transport/shared_memory/enabled", "false".into())?;
+        if let Some(n) = self.max_message_bytes {
+            set("transport/link/rx/max_message_size", n.to_string())?;
+        }
         self.security.apply(&mut set)?;
         Ok(config)
     }
@@ -663,11 +690,18 @@ impl Slot {
     }
 }
 
+/// Shortest time between two Hellos of one robot id that the edge acts on; Hellos closer than
+/// this are dropped and counted (a flood: each Hello restarts the robot's session and may carry
+/// a 4 MiB profile to parse). A robot repeats its Hello every 500 ms at most.
+pub const HELLO_MIN_INTERVAL: Duration = Duration::from_millis(100);
+
 /// What the edge knows about one robot id.
 #[derive(Debug, Default)]
 struct RobotEntry {
     tokens: TokenCount,
     session: Option<Slot>,
+    /// When its last Hello was acted on.
+    last_hello: Option<std::time::Instant>,
 }
 
 /// A session started by a Hello, waiting for [`EdgeAcceptor::accept`].
@@ -698,6 +732,12 @@ impl EdgeShared {
         if sample.kind() != SampleKind::Put {
             return self.drop_one("delete on the hello key", key, 0);
         }
+        // Rate first, before anything is decoded.
+        if let Some(robot) = self.keys.robot_of_hello(key)
+            && lock(&self.robots).get(robot).and_then(|e| e.last_hello).is_some_and(|t| t.elapsed() < HELLO_MIN_INTERVAL)
+        {
+            return self.drop_one("hello sooner than HELLO_MIN_INTERVAL after the last one", key, sample.payload().len());
+        }
         let bytes = sample.payload().to_bytes().into_owned();
         let robot_id = match lop_msgs::protocol::decode(&bytes) {
             Ok(Frame::Hello(hello)) => hello.robot_id,
@@ -720,6 +760,7 @@ impl EdgeShared {
         {
             let mut robots = lock(&self.robots);
             let entry = robots.entry(robot_id.clone()).or_default();
+            entry.last_hello = Some(std::time::Instant::now());
             if let Some(old) = entry.session.replace(Slot { inbox: inbox_tx, peer: peer.clone() }) {
                 tracing::info!(robot = %robot_id, "new hello ends the robot's previous session");
                 old.end();

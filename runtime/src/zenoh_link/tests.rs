@@ -219,6 +219,7 @@ async fn second_hello_replaces_the_session() {
     let port = free_port();
     let (_edge_session, mut acceptor) = edge(port).await;
     let (_s, tx, _rx, mut old) = connected(port, &mut acceptor, "r1").await;
+    tokio::time::sleep(HELLO_MIN_INTERVAL).await;
     tx.send(hello("r1")).await.unwrap();
     let mut new = accept(&mut acceptor).await;
     assert_eq!(recv(&mut old.rx).await, None);
@@ -226,6 +227,26 @@ async fn second_hello_replaces_the_session() {
     assert_eq!(recv(&mut new.rx).await.unwrap(), hello("r1"));
     tx.send(band(3, 0, 8, 3)).await.unwrap();
     assert_eq!(recv(&mut new.rx).await.unwrap(), band(3, 0, 8, 3));
+}
+
+/// A flood of Hellos: the first starts a session, those sooner than [`HELLO_MIN_INTERVAL`] after
+/// it are dropped and counted, unparsed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_flood_starts_one_session() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let session = robot(port).await;
+    let (tx, _rx) = robot_link(&session, "r9").await.unwrap();
+    let t0 = std::time::Instant::now();
+    for _ in 0..20 {
+        tx.send(hello("r9")).await.unwrap();
+    }
+    let sent_in = t0.elapsed();
+    assert!(sent_in < HELLO_MIN_INTERVAL / 2, "queued 20 Hellos in {sent_in:?}: too slow a machine for this test");
+    let mut conn = accept(&mut acceptor).await;
+    eventually("19 dropped", || acceptor.dropped() == 19).await;
+    assert!(timeout(Duration::from_millis(50), acceptor.accept()).await.is_err(), "one session only");
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), hello("r9"));
 }
 
 /// (d) Closing the edge makes the robot's pending recv return `Ok(None)` promptly.
