@@ -620,6 +620,15 @@ class Harness:
             # would miss all of it.
             for topic, sub in subs:
                 check(sub.wait_matched(30.0), f"no publisher of {topic} matched the rclpy subscription within 30 s")
+            if self.args.mode == "camera":
+                # lop_power and lop_bandwidth learn of inferences from /lop/inference: their
+                # subscriptions must be discovered before the first frame (DDS discovery under
+                # load can take seconds; lop_power samples only around inferences). The graph
+                # shows them once discovered; lop_robot's writer matches them about then.
+                for node in ("lop_power", "lop_bandwidth"):
+                    found = self.peer.wait_for_entity("MS", "/lop/inference", node, 30.0)
+                    check(found is not None, f"{node}'s /lop/inference subscription was not discovered within 30 s")
+                time.sleep(1.0)
 
     def start_side_nodes(self, ros_session):
         """lop_bandwidth (probing the edge) and lop_power (the power model), r2r, as a robot runs them."""
@@ -913,7 +922,13 @@ class Harness:
         lat = self.exact_frames(lat_frames, 0)
         sent += len(lat_frames)
         done += lat
+        # lop_robot logs a frame's line just after publishing its result: the last line may
+        # still be on its way when the result is here.
+        deadline = time.monotonic() + 5.0
         ros = self.ros_ms_lines()[ros_before:]
+        while len(ros) < len(lat_frames) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            ros = self.ros_ms_lines()[ros_before:]
         check(len(ros) == len(lat_frames), f"{len(ros)} per-frame ROS-layer times logged for {len(lat_frames)} frames")
         self.report_latency(ros, "640x480 rgb8, one frame at a time")
         self.final_counts(sent, len(done))
