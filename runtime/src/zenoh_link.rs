@@ -69,7 +69,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc as std_mpsc};
 use std::time::Duration;
 
@@ -483,6 +483,8 @@ pub struct ZenohRx {
     _subscribers: Vec<Subscriber<()>>,
     /// Robot side: what the subscribers saw of the edge's liveliness.
     edge: Option<Arc<RobotInbox>>,
+    /// Edge side: the bytes queued for this rx, released as they are received.
+    queued: Option<Arc<AtomicUsize>>,
 }
 
 impl fmt::Debug for ZenohRx {
@@ -530,7 +532,12 @@ impl LinkRx for ZenohRx {
     /// The next message, or `Ok(None)` once the peer is gone (module docs) and everything received
     /// before has been delivered. Cancel-safe (a tokio channel). Never `Err`.
     async fn recv(&mut self) -> Result<Option<Vec<u8>>> {
-        Ok(self.inbox.recv().await.inspect(|bytes| self.counters.add(bytes.len())))
+        Ok(self.inbox.recv().await.inspect(|bytes| {
+            self.counters.add(bytes.len());
+            if let Some(q) = &self.queued {
+                q.fetch_sub(bytes.len(), Ordering::Relaxed);
+            }
+        }))
     }
 
     fn received(&self) -> Traffic {
@@ -658,8 +665,15 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
         .await
         .map_err(|e| Error::Zenoh(format!("declaring liveliness token {alive}: {e}")))?;
     let tx = ZenohTx::new(session, &up, Some(&hello_key), peer.clone(), Some(token)).await?;
-    let rx =
-        ZenohRx { key: down, inbox, peer, counters: Counters::default(), _subscribers: vec![data_sub, live_sub], edge: Some(edge_seen) };
+    let rx = ZenohRx {
+        key: down,
+        inbox,
+        peer,
+        counters: Counters::default(),
+        _subscribers: vec![data_sub, live_sub],
+        edge: Some(edge_seen),
+        queued: None,
+    };
     tracing::debug!(robot = %robot_id, "zenoh robot link declared");
     Ok((tx, rx))
 }
@@ -681,6 +695,8 @@ pub struct EdgeConn {
 struct Slot {
     inbox: mpsc::UnboundedSender<Vec<u8>>,
     peer: Arc<PeerState>,
+    /// Bytes in `inbox` not yet received by the session (at most [`SESSION_QUEUE_BYTES`]).
+    queued: Arc<AtomicUsize>,
 }
 
 impl Slot {
@@ -694,6 +710,11 @@ impl Slot {
 /// this are dropped and counted (a flood: each Hello restarts the robot's session and may carry
 /// a 4 MiB profile to parse). A robot repeats its Hello every 500 ms at most.
 pub const HELLO_MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Bytes one robot session may have received and not yet taken (its edge session task drains
+/// continuously; a robot that sends faster than the edge can take is cut off here, its frames
+/// dropped and counted, so that memory stays bounded): 128 MiB.
+pub const SESSION_QUEUE_BYTES: usize = 128 << 20;
 
 /// What the edge knows about one robot id.
 #[derive(Debug, Default)]
@@ -710,6 +731,7 @@ struct Pending {
     robot_id: String,
     inbox: mpsc::UnboundedReceiver<Vec<u8>>,
     peer: Arc<PeerState>,
+    queued: Arc<AtomicUsize>,
 }
 
 /// State shared by the acceptor and its subscriber callbacks.
@@ -755,19 +777,20 @@ impl EdgeShared {
         }
         let (inbox_tx, inbox) = mpsc::unbounded_channel();
         let peer = Arc::new(PeerState::default());
+        let queued = Arc::new(AtomicUsize::new(bytes.len()));
         // The Hello is the first message of the new session; the channel is open, so this cannot fail.
         let _ = inbox_tx.send(bytes);
         {
             let mut robots = lock(&self.robots);
             let entry = robots.entry(robot_id.clone()).or_default();
             entry.last_hello = Some(std::time::Instant::now());
-            if let Some(old) = entry.session.replace(Slot { inbox: inbox_tx, peer: peer.clone() }) {
+            if let Some(old) = entry.session.replace(Slot { inbox: inbox_tx, peer: peer.clone(), queued: queued.clone() }) {
                 tracing::info!(robot = %robot_id, "new hello ends the robot's previous session");
                 old.end();
             }
         }
         tracing::debug!(robot = %robot_id, "hello: new session");
-        if self.pending.send(Pending { robot_id, inbox, peer }).is_err() {
+        if self.pending.send(Pending { robot_id, inbox, peer, queued }).is_err() {
             tracing::debug!("hello after the acceptor was dropped");
         }
     }
@@ -784,8 +807,14 @@ impl EdgeShared {
         let bytes = sample.payload().to_bytes().into_owned();
         let n = bytes.len();
         let delivered = match lock(&self.robots).get(&robot).and_then(|e| e.session.as_ref()) {
+            Some(slot) if slot.queued.load(Ordering::Relaxed) + n > SESSION_QUEUE_BYTES => {
+                return self.drop_one("session queue full (the robot sends faster than its session takes)", key, n);
+            }
             // A send error means the session's rx was dropped: the frame is as good as dropped.
-            Some(slot) => slot.inbox.send(bytes).is_ok(),
+            Some(slot) => {
+                slot.queued.fetch_add(n, Ordering::Relaxed);
+                slot.inbox.send(bytes).is_ok()
+            }
             None => false,
         };
         if !delivered {
@@ -910,6 +939,7 @@ impl EdgeAcceptor {
                         counters: Counters::default(),
                         _subscribers: Vec::new(),
                         edge: None,
+                        queued: Some(p.queued),
                     };
                     return Some(EdgeConn { robot_id: p.robot_id, tx, rx });
                 }

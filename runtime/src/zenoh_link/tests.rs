@@ -249,6 +249,34 @@ async fn a_hello_flood_starts_one_session() {
     assert_eq!(recv(&mut conn.rx).await.unwrap(), hello("r9"));
 }
 
+/// A robot that sends faster than its edge session takes: past [`SESSION_QUEUE_BYTES`] queued,
+/// its frames are dropped and counted; what was queued is delivered, and the queue refills as
+/// the session takes from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_queue_is_bounded_in_bytes() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let (_s, tx, _rx, mut conn) = connected(port, &mut acceptor, "r1").await;
+    // 4 MiB bands (3 rows of 1.4 MB), 48 of them: 192 MiB against a 128 MiB queue, unread.
+    let width = (4 << 20) / 3;
+    let one = band(1, 0, width, 9);
+    let n = 48;
+    for i in 0..n {
+        tx.send(band(1, i, width, 9)).await.unwrap();
+    }
+    let fit = SESSION_QUEUE_BYTES / one.len();
+    eventually("the excess dropped", || acceptor.dropped() as usize == n as usize - fit).await;
+    let mut taken = 0;
+    while let Ok(Some(b)) = timeout(Duration::from_millis(500), conn.rx.recv()).await.map(|r| r.unwrap()) {
+        taken += b.len();
+    }
+    assert_eq!(taken, fit * one.len(), "everything queued is delivered");
+    // Taken: room again.
+    tx.send(band(2, 0, 16, 1)).await.unwrap();
+    assert_eq!(recv(&mut conn.rx).await.unwrap(), band(2, 0, 16, 1));
+    assert_eq!(acceptor.dropped() as usize, n as usize - fit);
+}
+
 /// (d) Closing the edge makes the robot's pending recv return `Ok(None)` promptly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_gone_ends_the_robot_rx() {
