@@ -970,3 +970,30 @@ impl Inner {
         Ok(Arc::new(PlanBook::prepare(worker, &model.meta, Arc::new(table), input_wire).await?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Start budget: a burst, then the sustained rate; an empty inference costs its penalty,
+    /// and the debt is bounded, so a session that stops flooding recovers.
+    #[test]
+    fn start_budget_is_a_bounded_token_bucket() {
+        let t0 = tokio::time::Instant::now();
+        let mut b = StartBudget::new(t0);
+        let burst = START_BURST as usize;
+        assert_eq!((0..burst + 5).filter(|_| b.take(t0)).count(), burst, "a burst, then nothing at the same instant");
+        // 100 ms refill: MAX_STARTS_PER_S / 10 tokens (never more than a burst).
+        let t1 = t0 + Duration::from_millis(100);
+        let refilled = (MAX_STARTS_PER_S / 10.0).min(START_BURST) as usize;
+        assert_eq!((0..burst).filter(|_| b.take(t1)).count(), refilled);
+        // Charged into debt, bounded by one burst: after a burst's worth of time it is whole.
+        for _ in 0..100 {
+            b.charge(EMPTY_START_PENALTY);
+        }
+        assert!(b.tokens >= -START_BURST);
+        let t2 = t1 + Duration::from_secs_f64(2.0 * START_BURST / MAX_STARTS_PER_S);
+        assert!(b.take(t2), "recovered after the flood stops");
+        assert!(b.tokens >= START_BURST - 1.0 - 1e-9, "{}", b.tokens);
+    }
+}
