@@ -164,9 +164,9 @@ async fn authenticated_robots_are_served_strangers_refused_and_logged_and_spoofi
         .unwrap()
     };
     let keys = SessionKeys::single();
-    s2.put(keys.hello("r1").unwrap(), hello("r1")).await.unwrap();
-    s2.put(keys.hello("r2").unwrap(), hello("r1")).await.unwrap();
-    s2.put(keys.up("r1").unwrap(), vec![0u8; 64]).await.unwrap();
+    s2.put(keys.hello("r1").unwrap(), hello("r1")).congestion_control(zenoh::qos::CongestionControl::Block).await.unwrap();
+    s2.put(keys.hello("r2").unwrap(), hello("r1")).congestion_control(zenoh::qos::CongestionControl::Block).await.unwrap();
+    s2.put(keys.up("r1").unwrap(), vec![0u8; 64]).congestion_control(zenoh::qos::CongestionControl::Block).await.unwrap();
     assert!(edge.wait_for("hello refused", Duration::from_secs(10)), "the spoofed Hello is refused and logged:\n{}", edge.log.join("\n"));
     // r1's session is untouched: it is still served, without reconnecting.
     served(&site, &mut r1, &mut edge, "r1 after r2's attempts").await;

@@ -23,7 +23,8 @@ use crate::config::PowerConfig;
 use crate::error::{Error, Result};
 use crate::power::{CsvLog, EnergyAccountant, EnergyReport, MODEL_RAIL, ModelFeed, ModelStates, RateReducer};
 
-/// Results waiting for their energy, at most this many (older ones are dropped and counted).
+/// Results waiting for their energy, at most this many (a result arriving while it is full is
+/// skipped, with a warning).
 const QUEUE: usize = 64;
 /// How long to wait for readings covering an interval's end before giving up.
 const COVER_WAIT: Duration = Duration::from_millis(500);

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 
 use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Qos, SharedRos, Stamp, to_time};
 use crate::config::{CloudGrid, InputKind, RobotConfig};
-use crate::convert::{self, BevGrid, CloudView, ConvertError, Fit, ImageTarget, ImageView, PointFieldView, VoxelGrid};
+use crate::convert::{self, BevGrid, ConvertError, Fit, ImageTarget, VoxelGrid};
 use crate::error::{Error, Result};
 use crate::input_shape::{self, Resolved, ShapeOrigin};
 use crate::live::{DropPolicy, LiveSettings};
@@ -185,29 +185,13 @@ fn to_tensor(frame: &Frame, target: &Target, shape: &[i64]) -> std::result::Resu
     let tensor = |r: std::result::Result<Tensor, tch::TchError>| r.map_err(|e| ConvertError::BadTarget { msg: e.to_string() });
     match (frame, target) {
         (Frame::Image(m, _), Target::Image(t)) => {
-            let view = ImageView {
-                width: m.width,
-                height: m.height,
-                encoding: &m.encoding,
-                is_bigendian: m.is_bigendian,
-                step: m.step,
-                data: (*m.data).as_ref(),
-            };
+            let view = m.view();
             let chw = convert::image_to_chw(&view, t)?;
             tensor(Tensor::f_from_slice(&chw).and_then(|t| t.f_reshape(shape)))
         }
         (Frame::Cloud(c, _), Target::Bev(_) | Target::Voxels(_)) => {
-            let fields: Vec<PointFieldView> =
-                c.fields.iter().map(|f| PointFieldView { name: &f.name, offset: f.offset, datatype: f.datatype, count: f.count }).collect();
-            let view = CloudView {
-                fields: &fields,
-                is_bigendian: c.is_bigendian,
-                point_step: c.point_step,
-                row_step: c.row_step,
-                width: c.width,
-                height: c.height,
-                data: (*c.data).as_ref(),
-            };
+            let fields = c.field_views();
+            let view = c.view(&fields);
             let (grid, stats) = match target {
                 Target::Bev(g) => convert::cloud_to_bev_with_stats(&view, g)?,
                 Target::Voxels(g) => convert::cloud_to_voxels_with_stats(&view, g)?,

@@ -15,7 +15,7 @@ use lop::planner::table::ScheduleTable;
 use lop::profile::Profile;
 use lop_msgs::Frame;
 use lop_msgs::protocol::DType;
-use lop_msgs::protocol::{DoneStats, Hello, Limits, MAX_PROFILE_LEN, RejectReason, Start};
+use lop_msgs::protocol::{DoneStats, Hello, Limits, MAX_PROFILE_LEN, Reject, RejectReason, Start};
 use tch::{Device, Tensor};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -200,6 +200,8 @@ pub struct RobotClient<C: Connector> {
     /// Whether a replanned table still differed from the edge's (warned once).
     replan_failed: bool,
     last_attempt: Option<Instant>,
+    /// Why the last attempt to reach the edge failed (cleared once connected).
+    last_connect_error: Option<String>,
     next_id: u64,
     stats: Arc<FrameStats>,
 }
@@ -279,11 +281,14 @@ impl<C: Connector> RobotClient<C> {
             replanned: Vec::new(),
             replan_failed: false,
             last_attempt: None,
+            last_connect_error: None,
             next_id: 1,
             stats: Arc::new(FrameStats::default()),
         };
         c.last_attempt = Some(Instant::now());
-        match c.attempt().await {
+        let first = c.attempt().await;
+        c.last_connect_error = first.as_ref().err().map(ToString::to_string);
+        match first {
             Ok(conn) => c.conn = Some(conn),
             Err(Error::TableMismatch { edge, ours, server_profile }) => {
                 tracing::info!(%edge, %ours, "the edge planned another schedule table; running alone while this robot plans the edge's");
@@ -298,6 +303,12 @@ impl<C: Connector> RobotClient<C> {
     /// Whether a session with the edge is up.
     pub fn connected(&self) -> bool {
         self.conn.as_ref().is_some_and(|c| !c.gone.load(Ordering::SeqCst))
+    }
+
+    /// Why the last attempt to reach the edge failed, while not connected: no edge found, no
+    /// answer to Hello, or the edge's refusal (another protocol version, an unknown model, ...).
+    pub fn last_connect_error(&self) -> Option<&str> {
+        self.last_connect_error.as_deref()
     }
 
     /// The plans this client runs.
@@ -429,7 +440,13 @@ impl<C: Connector> RobotClient<C> {
         self.conn = None;
         self.finish_replan().await;
         if let Some(p) = self.pending.take_if(|p| p.is_finished()) {
-            match p.await {
+            let attempt = p.await;
+            self.last_connect_error = match &attempt {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            match attempt {
                 Ok(Ok(conn)) => {
                     tracing::info!("reconnected to the edge");
                     self.conn = Some(conn);
@@ -566,6 +583,18 @@ async fn read_loop<R: LinkRx>(mut rx: R, shared: Arc<Mutex<Shared>>, gone: Arc<A
             Ok(Some(b)) => b,
             Ok(None) | Err(_) => break,
         };
+        if let Err(lop_msgs::Error::UnsupportedVersion { found, supported }) = limits.header(&bytes) {
+            // An edge of another release: the header's layout is the same in every version, so
+            // the robot can say which one it speaks (to the Hello's waiter, as a refusal).
+            stats.count(Dropped::Malformed);
+            if let Some(w) = lock(&shared).welcome.take() {
+                let text = format!(
+                    "the edge speaks protocol version {found}, this robot speaks {supported}; run the same lop release on robot and edge"
+                );
+                let _ = w.send(Frame::Reject(Reject { reason: RejectReason::UnsupportedVersion, text, server_profile: Vec::new() }));
+            }
+            continue;
+        }
         let Some(inbound) = classify(&limits, bytes, &stats) else { continue };
         let mut sh = lock(&shared);
         match inbound {

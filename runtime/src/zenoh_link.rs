@@ -716,6 +716,9 @@ pub const HELLO_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// dropped and counted, so that memory stays bounded): 128 MiB.
 pub const SESSION_QUEUE_BYTES: usize = 128 << 20;
 
+/// Version refusals waiting to be published; more are dropped (each is one Reject frame).
+const REFUSALS_QUEUED: usize = 16;
+
 /// What the edge knows about one robot id.
 #[derive(Debug, Default)]
 struct RobotEntry {
@@ -741,6 +744,8 @@ struct EdgeShared {
     robots: Mutex<HashMap<String, RobotEntry>>,
     pending: mpsc::UnboundedSender<Pending>,
     dropped: Arc<AtomicU64>,
+    /// Rejects to publish (downlink key, frame): Hellos of another protocol version.
+    refusals: mpsc::Sender<(String, Vec<u8>)>,
 }
 
 impl EdgeShared {
@@ -764,6 +769,7 @@ impl EdgeShared {
         let robot_id = match lop_msgs::protocol::decode(&bytes) {
             Ok(Frame::Hello(hello)) => hello.robot_id,
             Ok(other) => return self.drop_one(&format!("{:?} frame on the hello key", other.kind()), key, bytes.len()),
+            Err(lop_msgs::Error::UnsupportedVersion { found, supported }) => return self.refuse_version(key, found, supported),
             Err(e) => return self.drop_one(&format!("malformed hello: {e}"), key, bytes.len()),
         };
         if let Err(e) = lop_msgs::validate_robot_id(&robot_id) {
@@ -792,6 +798,37 @@ impl EdgeShared {
         tracing::debug!(robot = %robot_id, "hello: new session");
         if self.pending.send(Pending { robot_id, inbox, peer, queued }).is_err() {
             tracing::debug!("hello after the acceptor was dropped");
+        }
+    }
+
+    /// A Hello in another protocol version: refused, logged, and answered with a Reject on the
+    /// robot's downlink, so that both ends say why instead of the robot timing out. The frame
+    /// header (magic, version) is the same in every version, so a robot of any version can tell
+    /// which one the edge speaks. Rate-limited like Hellos (the key's robot's last Hello).
+    fn refuse_version(&self, key: &str, found: u16, supported: u16) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        let Some(robot) = self.keys.robot_of_hello(key) else { return };
+        lock(&self.robots).entry(robot.to_string()).or_default().last_hello = Some(std::time::Instant::now());
+        tracing::warn!(
+            robot,
+            found,
+            supported,
+            "hello refused: the robot speaks protocol version {found}, this edge speaks {supported}; run the same lop release on both"
+        );
+        let text = format!(
+            "protocol version {found} refused: this edge speaks protocol version {supported}; run the same lop release on robot and edge"
+        );
+        let reject = Frame::Reject(lop_msgs::protocol::Reject {
+            reason: lop_msgs::protocol::RejectReason::UnsupportedVersion,
+            text,
+            server_profile: Vec::new(),
+        });
+        match (self.keys.down(robot), reject.encode()) {
+            (Ok(down), Ok(bytes)) => {
+                // Full only under a flood of refusals, which the Hello rate limit already bounds.
+                let _ = self.refusals.try_send((down, bytes));
+            }
+            (Err(e), _) | (_, Err(e)) => tracing::debug!(robot, "no version refusal sent: {e}"),
         }
     }
 
@@ -882,8 +919,24 @@ impl EdgeAcceptor {
         let (pending_tx, pending) = mpsc::unbounded_channel();
         let dropped = Arc::new(AtomicU64::new(0));
         let (all_up, hello_key, token_key) = (keys.all_up(), keys.all_hello(), keys.token());
-        let shared =
-            Arc::new(EdgeShared { keys: keys.clone(), robots: Mutex::new(HashMap::new()), pending: pending_tx, dropped: dropped.clone() });
+        let (refusals, mut to_refuse) = mpsc::channel::<(String, Vec<u8>)>(REFUSALS_QUEUED);
+        let shared = Arc::new(EdgeShared {
+            keys: keys.clone(),
+            robots: Mutex::new(HashMap::new()),
+            pending: pending_tx,
+            dropped: dropped.clone(),
+            refusals,
+        });
+        // Subscriber callbacks must not block: the refusals go out from a task of their own, which
+        // ends with the acceptor (its sender is in the subscribers' callbacks).
+        let publisher = session.clone();
+        tokio::spawn(async move {
+            while let Some((down, bytes)) = to_refuse.recv().await {
+                if let Err(e) = publisher.put(&down, bytes).await {
+                    tracing::debug!(key = %down, "version refusal not sent: {e}");
+                }
+            }
+        });
         let s = shared.clone();
         let live = session
             .liveliness()

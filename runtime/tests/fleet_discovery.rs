@@ -101,7 +101,8 @@ async fn robots_find_edges_by_their_reports_and_lose_them_within_a_second() {
     // and its token until Zenoh's lease runs out; its reports stop at once).
     let c_session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
     let _token = c_session.liveliness().declare_token("lop/v1/edge/edge-c/alive").await.unwrap();
-    let publisher = c_session.declare_publisher("lop/v1/edge/edge-c/load").await.unwrap();
+    let publisher =
+        c_session.declare_publisher("lop/v1/edge/edge-c/load").congestion_control(zenoh::qos::CongestionControl::Block).await.unwrap();
     let mut reporter = LoadReporter::new("edge-c", &b).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     for _ in 0..2 {
@@ -124,8 +125,16 @@ async fn robots_find_edges_by_their_reports_and_lose_them_within_a_second() {
         gpu_free_bytes: None,
         models: vec![ModelLoad { model: "resnet18".into(), queued_s: 0.0, idle_goodput: 1e6, server_s: 1e-3, in_flight: 0, warm: true }],
     };
-    c_session.put("lop/v1/edge/edge-x/load", stranger.encode().unwrap()).await.unwrap();
-    c_session.put("lop/v1/edge/edge-a/load", stranger.encode().unwrap()).await.unwrap();
+    c_session
+        .put("lop/v1/edge/edge-x/load", stranger.encode().unwrap())
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .await
+        .unwrap();
+    c_session
+        .put("lop/v1/edge/edge-a/load", stranger.encode().unwrap())
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .await
+        .unwrap();
     let counted = within(Duration::from_secs(3), || {
         let n = view.counts();
         n.malformed >= before.malformed + 2 && n.unknown > before.unknown

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use lop_runtime::security::certs::{CertsRequest, make_site_certs};
 use lop_runtime::security::{AccessPolicy, Login, Security, TlsFiles};
 use lop_runtime::zenoh_link::ZenohConfig;
+use zenoh::qos::CongestionControl;
 
 fn site(dir: &Path) -> PathBuf {
     let _ = std::fs::remove_dir_all(dir);
@@ -47,12 +48,22 @@ impl Heard {
     }
 }
 
-async fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
+/// One byte on `key`. Blocking congestion control, as the runtime's own frames use: Zenoh's
+/// default (drop) may discard a put on a busy machine, which would read as a denial here.
+async fn put(session: &zenoh::Session, key: &str, byte: u8) {
+    session.put(key, vec![byte]).congestion_control(CongestionControl::Block).await.unwrap();
+}
+
+/// Waits up to 10 s for `ok`; false when it never held.
+async fn eventually(mut ok: impl FnMut() -> bool) -> bool {
     let t0 = Instant::now();
     while !ok() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        if t0.elapsed() > Duration::from_secs(10) {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    true
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,10 +91,10 @@ async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_o
     // proves nothing: first every allowed route is warmed until it carries a message.
     let t0 = Instant::now();
     loop {
-        r1.put("lop/v1/r1/up", vec![0]).await.unwrap();
-        edge.put("lop/v1/r1/down", vec![0]).await.unwrap();
-        edge.put("lop/v1/r2/down", vec![0]).await.unwrap();
-        edge.put("lop/v1/edge/gpu-1/load", vec![0]).await.unwrap();
+        put(&r1, "lop/v1/r1/up", 0).await;
+        put(&edge, "lop/v1/r1/down", 0).await;
+        put(&edge, "lop/v1/r2/down", 0).await;
+        put(&edge, "lop/v1/edge/gpu-1/load", 0).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let heard = |h: &Heard, key: &str| h.keys().iter().any(|k| k == key);
         if heard(&at_edge, "lop/v1/r1/up")
@@ -96,24 +107,32 @@ async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_o
         assert!(t0.elapsed() < Duration::from_secs(20), "the allowed routes never carried a message");
     }
     let count = |h: &Heard, key: &str| h.keys().iter().filter(|k| *k == key).count();
-    let (up0, loads0, r2_0) = (count(&at_edge, "lop/v1/r1/up"), count(&r1_loads, "lop/v1/edge/gpu-1/load"), count(&r2_own, "lop/v1/r2/down"));
+    let (up0, loads0, r2_0) =
+        (count(&at_edge, "lop/v1/r1/up"), count(&r1_loads, "lop/v1/edge/gpu-1/load"), count(&r2_own, "lop/v1/r2/down"));
 
     // Each denied put goes out before an allowed one on the same session and priority, so once
     // the allowed ones have arrived, a denied one that got through would have arrived too.
     for i in 0..5u8 {
-        r1.put("lop/v1/r2/up", vec![i]).await.unwrap(); // another robot's uplink
-        r1.put("lop/v1/r2/hello", vec![i]).await.unwrap(); // a Hello in another robot's name
-        r1.put("lop/v1/edge/e1/load", vec![i]).await.unwrap(); // posing as an edge
-        r1.put("lop/v1/r1/up", vec![i]).await.unwrap();
-        edge.put("lop/v1/r2/down", vec![i]).await.unwrap(); // r1 listens here too
-        edge.put("lop/v1/edge/gpu-1/load", vec![i]).await.unwrap();
+        put(&r1, "lop/v1/r2/up", i).await; // another robot's uplink
+        put(&r1, "lop/v1/r2/hello", i).await; // a Hello in another robot's name
+        put(&r1, "lop/v1/edge/e1/load", i).await; // posing as an edge
+        put(&r1, "lop/v1/r1/up", i).await;
+        put(&edge, "lop/v1/r2/down", i).await; // r1 listens here too
+        put(&edge, "lop/v1/edge/gpu-1/load", i).await;
     }
-    eventually("r1's own traffic", || {
-        count(&at_edge, "lop/v1/r1/up") >= up0 + 5
-            && count(&r2_own, "lop/v1/r2/down") >= r2_0 + 5
-            && count(&r1_loads, "lop/v1/edge/gpu-1/load") >= loads0 + 5
+    let arrived = || {
+        (
+            count(&at_edge, "lop/v1/r1/up") - up0,
+            count(&r2_own, "lop/v1/r2/down") - r2_0,
+            count(&r1_loads, "lop/v1/edge/gpu-1/load") - loads0,
+        )
+    };
+    let all_five = eventually(|| {
+        let a = arrived();
+        a.0 >= 5 && a.1 >= 5 && a.2 >= 5
     })
     .await;
+    assert!(all_five, "r1's own traffic: of 5 puts each, arrived (r1/up at the edge, r2/down at r2, load at r1) = {:?}", arrived());
     tokio::time::sleep(Duration::from_millis(200)).await;
     let edge_heard = at_edge.keys();
     for denied in ["lop/v1/r2/up", "lop/v1/r2/hello", "lop/v1/edge/e1/load"] {
@@ -184,7 +203,7 @@ async fn robots_without_a_valid_certificate_or_password_are_refused() {
     let t0 = Instant::now();
     while heard.keys().is_empty() {
         assert!(t0.elapsed() < Duration::from_secs(20), "the served robot's message never arrived");
-        ok.put("lop/v1/r1/up", vec![1]).await.unwrap();
+        put(&ok, "lop/v1/r1/up", 1).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     ok.close().await.unwrap();

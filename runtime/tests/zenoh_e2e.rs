@@ -84,3 +84,55 @@ async fn over_zenoh_exact_outputs_fallback_and_reconnect() {
     }
     assert_eq!(remote, 3, "the robot used the restarted edge");
 }
+
+/// An edge of another protocol version (played by a raw Zenoh session that answers every Hello
+/// with a frame of version 2): the robot is not served, says which versions the two ends speak,
+/// and runs every inference itself, exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_of_another_protocol_version_is_named_and_the_robot_runs_alone() {
+    use lop_msgs::Frame;
+    use lop_msgs::key::SessionKeys;
+    use lop_msgs::protocol::{PROTOCOL_VERSION, Reject, RejectReason};
+
+    let s = setup();
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let edge_session = ZenohConfig::router(vec![endpoint.clone()]).open().await.unwrap();
+    let keys = SessionKeys::single();
+    let _token = edge_session.liveliness().declare_token(keys.token()).await.unwrap();
+    let hellos = edge_session.declare_subscriber(keys.all_hello()).await.unwrap();
+    let answering = edge_session.clone();
+    let fake_edge = tokio::spawn(async move {
+        let keys = SessionKeys::single();
+        while let Ok(sample) = hellos.recv_async().await {
+            let Some(robot) = keys.robot_of_hello(sample.key_expr().as_str()) else { continue };
+            let text = "protocol version 1 refused".to_string();
+            let mut reject =
+                Frame::Reject(Reject { reason: RejectReason::UnsupportedVersion, text, server_profile: Vec::new() }).encode().unwrap();
+            reject[4..6].copy_from_slice(&(PROTOCOL_VERSION + 1).to_le_bytes());
+            answering.put(keys.down(robot).unwrap(), reject).await.unwrap();
+        }
+    });
+
+    let robot_session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut opts = ClientOptions::new("old-robot", "resnet18");
+    opts.hello_timeout = Duration::from_secs(10);
+    let mut c =
+        RobotClient::new(ZenohConnector::new(robot_session.clone(), "old-robot"), opts, worker, loaded.meta, &loaded.hash, s.table.clone())
+            .await
+            .unwrap();
+    assert!(!c.connected(), "served by an edge of another protocol version");
+    let why = c.last_connect_error().unwrap_or_default().to_string();
+    let (theirs, ours) = (PROTOCOL_VERSION + 1, PROTOCOL_VERSION);
+    assert!(
+        why.contains(&format!("the edge speaks protocol version {theirs}, this robot speaks {ours}")),
+        "the robot does not say why it runs alone: {why:?}"
+    );
+    c.set_method("lop");
+    let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
+    assert!(r.stats.fallback, "an inference was split with an edge of another version");
+    assert_exact(&r.outputs, &s.whole, "alone beside an edge of another version");
+    fake_edge.abort();
+    robot_session.close().await.unwrap();
+    edge_session.close().await.unwrap();
+}

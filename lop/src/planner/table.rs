@@ -308,12 +308,21 @@ impl ScheduleTable {
     /// [`Error::Io`]; [`Error::Malformed`] for bad JSON, another version or a hash mismatch.
     pub fn load(path: &Path) -> Result<ScheduleTable> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-        let t: ScheduleTable = serde_json::from_str(&text).map_err(|e| Error::Malformed(format!("table {}: {e}", path.display())))?;
+        ScheduleTable::from_json(&text, &path.display().to_string())
+    }
+
+    /// Parses a table's JSON and checks its version and content hash; `origin` names it in
+    /// errors.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] for bad JSON, another version or a hash mismatch.
+    pub fn from_json(text: &str, origin: &str) -> Result<ScheduleTable> {
+        let t: ScheduleTable = serde_json::from_str(text).map_err(|e| Error::Malformed(format!("table {origin}: {e}")))?;
         if t.version != TABLE_VERSION {
-            return Err(Error::Malformed(format!("table {}: version {} (this build reads {TABLE_VERSION})", path.display(), t.version)));
+            return Err(Error::Malformed(format!("table {origin}: version {} (this build reads {TABLE_VERSION})", t.version)));
         }
         if t.hash != t.content_hash() {
-            return Err(Error::Malformed(format!("table {}: content hash mismatch", path.display())));
+            return Err(Error::Malformed(format!("table {origin}: content hash mismatch")));
         }
         Ok(t)
     }

@@ -312,6 +312,39 @@ fn header(h: &RosHeader) -> Header {
     Header { stamp: from_time(&h.stamp), frame_id: h.frame_id.clone() }
 }
 
+/// A decoded `sensor_msgs/Image` as the node's input (public for the fuzz targets, which feed
+/// it CDR bytes as the subscription would).
+pub fn image_in(m: Image) -> ImageIn {
+    ImageIn {
+        header: header(&m.header),
+        height: m.height,
+        width: m.width,
+        encoding: m.encoding,
+        is_bigendian: m.is_bigendian != 0,
+        step: m.step,
+        data: payload(m.data),
+    }
+}
+
+/// A decoded `sensor_msgs/PointCloud2` as the node's input (see [`image_in`]).
+pub fn cloud_in(m: PointCloud2) -> CloudIn {
+    CloudIn {
+        header: header(&m.header),
+        height: m.height,
+        width: m.width,
+        fields: m
+            .fields
+            .into_iter()
+            .map(|f| PointFieldIn { name: f.name, offset: f.offset, datatype: f.datatype, count: f.count })
+            .collect(),
+        is_bigendian: m.is_bigendian,
+        point_step: m.point_step,
+        row_step: m.row_step,
+        data: payload(m.data),
+        is_dense: m.is_dense,
+    }
+}
+
 impl Ros for HirozRos {
     fn name(&self) -> &'static str {
         "hiroz"
@@ -354,37 +387,11 @@ impl Ros for HirozRos {
     }
 
     fn subscribe_images(&self, topic: &str, q: Qos, cb: Callback<ImageIn>) -> Result<Subscription> {
-        self.subscribe_input(topic, q, move |m: Image| {
-            cb(ImageIn {
-                header: header(&m.header),
-                height: m.height,
-                width: m.width,
-                encoding: m.encoding,
-                is_bigendian: m.is_bigendian != 0,
-                step: m.step,
-                data: payload(m.data),
-            })
-        })
+        self.subscribe_input(topic, q, move |m: Image| cb(image_in(m)))
     }
 
     fn subscribe_clouds(&self, topic: &str, q: Qos, cb: Callback<CloudIn>) -> Result<Subscription> {
-        self.subscribe_input(topic, q, move |m: PointCloud2| {
-            cb(CloudIn {
-                header: header(&m.header),
-                height: m.height,
-                width: m.width,
-                fields: m
-                    .fields
-                    .into_iter()
-                    .map(|f| PointFieldIn { name: f.name, offset: f.offset, datatype: f.datatype, count: f.count })
-                    .collect(),
-                is_bigendian: m.is_bigendian,
-                point_step: m.point_step,
-                row_step: m.row_step,
-                data: payload(m.data),
-                is_dense: m.is_dense,
-            })
-        })
+        self.subscribe_input(topic, q, move |m: PointCloud2| cb(cloud_in(m)))
     }
 
     /// Counted by the input subscriptions: a raw Zenoh subscriber on each input topic's keys of

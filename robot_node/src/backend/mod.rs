@@ -86,6 +86,20 @@ pub struct ImageIn {
     pub data: Payload,
 }
 
+impl ImageIn {
+    /// The fields [`crate::convert::image_to_chw`] reads, borrowed.
+    pub fn view(&self) -> crate::convert::ImageView<'_> {
+        crate::convert::ImageView {
+            width: self.width,
+            height: self.height,
+            encoding: &self.encoding,
+            is_bigendian: self.is_bigendian,
+            step: self.step,
+            data: (*self.data).as_ref(),
+        }
+    }
+}
+
 impl std::fmt::Debug for ImageIn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ImageIn")
@@ -131,6 +145,29 @@ pub struct CloudIn {
     pub data: Payload,
     /// Whether the cloud has no invalid points.
     pub is_dense: bool,
+}
+
+impl CloudIn {
+    /// The point layout as [`CloudIn::view`] needs it.
+    pub fn field_views(&self) -> Vec<crate::convert::PointFieldView<'_>> {
+        self.fields
+            .iter()
+            .map(|f| crate::convert::PointFieldView { name: &f.name, offset: f.offset, datatype: f.datatype, count: f.count })
+            .collect()
+    }
+
+    /// The fields the grid conversions read, borrowed; `fields` from [`CloudIn::field_views`].
+    pub fn view<'a>(&'a self, fields: &'a [crate::convert::PointFieldView<'a>]) -> crate::convert::CloudView<'a> {
+        crate::convert::CloudView {
+            fields,
+            is_bigendian: self.is_bigendian,
+            point_step: self.point_step,
+            row_step: self.row_step,
+            width: self.width,
+            height: self.height,
+            data: (*self.data).as_ref(),
+        }
+    }
 }
 
 impl std::fmt::Debug for CloudIn {

@@ -376,6 +376,42 @@ async fn garbage_hello_is_dropped() {
     assert_eq!(acceptor.dropped(), n + 1);
 }
 
+/// A Hello of another protocol version starts no session and is answered on the robot's downlink
+/// with a Reject that names both versions (in this edge's version: the header layout is the same
+/// in every version, so the robot can read which one the edge speaks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_of_another_protocol_version_is_refused_with_both_versions_named() {
+    let port = free_port();
+    let (_edge_session, mut acceptor) = edge(port).await;
+    let session = robot(port).await;
+    let keys = SessionKeys::single();
+    let answers = session.declare_subscriber(keys.down("r1").unwrap()).await.unwrap();
+    let mut future_hello = hello("r1");
+    future_hello[4..6].copy_from_slice(&(lop_msgs::protocol::PROTOCOL_VERSION + 1).to_le_bytes());
+    // Sent until the edge's subscription is in place and the answer is back (Hellos closer than
+    // HELLO_MIN_INTERVAL are dropped before they are read).
+    let t0 = Instant::now();
+    let answer = loop {
+        session.put(keys.hello("r1").unwrap(), future_hello.clone()).await.unwrap();
+        if let Ok(Ok(sample)) = timeout(Duration::from_millis(300), answers.recv_async()).await {
+            break sample.payload().to_bytes().into_owned();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no answer to a Hello of another version");
+    };
+    let Frame::Reject(r) = decode(&answer).unwrap() else { panic!("not a Reject: {:?}", decode(&answer)) };
+    assert_eq!(r.reason, lop_msgs::protocol::RejectReason::UnsupportedVersion);
+    let (theirs, ours) = (lop_msgs::protocol::PROTOCOL_VERSION + 1, lop_msgs::protocol::PROTOCOL_VERSION);
+    assert!(
+        r.text.contains(&format!("protocol version {theirs} refused")) && r.text.contains(&format!("speaks protocol version {ours}")),
+        "{}",
+        r.text
+    );
+    assert!(acceptor.dropped() >= 1);
+    assert!(timeout(Duration::from_millis(100), acceptor.accept()).await.is_err(), "a session was started");
+    // A robot of this version is still served.
+    let (_s, _tx, _rx, _conn) = connected(port, &mut acceptor, "r2").await;
+}
+
 /// Dropping the acceptor ends its sessions and removes the edge token; the Zenoh session lives on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_acceptor_ends_sessions() {

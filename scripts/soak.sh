@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The soak benchmark (issue 20, part 5): eight robots at 30 fps against one lop_edge process for
+# SECONDS (default 600), through edge_server/tests/soak.rs; prints per robot the frames answered,
+# served by the edge and replaced by newer ones, latency percentiles, the resident memory of both
+# processes (after loading, after the warm-up, peak, end) and the served ratio max/min, and fails
+# when memory grew more than 5% or the ratio passed 1.2. The test command runs the same test for
+# 60 seconds.
+#
+#   scripts/soak.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+seconds=${1:-600}
+case "$seconds" in '' | *[!0-9]*) echo "soak: SECONDS must be a whole number of seconds, not '$seconds'" >&2; exit 2 ;; esac
+cargo build --release --locked -p edge_server --bin lop_edge
+LOP_SOAK_SECONDS=$seconds cargo test --release --locked -p edge_server --test soak -- --nocapture
