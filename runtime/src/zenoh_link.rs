@@ -201,6 +201,14 @@ impl ZenohConfig {
         }
         if !self.connect.is_empty() {
             set("connect/endpoints", json_strings(&self.connect))?;
+            // A robot whose edge restarts must be back on split inference within seconds; Zenoh's
+            // default retry backs off to 4 s between attempts. A refused TCP connect costs little.
+            set(
+                "connect/retry",
+                format!(
+                    r#"{{"period_init_ms": {CONNECT_RETRY_INIT_MS}, "period_max_ms": {CONNECT_RETRY_MAX_MS}, "period_increase_factor": 2.0}}"#
+                ),
+            )?;
         }
         set("scouting/multicast/enabled", self.multicast_scouting.to_string())?;
         // hiroz builds Zenoh with shared memory, which would carry large payloads between a robot
@@ -715,6 +723,11 @@ pub const HELLO_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// continuously; a robot that sends faster than the edge can take is cut off here, its frames
 /// dropped and counted, so that memory stays bounded): 128 MiB.
 pub const SESSION_QUEUE_BYTES: usize = 128 << 20;
+
+/// First wait before connecting again to a router that went away (Zenoh's default: 1 s).
+pub const CONNECT_RETRY_INIT_MS: u64 = 100;
+/// Longest wait between attempts to reach a router that went away (Zenoh's default: 4 s).
+pub const CONNECT_RETRY_MAX_MS: u64 = 500;
 
 /// Version refusals waiting to be published; more are dropped (each is one Reject frame).
 const REFUSALS_QUEUED: usize = 16;
