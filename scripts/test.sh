@@ -12,6 +12,13 @@ cd "$root"
 scripts/setup.sh --test-deps
 # A real ROS 2 Jazzy from PyPI wheels, with lop_msgs and vision_msgs built by rosidl (.ros/).
 scripts/ros.sh
+# nftables for the chaos test's faults in network namespaces (the kernel here has no netem).
+if ! command -v nft >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "test: installing nftables (apt-get)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nftables >&2 \
+    || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nftables >&2; } \
+    || echo "test: nftables could not be installed; the chaos netns test will say so" >&2
+fi
 # shellcheck source=env.sh
 . scripts/env.sh
 echo "test: cargo fmt --check" >&2

@@ -70,6 +70,13 @@ pub struct ClientOptions {
     pub replan: Option<Replanner>,
 }
 
+/// How often a robot whose edge went silent tries it again (every other inference meanwhile
+/// runs on the robot at once, without waiting for a deadline).
+pub const SILENT_EDGE_RETRY: Duration = Duration::from_millis(250);
+
+/// The fallback reason of an inference whose edge did not finish in time.
+const DEADLINE_EXCEEDED: &str = "deadline exceeded";
+
 /// Plans the schedule table for the edge's server profile, received in Welcome when the edge's
 /// table differs from the robot's (the robot was configured with another server profile, e.g.
 /// the synthetic default against an edge that measured its own). Called on a blocking thread
@@ -202,6 +209,10 @@ pub struct RobotClient<C: Connector> {
     last_attempt: Option<Instant>,
     /// Why the last attempt to reach the edge failed (cleared once connected).
     last_connect_error: Option<String>,
+    /// Since when the edge has been silent (an inference ran out of time with not one band
+    /// back), and when a split was last tried since: while set, inferences run on the robot
+    /// at once, and one every [`SILENT_EDGE_RETRY`] tries the edge again.
+    silent: Option<(Instant, Instant)>,
     next_id: u64,
     stats: Arc<FrameStats>,
 }
@@ -282,6 +293,7 @@ impl<C: Connector> RobotClient<C> {
             replan_failed: false,
             last_attempt: None,
             last_connect_error: None,
+            silent: None,
             next_id: 1,
             stats: Arc::new(FrameStats::default()),
         };
@@ -487,7 +499,14 @@ impl<C: Connector> RobotClient<C> {
             .ok_or_else(|| Error::InvalidConfig { what: format!("no plans for method '{method}'") })?;
         let id = self.next_id;
         self.next_id += 1;
-        let use_link = plan.uses_link() && self.ensure_connected().await;
+        // A silent edge (a cut or lossy link the session has not noticed yet) would cost every
+        // frame its whole deadline before the robot finishes it: run alone at once instead, and
+        // try the edge again every SILENT_EDGE_RETRY.
+        let silent_wait = self.silent.filter(|(_, tried)| tried.elapsed() < SILENT_EDGE_RETRY).map(|(since, _)| since);
+        let use_link = plan.uses_link() && silent_wait.is_none() && self.ensure_connected().await;
+        if use_link && let Some((since, _)) = self.silent {
+            self.silent = Some((since, Instant::now()));
+        }
         let budget = plan.predicted_s.unwrap_or(1.0) * self.opts.deadline_factor + self.opts.deadline_slack.as_secs_f64();
         let config = SideConfig {
             side: Side::Robot,
@@ -523,17 +542,44 @@ impl<C: Connector> RobotClient<C> {
                 exec.insert(i, 0..g.nodes[i].info.rows(), t)?;
             }
             if alone {
-                return Ok((finish_locally(&mut exec)?, SideStats::default(), Some("edge unreachable".into())));
+                let why = match silent_wait {
+                    Some(since) => format!(
+                        "edge silent for {:.1} s; trying it every {} ms",
+                        since.elapsed().as_secs_f64(),
+                        SILENT_EDGE_RETRY.as_millis()
+                    ),
+                    None => "edge unreachable".into(),
+                };
+                return Ok((finish_locally(&mut exec)?, SideStats::default(), Some(why)));
             }
             let mut send = |b: Vec<u8>| out.as_ref().is_some_and(|o| o.send(b).is_ok());
             let (stop, stats) = run_side(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
             match stop {
                 Stopped::Finished => Ok((outputs(&exec)?, stats, None)),
-                Stopped::DeadlineExceeded => Ok((finish_locally(&mut exec)?, stats, Some("deadline exceeded".into()))),
+                Stopped::DeadlineExceeded => Ok((finish_locally(&mut exec)?, stats, Some(DEADLINE_EXCEEDED.into()))),
                 Stopped::Aborted(why) => Ok((finish_locally(&mut exec)?, stats, Some(why))),
             }
         });
         let (outputs, side, reason) = job.await??;
+        if use_link {
+            let timed_out_silent = reason.as_deref() == Some(DEADLINE_EXCEEDED) && side.bands_received == 0;
+            self.silent = match (timed_out_silent, self.silent) {
+                (true, None) => {
+                    tracing::warn!(
+                        inference = id,
+                        "no band from the edge within the deadline: running alone, trying the edge every {} ms",
+                        SILENT_EDGE_RETRY.as_millis()
+                    );
+                    Some((t0, Instant::now()))
+                }
+                (true, kept @ Some(_)) => kept,
+                (false, Some((since, _))) => {
+                    tracing::info!(silent_s = since.elapsed().as_secs_f64(), "the edge answers again");
+                    None
+                }
+                (false, None) => None,
+            };
+        }
         let mut server_compute_s = None;
         if let Some(conn) = &self.conn {
             let mut sh = lock(&conn.shared);

@@ -20,14 +20,14 @@ pub struct Edge {
 impl Edge {
     /// Starts `lop_edge --config CONFIG` and waits (up to two minutes) until it is ready.
     pub fn start(config: &std::path::Path) -> Edge {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lop_edge"))
-            .arg("--config")
-            .arg(config)
-            .env_remove("LOP_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        Edge::start_with(Command::new(env!("CARGO_BIN_EXE_lop_edge")), config)
+    }
+
+    /// [`Edge::start`] through `program`, a command that runs `lop_edge` (inside a network
+    /// namespace, say) and takes its arguments after its own.
+    pub fn start_with(mut program: Command, config: &std::path::Path) -> Edge {
+        let mut child =
+            program.arg("--config").arg(config).env_remove("LOP_LOG").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
