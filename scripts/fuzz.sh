@@ -33,8 +33,9 @@ fi
 t0=$(date +%s)
 bins=()
 for t in "${targets[@]}"; do bins+=(--bin "fuzz_$t"); done
+# --workspace: the release build's feature set, so that its dependencies are reused as built.
 RUSTC_WRAPPER="$PWD/scripts/sancov-rustc" CARGO_TARGET_DIR=$dir \
-  cargo build --release --locked -p lop_fuzz --features libfuzzer "${bins[@]}"
+  cargo build --release --locked --workspace --features lop_fuzz/libfuzzer "${bins[@]}"
 echo "fuzz: built in $(( $(date +%s) - t0 )) s"
 
 # One target: runs it, then writes its summary line to target/fuzz-<target>.result.
