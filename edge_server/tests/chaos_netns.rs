@@ -15,9 +15,8 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Edge;
+use common::{Edge, OneModelEdge};
 
-use lop::plan::Side;
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::netns::{NetnsLink, NetnsOptions, NetnsSide};
@@ -115,31 +114,9 @@ fn partition_flapping_and_loss_lose_no_frame_and_split_resumes_within_2_s() {
     let faults = Faults { link: &link, edge: edge_addr.to_string() };
     faults.install();
 
-    let dir = std::env::temp_dir().join(format!("lop-chaos-netns-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("robots")).unwrap();
     let endpoint = format!("tcp/{edge_addr}:{PORT}");
-    let config = dir.join("edge.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "zenoh:\n  listen: [\"{endpoint}\"]\n  allow_insecure: true\n\
-             models:\n  - id: resnet18\n    source: \"{MODEL}\"\n    server_profile: synthetic\n\
-             threads: 1\nrobot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
-             table:\n  buckets: [0, 8, 30]\nhello_timeout_s: 60\nlog: \"warn,edge_server=info\"\n"
-        ),
-    )
-    .unwrap();
-    let cfg = edge_server::EdgeConfig::load(&config).unwrap();
-    let spec = cfg.table_spec().unwrap();
-    let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
-    let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
-    robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
-    let inputs = lop::exec::synthetic_inputs(&g, 17).unwrap();
-    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-    drop(g);
+    let OneModelEdge { dir, config, table, inputs, whole } =
+        OneModelEdge::prepare("chaos-netns", MODEL, &endpoint, "  allow_insecure: true\n", "threads: 1\n", 17);
     let edge = Edge::start_with(link.command(NetnsSide::Edge, env!("CARGO_BIN_EXE_lop_edge")), &config);
 
     // The robot's side lives in the robot's namespace: this thread enters it before the runtime

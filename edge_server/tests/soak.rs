@@ -9,9 +9,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Edge, free_port};
+use common::{Edge, OneModelEdge, free_port};
 
-use lop::plan::Side;
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::zenoh_link::ZenohConfig;
@@ -58,31 +57,9 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_robots_at_30_fps_keep_memory_flat_and_are_served_alike() {
     let seconds: u64 = std::env::var("LOP_SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let dir = std::env::temp_dir().join(format!("lop-soak-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("robots")).unwrap();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
-    let config = dir.join("edge.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "zenoh:\n  listen: [\"{endpoint}\"]\n\
-             models:\n  - id: resnet18\n    source: \"{MODEL}\"\n    server_profile: synthetic\n\
-             replicas: 2\nthreads: 1\nrobot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
-             table:\n  buckets: [0, 8, 30]\nhello_timeout_s: 60\nlog: \"warn,edge_server=info\"\n"
-        ),
-    )
-    .unwrap();
-    let cfg = edge_server::EdgeConfig::load(&config).unwrap();
-    let spec = cfg.table_spec().unwrap();
-    let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
-    let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
-    robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
-    let inputs = lop::exec::synthetic_inputs(&g, 11).unwrap();
-    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-    drop(g);
+    let OneModelEdge { dir, config, table, inputs, whole } =
+        OneModelEdge::prepare("soak", MODEL, &endpoint, "", "replicas: 2\nthreads: 1\n", 11);
 
     let mut edge = Edge::start(&config);
     let edge_pid = edge.child.id().to_string();

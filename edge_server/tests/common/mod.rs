@@ -77,3 +77,47 @@ impl Drop for Edge {
         }
     }
 }
+
+/// One model served by one edge, prepared as the single-edge tests need it: a temporary
+/// configuration (synthetic profiles, three buckets), the robot's profile where the edge finds
+/// it, the schedule table built once into the edge's cache (the robot runs the same), and a
+/// frame with the unsplit model's output to check every answer against.
+pub struct OneModelEdge {
+    pub dir: std::path::PathBuf,
+    pub config: std::path::PathBuf,
+    pub table: lop::planner::table::ScheduleTable,
+    pub inputs: Vec<tch::Tensor>,
+    pub whole: Vec<tch::Tensor>,
+}
+
+impl OneModelEdge {
+    /// `name` names the temporary folder; the model is served as `resnet18` (any zoo source);
+    /// `zenoh` adds lines to the config's zenoh section, `settings` top-level lines.
+    pub fn prepare(name: &str, model: &str, listen: &str, zenoh: &str, settings: &str, seed: u64) -> OneModelEdge {
+        use lop::plan::Side;
+        let dir = std::env::temp_dir().join(format!("lop-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("robots")).unwrap();
+        let config = dir.join("edge.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "zenoh:\n  listen: [\"{listen}\"]\n{zenoh}\
+                 models:\n  - id: resnet18\n    source: \"{model}\"\n    server_profile: synthetic\n\
+                 {settings}robot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
+                 table:\n  buckets: [0, 8, 30]\nhello_timeout_s: 60\nlog: \"warn,edge_server=info\"\n"
+            ),
+        )
+        .unwrap();
+        let cfg = edge_server::EdgeConfig::load(&config).unwrap();
+        let spec = cfg.table_spec().unwrap();
+        let g = lop::model::load(model, &Default::default()).unwrap();
+        let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
+        let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
+        robot.save(&dir.join("robots/robot.json")).unwrap();
+        let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
+        let inputs = lop::exec::synthetic_inputs(&g, seed).unwrap();
+        let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
+        OneModelEdge { dir, config, table, inputs, whole }
+    }
+}
