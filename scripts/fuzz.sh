@@ -16,7 +16,12 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frame onnx table config ros)
+all=(frame onnx table config ros)
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+case "$seconds" in '' | *[!0-9]* | 0) echo "fuzz: SECONDS must be a positive whole number, not '$seconds'" >&2; exit 2 ;; esac
+for t in "${targets[@]}"; do
+  case " ${all[*]} " in *" $t "*) ;; *) echo "fuzz: unknown target '$t' (targets: ${all[*]})" >&2; exit 2 ;; esac
+done
 
 dir=target/fuzz
 if [ -d target/release/.fingerprint ] && [ ! -d "$dir/release" ]; then

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 seconds=${1:-600}
-case "$seconds" in '' | *[!0-9]*) echo "soak: SECONDS must be a whole number of seconds, not '$seconds'" >&2; exit 2 ;; esac
+case "$seconds" in '' | *[!0-9]* | 0) echo "soak: SECONDS must be a positive whole number, not '$seconds'" >&2; exit 2 ;; esac
 # --workspace: the same features as the test command's build, so its artifacts are reused.
 cargo build --release --locked --workspace --bins
 LOP_SOAK_SECONDS=$seconds cargo test --release --locked --workspace --test soak -- --nocapture

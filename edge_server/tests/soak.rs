@@ -56,7 +56,9 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_robots_at_30_fps_keep_memory_flat_and_are_served_alike() {
-    let seconds: u64 = std::env::var("LOP_SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seconds: u64 = std::env::var("LOP_SOAK_SECONDS").map_or(60, |s| {
+        s.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| panic!("LOP_SOAK_SECONDS must be a positive whole number, not {s:?}"))
+    });
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
     let OneModelEdge { dir, config, table, inputs, whole } =
         OneModelEdge::prepare("soak", MODEL, &endpoint, "", "replicas: 2\nthreads: 1\n", 11);
