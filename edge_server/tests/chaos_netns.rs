@@ -202,6 +202,11 @@ fn partition_flapping_and_loss_lose_no_frame_and_split_resumes_within_2_s() {
     let early: Vec<(f64, &Option<String>)> = answers.iter().filter(|a| a.sent_s < 2.0 && !a.split).map(|a| (a.at_s, &a.why)).collect();
     assert!(early.is_empty(), "fell back before any fault: {early:?}\n{log}");
     assert!(answers.iter().any(|a| state_at(a.sent_s) == Link::Down && !a.split), "no frame fell back while the link was cut");
+    // A silent edge makes the robot run alone at once (SILENT_EDGE_RETRY): most inferences begun
+    // while the link was down did not wait for a deadline (each that tries the edge waits ~270 ms).
+    let down: Vec<&Answer> = answers.iter().filter(|a| state_at(a.sent_s) == Link::Down).collect();
+    let at_once = down.iter().filter(|a| a.done_s - a.sent_s < 0.1).count();
+    assert!(at_once * 2 > down.len(), "only {at_once} of {} inferences begun while the link was down ran alone at once", down.len());
     for (r, back) in backs {
         let back = back.unwrap_or_else(|| panic!("never split again after the link came back at {r} s:\n{log}"));
         assert!(back <= BACK_WITHIN.as_secs_f64(), "split again {back:.2} s after the link came back at {r} s");
