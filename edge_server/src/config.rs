@@ -59,6 +59,11 @@ pub struct EdgeConfig {
     /// network: fleet robots address each edge by its id.
     #[serde(default = "default_true")]
     pub serve_unaddressed: bool,
+    /// Most times an inference this edge cannot serve in time may be forwarded to another edge
+    /// of the fleet, this edge's forward included (EPARA's forwarding; 0: never forward, answer
+    /// `Overloaded` at once). At most 8.
+    #[serde(default = "default_max_forwards")]
+    pub max_forwards: usize,
     /// The Zenoh session.
     #[serde(default)]
     pub zenoh: ZenohSection,
@@ -302,6 +307,10 @@ impl Default for GpuEnergySection {
     }
 }
 
+fn default_max_forwards() -> usize {
+    2
+}
+
 fn default_dilation() -> f64 {
     1.0
 }
@@ -462,6 +471,12 @@ impl EdgeConfig {
         }
         if !(self.dilation.is_finite() && self.dilation >= 1.0) {
             return Err(self.invalid("dilation", format!("{} must be >= 1", self.dilation)));
+        }
+        if self.max_forwards > lop_msgs::protocol::MAX_PATH {
+            return Err(self.invalid(
+                "max_forwards",
+                format!("{} is more than the {} a request's path can carry", self.max_forwards, lop_msgs::protocol::MAX_PATH),
+            ));
         }
         if self.zenoh.mode != Mode::Client && self.zenoh.listen.is_empty() {
             return Err(self.invalid("zenoh.listen", "a router or peer needs at least one endpoint to listen on"));

@@ -277,6 +277,11 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         Box::new(move || gpu_memory.as_ref().and_then(|g| g.free_bytes())),
     )
     .await?;
+    // Inferences it cannot serve in time go to an edge of its own view of the fleet.
+    if cfg.max_forwards > 0 {
+        let forwarding = lop_runtime::fleet::forwarding(&session, &edge_id, cfg.max_forwards, lop_runtime::fleet::STALE_AFTER).await?;
+        svc.set_forwarding(forwarding)?;
+    }
     tracing::info!(
         edge = %edge_id,
         mode = ?cfg.zenoh.mode,
@@ -324,6 +329,8 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         done = counts.done,
         aborted = counts.aborted,
         overloaded = counts.overloaded,
+        forwarded = counts.forwarded,
+        late = counts.late,
         dropped_frames = counts.dropped.total(),
         "lop_edge stopped"
     );

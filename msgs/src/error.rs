@@ -105,6 +105,20 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A forwarding path names more edges than the protocol allows.
+    #[error("forwarding path of {len} edges, at most {max} allowed")]
+    PathTooLong {
+        /// Its length.
+        len: usize,
+        /// [`MAX_PATH`](crate::protocol::MAX_PATH).
+        max: usize,
+    },
+    /// A forwarding path names an edge twice, or a Forward names an edge already in its path.
+    #[error("forwarding loop: edge '{to}' is already in the path")]
+    ForwardLoop {
+        /// The edge named again.
+        to: String,
+    },
     /// A shape has more dimensions than the protocol allows.
     #[error("{field} has rank {rank}, at most {max} allowed")]
     RankTooLarge {

@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use lop_msgs::protocol::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Frame, HEADER_LEN, Hello, Limits, MAX_PROFILE_LEN, MAX_RANK,
-    MAX_TEXT_LEN, Reject, RejectReason, Start, Welcome, check, decode, encode_band_header,
+    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, HEADER_LEN, Hello, Limits, MAX_PATH, MAX_PROFILE_LEN,
+    MAX_RANK, MAX_TEXT_LEN, Reject, RejectReason, Start, Welcome, check, decode, encode_band_header,
 };
 use lop_msgs::{Digest, Error};
 
@@ -62,13 +62,29 @@ fn samples() -> Vec<Frame> {
         Frame::Reject(Reject { reason: RejectReason::UnknownModel, text: "no model ab12".into(), server_profile: Vec::new() }),
         Frame::Reject(Reject { reason: RejectReason::Planning, text: String::new(), server_profile: br#"{"role":"server"}"#.to_vec() }),
         Frame::Reject(Reject { reason: RejectReason::Busy, text: "é".repeat(MAX_TEXT_LEN / 2), server_profile: Vec::new() }),
-        Frame::Start(Start { inference_id: 0, bucket: 0, plan_hash: Digest::default(), input_stamp_ns: 0, deadline_ns: 0 }),
+        Frame::Start(Start {
+            inference_id: 0,
+            bucket: 0,
+            plan_hash: Digest::default(),
+            input_stamp_ns: 0,
+            deadline_ns: 0,
+            path: Vec::new(),
+        }),
         Frame::Start(Start {
             inference_id: u64::MAX,
             bucket: u32::MAX,
             plan_hash: Digest([0xee; 32]),
             input_stamp_ns: u64::MAX,
             deadline_ns: u64::MAX,
+            path: (0..MAX_PATH).map(|i| format!("edge-{i}-{}", "x".repeat(50))).collect(),
+        }),
+        Frame::Start(Start {
+            inference_id: 9,
+            bucket: 1,
+            plan_hash: Digest([1; 32]),
+            input_stamp_ns: 2,
+            deadline_ns: 3,
+            path: vec!["edge-a".into()],
         }),
         band(5, (0, 4), vec![1, 3, 4, 5], 2, DType::U8),
         band(6, (100, 228), vec![1, 64, 128, 7], 2, DType::F32),
@@ -91,6 +107,9 @@ fn samples() -> Vec<Frame> {
         Frame::Error(ErrorFrame { inference_id: 4, code: ErrorCode::DeadlineExceeded, text: "late by 3 ms".into() }),
         Frame::Error(ErrorFrame { inference_id: 0, code: ErrorCode::Other, text: String::new() }),
         Frame::Error(ErrorFrame { inference_id: 1, code: ErrorCode::Internal, text: "x".repeat(MAX_TEXT_LEN) }),
+        Frame::Error(ErrorFrame { inference_id: 2, code: ErrorCode::Late, text: "12 ms left".into() }),
+        Frame::Forward(Forward { inference_id: 3, to: "edge-b".into(), path: vec!["edge-a".into()] }),
+        Frame::Forward(Forward { inference_id: u64::MAX, to: "z".repeat(64), path: (0..MAX_PATH).map(|i| format!("e{i}")).collect() }),
     ]
 }
 
@@ -122,7 +141,7 @@ fn every_kind_round_trips() {
             assert_eq!(hdr, bytes);
         }
     }
-    assert_eq!(kinds.len(), 7);
+    assert_eq!(kinds.len(), 8);
 }
 
 #[test]
@@ -142,7 +161,7 @@ fn exact_wire_bytes_of_a_small_band() {
     #[rustfmt::skip]
     let expected: &[u8] = &[
         b'L', b'O', b'P', b'F', // magic
-        1, 0,                   // version 1
+        2, 0,                   // version 2
         0x05,                   // kind Band
         0,                      // flags
         42, 0, 0, 0,            // body_len = 24 + 4*4 + 2
@@ -166,7 +185,7 @@ fn exact_wire_bytes_of_an_error_frame() {
     let f = Frame::Error(ErrorFrame { inference_id: 3, code: ErrorCode::OutOfPlan, text: "ab".into() });
     #[rustfmt::skip]
     let expected: &[u8] = &[
-        b'L', b'O', b'P', b'F', 1, 0, 0x07, 0, 14, 0, 0, 0,
+        b'L', b'O', b'P', b'F', 2, 0, 0x07, 0, 14, 0, 0, 0,
         3, 0, 0, 0, 0, 0, 0, 0, // inference_id
         4, 0,                   // code OutOfPlan
         2, 0, b'a', b'b',       // text
@@ -189,7 +208,9 @@ fn every_prefix_is_incomplete() {
 }
 
 fn start_bytes() -> Vec<u8> {
-    Frame::Start(Start { inference_id: 1, bucket: 2, plan_hash: Digest([3; 32]), input_stamp_ns: 4, deadline_ns: 5 }).encode().unwrap()
+    Frame::Start(Start { inference_id: 1, bucket: 2, plan_hash: Digest([3; 32]), input_stamp_ns: 4, deadline_ns: 5, path: Vec::new() })
+        .encode()
+        .unwrap()
 }
 
 fn band_bytes() -> Vec<u8> {
@@ -207,15 +228,15 @@ fn header_errors() {
     assert!(matches!(decode(b"GET / HTTP/1.1\r\n"), Err(Error::BadMagic { .. })));
 
     let mut b = good.clone();
-    b[4] = 2;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 2, supported: 1 }));
+    b[4] = 1;
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 2 }));
     // The version is rejected as soon as it is there.
-    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 2, supported: 1 }));
+    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 2 }));
     let mut b = good.clone();
     b[5] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0101, supported: 1 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0102, supported: 2 }));
 
-    for kind in [0u8, 8, 0x42, 0xff] {
+    for kind in [0u8, 9, 0x42, 0xff] {
         let mut b = good.clone();
         b[6] = kind;
         assert_eq!(decode(&b), Err(Error::UnknownKind { kind }));
@@ -228,14 +249,14 @@ fn header_errors() {
 #[test]
 fn length_errors() {
     let good = start_bytes();
-    // Declared body shorter than the fields: Start's body is 60 bytes.
+    // Declared body shorter than the fields: Start's body is 61 bytes (an empty path).
     let mut b = good.clone();
     b[8] = 59;
-    b.pop();
+    b.truncate(b.len() - 2);
     assert!(matches!(decode(&b), Err(Error::BodyTooShort { field: "plan_hash", body_len: 59, .. })));
     // Declared body longer than the fields.
     let mut b = good.clone();
-    b[8] = 61;
+    b[8] = 62;
     b.push(0);
     assert!(matches!(decode(&b), Err(Error::BodyTooLong { extra: 1, .. })));
     // Bytes after the frame.
@@ -308,7 +329,7 @@ fn band_errors() {
     assert!(matches!(encode_band_header(&hdr, 0, &mut buf), Err(Error::ShapeOverflow { .. })));
     assert!(buf.is_empty());
     // The same header on the wire (built by hand) decodes to the same error, without allocating.
-    let mut raw = vec![b'L', b'O', b'P', b'F', 1, 0, 5, 0, 56, 0, 0, 0];
+    let mut raw = vec![b'L', b'O', b'P', b'F', 2, 0, 5, 0, 56, 0, 0, 0];
     raw.extend_from_slice(&1u64.to_le_bytes());
     raw.extend_from_slice(&1u32.to_le_bytes());
     raw.extend_from_slice(&0u32.to_le_bytes());
@@ -342,6 +363,43 @@ fn band_errors() {
 
 /// The profile a Hello carries: at most MAX_PROFILE_LEN bytes, both ways, and its length field
 /// is checked against the body.
+/// A forwarding path is bounded, names valid ids, and never names an edge twice; a Forward never
+/// sends an inference back to an edge of its path. Both ends refuse what breaks this.
+#[test]
+fn forwarding_paths_cannot_loop_or_grow() {
+    let start = |path: Vec<String>| {
+        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([2; 32]), input_stamp_ns: 0, deadline_ns: 9, path })
+    };
+    let ids = |n: usize| (0..n).map(|i| format!("e{i}")).collect::<Vec<_>>();
+    assert_eq!(start(ids(MAX_PATH + 1)).encode(), Err(Error::PathTooLong { len: MAX_PATH + 1, max: MAX_PATH }));
+    assert_eq!(start(vec!["a".into(), "b".into(), "a".into()]).encode(), Err(Error::ForwardLoop { to: "a".into() }));
+    assert!(matches!(start(vec!["a/b".into()]).encode(), Err(Error::InvalidId { .. })));
+    let fwd = |to: &str, path: Vec<String>| Frame::Forward(Forward { inference_id: 1, to: to.into(), path });
+    assert_eq!(fwd("a", vec!["b".into(), "a".into()]).encode(), Err(Error::ForwardLoop { to: "a".into() }));
+    assert!(matches!(fwd("", vec![]).encode(), Err(Error::InvalidId { .. })));
+
+    // The same, written by hand past the encoder: the decoder refuses each.
+    let valid = start(ids(2)).encode().unwrap();
+    let path_at = HEADER_LEN + 60;
+    assert_eq!(valid[path_at], 2);
+    let mut long = valid.clone();
+    long[path_at] = (MAX_PATH + 1) as u8;
+    assert_eq!(decode(&long), Err(Error::PathTooLong { len: MAX_PATH + 1, max: MAX_PATH }));
+    // "e1" -> "e0": the path names e0 twice.
+    let mut twice = valid.clone();
+    let last = twice.len() - 1;
+    twice[last] = b'0';
+    assert_eq!(decode(&twice), Err(Error::ForwardLoop { to: "e0".into() }));
+    let mut back = fwd("e9", vec!["e8".into(), "e7".into()]).encode().unwrap();
+    let last = back.len() - 1;
+    back[last] = b'9';
+    assert_eq!(decode(&back), Err(Error::ForwardLoop { to: "e9".into() }));
+    // A version-1 Start (no path byte) is not a version-2 frame.
+    let mut v1 = valid[..path_at].to_vec();
+    v1[8..12].copy_from_slice(&60u32.to_le_bytes());
+    assert!(matches!(decode(&v1), Err(Error::BodyTooShort { field: "path length", .. })), "{:?}", decode(&v1));
+}
+
 #[test]
 fn hello_profile_limits() {
     let hello = |n: usize| Hello {

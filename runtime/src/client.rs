@@ -15,7 +15,7 @@ use lop::planner::table::ScheduleTable;
 use lop::profile::Profile;
 use lop_msgs::Frame;
 use lop_msgs::protocol::DType;
-use lop_msgs::protocol::{DoneStats, Hello, Limits, MAX_PROFILE_LEN, Reject, RejectReason, Start};
+use lop_msgs::protocol::{DoneStats, Forward, Hello, Limits, MAX_PROFILE_LEN, Reject, RejectReason, Start};
 use tch::{Device, Tensor};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -76,6 +76,9 @@ pub const SILENT_EDGE_RETRY: Duration = Duration::from_millis(250);
 
 /// The fallback reason of an inference whose edge did not finish in time.
 const DEADLINE_EXCEEDED: &str = "deadline exceeded";
+
+/// The stop reason of a hop the edge forwarded (never a fallback: the caller sends it on).
+const FORWARDED: &str = "forwarded";
 
 /// Plans the schedule table for the edge's server profile, received in Welcome when the edge's
 /// table differs from the robot's (the robot was configured with another server profile, e.g.
@@ -145,6 +148,36 @@ pub struct InferenceStats {
     pub predicted_s: Option<f64>,
 }
 
+/// How one try of an inference at this client's edge is sent: the path of edges that forwarded
+/// it here, and what is left of its budget (`None`: a first try, budgeted by its plan).
+#[derive(Debug, Clone, Default)]
+pub struct Hop {
+    /// The edges that forwarded the inference, in order (from the last [`Hopped::Forwarded`]).
+    pub path: Vec<String>,
+    /// What is left of the inference's budget.
+    pub budget: Option<Duration>,
+}
+
+/// How a try of an inference ended: answered (split, or finished by the robot), or forwarded by
+/// the edge to another edge of the fleet, for the caller to send there.
+#[derive(Debug)]
+pub enum Hopped {
+    /// The inference, done.
+    Done(Inference),
+    /// The edge cannot meet the deadline and forwards the inference to `to`; nothing was
+    /// computed for it on the robot meanwhile.
+    Forwarded {
+        /// The fleet id of the edge to send it to.
+        to: String,
+        /// The path for the next Start (the forwarding edge included).
+        path: Vec<String>,
+        /// What is left of the budget.
+        budget_left: Duration,
+        /// The inputs, to send there.
+        inputs: Vec<Tensor>,
+    },
+}
+
 /// The result of one inference.
 #[derive(Debug)]
 pub struct Inference {
@@ -165,6 +198,8 @@ struct Route {
 struct Shared {
     route: Option<Route>,
     done: Option<(u64, DoneStats)>,
+    /// The edge's Forward of the inference in `route`.
+    forward: Option<Forward>,
     /// The last inference that ended: its Done or Error may still arrive (a control frame
     /// can trail the final bands), and is not a bad frame.
     last_ended: u64,
@@ -486,11 +521,30 @@ impl<C: Connector> RobotClient<C> {
     }
 
     /// Runs one inference on `inputs` with the plan for a link of `bandwidth_mb_s` MB/s (bucket
-    /// units). Never loses a request to link trouble: if the edge fails, the robot finishes it.
+    /// units). Never loses a request to link trouble: if the edge fails, the robot finishes it
+    /// (also when the edge forwards it: a single edge's robot has nowhere else to send it).
     ///
     /// # Errors
     /// Inputs that do not fit the model, engine failures.
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64) -> Result<Inference> {
+        match self.run(inputs, bandwidth_mb_s, None).await? {
+            Hopped::Done(inference) => Ok(inference),
+            // Not reached: without a hop a Forward is finished on the robot like any refusal.
+            Hopped::Forwarded { .. } => Err(Error::Protocol("an inference not sent as a hop was forwarded".into())),
+        }
+    }
+
+    /// Runs one try of an inference in a fleet: as [`RobotClient::infer`], sent with `hop`'s path
+    /// and budget; an edge that forwards it returns [`Hopped::Forwarded`] at once (the robot
+    /// computes nothing for it), for the caller to send to that edge.
+    ///
+    /// # Errors
+    /// As [`RobotClient::infer`].
+    pub async fn infer_hop(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, hop: &Hop) -> Result<Hopped> {
+        self.run(inputs, bandwidth_mb_s, Some(hop)).await
+    }
+
+    async fn run(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, hop: Option<&Hop>) -> Result<Hopped> {
         let t0 = Instant::now();
         let method = self.opts.method.clone();
         let plan = self
@@ -507,7 +561,10 @@ impl<C: Connector> RobotClient<C> {
         if use_link && let Some((since, _)) = self.silent {
             self.silent = Some((since, Instant::now()));
         }
-        let budget = plan.predicted_s.unwrap_or(1.0) * self.opts.deadline_factor + self.opts.deadline_slack.as_secs_f64();
+        let budget = match hop.and_then(|h| h.budget) {
+            Some(left) => left.as_secs_f64(),
+            None => plan.predicted_s.unwrap_or(1.0) * self.opts.deadline_factor + self.opts.deadline_slack.as_secs_f64(),
+        };
         let config = SideConfig {
             side: Side::Robot,
             inference_id: id,
@@ -518,6 +575,9 @@ impl<C: Connector> RobotClient<C> {
         };
         let (band_tx, band_rx) = mpsc::channel();
         let mut out = None;
+        // A hop may come back forwarded: the inputs go on with it (a shallow copy, no data).
+        let kept: Vec<Tensor> = if hop.is_some() { inputs.iter().map(Tensor::shallow_clone).collect() } else { Vec::new() };
+        let forwarded_here = hop.is_some().then(|| self.conn.as_ref().map(|c| c.shared.clone())).flatten();
         if use_link && let Some(conn) = &self.conn {
             lock(&conn.shared).route =
                 Some(Route { id, plan: plan.clone(), bands: band_tx, received: vec![false; plan.schedule.transfers.len()] });
@@ -528,6 +588,7 @@ impl<C: Connector> RobotClient<C> {
                 plan_hash: plan.plan_hash,
                 input_stamp_ns: stamp,
                 deadline_ns: (budget * 1e9) as u64,
+                path: hop.map(|h| h.path.clone()).unwrap_or_default(),
             });
             let _ = conn.out.send(start.encode()?);
             out = Some(conn.out.clone());
@@ -557,6 +618,12 @@ impl<C: Connector> RobotClient<C> {
             match stop {
                 Stopped::Finished => Ok((outputs(&exec)?, stats, None)),
                 Stopped::DeadlineExceeded => Ok((finish_locally(&mut exec)?, stats, Some(DEADLINE_EXCEEDED.into()))),
+                // Forwarded: the caller sends it to the other edge; nothing more to compute.
+                Stopped::Aborted(_)
+                    if forwarded_here.as_ref().is_some_and(|sh| lock(sh).forward.as_ref().is_some_and(|f| f.inference_id == id)) =>
+                {
+                    Ok((Vec::new(), stats, Some(FORWARDED.into())))
+                }
                 Stopped::Aborted(why) => Ok((finish_locally(&mut exec)?, stats, Some(why))),
             }
         });
@@ -581,15 +648,22 @@ impl<C: Connector> RobotClient<C> {
             };
         }
         let mut server_compute_s = None;
+        let mut forward = None;
         if let Some(conn) = &self.conn {
             let mut sh = lock(&conn.shared);
             sh.route = None;
             sh.last_ended = id;
+            forward = sh.forward.take().filter(|f| f.inference_id == id);
             if let Some((d, st)) = sh.done.take()
                 && d == id
             {
                 server_compute_s = Some(st.server_compute_ns as f64 * 1e-9);
             }
+        }
+        if let Some(f) = forward.filter(|_| reason.as_deref() == Some(FORWARDED)) {
+            tracing::debug!(inference = id, to = %f.to, path = ?f.path, "forwarded by the edge");
+            let budget_left = Duration::from_secs_f64(budget).saturating_sub(t0.elapsed());
+            return Ok(Hopped::Forwarded { to: f.to, path: f.path, budget_left, inputs: kept });
         }
         if let Some(r) = &reason {
             tracing::warn!(inference = id, reason = %r, "finished on the robot alone");
@@ -610,7 +684,7 @@ impl<C: Connector> RobotClient<C> {
             bytes_down: side.bytes_received,
             predicted_s: plan.predicted_s,
         };
-        Ok(Inference { outputs, stats })
+        Ok(Hopped::Done(Inference { outputs, stats }))
     }
 }
 
@@ -653,6 +727,14 @@ async fn read_loop<R: LinkRx>(mut rx: R, shared: Arc<Mutex<Shared>>, gone: Arc<A
             Inbound::Control(Frame::Done(d)) => match &sh.route {
                 Some(r) if r.id == d.inference_id => sh.done = Some((d.inference_id, d.stats)),
                 _ if sh.last_ended == d.inference_id => sh.done = Some((d.inference_id, d.stats)),
+                _ => stats.count(Dropped::Stale),
+            },
+            Inbound::Control(Frame::Forward(f)) => match &sh.route {
+                Some(r) if r.id == f.inference_id => {
+                    let _ = r.bands.send(Incoming::Abort(format!("the edge forwarded it to edge '{}'", f.to)));
+                    sh.forward = Some(f);
+                }
+                _ if sh.last_ended == f.inference_id => {}
                 _ => stats.count(Dropped::Stale),
             },
             Inbound::Control(Frame::Error(e)) => match &sh.route {

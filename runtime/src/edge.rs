@@ -23,7 +23,7 @@ use lop::plan::Side;
 use lop::planner::table::{TableSpec, load_or_build};
 use lop::profile::Profile;
 use lop_msgs::protocol::DType;
-use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Hello, Limits, Reject, RejectReason, Start, Welcome};
+use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Forward, Hello, Limits, Reject, RejectReason, Start, Welcome};
 use lop_msgs::{Digest, Frame};
 use tch::Device;
 use tokio::sync::{broadcast, mpsc as tmpsc, oneshot, watch};
@@ -109,6 +109,31 @@ struct Model {
 /// Weight of the newest measurement in a model's moving mean of server seconds.
 const SERVER_S_EWMA: f64 = 0.2;
 
+/// Picks the edge an inference goes to when this one cannot meet its deadline:
+/// `(model id, seconds left of the deadline, edges to leave out)` to a fleet id, or `None`
+/// when no edge can. See `crate::fleet::forward`.
+pub type PickEdge = Box<dyn Fn(&str, f64, &[String]) -> Option<String> + Send + Sync>;
+
+/// How an edge of a fleet forwards the inferences it cannot serve in time (EPARA's
+/// forwarding). The edge answers a Start with Frame `Forward` naming the other edge; the robot,
+/// which holds the input, sends it there (one upload instead of a relay's two) with the path in
+/// its Start. An edge never forwards to an edge of the path or to itself, nor once the path is
+/// `max_forwards` long: then it answers `Overloaded` at once and the robot runs the frame.
+pub struct Forwarding {
+    /// This edge's fleet id (appended to the path).
+    pub edge_id: String,
+    /// Most forwards a request may take, this one included (the default is 2).
+    pub max_forwards: usize,
+    /// Where to.
+    pub pick: PickEdge,
+}
+
+impl std::fmt::Debug for Forwarding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarding").field("edge_id", &self.edge_id).field("max_forwards", &self.max_forwards).finish()
+    }
+}
+
 /// One model's load on the edge now, for the fleet's load reports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelLoadNow {
@@ -136,6 +161,12 @@ pub struct EdgeCounts {
     /// Inferences refused at once (Error `Overloaded`): the work queued ahead of them on the
     /// model's replicas would not have let them finish before their deadline.
     pub overloaded: u64,
+    /// Inferences this edge could not meet the deadline of and forwarded to another edge of the
+    /// fleet (Frame `Forward`), never computed here.
+    pub forwarded: u64,
+    /// Forwarded inferences that arrived with too little of their deadline left (Error `Late`),
+    /// answered at once, never computed.
+    pub late: u64,
     /// Start frames dropped because their session sent more than [`MAX_STARTS_PER_S`] (a
     /// flood: no answer is sent, the robot finishes such an inference alone at its deadline).
     pub rate_limited: u64,
@@ -227,8 +258,12 @@ struct Inner {
     done: AtomicU64,
     aborted: AtomicU64,
     overloaded: AtomicU64,
+    forwarded: AtomicU64,
+    late: AtomicU64,
     rate_limited: AtomicU64,
     profiles_refused: AtomicU64,
+    /// Where inferences this edge cannot serve in time go (set once the fleet view is up).
+    forwarding: std::sync::OnceLock<Forwarding>,
     /// Robot profiles received in Hellos and remembered (at most [`MAX_RECEIVED_PROFILES`]).
     received_profiles: AtomicU64,
     shutting_down: AtomicBool,
@@ -308,6 +343,9 @@ impl EdgeService {
                 done: AtomicU64::new(0),
                 aborted: AtomicU64::new(0),
                 overloaded: AtomicU64::new(0),
+                forwarded: AtomicU64::new(0),
+                late: AtomicU64::new(0),
+                forwarding: std::sync::OnceLock::new(),
                 rate_limited: AtomicU64::new(0),
                 profiles_refused: AtomicU64::new(0),
                 received_profiles: AtomicU64::new(0),
@@ -316,6 +354,22 @@ impl EdgeService {
                 busy_ns: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// Lets this edge forward the inferences it cannot serve in time (see [`Forwarding`]).
+    /// Set once, when the edge's fleet view is up.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when forwarding is set already, or `max_forwards` exceeds what
+    /// a Start's path can carry ([`MAX_PATH`](lop_msgs::protocol::MAX_PATH)).
+    pub fn set_forwarding(&self, forwarding: Forwarding) -> Result<()> {
+        if forwarding.max_forwards > lop_msgs::protocol::MAX_PATH {
+            return Err(Error::InvalidConfig {
+                what: format!("max_forwards is {}, at most {} allowed", forwarding.max_forwards, lop_msgs::protocol::MAX_PATH),
+            });
+        }
+        lop_msgs::validate_id(&forwarding.edge_id).map_err(|e| Error::InvalidConfig { what: e.to_string() })?;
+        self.inner.forwarding.set(forwarding).map_err(|_| Error::InvalidConfig { what: "forwarding is set already".into() })
     }
 
     /// Counters so far.
@@ -329,6 +383,8 @@ impl EdgeService {
             done: l(&i.done),
             aborted: l(&i.aborted),
             overloaded: l(&i.overloaded),
+            forwarded: l(&i.forwarded),
+            late: l(&i.late),
             rate_limited: l(&i.rate_limited),
             profiles_refused: l(&i.profiles_refused),
             dropped: i.stats.snapshot(),
@@ -708,13 +764,42 @@ impl Session {
         };
         let model = &self.svc.models[mi];
         let replica = model.replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)).unwrap_or(&model.replicas[0]);
-        // Refused at once rather than answered late: with inferences queued ahead on the least
-        // busy replica, their mean server time says this one cannot finish by its deadline (an
-        // idle replica is always tried). The robot finishes it alone now, not at the deadline.
         let ahead = replica.queued.load(Ordering::Relaxed);
         let server_s = f64::from_bits(model.server_s.load(Ordering::Relaxed));
         let budget_s = s.deadline_ns as f64 * 1e-9;
+        let forwarding = self.svc.forwarding.get();
+        if let Some(f) = forwarding
+            && s.path.contains(&f.edge_id)
+        {
+            // Only a robot that ignores Forward's rules sends this: never forwarded again.
+            self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
+            return self.send(err(ErrorCode::Overloaded, format!("edge '{}' forwarded this inference already", f.edge_id)));
+        }
+        // A forwarded inference whose deadline leaves less than this edge's own time is late
+        // whatever the queue: answered at once, never computed.
+        if !s.path.is_empty() && budget_s < server_s {
+            self.svc.late.fetch_add(1, Ordering::Relaxed);
+            return self.send(err(
+                ErrorCode::Late,
+                format!("forwarded by {:?} with {:.0} ms left; this edge needs about {:.0} ms", s.path, budget_s * 1e3, server_s * 1e3),
+            ));
+        }
+        // Refused at once rather than answered late: with inferences queued ahead on the least
+        // busy replica, their mean server time says this one cannot finish by its deadline (an
+        // idle replica is always tried). Forwarded to an edge that can, or the robot finishes it
+        // alone now, not at the deadline.
         if ahead > 0 && (ahead + 1) as f64 * server_s > budget_s {
+            if let Some(f) = forwarding
+                && s.path.len() < f.max_forwards
+            {
+                let mut path = s.path.clone();
+                path.push(f.edge_id.clone());
+                if let Some(to) = (f.pick)(&model.id, budget_s, &path) {
+                    self.svc.forwarded.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(robot = %self.robot_id, %to, ?path, ahead, budget_ms = budget_s * 1e3, "overloaded: inference forwarded");
+                    return self.send(Frame::Forward(Forward { inference_id: s.inference_id, to, path }));
+                }
+            }
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(robot = %self.robot_id, ahead, server_ms = server_s * 1e3, budget_ms = budget_s * 1e3, "overloaded: inference refused");
             return self.send(err(

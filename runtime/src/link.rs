@@ -131,7 +131,14 @@ mod tests {
 
     #[test]
     fn priority_follows_the_frame_kind() {
-        let start = Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1 });
+        let start = Frame::Start(Start {
+            inference_id: 1,
+            bucket: 0,
+            plan_hash: Digest([0; 32]),
+            input_stamp_ns: 0,
+            deadline_ns: 1,
+            path: Vec::new(),
+        });
         let header =
             BandHeader { inference_id: 1, tensor_id: 3, row_start: 0, row_end: 1, row_axis: 0, dtype: DType::U8, shape: vec![1, 2] };
         let band = Frame::Band(Band { header, payload: vec![0, 0] });

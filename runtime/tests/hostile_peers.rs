@@ -96,7 +96,14 @@ impl Flood {
                     }
                     for _ in 0..BATCH {
                         id += 1;
-                        let start = Start { inference_id: id, bucket: 3, plan_hash, input_stamp_ns: 0, deadline_ns: 1_000_000_000 };
+                        let start = Start {
+                            inference_id: id,
+                            bucket: 3,
+                            plan_hash,
+                            input_stamp_ns: 0,
+                            deadline_ns: 1_000_000_000,
+                            path: Vec::new(),
+                        };
                         session.put(&up, Frame::Start(start).encode().unwrap()).await.unwrap();
                         session.put(&up, band_declaring(id + 1_000_000_000, None)).await.unwrap();
                         session.put(&up, band_declaring(id, Some(u32::MAX - 64))).await.unwrap();

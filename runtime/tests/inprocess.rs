@@ -313,6 +313,7 @@ async fn bad_frames_are_dropped_and_counted() {
             plan_hash: lop_runtime::plans::digest(&plan.hash()).unwrap(),
             input_stamp_ns: 0,
             deadline_ns: 2_000_000_000,
+            path: Vec::new(),
         })
     };
     let band = |id, rows: std::ops::Range<u32>| {

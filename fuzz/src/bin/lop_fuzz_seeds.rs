@@ -15,7 +15,7 @@ use lop::profile::{Fit, Profile};
 use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use lop_msgs::Digest;
 use lop_msgs::load::{EdgeLoad, ModelLoad};
-use lop_msgs::protocol::{Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Frame, Hello, Start, Welcome};
+use lop_msgs::protocol::{Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, Hello, Start, Welcome};
 
 fn write(target: &str, name: &str, bytes: &[u8]) -> Result<()> {
     let dir = lop_fuzz::corpus_dir(target);
@@ -45,14 +45,30 @@ fn frames() -> Result<()> {
     });
     let welcome =
         Frame::Welcome(Welcome { server_profile_hash: Digest([9; 32]), table_hash: Digest([10; 32]), server_profile: b"{}".to_vec() });
-    let start = Frame::Start(Start { inference_id: 7, bucket: 2, plan_hash: Digest([4; 32]), input_stamp_ns: 1, deadline_ns: 2 });
+    let start = Frame::Start(Start {
+        inference_id: 7,
+        bucket: 2,
+        plan_hash: Digest([4; 32]),
+        input_stamp_ns: 1,
+        deadline_ns: 2,
+        path: vec!["gpu-1".into()],
+    });
+    let forward = Frame::Forward(Forward { inference_id: 7, to: "gpu-3".into(), path: vec!["gpu-1".into(), "gpu-2".into()] });
     let header =
         BandHeader { inference_id: 7, tensor_id: 3, row_start: 0, row_end: 2, row_axis: 2, dtype: DType::F32, shape: vec![1, 2, 2, 3] };
     let band = Frame::Band(Band { header, payload: (0..48).collect() });
     let done = Frame::Done(Done { inference_id: 7, stats: DoneStats { server_compute_ns: 5, bytes_sent: 9, ..DoneStats::default() } });
     let error = Frame::Error(ErrorFrame { inference_id: 7, code: ErrorCode::DeadlineExceeded, text: "late".into() });
     let mut stream = Vec::new();
-    for (name, f) in [("hello", &hello), ("welcome", &welcome), ("start", &start), ("band", &band), ("done", &done), ("error", &error)] {
+    for (name, f) in [
+        ("hello", &hello),
+        ("welcome", &welcome),
+        ("start", &start),
+        ("band", &band),
+        ("done", &done),
+        ("error", &error),
+        ("forward", &forward),
+    ] {
         let bytes = f.encode()?;
         write("frame", name, &tagged(0, &bytes))?;
         stream.extend_from_slice(&bytes);

@@ -3,8 +3,8 @@
 //! Nothing here panics or allocates more than the input's length implies.
 
 use super::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Frame, FrameKind, HEADER_LEN, Hello, MAX_PROFILE_LEN,
-    MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
+    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Forward, Frame, FrameKind, HEADER_LEN, Hello, MAX_PATH,
+    MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
 };
 use crate::{Digest, Error, MAX_ID_LEN, Result, validate_id, validate_robot_id};
 
@@ -150,6 +150,7 @@ impl Limits {
                 deadline_ns: r.u64("deadline_ns")?,
                 bucket: r.u32("bucket")?,
                 plan_hash: r.digest("plan_hash")?,
+                path: r.path()?,
             }),
             FrameKind::Band => {
                 let (header, payload) = parse_band(&mut r)?;
@@ -171,6 +172,16 @@ impl Limits {
                 let v = r.u16("code")?;
                 let code = ErrorCode::from_u16(v).ok_or(Error::UnknownErrorCode { code: v })?;
                 Frame::Error(ErrorFrame { inference_id, code, text: r.str16("text", MAX_TEXT_LEN)? })
+            }
+            FrameKind::Forward => {
+                let inference_id = r.u64("inference_id")?;
+                let to = r.str16("to", MAX_ID_LEN)?;
+                validate_id(&to)?;
+                let path = r.path()?;
+                if path.contains(&to) {
+                    return Err(Error::ForwardLoop { to });
+                }
+                Frame::Forward(Forward { inference_id, to, path })
             }
         };
         r.finish()?;
@@ -313,6 +324,17 @@ impl<'a> Reader<'a> {
             return Err(Error::TextTooLong { field, len, max });
         }
         self.take(len, field)
+    }
+
+    /// A forwarding path: a u8 count, then that many str16 ids (checked by `rules::path`).
+    fn path(&mut self) -> Result<Vec<String>> {
+        let n = usize::from(self.u8("path length")?);
+        if n > MAX_PATH {
+            return Err(Error::PathTooLong { len: n, max: MAX_PATH });
+        }
+        let path = (0..n).map(|_| self.str16("path", MAX_ID_LEN)).collect::<Result<Vec<_>>>()?;
+        rules::path(&path)?;
+        Ok(path)
     }
 
     fn rest(&mut self) -> &'a [u8] {

@@ -64,6 +64,11 @@ impl Frame {
                 buf.extend_from_slice(&(e.code as u16).to_le_bytes());
                 put_str(buf, &e.text);
             }
+            Frame::Forward(f) => {
+                buf.extend_from_slice(&f.inference_id.to_le_bytes());
+                put_str(buf, &f.to);
+                put_path(buf, &f.path);
+            }
         }
         let body_len = buf.len() - start - HEADER_LEN;
         let Ok(body_len) = u32::try_from(body_len) else {
@@ -89,7 +94,16 @@ impl Frame {
             Frame::Error(e) => rules::text_len("text", &e.text, MAX_TEXT_LEN),
             Frame::Band(b) => rules::band_payload(&b.header, b.payload.len()),
             Frame::Welcome(w) => rules::blob_len("server_profile", &w.server_profile, MAX_PROFILE_LEN),
-            Frame::Start(_) | Frame::Done(_) => Ok(()),
+            Frame::Start(s) => rules::path(&s.path),
+            Frame::Forward(f) => {
+                validate_id(&f.to)?;
+                rules::path(&f.path)?;
+                if f.path.contains(&f.to) {
+                    return Err(Error::ForwardLoop { to: f.to.clone() });
+                }
+                Ok(())
+            }
+            Frame::Done(_) => Ok(()),
         }
     }
 }
@@ -180,6 +194,15 @@ fn put_start(buf: &mut Vec<u8>, s: &Start) {
     buf.extend_from_slice(&s.deadline_ns.to_le_bytes());
     buf.extend_from_slice(&s.bucket.to_le_bytes());
     put_digest(buf, &s.plan_hash);
+    put_path(buf, &s.path);
+}
+
+/// Callers have checked the path (`rules::path`): at most `MAX_PATH` valid ids.
+fn put_path(buf: &mut Vec<u8>, path: &[String]) {
+    buf.push(path.len() as u8);
+    for id in path {
+        put_str(buf, id);
+    }
 }
 
 fn put_band_header(buf: &mut Vec<u8>, h: &BandHeader) {

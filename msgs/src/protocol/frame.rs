@@ -21,6 +21,8 @@ pub enum FrameKind {
     Done = 0x06,
     /// [`ErrorFrame`].
     Error = 0x07,
+    /// [`Forward`].
+    Forward = 0x08,
 }
 
 impl FrameKind {
@@ -34,6 +36,7 @@ impl FrameKind {
             0x05 => FrameKind::Band,
             0x06 => FrameKind::Done,
             0x07 => FrameKind::Error,
+            0x08 => FrameKind::Forward,
             _ => return None,
         })
     }
@@ -142,6 +145,9 @@ pub enum ErrorCode {
     Overloaded = 6,
     /// The edge is shutting down.
     ShuttingDown = 7,
+    /// A forwarded inference arrived with too little of its deadline left for this edge to
+    /// compute its part (or none): answered at once, never computed.
+    Late = 8,
     /// Anything else; see the text.
     Other = 0xffff,
 }
@@ -157,6 +163,7 @@ impl ErrorCode {
             5 => ErrorCode::UnknownPlan,
             6 => ErrorCode::Overloaded,
             7 => ErrorCode::ShuttingDown,
+            8 => ErrorCode::Late,
             0xffff => ErrorCode::Other,
             _ => return None,
         })
@@ -213,7 +220,7 @@ pub struct Reject {
 }
 
 /// Robot → edge, the one control frame of an inference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Start {
     /// Inference id, increasing per robot session.
     pub inference_id: u64,
@@ -224,8 +231,13 @@ pub struct Start {
     /// Capture time of the input, nanoseconds on the robot's clock.
     pub input_stamp_ns: u64,
     /// Time budget of the inference in nanoseconds, counted from `input_stamp_ns` on the robot and
-    /// from the arrival of this frame on the edge (clocks are not shared).
+    /// from the arrival of this frame on the edge (clocks are not shared). A forwarded inference
+    /// carries what is left of its budget.
     pub deadline_ns: u64,
+    /// The edges that forwarded this inference, in order (empty: sent here first). At most
+    /// [`MAX_PATH`](super::MAX_PATH) valid ids; an edge never forwards to one of them, nor
+    /// forwards once the path is `max_forwards` long, so a request cannot loop.
+    pub path: Vec<String>,
 }
 
 /// Everything of a [`Band`] except its payload; what
@@ -295,6 +307,19 @@ pub struct ErrorFrame {
     pub text: String,
 }
 
+/// Edge → robot, in place of an inference's answer: this edge cannot meet the deadline and
+/// forwards the inference to another edge of the fleet that can. The robot, which holds the
+/// input, sends it there directly (one upload, not two) with `path` in its Start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// Inference id of the [`Start`] forwarded.
+    pub inference_id: u64,
+    /// The fleet id of the edge to send it to (a valid id, not in `path`).
+    pub to: String,
+    /// The Start's path with the forwarding edge appended.
+    pub path: Vec<String>,
+}
+
 /// One protocol frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -313,6 +338,8 @@ pub enum Frame {
     Done(Done),
     /// See [`ErrorFrame`].
     Error(ErrorFrame),
+    /// See [`Forward`].
+    Forward(Forward),
 }
 
 impl Frame {
@@ -326,16 +353,18 @@ impl Frame {
             Frame::Band(_) => FrameKind::Band,
             Frame::Done(_) => FrameKind::Done,
             Frame::Error(_) => FrameKind::Error,
+            Frame::Forward(_) => FrameKind::Forward,
         }
     }
 
-    /// The inference id for per-inference frames (Start, Band, Done, Error).
+    /// The inference id for per-inference frames (Start, Band, Done, Error, Forward).
     pub fn inference_id(&self) -> Option<u64> {
         match self {
             Frame::Start(s) => Some(s.inference_id),
             Frame::Band(b) => Some(b.header.inference_id),
             Frame::Done(d) => Some(d.inference_id),
             Frame::Error(e) => Some(e.inference_id),
+            Frame::Forward(f) => Some(f.inference_id),
             Frame::Hello(_) | Frame::Welcome(_) | Frame::Reject(_) => None,
         }
     }

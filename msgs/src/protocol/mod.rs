@@ -13,7 +13,7 @@
 //! | offset | size | field      | value                                              |
 //! |-------:|-----:|------------|----------------------------------------------------|
 //! | 0      | 4    | magic      | `b"LOPF"` ([`FRAME_MAGIC`])                        |
-//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 1); others rejected   |
+//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 2); others rejected   |
 //! | 6      | 1    | kind       | [`FrameKind`] code, below                          |
 //! | 7      | 1    | flags      | reserved, 0                                        |
 //! | 8      | 4    | body_len   | u32, bytes after the header                        |
@@ -48,7 +48,8 @@
 //! |      |         | 8      | 8        | input_stamp_ns u64                                 |
 //! |      |         | 16     | 8        | deadline_ns u64 (budget from the stamp)            |
 //! |      |         | 24     | 4        | bucket u32                                         |
-//! |      |         | 28     | 32       | plan_hash (body 60 bytes)                          |
+//! |      |         | 28     | 32       | plan_hash                                          |
+//! |      |         | 60     | path     | the edges that forwarded it (none: sent here first)|
 //! | 0x05 | Band    | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 4        | tensor_id u32 (graph node id)                      |
 //! |      |         | 12     | 4        | row_start u32                                      |
@@ -69,6 +70,13 @@
 //! | 0x07 | Error   | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 2        | code u16 ([`ErrorCode`])                           |
 //! |      |         | 10     | 2+n      | text str16 (<= [`MAX_TEXT_LEN`] bytes)             |
+//! | 0x08 | Forward | 0      | 8        | inference_id u64                                   |
+//! |      |         | 8      | 2+n      | to str16 (a valid edge id, not in the path)        |
+//! |      |         | …      | path     | the Start's path and the forwarding edge           |
+//!
+//! `path` = u8 count (<= [`MAX_PATH`]) + that many str16 valid ids (<= 64 bytes each).
+//!
+//! Version 2 added Start's path, Forward and Error code `Late` (8).
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other
@@ -92,13 +100,15 @@ mod rules;
 pub use decode::{DEFAULT_MAX_FRAME_LEN, Header, Limits, check, decode};
 pub use encode::encode_band_header;
 pub use frame::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Frame, FrameKind, Hello, Reject, RejectReason, Start, Welcome,
+    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, FrameKind, Hello, Reject, RejectReason, Start, Welcome,
 };
 
 /// The 4 bytes every frame starts with.
 pub const FRAME_MAGIC: [u8; 4] = *b"LOPF";
 /// Version of the frame format this crate reads and writes.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
+/// Most edges a forwarded inference's path may name.
+pub const MAX_PATH: usize = 8;
 /// Length of the frame header.
 pub const HEADER_LEN: usize = 12;
 /// Most dimensions of a shape on the wire (NCDHW needs 5).

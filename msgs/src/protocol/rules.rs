@@ -1,7 +1,21 @@
 //! Validity rules shared by the encoder and the decoder, so that whatever encodes also decodes.
 
-use super::{BandHeader, MAX_RANK};
-use crate::{Error, Result};
+use super::{BandHeader, MAX_PATH, MAX_RANK};
+use crate::{Error, Result, validate_id};
+
+/// Checks a forwarding path: at most [`MAX_PATH`] edges, each a valid id, none twice.
+pub(super) fn path(path: &[String]) -> Result<()> {
+    if path.len() > MAX_PATH {
+        return Err(Error::PathTooLong { len: path.len(), max: MAX_PATH });
+    }
+    for (i, id) in path.iter().enumerate() {
+        validate_id(id)?;
+        if path[..i].contains(id) {
+            return Err(Error::ForwardLoop { to: id.clone() });
+        }
+    }
+    Ok(())
+}
 
 /// Checks a text field's length (bytes).
 pub(super) fn text_len(field: &'static str, s: &str, max: usize) -> Result<()> {

@@ -14,7 +14,7 @@ use lop_msgs::key::SessionKeys;
 use tch::Tensor;
 
 use super::view::FleetView;
-use crate::client::{ClientOptions, Inference, RobotClient};
+use crate::client::{ClientOptions, Hop, Hopped, Inference, RobotClient};
 use crate::error::{Error, Result};
 use crate::exec::Worker;
 use crate::exec::worker::Loaded;
@@ -51,6 +51,8 @@ pub enum AloneWhy {
     Deadline,
     /// The method in force is `robot-only` (or static assignment's edge is not up).
     Chosen,
+    /// An edge forwarded it to an edge this robot has no session with (yet).
+    ForwardedNowhere,
 }
 
 /// One routed inference.
@@ -58,8 +60,10 @@ pub enum AloneWhy {
 pub struct FleetInference {
     /// The inference (outputs exactly the unsplit model's).
     pub inference: Inference,
-    /// Where the router sent it.
+    /// Where it ran: the edge that answered it, after any forwards.
     pub routed: Routed,
+    /// The edges that forwarded it, in order (empty: answered where the router sent it).
+    pub path: Vec<String>,
 }
 
 /// The robot's fleet client.
@@ -241,29 +245,51 @@ impl FleetClient {
         };
         match choice {
             Choice::Server(j) if j < candidates.len() => {
-                let edge = candidates[j].0.clone();
-                let client =
-                    self.clients.get_mut(&edge).ok_or_else(|| Error::InvalidConfig { what: format!("no client for edge {edge}") })?;
-                let inference = client.infer(inputs, bandwidth_mb_s).await?;
-                Ok(FleetInference { inference, routed: Routed::Edge(edge) })
-            }
-            _ => {
-                if self.alone.is_none() {
-                    let mut opts = self.template.clone();
-                    opts.method = "robot-only".into();
-                    opts.retry_interval = Duration::from_secs(3600);
-                    opts.hello_timeout = Duration::from_millis(1);
-                    let keys = SessionKeys::fleet(ALONE).map_err(|err| Error::InvalidConfig { what: err.to_string() })?;
-                    self.alone = Some(self.client(keys, opts).await?);
+                let mut edge = candidates[j].0.clone();
+                let mut hop = Hop::default();
+                let mut inputs = inputs;
+                // Each forward names an edge outside the path, and the path is bounded: this
+                // ends. Forwards beyond MAX_PATH would be refused by the encoder anyway.
+                loop {
+                    let client =
+                        self.clients.get_mut(&edge).ok_or_else(|| Error::InvalidConfig { what: format!("no client for edge {edge}") })?;
+                    match client.infer_hop(inputs, bandwidth_mb_s, &hop).await? {
+                        Hopped::Done(inference) => return Ok(FleetInference { inference, routed: Routed::Edge(edge), path: hop.path }),
+                        Hopped::Forwarded { to, path, budget_left, inputs: back } => {
+                            tracing::debug!(from = %edge, %to, ?path, left_ms = budget_left.as_secs_f64() * 1e3, "fleet: forwarded");
+                            inputs = back;
+                            let usable = path.len() <= lop_msgs::protocol::MAX_PATH
+                                && !path.contains(&to)
+                                && self.clients.get(&to).is_some_and(RobotClient::connected);
+                            hop = Hop { path, budget: Some(budget_left) };
+                            if !usable {
+                                return self.run_alone(inputs, bandwidth_mb_s, AloneWhy::ForwardedNowhere, hop.path).await;
+                            }
+                            edge = to;
+                        }
+                    }
                 }
-                let alone = self.alone.as_mut().ok_or_else(|| Error::InvalidConfig { what: "no robot-alone client".into() })?;
-                let inference = alone.infer(inputs, bandwidth_mb_s).await?;
-                let took = inference.stats.total_s;
-                if took.is_finite() && took > 0.0 {
-                    self.robot_s += ROBOT_S_EWMA * (took - self.robot_s);
-                }
-                Ok(FleetInference { inference, routed: Routed::Robot(why) })
             }
+            _ => self.run_alone(inputs, bandwidth_mb_s, why, Vec::new()).await,
         }
+    }
+
+    /// Runs a frame on the robot (its own client, which no edge serves).
+    async fn run_alone(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, why: AloneWhy, path: Vec<String>) -> Result<FleetInference> {
+        if self.alone.is_none() {
+            let mut opts = self.template.clone();
+            opts.method = "robot-only".into();
+            opts.retry_interval = Duration::from_secs(3600);
+            opts.hello_timeout = Duration::from_millis(1);
+            let keys = SessionKeys::fleet(ALONE).map_err(|err| Error::InvalidConfig { what: err.to_string() })?;
+            self.alone = Some(self.client(keys, opts).await?);
+        }
+        let alone = self.alone.as_mut().ok_or_else(|| Error::InvalidConfig { what: "no robot-alone client".into() })?;
+        let inference = alone.infer(inputs, bandwidth_mb_s).await?;
+        let took = inference.stats.total_s;
+        if took.is_finite() && took > 0.0 {
+            self.robot_s += ROBOT_S_EWMA * (took - self.robot_s);
+        }
+        Ok(FleetInference { inference, routed: Routed::Robot(why), path })
     }
 }

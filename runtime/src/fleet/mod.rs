@@ -2,15 +2,18 @@
 //! publishes its load at 10 Hz ([`report`]); robots learn the fleet from these alone, with no
 //! edge address configured ([`view`]); a fleet robot routes every inference over them
 //! ([`client`]), and a stream too fast for one edge keeps several frames in flight, published in
-//! order ([`stream`]). The routing decision itself is the engine's
+//! order ([`stream`]). An edge that cannot serve an inference in time forwards it to another
+//! edge of its own view ([`forward`]). The routing decision itself is the engine's
 //! (`lop::fleet::route`), shared with the fleet simulator.
 
 pub mod client;
+pub mod forward;
 pub mod report;
 pub mod stream;
 pub mod view;
 
 pub use client::{AloneWhy, FleetClient, FleetInference, ModelLoader, Routed};
+pub use forward::{forwarding, pick_edge};
 pub use report::{LoadReporter, ReporterHandle, start_reporter};
 pub use stream::{FleetStream, StreamResult};
 pub use view::{EdgeSeen, FleetView, ViewCounts};

@@ -135,7 +135,9 @@ async fn hello_and_bands_both_ways() {
     const N: u32 = 1000;
     const WIDTH: u32 = 4096; // 12 KiB payload per band
     let start =
-        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([9; 32]), input_stamp_ns: 0, deadline_ns: 1 }).encode().unwrap();
+        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([9; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() })
+            .encode()
+            .unwrap();
     tx.send(start.clone()).await.unwrap();
     for i in 0..N {
         tx.send(band(1, i, WIDTH, i as u8)).await.unwrap();
@@ -352,7 +354,9 @@ async fn garbage_hello_is_dropped() {
     let (_edge_session, mut acceptor) = edge(port).await;
     let session = robot(port).await;
     let start =
-        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1 }).encode().unwrap();
+        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() })
+            .encode()
+            .unwrap();
     let mut truncated = hello("r1");
     truncated.truncate(20);
     let mut bad_id = hello("r1");
@@ -431,7 +435,7 @@ async fn bands_never_overtake_earlier_control_frames() {
     let (_s, tx, _rx, mut conn) = connected(port, &mut acceptor, "r1").await;
     const INFERENCES: u64 = 50;
     for id in 1..=INFERENCES {
-        let start = Start { inference_id: id, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1 };
+        let start = Start { inference_id: id, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() };
         tx.send(Frame::Start(start).encode().unwrap()).await.unwrap();
         for row in 0..10 {
             tx.send(band(id, row, 2048, 1)).await.unwrap();
