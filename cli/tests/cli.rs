@@ -531,6 +531,7 @@ async fn watched_edge(session: &zenoh::Session, cache: &str) -> lop_runtime::fle
         hello_timeout: std::time::Duration::from_secs(5),
         table_wait: std::time::Duration::from_secs(5),
         dilation: 1.0,
+        memory_budget: None,
     })
     .await
     .expect("edge");

@@ -64,6 +64,11 @@ pub struct EdgeConfig {
     /// `Overloaded` at once). At most 8.
     #[serde(default = "default_max_forwards")]
     pub max_forwards: usize,
+    /// Megabytes of model weights the warm replicas may hold (`null`: every model warm). With
+    /// a budget, the models kept warm follow the robots' recent requests (EPARA's placement): a
+    /// cold model is loaded when robots ask for it, unloading the least asked-for idle ones.
+    #[serde(default)]
+    pub memory_budget_mb: Option<f64>,
     /// The Zenoh session.
     #[serde(default)]
     pub zenoh: ZenohSection,
@@ -465,12 +470,22 @@ impl EdgeConfig {
         if lop_msgs::validate_id(&id).is_ok() { id } else { "edge".to_string() }
     }
 
+    /// The memory budget in bytes (`memory_budget_mb`), if any.
+    pub fn memory_budget(&self) -> Option<u64> {
+        self.memory_budget_mb.map(|mb| (mb * 1e6) as u64)
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
         if let Some(id) = &self.id {
             lop_msgs::validate_id(id).map_err(|e| self.invalid("id", format!("'{id}': {e}")))?;
         }
         if !(self.dilation.is_finite() && self.dilation >= 1.0) {
             return Err(self.invalid("dilation", format!("{} must be >= 1", self.dilation)));
+        }
+        if let Some(mb) = self.memory_budget_mb
+            && !(mb.is_finite() && mb > 0.0)
+        {
+            return Err(self.invalid("memory_budget_mb", format!("{mb} must be a number of megabytes above 0 (null: every model warm)")));
         }
         if self.max_forwards > lop_msgs::protocol::MAX_PATH {
             return Err(self.invalid(

@@ -118,6 +118,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         hello_timeout: Duration::from_secs_f64(cfg.hello_timeout_s),
         table_wait: Duration::from_secs_f64(cfg.table_wait_s),
         dilation: cfg.dilation,
+        memory_budget: cfg.memory_budget(),
     })
 }
 

@@ -38,6 +38,8 @@ struct Phase {
     good: usize,
     fallbacks: usize,
     on_robot: usize,
+    /// Frames an edge forwarded to another.
+    forwarded: usize,
     routed: HashMap<String, usize>,
     /// Frames captured more than a second after the kill and still routed to the killed edge.
     late_to_dead: usize,
@@ -85,6 +87,7 @@ async fn phase(robots: &mut Vec<Robot>, refs: &[Reference], frames: usize, dead:
                 p.good += usize::from(done <= due);
                 p.latencies_ms.push(done.saturating_duration_since(capture).as_secs_f64() * 1e3);
                 p.fallbacks += usize::from(r.inference.stats.fallback);
+                p.forwarded += usize::from(!r.path.is_empty());
                 match &r.routed {
                     Routed::Edge(e) => {
                         *p.routed.entry(e.clone()).or_default() += 1;
@@ -109,6 +112,7 @@ async fn phase(robots: &mut Vec<Robot>, refs: &[Reference], frames: usize, dead:
         total.good += p.good;
         total.fallbacks += p.fallbacks;
         total.on_robot += p.on_robot;
+        total.forwarded += p.forwarded;
         total.late_to_dead += p.late_to_dead;
         total.latencies_ms.extend(p.latencies_ms);
         for (e, n) in p.routed {
@@ -128,6 +132,9 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         MODELS.iter().map(|(id, src)| format!("  - id: {id}\n    source: \"{src}\"\n    server_profile: synthetic\n")).collect();
     // Three edges; gpu-3 four times slower than the others (all are stretched, and the robots
     // 20x, so that this machine's two cores are not what limits the fleet).
+    // Forwarding between the edges as lop_edge's default (2); LOP_FLEET_MAX_FORWARDS=0 measures
+    // the routing policies without it.
+    let max_forwards: usize = std::env::var("LOP_FLEET_MAX_FORWARDS").map_or(2, |v| v.parse().expect("LOP_FLEET_MAX_FORWARDS: a count"));
     let mut configs = Vec::new();
     for (id, dilation) in [("gpu-1", 2.0), ("gpu-2", 2.0), ("gpu-3", 8.0)] {
         let listen = if id == "gpu-1" { ep1.clone() } else { format!("tcp/127.0.0.1:{}", free_port()) };
@@ -136,7 +143,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         std::fs::write(
             &config,
             format!(
-                "id: {id}\nserve_unaddressed: false\ndilation: {dilation}\nthreads: 1\nreplicas: 2\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
+                "id: {id}\nserve_unaddressed: false\nmax_forwards: {max_forwards}\ndilation: {dilation}\nthreads: 1\nreplicas: 2\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
                  models:\n{models_yaml}robot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
                  table:\n  buckets: [0, 8, 30]\nhello_timeout_s: 60\ntable_wait_s: 60\nlog: \"warn,edge_server=info\"\n"
             ),
@@ -205,18 +212,19 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
     let (g_ours, g_near) = (ours.good as f64 / seconds, nearest.good as f64 / seconds);
     for (name, p) in [("lop", &ours), ("nearest", &nearest)] {
         eprintln!(
-            "fleet: {name:8} good {} of {}, p50 {:.1} ms, p90 {:.1} ms, fallbacks {}, on the robot {}, routed {:?}",
+            "fleet: {name:8} good {} of {}, p50 {:.1} ms, p90 {:.1} ms, fallbacks {}, on the robot {}, forwarded {}, routed {:?}",
             p.good,
             p.frames,
             p.percentile(0.5),
             p.percentile(0.9),
             p.fallbacks,
             p.on_robot,
+            p.forwarded,
             p.routed
         );
     }
     eprintln!(
-        "fleet: goodput lop {g_ours:.1}/s, nearest {g_near:.1}/s of {:.0}/s offered: {:.2}x",
+        "fleet: max_forwards {max_forwards}: goodput lop {g_ours:.1}/s, nearest {g_near:.1}/s of {:.0}/s offered: {:.2}x",
         (ROBOTS * frames) as f64 / seconds,
         g_ours / g_near.max(1e-9)
     );

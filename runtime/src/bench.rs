@@ -195,6 +195,7 @@ fn edge_options(
         // The benchmark's robot waits for its table rather than run alone.
         table_wait: Duration::from_secs(600),
         dilation: 1.0,
+        memory_budget: None,
     }
 }
 

@@ -406,6 +406,10 @@ impl<C: Connector> RobotClient<C> {
                     tracing::info!(text = %r.text, "the edge is building the schedule table for this robot; running alone until it is ready");
                     Err(Error::EdgePlanning { text: r.text, server_profile: r.server_profile })
                 }
+                Ok(Ok(Frame::Reject(r))) if r.reason == RejectReason::Loading => {
+                    tracing::info!(text = %r.text, "the edge is loading the model; running alone until it is warm");
+                    Err(Error::Protocol(format!("the edge is loading the model: {}", r.text)))
+                }
                 Ok(Ok(Frame::Reject(r))) => Err(Error::Protocol(format!("the edge refused: {:?}: {}", r.reason, r.text))),
                 Ok(_) => Err(Error::Closed),
                 Err(_) => Err(Error::Protocol(format!("no answer to Hello within {timeout:?}"))),

@@ -29,6 +29,7 @@ use tch::Device;
 use tokio::sync::{broadcast, mpsc as tmpsc, oneshot, watch};
 
 use crate::error::{Error, Result};
+use crate::exec::worker::Loaded;
 use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, run_side};
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
@@ -74,7 +75,19 @@ pub struct EdgeOptions {
     /// Server kernels stretched this many times (emulating a slower server, e.g. in a fleet
     /// test; 1 = none). The load reports measure it like any other slowness.
     pub dilation: f64,
+    /// Memory the models' warm replicas may take, in bytes of weights (`None`: every model is
+    /// warm). With a budget, the models kept warm are placed by recent demand
+    /// (`lop::fleet::place`, EPARA's placement) every [`PLACEMENT_PERIOD`]: a Hello for a cold
+    /// model is answered Reject `Loading` and has it placed at once; its load reports say which
+    /// models are warm, so routing avoids the edge for a cold one.
+    pub memory_budget: Option<u64>,
 }
+
+/// How often an edge with a memory budget places its models again.
+pub const PLACEMENT_PERIOD: Duration = Duration::from_secs(2);
+
+/// The time constant of a model's demand (requests per second, decayed over about this long).
+pub const DEMAND_WINDOW: Duration = Duration::from_secs(30);
 
 /// A plan book's key: model index, robot profile hash, input wire.
 type BookKey = (usize, String, InputWire);
@@ -93,17 +106,84 @@ struct Replica {
     queued: AtomicUsize,
 }
 
+/// A model's recent demand: requests (Hellos and Starts), decayed with [`DEMAND_WINDOW`].
+#[derive(Debug, Clone, Copy)]
+struct Demand {
+    count: f64,
+    at: Instant,
+}
+
+impl Demand {
+    fn decayed(&self, now: Instant) -> f64 {
+        self.count * (-now.saturating_duration_since(self.at).as_secs_f64() / DEMAND_WINDOW.as_secs_f64()).exp()
+    }
+}
+
 struct Model {
     id: String,
+    /// Where it loads from, for placement's loads.
+    source: String,
+    load: LoadOptions,
     hash: Digest,
     meta: Arc<GraphMeta>,
     input_dtype: Option<GraphDType>,
     input_shape: Vec<u32>,
-    replicas: Vec<Replica>,
+    /// Its warm replicas; none while it is cold (placement). A job holds the snapshot it was
+    /// queued on, so unloading never pulls a replica from under a running inference.
+    replicas: std::sync::RwLock<Arc<Vec<Replica>>>,
+    /// Bytes of weights its replicas hold when warm (every replica's copy).
+    bytes: u64,
+    demand: std::sync::Mutex<Demand>,
     server_profile: Profile,
     /// Recent mean server compute seconds per inference (f64 bits): the profile's sum at
     /// first, then a moving average of measured inferences.
     server_s: AtomicU64,
+}
+
+impl Model {
+    fn replicas(&self) -> Arc<Vec<Replica>> {
+        self.replicas.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set_replicas(&self, replicas: Vec<Replica>) -> Arc<Vec<Replica>> {
+        std::mem::replace(&mut *self.replicas.write().unwrap_or_else(std::sync::PoisonError::into_inner), Arc::new(replicas))
+    }
+
+    /// Counts one request for it.
+    fn asked(&self) {
+        let now = Instant::now();
+        let mut d = self.demand.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *d = Demand { count: d.decayed(now) + 1.0, at: now };
+    }
+
+    /// Requests per second lately.
+    fn demand_per_s(&self, now: Instant) -> f64 {
+        self.demand.lock().unwrap_or_else(std::sync::PoisonError::into_inner).decayed(now) / DEMAND_WINDOW.as_secs_f64()
+    }
+}
+
+/// Bytes of a graph's weights.
+fn weight_bytes(g: &Graph) -> u64 {
+    g.nodes.iter().flat_map(|n| n.op.weights()).map(|t| t.numel() as u64 * t.kind().elt_size_in_bytes() as u64).sum()
+}
+
+/// Spawns `n` replicas of a model (each a thread that loads its own copy on `device`).
+async fn spawn_replicas(id: &str, source: &str, load: &LoadOptions, device: Device, n: usize) -> Result<(Vec<Replica>, Loaded)> {
+    let mut replicas = Vec::new();
+    let mut loaded = None;
+    for r in 0..n {
+        let (source, load) = (source.to_string(), load.clone());
+        let (worker, info) = Worker::spawn(&format!("edge-{id}-{r}"), move || {
+            let mut g = lop::model::load(&source, &load)?;
+            g.to_device(device)?;
+            Ok(g)
+        })
+        .await?;
+        replicas.push(Replica { worker, queued: AtomicUsize::new(0) });
+        loaded = Some(info);
+    }
+    let loaded = loaded.ok_or_else(|| Error::InvalidConfig { what: "replicas must be at least 1".into() })?;
+    Ok((replicas, loaded))
 }
 
 /// Weight of the newest measurement in a model's moving mean of server seconds.
@@ -143,6 +223,8 @@ pub struct ModelLoadNow {
     pub in_flight: usize,
     /// Recent mean server compute seconds per inference.
     pub server_s: f64,
+    /// Whether its replicas are loaded (placement may keep it cold under a memory budget).
+    pub warm: bool,
 }
 
 /// Service-wide counters.
@@ -270,6 +352,8 @@ struct Inner {
     served: broadcast::Sender<Served>,
     /// Server compute time of every inference so far, nanoseconds.
     busy_ns: AtomicU64,
+    /// Wakes placement at once (a Hello for a cold model).
+    place_now: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -292,23 +376,42 @@ impl EdgeService {
             return Err(Error::InvalidConfig { what: format!("dilation must be >= 1, got {}", opts.dilation) });
         }
         opts.spec.check()?;
+        if opts.memory_budget == Some(0) {
+            return Err(Error::InvalidConfig { what: "the memory budget must be more than 0 bytes".into() });
+        }
         let mut models = Vec::new();
+        // Preloading under a memory budget: models in configuration order while they fit.
+        let mut budget_left = opts.memory_budget;
         for m in &opts.models {
             lop_msgs::validate_id(&m.id).map_err(|e| Error::InvalidConfig { what: format!("model id '{}': {e}", m.id) })?;
-            let mut replicas = Vec::new();
-            let mut loaded = None;
-            for r in 0..opts.replicas {
-                let (source, load, device) = (m.source.clone(), m.load.clone(), opts.device);
-                let (worker, info) = Worker::spawn(&format!("edge-{}-{r}", m.id), move || {
-                    let mut g = lop::model::load(&source, &load)?;
-                    g.to_device(device)?;
-                    Ok(g)
-                })
-                .await?;
-                replicas.push(Replica { worker, queued: AtomicUsize::new(0) });
-                loaded = Some(info);
+            // One replica first: it tells the model's hash, shapes and size.
+            let (mut replicas, info) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, 1).await?;
+            let bytes = replicas[0].worker.call(|g| weight_bytes(g)).await? * opts.replicas as u64;
+            if let Some(budget) = opts.memory_budget
+                && bytes > budget
+            {
+                return Err(Error::InvalidConfig {
+                    what: format!(
+                        "model '{}' takes {:.1} MB warm ({} replicas), more than the memory budget of {:.1} MB: it could never be served",
+                        m.id,
+                        bytes as f64 / 1e6,
+                        opts.replicas,
+                        budget as f64 / 1e6
+                    ),
+                });
             }
-            let Some(info) = loaded else { continue };
+            let warm = match budget_left.as_mut() {
+                None => true,
+                Some(left) if bytes <= *left => {
+                    *left -= bytes;
+                    true
+                }
+                Some(_) => false,
+            };
+            if warm && opts.replicas > 1 {
+                let (more, _) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, opts.replicas - 1).await?;
+                replicas.extend(more);
+            }
             if m.server_profile.model_hash != info.hash || m.server_profile.role != Side::Server {
                 return Err(Error::InvalidConfig {
                     what: format!("the server profile given for model '{}' is not a server profile of that model", m.id),
@@ -316,22 +419,32 @@ impl EdgeService {
             }
             let inputs: Vec<usize> = (0..info.meta.len()).filter(|&i| info.meta.is_input(i)).collect();
             let first = inputs.first().map(|&i| info.meta.info(i).clone());
-            tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, "model loaded");
+            if warm {
+                tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, mb = bytes as f64 / 1e6, "model loaded");
+            } else {
+                replicas.clear();
+                tracing::info!(model = %m.id, hash = %info.hash, mb = bytes as f64 / 1e6, "model cold: past the memory budget until robots ask for it");
+            }
             let profiled_s: f64 = m.server_profile.ops.iter().map(|op| op.fit.time(op.out_rows.max(1))).sum();
             models.push(Model {
                 id: m.id.clone(),
+                source: m.source.clone(),
+                load: m.load.clone(),
+                bytes,
+                demand: std::sync::Mutex::new(Demand { count: 0.0, at: Instant::now() }),
                 hash: digest(&info.hash)?,
                 meta: Arc::new(info.meta),
                 input_dtype: first.as_ref().map(|i| i.dtype),
                 input_shape: first.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
-                replicas,
+                replicas: std::sync::RwLock::new(Arc::new(replicas)),
                 server_profile: m.server_profile.clone(),
                 server_s: AtomicU64::new(profiled_s.max(1e-6).to_bits()),
             });
         }
         let robot_profiles = std::sync::Mutex::new(opts.robot_profiles.clone());
-        Ok(EdgeService {
+        let svc = EdgeService {
             inner: Arc::new(Inner {
+                place_now: tokio::sync::Notify::new(),
                 opts,
                 models,
                 robot_profiles,
@@ -353,7 +466,11 @@ impl EdgeService {
                 served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
                 busy_ns: AtomicU64::new(0),
             }),
-        })
+        };
+        if svc.inner.opts.memory_budget.is_some() {
+            tokio::spawn(placement_loop(Arc::downgrade(&svc.inner)));
+        }
+        Ok(svc)
     }
 
     /// Lets this edge forward the inferences it cannot serve in time (see [`Forwarding`]).
@@ -397,10 +514,14 @@ impl EdgeService {
         self.inner
             .models
             .iter()
-            .map(|m| ModelLoadNow {
-                id: m.id.clone(),
-                in_flight: m.replicas.iter().map(|r| r.queued.load(Ordering::Relaxed)).sum(),
-                server_s: f64::from_bits(m.server_s.load(Ordering::Relaxed)),
+            .map(|m| {
+                let replicas = m.replicas();
+                ModelLoadNow {
+                    id: m.id.clone(),
+                    in_flight: replicas.iter().map(|r| r.queued.load(Ordering::Relaxed)).sum(),
+                    server_s: f64::from_bits(m.server_s.load(Ordering::Relaxed)),
+                    warm: !replicas.is_empty(),
+                }
             })
             .collect()
     }
@@ -569,8 +690,9 @@ struct Active {
     received: Vec<bool>,
     /// [`JOB_QUEUED`], [`JOB_RUNNING`] or [`JOB_RELEASED`].
     state: Arc<AtomicU8>,
-    /// The model and replica whose queue count this job holds until it ends or is released.
-    model: usize,
+    /// The replicas (the snapshot it was queued on) and the one whose queue count this job
+    /// holds until it ends or is released.
+    replicas: Arc<Vec<Replica>>,
     replica: usize,
     /// Sends the job to its replica; taken by the first band.
     go: Option<oneshot::Sender<()>>,
@@ -615,7 +737,7 @@ impl Session {
         if let Some(a) = self.current.take() {
             // Not started yet: it no longer counts as queued work; the replica skips it.
             if a.state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                self.svc.models[a.model].replicas[a.replica].queued.fetch_sub(1, Ordering::Relaxed);
+                a.replicas[a.replica].queued.fetch_sub(1, Ordering::Relaxed);
             }
             let _ = a.bands.send(Incoming::Abort(why.to_string()));
         }
@@ -658,6 +780,15 @@ impl Session {
             (DType::U8, Some(GraphDType::U8)) | (DType::F32, Some(GraphDType::F32)) => InputWire::Native,
             (d, m) => return self.reject(RejectReason::BadInput, format!("input dtype {d:?} for a model input of {m:?}")),
         };
+        model.asked();
+        if model.replicas().is_empty() {
+            // Cold under the memory budget: this request counts for placement, run now.
+            self.svc.place_now.notify_one();
+            return self.reject(
+                RejectReason::Loading,
+                format!("model '{}' is not loaded on this edge (memory budget); placing it now: retry (run alone meanwhile)", model.id),
+            );
+        }
         let spec_hash = self.svc.opts.spec.hash();
         if digest(&spec_hash).ok() != Some(h.planner_hash) {
             return self.reject(
@@ -763,7 +894,12 @@ impl Session {
                 .send(err(ErrorCode::UnknownPlan, format!("no plan {} in table {}", s.plan_hash.to_hex(), book.table_hash.to_hex())));
         };
         let model = &self.svc.models[mi];
-        let replica = model.replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)).unwrap_or(&model.replicas[0]);
+        model.asked();
+        let replicas = model.replicas();
+        let Some(replica) = replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)) else {
+            self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
+            return self.send(err(ErrorCode::Overloaded, format!("model '{}' was unloaded from this edge (memory budget)", model.id)));
+        };
         let ahead = replica.queued.load(Ordering::Relaxed);
         let server_s = f64::from_bits(model.server_s.load(Ordering::Relaxed));
         let budget_s = s.deadline_ns as f64 * 1e-9;
@@ -809,7 +945,7 @@ impl Session {
         }
         self.svc.inferences.fetch_add(1, Ordering::Relaxed);
         replica.queued.fetch_add(1, Ordering::Relaxed);
-        let replica_ix = model.replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        let replica_ix = replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
         let state = Arc::new(AtomicU8::new(JOB_QUEUED));
         let (bands, band_rx) = mpsc::channel();
         let deadline = Instant::now() + Duration::from_nanos(s.deadline_ns.max(1));
@@ -836,14 +972,15 @@ impl Session {
         // that never sends, or a flood of Starts) holds no replica.
         let (go, first_band) = oneshot::channel::<()>();
         let (svc, out, id, mi2, job_state) = (self.svc.clone(), self.out.clone(), s.inference_id, mi, state.clone());
+        let job_replicas = replicas.clone();
         let (robot_id, started, started_wall) = (self.robot_id.clone(), Instant::now(), std::time::SystemTime::now());
         tokio::spawn(async move {
             let res = match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), first_band).await {
-                Ok(Ok(())) => svc.models[mi2].replicas[replica_ix].worker.run(job).await,
+                Ok(Ok(())) => job_replicas[replica_ix].worker.run(job).await,
                 // Replaced, or its session ended, or its deadline passed, before any band came.
                 why => {
                     if job_state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                        svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+                        job_replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
                     }
                     let stop = if why.is_err() { Stopped::DeadlineExceeded } else { Stopped::Aborted("no band before it ended".into()) };
                     Ok(Ok((stop, SideStats::default())))
@@ -851,7 +988,7 @@ impl Session {
             };
             let ended = Instant::now();
             if job_state.load(Ordering::SeqCst) != JOB_RELEASED {
-                svc.models[mi2].replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
+                job_replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
             }
             let (stats, outcome) = match &res {
                 Ok(Ok((Stopped::Finished, st))) => (Some(*st), ServedOutcome::Done),
@@ -923,7 +1060,7 @@ impl Session {
         });
         let received = vec![false; plan.schedule.transfers.len()];
         self.current =
-            Some(Active { id: s.inference_id, plan, bands, received, state, model: mi, replica: replica_ix, go: Some(go), charged: false });
+            Some(Active { id: s.inference_id, plan, bands, received, state, replicas, replica: replica_ix, go: Some(go), charged: false });
     }
 
     fn band(&mut self, id: u64, frame: Vec<u8>) {
@@ -1047,12 +1184,68 @@ impl Inner {
     async fn build_book(&self, mi: usize, robot: Profile, input_wire: InputWire) -> Result<Arc<PlanBook>> {
         let model = &self.models[mi];
         let (server, spec, dir) = (model.server_profile.clone(), self.opts.spec.clone(), self.opts.cache_dir.clone());
-        let worker = &model.replicas[0].worker;
+        let replicas = model.replicas();
+        let worker = &replicas.first().ok_or_else(|| Error::InvalidConfig { what: format!("model '{}' is not loaded", model.id) })?.worker;
         let started = Instant::now();
         tracing::info!(model = %model.id, robot_profile = %robot.hash(), buckets = spec.buckets.len(), "schedule table: loading from the cache or planning");
         let (table, _, cache) = worker.call(move |g| load_or_build(&dir, g, None, &robot, &server, &spec, 1)).await??;
         tracing::info!(model = %model.id, ?cache, seconds = started.elapsed().as_secs_f64(), "schedule table ready");
         Ok(Arc::new(PlanBook::prepare(worker, &model.meta, Arc::new(table), input_wire).await?))
+    }
+}
+
+/// Places the models again every [`PLACEMENT_PERIOD`], or at once when a Hello asks for a cold
+/// one, until the service is dropped or shuts down.
+async fn placement_loop(inner: std::sync::Weak<Inner>) {
+    loop {
+        let Some(svc) = inner.upgrade() else { return };
+        if svc.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        svc.place().await;
+        let _ = tokio::time::timeout(PLACEMENT_PERIOD, svc.place_now.notified()).await;
+    }
+}
+
+impl Inner {
+    /// One placement step: the models to keep warm by recent demand within the budget
+    /// (`lop::fleet::place`); unloads first (never a model with work queued), then loads.
+    async fn place(self: &Arc<Self>) {
+        let Some(budget) = self.opts.memory_budget else { return };
+        let now = Instant::now();
+        let snapshots: Vec<Arc<Vec<Replica>>> = self.models.iter().map(Model::replicas).collect();
+        let candidates: Vec<lop::fleet::PlaceCandidate> = self
+            .models
+            .iter()
+            .zip(&snapshots)
+            .map(|(m, r)| lop::fleet::PlaceCandidate {
+                bytes: m.bytes,
+                demand: m.demand_per_s(now),
+                warm: !r.is_empty(),
+                pinned: r.iter().any(|r| r.queued.load(Ordering::Relaxed) > 0),
+            })
+            .collect();
+        let chosen = lop::fleet::place(&candidates, budget);
+        for (i, m) in self.models.iter().enumerate() {
+            if !chosen[i] && candidates[i].warm && !candidates[i].pinned {
+                let old = m.set_replicas(Vec::new());
+                tracing::info!(model = %m.id, demand_per_s = candidates[i].demand, mb = m.bytes as f64 / 1e6, "placement: model unloaded");
+                // Joining the replicas' threads blocks: not on the executor.
+                tokio::task::spawn_blocking(move || drop(old));
+            }
+        }
+        for (i, m) in self.models.iter().enumerate() {
+            if chosen[i] && !candidates[i].warm {
+                let started = Instant::now();
+                match spawn_replicas(&m.id, &m.source, &m.load, self.opts.device, self.opts.replicas).await {
+                    Ok((replicas, _)) => {
+                        m.set_replicas(replicas);
+                        tracing::info!(model = %m.id, demand_per_s = candidates[i].demand, seconds = started.elapsed().as_secs_f64(), "placement: model loaded");
+                    }
+                    Err(e) => tracing::warn!(model = %m.id, error = %e, "placement: loading the model failed"),
+                }
+            }
+        }
     }
 }
 

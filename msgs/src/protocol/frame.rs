@@ -105,6 +105,9 @@ pub enum RejectReason {
     /// The edge is building the schedule table for this robot's profile: retry later (the
     /// robot runs alone meanwhile).
     Planning = 7,
+    /// The model is cold on this edge (its memory budget keeps other models warm); the request
+    /// counts for placement, which may load it: retry later (the robot runs alone meanwhile).
+    Loading = 8,
     /// Anything else; see the text.
     Other = 255,
 }
@@ -120,6 +123,7 @@ impl RejectReason {
             5 => RejectReason::Busy,
             6 => RejectReason::ShuttingDown,
             7 => RejectReason::Planning,
+            8 => RejectReason::Loading,
             255 => RejectReason::Other,
             _ => return None,
         })

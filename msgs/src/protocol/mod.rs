@@ -76,7 +76,7 @@
 //!
 //! `path` = u8 count (<= [`MAX_PATH`]) + that many str16 valid ids (<= 64 bytes each).
 //!
-//! Version 2 added Start's path, Forward and Error code `Late` (8).
+//! Version 2 added Start's path, Forward, Error code `Late` (8) and Reject reason `Loading` (8).
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other

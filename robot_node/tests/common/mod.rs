@@ -61,6 +61,7 @@ pub async fn start_edge(
         hello_timeout: Duration::from_secs(10),
         table_wait: Duration::from_secs(60),
         dilation: 1.0,
+        memory_budget: None,
     })
     .await
     .unwrap();

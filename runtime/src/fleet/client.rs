@@ -193,7 +193,19 @@ impl FleetClient {
         let seen = self.view.edges();
         self.edges_up = seen.len();
         let any_up = !seen.is_empty();
-        let edges: Vec<_> = seen.into_iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).collect();
+        let edges: Vec<_> = seen.iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).cloned().collect();
+        if edges.is_empty() {
+            // Edges that hold the model cold (placement under a memory budget): a Hello at the
+            // least busy one asks for it to be loaded there; frames run here meanwhile, and
+            // routing uses it once its report says warm.
+            let cold = seen
+                .iter()
+                .filter(|e| e.load.model(&model).is_some_and(|m| !m.warm))
+                .min_by(|a, b| a.load.utilisation.total_cmp(&b.load.utilisation));
+            if let Some(e) = cold {
+                self.ask_for(&e.load.edge).await?;
+            }
+        }
         if edges.is_empty() && any_up && !self.warned_no_model {
             self.warned_no_model = true;
             tracing::warn!(model = %model, "fleet: no edge up serves this model; frames run on the robot");
@@ -272,6 +284,22 @@ impl FleetClient {
             }
             _ => self.run_alone(inputs, bandwidth_mb_s, why, Vec::new()).await,
         }
+    }
+
+    /// Opens (or moves along) a session with `edge`, whose Hello asks for the model there.
+    async fn ask_for(&mut self, edge: &str) -> Result<()> {
+        match self.clients.get_mut(edge) {
+            Some(c) => {
+                c.poll_connection().await;
+            }
+            None => {
+                let keys = SessionKeys::fleet(edge).map_err(|err| Error::InvalidConfig { what: err.to_string() })?;
+                tracing::info!(%edge, "fleet: no edge holds the model warm; asking this one to load it");
+                let c = self.client(keys, self.template.clone()).await?;
+                self.clients.insert(edge.to_string(), c);
+            }
+        }
+        Ok(())
     }
 
     /// Runs a frame on the robot (its own client, which no edge serves).

@@ -51,7 +51,7 @@ impl LoadReporter {
                     idle_goodput: (spare / m.server_s.max(1e-6)) as f32,
                     server_s: m.server_s as f32,
                     in_flight: m.in_flight.min(usize::from(u16::MAX)) as u16,
-                    warm: true,
+                    warm: m.warm,
                 }
             })
             .take(lop_msgs::load::MAX_MODELS)

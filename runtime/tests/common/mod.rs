@@ -24,7 +24,12 @@ pub struct Setup {
 /// Synthetic profiles: the robot 8x slower than the server, time per row proportional to the
 /// op's output bytes per row; a table over a few buckets.
 pub fn setup() -> Setup {
-    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    setup_model(MODEL)
+}
+
+/// [`setup`] for another model.
+pub fn setup_model(source: &str) -> Setup {
+    let g = lop::model::load(source, &Default::default()).unwrap();
     let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
     let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9)).unwrap();
     let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9)).unwrap();
@@ -75,6 +80,7 @@ pub async fn edge_slowed(
         hello_timeout: Duration::from_secs(5),
         table_wait,
         dilation,
+        memory_budget: None,
     })
     .await
     .unwrap()
