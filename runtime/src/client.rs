@@ -615,20 +615,20 @@ impl<C: Connector> RobotClient<C> {
                     ),
                     None => "edge unreachable".into(),
                 };
-                return Ok((finish_locally(&mut exec)?, SideStats::default(), Some(why)));
+                return Ok((finish_dilated(&mut exec, config.dilation)?, SideStats::default(), Some(why)));
             }
             let mut send = |b: Vec<u8>| out.as_ref().is_some_and(|o| o.send(b).is_ok());
             let (stop, stats) = run_side(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
             match stop {
                 Stopped::Finished => Ok((outputs(&exec)?, stats, None)),
-                Stopped::DeadlineExceeded => Ok((finish_locally(&mut exec)?, stats, Some(DEADLINE_EXCEEDED.into()))),
+                Stopped::DeadlineExceeded => Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into()))),
                 // Forwarded: the caller sends it to the other edge; nothing more to compute.
                 Stopped::Aborted(_)
                     if forwarded_here.as_ref().is_some_and(|sh| lock(sh).forward.as_ref().is_some_and(|f| f.inference_id == id)) =>
                 {
                     Ok((Vec::new(), stats, Some(FORWARDED.into())))
                 }
-                Stopped::Aborted(why) => Ok((finish_locally(&mut exec)?, stats, Some(why))),
+                Stopped::Aborted(why) => Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(why))),
             }
         });
         let (outputs, side, reason) = job.await??;
@@ -690,6 +690,17 @@ impl<C: Connector> RobotClient<C> {
         };
         Ok(Hopped::Done(Inference { outputs, stats }))
     }
+}
+
+/// [`finish_locally`], stretched like every robot kernel when the robot emulates a slower
+/// device (`dilation` > 1), so that a fallback costs what it would on that device.
+fn finish_dilated(exec: &mut SideExec<'_>, dilation: f64) -> Result<Vec<Tensor>> {
+    let t0 = Instant::now();
+    let outputs = finish_locally(exec)?;
+    if dilation > 1.0 {
+        std::thread::sleep(t0.elapsed().mul_f64(dilation - 1.0));
+    }
+    Ok(outputs)
 }
 
 async fn write_loop<T: LinkTx>(tx: T, mut out: tmpsc::UnboundedReceiver<Vec<u8>>, gone: Arc<AtomicBool>) {
