@@ -76,6 +76,44 @@ pub fn validate_robot_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Most lanes a robot's stream may spread its frames over (see [`lane_robot_id`]).
+pub const MAX_LANES: usize = 8;
+
+/// The robot id lane `lane` of `robot`'s stream uses in its sessions: `robot` itself for lane 0,
+/// `<robot>.lane<k>` for the others, so that each lane has sessions of its own. Access control
+/// grants a robot its lanes' keys along with its own (`lop_runtime::security`).
+///
+/// # Errors
+/// [`Error::InvalidId`] when `robot` is not a valid robot id, is itself a lane's id, or leaves no
+/// room for the suffix; `lane` at [`MAX_LANES`] or above.
+///
+/// ```
+/// assert_eq!(lop_msgs::key::lane_robot_id("r1", 0).unwrap(), "r1");
+/// assert_eq!(lop_msgs::key::lane_robot_id("r1", 2).unwrap(), "r1.lane2");
+/// assert!(lop_msgs::key::lane_robot_id("r1.lane2", 1).is_err());
+/// assert!(lop_msgs::key::lane_robot_id("r1", 8).is_err());
+/// ```
+pub fn lane_robot_id(robot: &str, lane: usize) -> Result<String> {
+    validate_robot_id(robot)?;
+    if is_lane_id(robot) {
+        return Err(Error::InvalidId { id: robot.to_string(), reason: "a lane's id (<robot>.lane<k>) is not a robot's id" });
+    }
+    if lane >= MAX_LANES {
+        return Err(Error::InvalidId { id: robot.to_string(), reason: "at most 8 lanes (0 to 7)" });
+    }
+    if lane == 0 {
+        return Ok(robot.to_string());
+    }
+    let id = format!("{robot}.lane{lane}");
+    validate_robot_id(&id).map(|()| id)
+}
+
+/// Whether `id` has the form of a lane's robot id (`<robot>.lane<digits>`): such an id is never
+/// given to a robot of its own, so that no robot can be another's lane.
+pub fn is_lane_id(id: &str) -> bool {
+    id.rsplit_once(".lane").is_some_and(|(head, k)| !head.is_empty() && !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The liveliness token key of `robot`: `lop/v1/<robot>/alive`.
 ///
 /// # Errors

@@ -47,5 +47,5 @@ mod size_estimation {
 
 pub use digest::Digest;
 pub use error::{Error, Result};
-pub use key::{Key, MAX_ID_LEN, validate_id, validate_robot_id};
+pub use key::{Key, MAX_ID_LEN, MAX_LANES, is_lane_id, lane_robot_id, validate_id, validate_robot_id};
 pub use protocol::{Frame, FrameKind};

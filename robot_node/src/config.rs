@@ -213,6 +213,10 @@ pub struct RobotConfig {
     /// Fleet mode (`edge.deadline_ms`): a frame's deadline from its arrival; routing picks an
     /// edge that can meet it.
     pub fleet_deadline: Duration,
+    /// Fleet mode (`edge.lanes`): frames in flight at once, each lane with sessions of its own
+    /// (`<robot_id>.lane<k>`), so that a camera faster than one edge is spread over several;
+    /// results are published in frame order. 1: one frame at a time.
+    pub fleet_lanes: usize,
     /// This robot's id at the edge.
     pub robot_id: String,
     /// `zoo:NAME` or an ONNX path.
@@ -389,12 +393,22 @@ impl RobotConfig {
     pub fn from_params(p: &mut Params) -> Result<RobotConfig> {
         let ros = RosSettings::read(p)?;
         let edge = EdgeSettings::read(p)?;
+        let lanes = p.int("edge.lanes", 1)?;
+        if !(1..=lop_msgs::MAX_LANES as i64).contains(&lanes) {
+            return Err(invalid(format!("edge.lanes must be 1 to {}, got {lanes}", lop_msgs::MAX_LANES)));
+        }
         let deadline_ms = p.double("edge.deadline_ms", 200.0)?;
         if !(deadline_ms.is_finite() && deadline_ms > 0.0) {
             return Err(invalid(format!("edge.deadline_ms must be positive, got {deadline_ms}")));
         }
         let robot_id = p.string("robot_id", "robot");
         lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
+        if lanes > 1 {
+            if !edge.fleet() {
+                return Err(invalid(format!("edge.lanes is {lanes}: lanes spread frames over a fleet's edges; set edge.mode: fleet (or lanes: 1)")));
+            }
+            lop_msgs::lane_robot_id(&robot_id, lanes as usize - 1).map_err(|e| invalid(format!("robot_id with edge.lanes {lanes}: {e}")))?;
+        }
         let model_source = p.string("model.source", "zoo:resnet18");
         let model_id = p.string("model.id", "resnet18");
         let shape = p.doubles("model.input_shape", &[])?;
@@ -489,6 +503,7 @@ impl RobotConfig {
             ros,
             edge,
             fleet_deadline: Duration::from_secs_f64(deadline_ms / 1e3),
+            fleet_lanes: lanes as usize,
             robot_id,
             model_source,
             model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess },

@@ -9,6 +9,7 @@
 //! `method` and `drop_policy` follow the parameter services while the node runs
 //! ([`LiveSettings`]). Bad input is counted and reported, never fatal.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +21,8 @@ use lop::plan::Side;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{ClientOptions, Inference, InferenceStats, Replanner, RobotClient};
 use lop_runtime::exec::Worker;
-use lop_runtime::fleet::FleetClient;
+use lop::planner::table::ScheduleTable;
+use lop_runtime::fleet::{FleetClient, FleetInference, FleetStream, StreamResult};
 use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
 use tokio::sync::watch;
@@ -83,6 +85,9 @@ pub struct RobotCounters {
     /// Fleet mode: frames the router kept on the robot (no edge serves the model, none
     /// connected yet, or none could meet the deadline).
     pub fleet_on_robot: AtomicU64,
+    /// Fleet mode with lanes: frames published after their deadline (a frame past its deadline
+    /// does not hold the frames behind it; it is published when done).
+    pub fleet_late: AtomicU64,
 }
 
 impl RobotCounters {
@@ -111,6 +116,7 @@ impl RobotCounters {
             ("edge_frames_dropped".into(), g(&self.edge_frames_dropped).to_string()),
             ("fleet_edges_up".into(), g(&self.fleet_edges_up).to_string()),
             ("fleet_frames_on_robot".into(), g(&self.fleet_on_robot).to_string()),
+            ("fleet_frames_late".into(), g(&self.fleet_late).to_string()),
             ("bucket_mb_s".into(), f64::from_bits(g(&self.bucket_bits)).to_string()),
             ("ros_latency_ms_last".into(), ms(g(&self.ros_ns_last))),
             ("ros_latency_ms_max".into(), ms(g(&self.ros_ns_max))),
@@ -267,18 +273,61 @@ pub struct RobotSummary {
     pub ros_max_s: f64,
 }
 
-/// The robot's way to the edges: the one edge configured (`edge.mode` client or peer), or the
-/// site's fleet (`edge.mode: fleet`), each frame routed to an edge that can meet its deadline.
+/// The robot's way to the edges: the one edge configured (`edge.mode` client or peer), the
+/// site's fleet (`edge.mode: fleet`), each frame routed to an edge that can meet its deadline,
+/// or the fleet with several frames in flight (`edge.lanes` > 1), results in frame order.
 enum Edges {
     One(Box<RobotClient<ZenohConnector>>),
     Fleet(Box<FleetClient>),
+    Stream {
+        stream: Box<FleetStream>,
+        /// The lanes' table (the robot's own, the same for every lane).
+        table: Box<ScheduleTable>,
+        /// Whether a lane had a session up when last seen free.
+        connected: bool,
+    },
+}
+
+/// What an inference call gives back: the answer, or (with lanes) the frames that can be
+/// published now, by number, in publication order.
+enum Answered {
+    Now(Inference),
+    Stream(Vec<(u64, lop_runtime::Result<Inference>)>),
+}
+
+/// A frame's facts kept until its result is published.
+struct FrameMeta {
+    header: crate::backend::Header,
+    received: Instant,
+    kind: u8,
+    source: Source,
+    started: std::time::SystemTime,
+    mbps: f64,
+    bucket: f64,
+    convert_s: f64,
+}
+
+/// Counts where a fleet frame ran and returns its inference.
+fn routed(r: FleetInference, counters: &RobotCounters) -> Inference {
+    tracing::debug!(routed = ?r.routed, path = ?r.path, id = r.inference.stats.id, "fleet: frame routed");
+    if matches!(r.routed, lop_runtime::fleet::Routed::Robot(_)) {
+        counters.fleet_on_robot.fetch_add(1, Ordering::Relaxed);
+    }
+    r.inference
 }
 
 impl Edges {
-    fn connected(&self) -> bool {
+    fn connected(&mut self) -> bool {
         match self {
             Edges::One(c) => c.connected(),
             Edges::Fleet(f) => f.connected(),
+            Edges::Stream { stream, connected, .. } => {
+                let free: Vec<bool> = stream.idle_lanes().map(|f| f.connected()).collect();
+                if !free.is_empty() {
+                    *connected = free.contains(&true);
+                }
+                *connected
+            }
         }
     }
 
@@ -286,6 +335,7 @@ impl Edges {
         match self {
             Edges::One(c) => c.set_method(method),
             Edges::Fleet(f) => f.set_method(method),
+            Edges::Stream { stream, .. } => stream.set_method(method),
         }
     }
 
@@ -294,6 +344,7 @@ impl Edges {
         match self {
             Edges::One(c) => c.book().table_hash.to_hex(),
             Edges::Fleet(f) => f.table().hash.clone(),
+            Edges::Stream { table, .. } => table.hash.clone(),
         }
     }
 
@@ -302,34 +353,81 @@ impl Edges {
         let spec = match self {
             Edges::One(c) => &c.book().table.spec,
             Edges::Fleet(f) => &f.table().spec,
+            Edges::Stream { table, .. } => &table.spec,
         };
         (spec.buckets.clone(), spec.bandwidth_scale)
     }
 
-    fn dropped_total(&self) -> u64 {
+    /// Frames the edge clients dropped (the lanes not running a frame, with lanes).
+    fn dropped_total(&mut self) -> u64 {
         match self {
             Edges::One(c) => c.dropped().total(),
             Edges::Fleet(f) => f.dropped_total(),
+            Edges::Stream { stream, .. } => stream.idle_lanes().map(|f| f.dropped_total()).sum(),
         }
+    }
+
+    /// Whether a frame can start now (with lanes: a lane is free).
+    fn lane_free(&self) -> bool {
+        match self {
+            Edges::Stream { stream, .. } => stream.has_free_lane(),
+            _ => true,
+        }
+    }
+
+    /// Frames in flight and not yet published (lanes only).
+    fn in_flight(&self) -> usize {
+        match self {
+            Edges::Stream { stream, .. } => stream.in_flight(),
+            _ => 0,
+        }
+    }
+
+    /// With lanes: waits for a frame to finish (or one in flight to pass its deadline) and
+    /// returns the frames that can be published now.
+    async fn next_done(&mut self, counters: &RobotCounters) -> Vec<(u64, lop_runtime::Result<Inference>)> {
+        let Edges::Stream { stream, .. } = self else { return Vec::new() };
+        match stream.next_done().await {
+            Ok(done) => Self::published(done, counters),
+            Err(e) => {
+                tracing::error!(error = %e, "a stream lane failed");
+                Vec::new()
+            }
+        }
+    }
+
+    fn published(done: Vec<StreamResult>, counters: &RobotCounters) -> Vec<(u64, lop_runtime::Result<Inference>)> {
+        done.into_iter()
+            .map(|r| {
+                if r.late {
+                    counters.fleet_late.fetch_add(1, Ordering::Relaxed);
+                }
+                (r.seq, r.result.map(|f| routed(f, counters)))
+            })
+            .collect()
     }
 
     async fn infer(
         &mut self,
+        seq: u64,
         inputs: Vec<tch::Tensor>,
         bucket: f64,
         deadline: Duration,
         counters: &RobotCounters,
-    ) -> lop_runtime::Result<Inference> {
+    ) -> lop_runtime::Result<Answered> {
         match self {
-            Edges::One(c) => c.infer(inputs, bucket).await,
+            Edges::One(c) => Ok(Answered::Now(c.infer(inputs, bucket).await?)),
             Edges::Fleet(f) => {
                 let r = f.infer(inputs, bucket, deadline).await?;
-                tracing::debug!(routed = ?r.routed, id = r.inference.stats.id, "fleet: frame routed");
                 counters.fleet_edges_up.store(f.edges_up() as u64, Ordering::Relaxed);
-                if matches!(r.routed, lop_runtime::fleet::Routed::Robot(_)) {
-                    counters.fleet_on_robot.fetch_add(1, Ordering::Relaxed);
+                Ok(Answered::Now(routed(r, counters)))
+            }
+            Edges::Stream { stream, .. } => {
+                let done = stream.submit(seq, inputs, bucket, deadline).await?;
+                if let Some(up) = stream.idle_lanes().map(|f| f.edges_up()).max() {
+                    counters.fleet_edges_up.store(up as u64, Ordering::Relaxed);
                 }
-                Ok(r.inference)
+                Ok(Answered::Stream(Self::published(done, counters)))
             }
         }
     }
@@ -416,9 +514,21 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         let source = cfg.model_source.clone();
         let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
         drop(worker);
-        let fleet = FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
-        tracing::info!(endpoint = %cfg.edge.endpoint, deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3, "fleet mode: frames are routed over the edges found");
-        Edges::Fleet(Box::new(fleet))
+        tracing::info!(endpoint = %cfg.edge.endpoint, deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3, lanes = cfg.fleet_lanes, "fleet mode: frames are routed over the edges found");
+        if cfg.fleet_lanes > 1 {
+            // Each lane a fleet client with sessions of its own (robot id <robot_id>.lane<k>).
+            let mut lanes = Vec::new();
+            for k in 0..cfg.fleet_lanes {
+                let mut lane_opts = opts.clone();
+                lane_opts.robot_id = lop_msgs::lane_robot_id(&cfg.robot_id, k).map_err(|e| Error::Config { what: format!("edge.lanes: {e}") })?;
+                let (session, table, cost, loader) = (session.clone(), table.clone(), cost.clone(), loader.clone());
+                lanes.push(FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?);
+            }
+            let connected = lanes.iter().any(FleetClient::connected);
+            Edges::Stream { stream: Box::new(FleetStream::new(lanes)?), table: Box::new(table), connected }
+        } else {
+            Edges::Fleet(Box::new(FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?))
+        }
     } else {
         Edges::One(Box::new(
             RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?,
@@ -524,10 +634,108 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let mut table_hash = client.table_hash();
     let model_name = cfg.model_source.clone();
     let mut method = cfg.method.clone();
+    // Frames in flight on the stream's lanes (fleet mode with edge.lanes > 1), by number.
+    let mut seq = 0u64;
+    let mut waiting: HashMap<u64, FrameMeta> = HashMap::new();
+    // Publishes one answered frame: its outputs decoded, the task's messages, the result and
+    // the window of recent latencies.
+    let publish = async |meta: FrameMeta, r: Inference| {
+        let finished = std::time::SystemTime::now();
+        let t_out = Instant::now();
+        let (names, top_k, outs) = (names.clone(), cfg.top_k, r.outputs);
+        let decoded = match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "reading the outputs failed");
+                return;
+            }
+            Err(e) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "output task failed");
+                return;
+            }
+        };
+        let out_s = t_out.elapsed().as_secs_f64();
+        let t_pub = Instant::now();
+        let header = meta.header;
+        let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
+        if let Some(first) = decoded.0.first() {
+            let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
+            let failed = match task_messages(&task, &first.data, &shape, &ros_header, &meta.source, &cfg.class_names) {
+                Ok(m) => !task_pubs.publish(m),
+                Err(e) => {
+                    tracing::error!(error = %e, task = task.task_name(), "building the task's messages failed");
+                    true
+                }
+            };
+            if failed {
+                counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let received = meta.received;
+        let msg = result_msg(
+            &r.stats,
+            header,
+            (meta.started, finished),
+            meta.kind,
+            &model_name,
+            &model_hash,
+            meta.mbps,
+            received.elapsed(),
+            decoded,
+        );
+        if let Err(e) = publisher.publish(&msg) {
+            tracing::warn!(error = %e, "publishing the result failed");
+            return;
+        }
+        let pub_s = t_pub.elapsed().as_secs_f64();
+        let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
+        let ros_ns = (ros_s * 1e9) as u64;
+        counters.answered.fetch_add(1, Ordering::Relaxed);
+        if r.stats.fallback {
+            counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        {
+            let mut w = recent.lock().unwrap_or_else(PoisonError::into_inner);
+            w.0.push(r.stats.total_s);
+            w.1.push(ros_s);
+            w.2.clone_from(&r.stats.plan_hash);
+        }
+        counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
+        tracing::debug!(
+            id = r.stats.id,
+            total_ms = r.stats.total_s * 1e3,
+            ros_ms = ros_s * 1e3,
+            convert_ms = meta.convert_s * 1e3,
+            outputs_ms = out_s * 1e3,
+            publish_ms = pub_s * 1e3,
+            bucket = meta.bucket,
+            fallback = r.stats.fallback,
+            "inference published"
+        );
+    };
     loop {
+        // With every lane busy the next frame waits in the mailbox (replaced by a newer one).
+        let (lane_free, in_flight) = (client.lane_free(), client.in_flight());
         let frame = tokio::select! {
             _ = stop.changed() => break,
-            f = mailbox.take() => f,
+            f = mailbox.take(), if lane_free => f,
+            done = client.next_done(&counters), if in_flight > 0 => {
+                for (s, r) in done {
+                    let Some(meta) = waiting.remove(&s) else { continue };
+                    match r {
+                        Ok(r) => publish(meta, r).await,
+                        Err(e) => {
+                            counters.errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(error = %e, "inference failed");
+                        }
+                    }
+                }
+                continue;
+            }
         };
         if !live.enabled() {
             // Waiting when `enabled` went false.
@@ -568,15 +776,16 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         let mbps = latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(cfg.initial_bandwidth_mbps);
         let bucket = selector.update(Instant::now(), mbps);
         counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
-        let r = match client.infer(vec![input], bucket, cfg.fleet_deadline, &counters).await {
-            Ok(r) => r,
+        let meta = FrameMeta { header, received, kind, source, started, mbps, bucket, convert_s };
+        seq += 1;
+        let answered = match client.infer(seq, vec![input], bucket, cfg.fleet_deadline, &counters).await {
+            Ok(a) => a,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "inference failed");
                 continue;
             }
         };
-        let finished = std::time::SystemTime::now();
         counters.connected.store(client.connected(), Ordering::Relaxed);
         if client.table_hash() != table_hash {
             // Planned again for the edge: its buckets and scale are the table's.
@@ -584,70 +793,23 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
             table_hash = client.table_hash();
         }
-        counters.edge_frames_dropped.store(client.dropped_total(), Ordering::Relaxed);
-        let t_out = Instant::now();
-        let (names, top_k, outs) = (names.clone(), cfg.top_k, r.outputs);
-        let decoded = match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => {
-                counters.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "reading the outputs failed");
-                continue;
-            }
-            Err(e) => {
-                counters.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "output task failed");
-                continue;
-            }
-        };
-        let out_s = t_out.elapsed().as_secs_f64();
-        let t_pub = Instant::now();
-        let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
-        if let Some(first) = decoded.0.first() {
-            let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
-            let failed = match task_messages(&task, &first.data, &shape, &ros_header, &source, &cfg.class_names) {
-                Ok(m) => !task_pubs.publish(m),
-                Err(e) => {
-                    tracing::error!(error = %e, task = task.task_name(), "building the task's messages failed");
-                    true
+        counters.edge_frames_dropped.fetch_max(client.dropped_total(), Ordering::Relaxed);
+        match answered {
+            Answered::Now(r) => publish(meta, r).await,
+            Answered::Stream(done) => {
+                waiting.insert(seq, meta);
+                for (s, r) in done {
+                    let Some(meta) = waiting.remove(&s) else { continue };
+                    match r {
+                        Ok(r) => publish(meta, r).await,
+                        Err(e) => {
+                            counters.errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(error = %e, "inference failed");
+                        }
+                    }
                 }
-            };
-            if failed {
-                counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let msg = result_msg(&r.stats, header, (started, finished), kind, &model_name, &model_hash, mbps, received.elapsed(), decoded);
-        if let Err(e) = publisher.publish(&msg) {
-            tracing::warn!(error = %e, "publishing the result failed");
-            continue;
-        }
-        let pub_s = t_pub.elapsed().as_secs_f64();
-        let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
-        let ros_ns = (ros_s * 1e9) as u64;
-        counters.answered.fetch_add(1, Ordering::Relaxed);
-        if r.stats.fallback {
-            counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-        }
-        {
-            let mut w = recent.lock().unwrap_or_else(PoisonError::into_inner);
-            w.0.push(r.stats.total_s);
-            w.1.push(ros_s);
-            w.2.clone_from(&r.stats.plan_hash);
-        }
-        counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
-        counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
-        counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
-        tracing::debug!(
-            id = r.stats.id,
-            total_ms = r.stats.total_s * 1e3,
-            ros_ms = ros_s * 1e3,
-            convert_ms = convert_s * 1e3,
-            outputs_ms = out_s * 1e3,
-            publish_ms = pub_s * 1e3,
-            bucket,
-            fallback = r.stats.fallback,
-            "inference published"
-        );
     }
     let _ = diag_task.await;
     drop(client);

@@ -53,6 +53,21 @@ fn command_line_overrides_and_bad_values() {
     let cfg = RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &fleet).unwrap()).unwrap();
     assert!(cfg.edge.fleet());
     assert_eq!(cfg.fleet_deadline, std::time::Duration::from_millis(150));
+    assert_eq!(cfg.fleet_lanes, 1);
+    let lanes = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.lanes:=4"].map(String::from)).unwrap();
+    assert_eq!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &lanes).unwrap()).unwrap().fleet_lanes, 4);
+    // Lanes spread frames over a fleet: with one edge configured they are an error, as is a
+    // robot id that leaves no room for the lanes' ids or is itself a lane's.
+    for bad in [
+        &["-p", "edge.lanes:=2"][..],
+        &["-p", "edge.mode:=fleet", "-p", "edge.lanes:=9"],
+        &["-p", "edge.mode:=fleet", "-p", "edge.lanes:=0"],
+        &["-p", "edge.mode:=fleet", "-p", "edge.lanes:=2", "-p", "robot_id:=r1.lane3"],
+    ] {
+        let args = RosArgs::parse(&bad.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let err = RobotConfig::from_params(&mut Params::load("lop_robot", None, &args).unwrap()).err().map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.contains("lane")), "{bad:?}: {err:?}");
+    }
     for bad in [
         "method:=fastest",
         "dilation:=0.5",

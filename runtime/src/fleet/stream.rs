@@ -56,6 +56,8 @@ fn publishable(pending: &mut VecDeque<Pending>, now: Instant) -> Vec<StreamResul
 /// Frames of one stream over several lanes.
 pub struct FleetStream {
     lanes: Vec<Option<FleetClient>>,
+    /// The method in force (set on each lane as it comes back free), once one was set.
+    method: Option<String>,
     running: JoinSet<Finished>,
     pending: VecDeque<Pending>,
 }
@@ -75,7 +77,7 @@ impl FleetStream {
         if lanes.is_empty() {
             return Err(Error::InvalidConfig { what: "a fleet stream needs at least one lane".into() });
         }
-        Ok(FleetStream { lanes: lanes.into_iter().map(Some).collect(), running: JoinSet::new(), pending: VecDeque::new() })
+        Ok(FleetStream { lanes: lanes.into_iter().map(Some).collect(), method: None, running: JoinSet::new(), pending: VecDeque::new() })
     }
 
     /// Frames submitted and not yet published.
@@ -83,9 +85,57 @@ impl FleetStream {
         self.pending.len()
     }
 
+    /// Switches every lane's method (`lop`, a baseline, `robot-only`): the free lanes now, the
+    /// others as their frame ends.
+    pub fn set_method(&mut self, method: &str) {
+        self.method = Some(method.to_string());
+        for c in self.lanes.iter_mut().flatten() {
+            c.set_method(method);
+        }
+    }
+
+    /// Whether a lane is free: [`FleetStream::submit`] would start the frame at once.
+    pub fn has_free_lane(&self) -> bool {
+        self.lanes.iter().any(Option::is_some)
+    }
+
+    /// The lanes (their fleet clients) not running a frame now.
+    pub fn idle_lanes(&mut self) -> impl Iterator<Item = &mut FleetClient> {
+        self.lanes.iter_mut().flatten()
+    }
+
+    /// Waits until a frame in flight finishes, or one still running passes its deadline (so the
+    /// frames done behind it can leave), and returns what can leave then, in publication order
+    /// (possibly nothing). Returns at once with nothing when no frame is in flight.
+    ///
+    /// # Errors
+    /// A lane's task that panicked.
+    pub async fn next_done(&mut self) -> Result<Vec<StreamResult>> {
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Instant::now();
+        // The earliest deadline still ahead among the frames not done: the buffer may move then.
+        let next_due = self.pending.iter().filter(|p| p.done.is_none() && p.due > now).map(|p| p.due).min();
+        let finished = match next_due {
+            Some(due) => tokio::time::timeout_at(due.into(), self.running.join_next()).await.ok().flatten(),
+            None => self.running.join_next().await,
+        };
+        if let Some(f) = finished {
+            self.record(f)?;
+        }
+        while let Some(f) = self.running.try_join_next() {
+            self.record(f)?;
+        }
+        Ok(publishable(&mut self.pending, Instant::now()))
+    }
+
     fn record(&mut self, finished: std::result::Result<Finished, tokio::task::JoinError>) -> Result<()> {
-        let (seq, lane, client, result, at) =
+        let (seq, lane, mut client, result, at) =
             finished.map_err(|e| Error::InvalidConfig { what: format!("a stream lane's task failed: {e}") })?;
+        if let Some(m) = &self.method {
+            client.set_method(m);
+        }
         self.lanes[lane] = Some(client);
         if let Some(p) = self.pending.iter_mut().find(|p| p.seq == seq) {
             p.done = Some((result, at));

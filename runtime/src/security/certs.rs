@@ -60,6 +60,9 @@ pub fn make_site_certs(out: &Path, request: &CertsRequest) -> Result<SiteCerts> 
     }
     for r in &request.robots {
         lop_msgs::validate_robot_id(r).map_err(err)?;
+        // Its stream's lanes use <robot>.lane<k>: no robot of its own may be named so, and the
+        // lanes' ids must be valid ids too.
+        lop_msgs::lane_robot_id(r, lop_msgs::MAX_LANES - 1).map_err(err)?;
     }
     let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     for n in &request.edge_names {

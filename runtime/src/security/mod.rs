@@ -94,6 +94,11 @@ impl AccessPolicy {
     pub fn to_json(&self) -> Result<Value> {
         for r in &self.robots {
             lop_msgs::validate_robot_id(r).map_err(|e| Error::InvalidConfig { what: format!("access.robots: {e}") })?;
+            if lop_msgs::is_lane_id(r) {
+                return Err(Error::InvalidConfig {
+                    what: format!("access.robots: '{r}' has the form of a stream lane's id (<robot>.lane<k>), which its robot's credentials may use; name the robot otherwise"),
+                });
+            }
         }
         if self.edges.iter().any(|e| e.is_empty()) {
             return Err(Error::InvalidConfig { what: "access.edges: an empty identity".into() });
@@ -132,7 +137,8 @@ impl AccessPolicy {
             rules.push(json!({
                 "id": rule,
                 "messages": ["put", "delete", "declare_subscriber", "liveliness_token", "declare_liveliness_subscriber", "liveliness_query", "reply"],
-                "flows": both, "permission": "allow", "key_exprs": [format!("lop/v1/{robot}/**")],
+                // Its own keys and its stream lanes' (`lop_msgs::key::lane_robot_id`).
+                "flows": both, "permission": "allow", "key_exprs": robot_keys(robot)?,
             }));
             subjects.push(json!({"id": cn, "cert_common_names": [robot]}));
             subjects.push(json!({"id": user, "usernames": [robot]}));
@@ -256,6 +262,14 @@ pub fn endpoint_protocol(endpoint: &str) -> &str {
     endpoint.split_once('/').map_or("", |(p, _)| p)
 }
 
+/// The key expressions a robot's credentials may use: its own and its stream lanes'.
+fn robot_keys(robot: &str) -> Result<Vec<String>> {
+    (0..lop_msgs::MAX_LANES)
+        .map(|k| lop_msgs::lane_robot_id(robot, k).map(|id| format!("lop/v1/{id}/**")))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::InvalidConfig { what: format!("access.robots: {e}") })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -267,8 +281,16 @@ mod tests {
         let j = p.to_json().unwrap();
         assert_eq!(j["default_permission"], "deny");
         let rule = |id: &str| j["rules"].as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone();
-        assert_eq!(rule("robot-0-own")["key_exprs"], json!(["lop/v1/r1/**"]));
-        assert_eq!(rule("robot-1-own")["key_exprs"], json!(["lop/v1/r2/**"]));
+        let own = |r: &str| {
+            let mut keys = vec![format!("lop/v1/{r}/**")];
+            keys.extend((1..8).map(|k| format!("lop/v1/{r}.lane{k}/**")));
+            json!(keys)
+        };
+        assert_eq!(rule("robot-0-own")["key_exprs"], own("r1"), "its own keys and its stream lanes'");
+        assert_eq!(rule("robot-1-own")["key_exprs"], own("r2"));
+        // No robot is named like another's lane.
+        let err = AccessPolicy { robots: vec!["r1".into(), "r1.lane2".into()], edges: vec![] }.to_json().unwrap_err().to_string();
+        assert!(err.contains("lane"), "{err}");
         // No robot may publish outside its own keys: put is allowed only by its own rule (and
         // egress, towards it, under the edges' public keys).
         for r in j["rules"].as_array().unwrap() {
