@@ -405,9 +405,12 @@ impl RobotConfig {
         lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
         if lanes > 1 {
             if !edge.fleet() {
-                return Err(invalid(format!("edge.lanes is {lanes}: lanes spread frames over a fleet's edges; set edge.mode: fleet (or lanes: 1)")));
+                return Err(invalid(format!(
+                    "edge.lanes is {lanes}: lanes spread frames over a fleet's edges; set edge.mode: fleet (or lanes: 1)"
+                )));
             }
-            lop_msgs::lane_robot_id(&robot_id, lanes as usize - 1).map_err(|e| invalid(format!("robot_id with edge.lanes {lanes}: {e}")))?;
+            lop_msgs::lane_robot_id(&robot_id, lanes as usize - 1)
+                .map_err(|e| invalid(format!("robot_id with edge.lanes {lanes}: {e}")))?;
         }
         let model_source = p.string("model.source", "zoo:resnet18");
         let model_id = p.string("model.id", "resnet18");

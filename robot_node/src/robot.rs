@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use lop::graph::DType;
 use lop::model::LoadOptions;
 use lop::plan::Side;
+use lop::planner::table::ScheduleTable;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{ClientOptions, Inference, InferenceStats, Replanner, RobotClient};
 use lop_runtime::exec::Worker;
-use lop::planner::table::ScheduleTable;
 use lop_runtime::fleet::{FleetClient, FleetInference, FleetStream, StreamResult};
 use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
@@ -520,7 +520,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             let mut lanes = Vec::new();
             for k in 0..cfg.fleet_lanes {
                 let mut lane_opts = opts.clone();
-                lane_opts.robot_id = lop_msgs::lane_robot_id(&cfg.robot_id, k).map_err(|e| Error::Config { what: format!("edge.lanes: {e}") })?;
+                lane_opts.robot_id =
+                    lop_msgs::lane_robot_id(&cfg.robot_id, k).map_err(|e| Error::Config { what: format!("edge.lanes: {e}") })?;
                 let (session, table, cost, loader) = (session.clone(), table.clone(), cost.clone(), loader.clone());
                 lanes.push(FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?);
             }

@@ -165,6 +165,10 @@ mod tests {
         // Bad input is named.
         let bad = CertsRequest { robots: vec!["a b".into()], edge_names: vec![], days: 30 };
         assert!(make_site_certs(&dir.join("x"), &bad).is_err());
+        // A robot named like another's stream lane (whose keys that robot's credentials may use).
+        let lane = CertsRequest { robots: vec!["r1.lane2".into()], edge_names: vec![], days: 30 };
+        let err = make_site_certs(&dir.join("y"), &lane).unwrap_err().to_string();
+        assert!(err.contains("lane"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

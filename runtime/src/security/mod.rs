@@ -96,7 +96,9 @@ impl AccessPolicy {
             lop_msgs::validate_robot_id(r).map_err(|e| Error::InvalidConfig { what: format!("access.robots: {e}") })?;
             if lop_msgs::is_lane_id(r) {
                 return Err(Error::InvalidConfig {
-                    what: format!("access.robots: '{r}' has the form of a stream lane's id (<robot>.lane<k>), which its robot's credentials may use; name the robot otherwise"),
+                    what: format!(
+                        "access.robots: '{r}' has the form of a stream lane's id (<robot>.lane<k>), which its robot's credentials may use; name the robot otherwise"
+                    ),
                 });
             }
         }
