@@ -194,7 +194,7 @@ impl FleetClient {
         self.edges_up = seen.len();
         let any_up = !seen.is_empty();
         let edges: Vec<_> = seen.iter().filter(|e| e.load.model(&model).is_some_and(|m| m.warm)).cloned().collect();
-        if edges.is_empty() {
+        if edges.is_empty() && self.template.method != "robot-only" {
             // Edges that hold the model cold (placement under a memory budget): a Hello at the
             // least busy one asks for it to be loaded there; frames run here meanwhile, and
             // routing uses it once its report says warm.
