@@ -718,6 +718,19 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             "inference published"
         );
     };
+    // Publishes what the lanes released, in the order given; a failed frame is counted.
+    let publish_released = async |done: Vec<(u64, lop_runtime::Result<Inference>)>, waiting: &mut HashMap<u64, FrameMeta>| {
+        for (s, r) in done {
+            let Some(meta) = waiting.remove(&s) else { continue };
+            match r {
+                Ok(r) => publish(meta, r).await,
+                Err(e) => {
+                    counters.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, "inference failed");
+                }
+            }
+        }
+    };
     loop {
         // With every lane busy the next frame waits in the mailbox (replaced by a newer one).
         let (lane_free, in_flight) = (client.lane_free(), client.in_flight());
@@ -725,16 +738,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             _ = stop.changed() => break,
             f = mailbox.take(), if lane_free => f,
             done = client.next_done(&counters), if in_flight > 0 => {
-                for (s, r) in done {
-                    let Some(meta) = waiting.remove(&s) else { continue };
-                    match r {
-                        Ok(r) => publish(meta, r).await,
-                        Err(e) => {
-                            counters.errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::error!(error = %e, "inference failed");
-                        }
-                    }
-                }
+                publish_released(done, &mut waiting).await;
                 continue;
             }
         };
@@ -799,16 +803,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             Answered::Now(r) => publish(meta, r).await,
             Answered::Stream(done) => {
                 waiting.insert(seq, meta);
-                for (s, r) in done {
-                    let Some(meta) = waiting.remove(&s) else { continue };
-                    match r {
-                        Ok(r) => publish(meta, r).await,
-                        Err(e) => {
-                            counters.errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::error!(error = %e, "inference failed");
-                        }
-                    }
-                }
+                publish_released(done, &mut waiting).await;
             }
         }
     }
