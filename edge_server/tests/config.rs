@@ -80,6 +80,9 @@ fn bad_values_name_their_field() {
         ("log: \"[[[\"\n", "log"),
         ("zenoh:\n  mode: client\n", "zenoh.connect"),
         ("id: \"gpu/1\"\n", "id"),
+        ("max_forwards: 9\n", "max_forwards"),
+        ("memory_budget_mb: 0\n", "memory_budget_mb"),
+        ("memory_budget_mb: -5\n", "memory_budget_mb"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");

@@ -780,20 +780,21 @@ impl Session {
             (DType::U8, Some(GraphDType::U8)) | (DType::F32, Some(GraphDType::F32)) => InputWire::Native,
             (d, m) => return self.reject(RejectReason::BadInput, format!("input dtype {d:?} for a model input of {m:?}")),
         };
-        model.asked();
-        if model.replicas().is_empty() {
-            // Cold under the memory budget: this request counts for placement, run now.
-            self.svc.place_now.notify_one();
-            return self.reject(
-                RejectReason::Loading,
-                format!("model '{}' is not loaded on this edge (memory budget); placing it now: retry (run alone meanwhile)", model.id),
-            );
-        }
         let spec_hash = self.svc.opts.spec.hash();
         if digest(&spec_hash).ok() != Some(h.planner_hash) {
             return self.reject(
                 RejectReason::NoTable,
                 format!("planner configuration {} differs from the edge's {spec_hash}", h.planner_hash.to_hex()),
+            );
+        }
+        model.asked();
+        if model.replicas().is_empty() {
+            // Cold under the memory budget: this request (a well-formed one: model, shape, dtype and
+            // planner checked) counts for placement, run now.
+            self.svc.place_now.notify_one();
+            return self.reject(
+                RejectReason::Loading,
+                format!("model '{}' is not loaded on this edge (memory budget); placing it now: retry (run alone meanwhile)", model.id),
             );
         }
         let robot = match self.svc.robot_profile(&h.robot_profile_hash.to_hex()) {
