@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bench_batch;
 pub mod bench_edge;
 pub mod bench_exec;
 pub mod certs;
@@ -119,6 +120,8 @@ pub enum Command {
     BenchEdge(bench_edge::BenchEdgeArgs),
     /// Overhead of the band executor against a plain whole-graph run.
     BenchExec(bench_exec::BenchArgs),
+    /// What batching across robots gains: B inferences' server side as one batch against one by one.
+    BenchBatch(bench_batch::BenchBatchArgs),
     /// Sample a power source (Jetson rails, tegrastats, NVML, RAPL, or the power model).
     Power(power::PowerArgs),
     /// Measure per-op compute times at several band sizes and write a profile.
@@ -153,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Bench(a) => bench::run(&a, args.threads),
         Command::BenchEdge(a) => bench_edge::run(&a),
         Command::BenchExec(a) => bench_exec::run(&a),
+        Command::BenchBatch(a) => bench_batch::run(&a),
         Command::Power(a) => power::run(&a),
         Command::Profile(a) => profile::run(&a, args.threads),
         Command::Plan(a) => plan::run(&a, args.threads),

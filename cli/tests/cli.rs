@@ -147,6 +147,26 @@ fn bench_exec_json_has_the_contract_keys() {
 }
 
 #[test]
+fn bench_batch_times_batches_checked_sample_by_sample_and_refuses_bad_sizes() {
+    let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--runs", "1", "--batches", "1,3", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    assert!(v["max_rel_err"].as_f64().expect("max_rel_err") <= 1e-5, "{v}");
+    let rows = v["batches"].as_array().expect("batches");
+    assert_eq!(rows.iter().map(|r| r["batch"].as_u64()).collect::<Vec<_>>(), vec![Some(1), Some(3)]);
+    for r in rows {
+        let gain = r["throughput_gain"].as_f64().expect("gain");
+        assert!(gain > 0.0 && gain.is_finite(), "{v}");
+    }
+    for bad in ["0", "65", "x"] {
+        let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--batches", bad]);
+        assert_eq!(out.status.code(), Some(2), "--batches {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--batches") && !err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
 fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     let dir = scratch("plan");
     let (robot, server) = (dir.join("robot.json"), dir.join("server.json"));
@@ -532,6 +552,7 @@ async fn watched_edge(session: &zenoh::Session, cache: &str) -> lop_runtime::fle
         table_wait: std::time::Duration::from_secs(5),
         dilation: 1.0,
         memory_budget: None,
+        batching: Default::default(),
     })
     .await
     .expect("edge");

@@ -69,6 +69,11 @@ pub struct EdgeConfig {
     /// cold model is loaded when robots ask for it, unloading the least asked-for idle ones.
     #[serde(default)]
     pub memory_budget_mb: Option<f64>,
+    /// The most inferences of one model and plan, from different robots, run as one batch on a
+    /// replica (EPARA's batching; 1: none). Batches form only from inferences already waiting
+    /// for the replica, so an idle edge adds no wait. At most 64.
+    #[serde(default = "default_max_batch")]
+    pub max_batch: usize,
     /// The Zenoh session.
     #[serde(default)]
     pub zenoh: ZenohSection,
@@ -316,6 +321,10 @@ fn default_max_forwards() -> usize {
     2
 }
 
+fn default_max_batch() -> usize {
+    4
+}
+
 fn default_dilation() -> f64 {
     1.0
 }
@@ -486,6 +495,12 @@ impl EdgeConfig {
             && !(mb.is_finite() && mb > 0.0)
         {
             return Err(self.invalid("memory_budget_mb", format!("{mb} must be a number of megabytes above 0 (null: every model warm)")));
+        }
+        if !(1..=lop_runtime::edge::Batching::MAX).contains(&self.max_batch) {
+            return Err(self.invalid(
+                "max_batch",
+                format!("{} must be a count from 1 (no batching) to {}", self.max_batch, lop_runtime::edge::Batching::MAX),
+            ));
         }
         if self.max_forwards > lop_msgs::protocol::MAX_PATH {
             return Err(self.invalid(

@@ -119,6 +119,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         table_wait: Duration::from_secs_f64(cfg.table_wait_s),
         dilation: cfg.dilation,
         memory_budget: cfg.memory_budget(),
+        batching: lop_runtime::edge::Batching { max: cfg.max_batch, ..Default::default() },
     })
 }
 
@@ -332,6 +333,8 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         overloaded = counts.overloaded,
         forwarded = counts.forwarded,
         late = counts.late,
+        batches = counts.batches,
+        batched = counts.batched,
         dropped_frames = counts.dropped.total(),
         "lop_edge stopped"
     );

@@ -83,6 +83,8 @@ fn bad_values_name_their_field() {
         ("max_forwards: 9\n", "max_forwards"),
         ("memory_budget_mb: 0\n", "memory_budget_mb"),
         ("memory_budget_mb: -5\n", "memory_budget_mb"),
+        ("max_batch: 0\n", "max_batch"),
+        ("max_batch: 65\n", "max_batch"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");

@@ -135,6 +135,8 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
     // Forwarding between the edges as lop_edge's default (2); LOP_FLEET_MAX_FORWARDS=0 measures
     // the routing policies without it.
     let max_forwards: usize = std::env::var("LOP_FLEET_MAX_FORWARDS").map_or(2, |v| v.parse().expect("LOP_FLEET_MAX_FORWARDS: a count"));
+    // Batching across robots as lop_edge's default (4); LOP_FLEET_MAX_BATCH=1 measures without.
+    let max_batch: usize = std::env::var("LOP_FLEET_MAX_BATCH").map_or(4, |v| v.parse().expect("LOP_FLEET_MAX_BATCH: a count"));
     let mut configs = Vec::new();
     for (id, dilation) in [("gpu-1", 2.0), ("gpu-2", 2.0), ("gpu-3", 8.0)] {
         let listen = if id == "gpu-1" { ep1.clone() } else { format!("tcp/127.0.0.1:{}", free_port()) };
@@ -143,7 +145,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         std::fs::write(
             &config,
             format!(
-                "id: {id}\nserve_unaddressed: false\nmax_forwards: {max_forwards}\ndilation: {dilation}\nthreads: 1\nreplicas: 2\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
+                "id: {id}\nserve_unaddressed: false\nmax_forwards: {max_forwards}\nmax_batch: {max_batch}\ndilation: {dilation}\nthreads: 1\nreplicas: 2\nzenoh:\n  listen: [\"{listen}\"]\n  connect: [{connect}]\n\
                  models:\n{models_yaml}robot_profiles: robots\ntable_cache: tables\nprofile_cache: profiles\n\
                  table:\n  buckets: [0, 8, 30]\nhello_timeout_s: 60\ntable_wait_s: 60\nlog: \"warn,edge_server=info\"\n"
             ),
@@ -229,7 +231,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         );
     }
     eprintln!(
-        "fleet: max_forwards {max_forwards}: goodput lop {g_ours:.1}/s, nearest {g_near:.1}/s of {:.0}/s offered: {:.2}x",
+        "fleet: max_forwards {max_forwards}, max_batch {max_batch}: goodput lop {g_ours:.1}/s, nearest {g_near:.1}/s of {:.0}/s offered: {:.2}x",
         (ROBOTS * frames) as f64 / seconds,
         g_ours / g_near.max(1e-9)
     );

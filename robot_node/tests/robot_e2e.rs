@@ -278,6 +278,7 @@ async fn lanes_keep_frames_in_flight_over_two_edges_and_publish_in_order() {
             table_wait: Duration::from_secs(60),
             dilation: 10.0,
             memory_budget: None,
+            batching: Default::default(),
         })
         .await
         .unwrap();

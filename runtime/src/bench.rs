@@ -196,6 +196,7 @@ fn edge_options(
         table_wait: Duration::from_secs(600),
         dilation: 1.0,
         memory_budget: None,
+        batching: Default::default(),
     }
 }
 

@@ -10,7 +10,7 @@
 //! free replica, sending bands as they are computed; Done (with statistics) or Error ends it.
 //! A newer Start aborts an older inference; frames of other inferences are stale and dropped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
@@ -30,7 +30,7 @@ use tokio::sync::{broadcast, mpsc as tmpsc, oneshot, watch};
 
 use crate::error::{Error, Result};
 use crate::exec::worker::Loaded;
-use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, run_side};
+use crate::exec::{BatchConfig, GraphMeta, Incoming, InputWire, Member, SideConfig, SideStats, Stopped, Worker, run_batch, run_side};
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
 use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
@@ -81,6 +81,34 @@ pub struct EdgeOptions {
     /// model is answered Reject `Loading` and has it placed at once; its load reports say which
     /// models are warm, so routing avoids the edge for a cold one.
     pub memory_budget: Option<u64>,
+    /// Batching across robots: concurrent inferences of one plan queued on a replica run as
+    /// one batch.
+    pub batching: Batching,
+}
+
+/// Batching across robots (EPARA's multi-request batching): inferences of the same model and
+/// plan (the same server chunks and row ranges) waiting on one replica run as one batch, every
+/// chunk one kernel call for all of them, each result the one its robot would get alone.
+/// Batches form only from work already waiting, so batching adds no wait to an idle edge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Batching {
+    /// The most inferences in one batch (1: no batching).
+    pub max: usize,
+    /// How long a batch waits for a member's band that every other member has sent before it
+    /// drops that member (its robot finishes the frame alone).
+    pub straggler_wait: Duration,
+}
+
+impl Batching {
+    /// The most inferences a batch may hold (`edge.yaml`'s `max_batch` is checked against it).
+    pub const MAX: usize = 64;
+}
+
+impl Default for Batching {
+    /// No batching.
+    fn default() -> Batching {
+        Batching { max: 1, straggler_wait: Duration::from_millis(20) }
+    }
 }
 
 /// How often an edge with a memory budget places its models again.
@@ -104,6 +132,101 @@ enum BookSlot {
 struct Replica {
     worker: Worker,
     queued: AtomicUsize,
+    /// Inferences whose first band has come, waiting for the worker; it takes them in order,
+    /// each with the others of its plan up to [`Batching::max`].
+    waiting: Arc<std::sync::Mutex<VecDeque<Waiting>>>,
+}
+
+/// An inference waiting on a replica: everything its server side needs, and where its outcome
+/// goes.
+struct Waiting {
+    plan: Arc<Prepared>,
+    meta: Arc<GraphMeta>,
+    config: SideConfig,
+    bands: mpsc::Receiver<Incoming>,
+    out: tmpsc::UnboundedSender<Vec<u8>>,
+    state: Arc<AtomicU8>,
+    result: oneshot::Sender<Result<(Stopped, SideStats)>>,
+}
+
+/// Batches run so far (two inferences or more) and the inferences in them.
+#[derive(Debug, Default)]
+struct BatchCounts {
+    batches: AtomicU64,
+    batched: AtomicU64,
+}
+
+/// Runs, on a replica's worker thread, the oldest waiting inference together with the others of
+/// its plan (at most `batching.max`); inferences replaced before they started are skipped.
+fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>, batching: Batching, counts: &BatchCounts) {
+    let group: Vec<Waiting> = {
+        let mut q = waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(first) = q.pop_front() else { return };
+        let mut group = vec![first];
+        let mut k = 0;
+        while group.len() < batching.max && k < q.len() {
+            let same = q[k].plan.plan_hash == group[0].plan.plan_hash && q[k].config.input_wire == group[0].config.input_wire;
+            match (same, same.then(|| q.remove(k)).flatten()) {
+                (true, Some(w)) => group.push(w),
+                _ => k += 1,
+            }
+        }
+        group
+    };
+    let mut jobs = Vec::with_capacity(group.len());
+    for w in group {
+        if w.state.compare_exchange(JOB_QUEUED, JOB_RUNNING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            jobs.push(w);
+        } else {
+            // Replaced by a newer inference of its session before it started: nothing to do.
+            let _ = w.result.send(Ok((Stopped::Aborted("replaced before it started".into()), SideStats::default())));
+        }
+    }
+    if jobs.len() > 1 {
+        match SideExec::batched(graph, Side::Server, jobs.len()) {
+            Ok(mut exec) => {
+                counts.batches.fetch_add(1, Ordering::Relaxed);
+                counts.batched.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                let mut sends: Vec<Box<dyn FnMut(Vec<u8>) -> bool>> = jobs
+                    .iter()
+                    .map(|j| {
+                        let out = j.out.clone();
+                        Box::new(move |b: Vec<u8>| out.send(b).is_ok()) as Box<dyn FnMut(Vec<u8>) -> bool>
+                    })
+                    .collect();
+                let mut members: Vec<Member<'_>> = jobs
+                    .iter()
+                    .zip(sends.iter_mut())
+                    .map(|(j, send)| Member { config: j.config, incoming: &j.bands, send: send.as_mut() })
+                    .collect();
+                let config = BatchConfig { straggler_wait: batching.straggler_wait };
+                let res = run_batch(&mut exec, &jobs[0].meta, &jobs[0].plan.schedule, &mut members, &config);
+                drop(members);
+                match res {
+                    Ok(outcomes) => {
+                        for (j, o) in jobs.into_iter().zip(outcomes) {
+                            let _ = j.result.send(Ok(o));
+                        }
+                    }
+                    Err(e) => {
+                        let text = e.to_string();
+                        for j in jobs {
+                            let _ = j.result.send(Err(Error::Executor(text.clone())));
+                        }
+                    }
+                }
+                return;
+            }
+            // A model without a batch axis: its inferences run one after the other.
+            Err(e) => tracing::debug!(error = %e, "inferences run one by one"),
+        }
+    }
+    for j in jobs {
+        let mut exec = SideExec::new(graph, Side::Server);
+        let out = j.out.clone();
+        let mut send = |b: Vec<u8>| out.send(b).is_ok();
+        let _ = j.result.send(run_side(&mut exec, &j.meta, &j.plan.schedule, &j.config, &j.bands, &mut send));
+    }
 }
 
 /// A model's recent demand: requests (Hellos and Starts), decayed with [`DEMAND_WINDOW`].
@@ -179,7 +302,7 @@ async fn spawn_replicas(id: &str, source: &str, load: &LoadOptions, device: Devi
             Ok(g)
         })
         .await?;
-        replicas.push(Replica { worker, queued: AtomicUsize::new(0) });
+        replicas.push(Replica { worker, queued: AtomicUsize::new(0), waiting: Arc::default() });
         loaded = Some(info);
     }
     let loaded = loaded.ok_or_else(|| Error::InvalidConfig { what: "replicas must be at least 1".into() })?;
@@ -249,6 +372,10 @@ pub struct EdgeCounts {
     /// Forwarded inferences that arrived with too little of their deadline left (Error `Late`),
     /// answered at once, never computed.
     pub late: u64,
+    /// Batches run (two inferences of one plan or more at once, [`Batching`]).
+    pub batches: u64,
+    /// Inferences that ran in those batches.
+    pub batched: u64,
     /// Start frames dropped because their session sent more than [`MAX_STARTS_PER_S`] (a
     /// flood: no answer is sent, the robot finishes such an inference alone at its deadline).
     pub rate_limited: u64,
@@ -342,6 +469,8 @@ struct Inner {
     overloaded: AtomicU64,
     forwarded: AtomicU64,
     late: AtomicU64,
+    /// Shared with the replicas' worker threads.
+    batch_counts: Arc<BatchCounts>,
     rate_limited: AtomicU64,
     profiles_refused: AtomicU64,
     /// Where inferences this edge cannot serve in time go (set once the fleet view is up).
@@ -458,6 +587,7 @@ impl EdgeService {
                 overloaded: AtomicU64::new(0),
                 forwarded: AtomicU64::new(0),
                 late: AtomicU64::new(0),
+                batch_counts: Arc::default(),
                 forwarding: std::sync::OnceLock::new(),
                 rate_limited: AtomicU64::new(0),
                 profiles_refused: AtomicU64::new(0),
@@ -502,6 +632,8 @@ impl EdgeService {
             overloaded: l(&i.overloaded),
             forwarded: l(&i.forwarded),
             late: l(&i.late),
+            batches: l(&i.batch_counts.batches),
+            batched: l(&i.batch_counts.batched),
             rate_limited: l(&i.rate_limited),
             profiles_refused: l(&i.profiles_refused),
             dropped: i.stats.snapshot(),
@@ -958,16 +1090,15 @@ impl Session {
             input_wire: self.input_wire,
             deadline: Some(deadline),
         };
-        let (meta, schedule_plan, out) = (model.meta.clone(), plan.clone(), self.out.clone());
-        let job_state = state.clone();
-        let job = move |g: &mut Graph| {
-            if job_state.compare_exchange(JOB_QUEUED, JOB_RUNNING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-                // Replaced by a newer inference of its session before it started: nothing to do.
-                return Ok((Stopped::Aborted("replaced before it started".into()), SideStats::default()));
-            }
-            let mut exec = SideExec::new(g, Side::Server);
-            let mut send = |b: Vec<u8>| out.send(b).is_ok();
-            run_side(&mut exec, &meta, &schedule_plan.schedule, &config, &band_rx, &mut send)
+        let (result, finished) = oneshot::channel();
+        let waiting = Waiting {
+            plan: plan.clone(),
+            meta: model.meta.clone(),
+            config,
+            bands: band_rx,
+            out: self.out.clone(),
+            state: state.clone(),
+            result,
         };
         // The job goes to the replica with the inference's first band: a Start alone (a robot
         // that never sends, or a flood of Starts) holds no replica.
@@ -977,7 +1108,15 @@ impl Session {
         let (robot_id, started, started_wall) = (self.robot_id.clone(), Instant::now(), std::time::SystemTime::now());
         tokio::spawn(async move {
             let res = match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), first_band).await {
-                Ok(Ok(())) => job_replicas[replica_ix].worker.run(job).await,
+                Ok(Ok(())) => {
+                    let replica = &job_replicas[replica_ix];
+                    replica.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(waiting);
+                    let (queue, batching, counts) = (replica.waiting.clone(), svc.opts.batching, svc.batch_counts.clone());
+                    // Each waiting inference posts one run; a run finds the queue empty when an
+                    // earlier one took its inference into a batch. The outcome comes on `finished`.
+                    drop(replica.worker.run(move |g: &mut Graph| run_waiting(g, &queue, batching, &counts)));
+                    finished.await
+                }
                 // Replaced, or its session ended, or its deadline passed, before any band came.
                 why => {
                     if job_state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {

@@ -185,6 +185,7 @@ fn options(big: &Setup, small: &Setup, cache: &std::path::Path, budget: u64) -> 
         table_wait: Duration::from_secs(60),
         dilation: 1.0,
         memory_budget: Some(budget),
+        batching: Default::default(),
     }
 }
 

@@ -401,3 +401,51 @@ async fn an_overloaded_edge_refuses_at_once_and_the_robot_finishes_alone() {
     assert_eq!(counts.overloaded, 1, "{counts:?}");
     assert_eq!(counts.inferences, 2, "a refused inference is not started: {counts:?}");
 }
+
+/// Four robots with different frames queue behind a busy replica of an edge that batches: their
+/// inferences run as one batch, and each robot gets its own frame's unsplit output, for
+/// server-only plans and for split plans (bands both ways while the batch runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inferences_of_several_robots_run_as_one_batch_each_exact() {
+    let s = setup();
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let mut opts = common::edge_options(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 8.0);
+    opts.batching = lop_runtime::edge::Batching { max: 4, straggler_wait: Duration::from_secs(2) };
+    let edge = board.plug(lop_runtime::edge::EdgeService::start(opts).await.unwrap());
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let frames: Vec<Vec<tch::Tensor>> = (0..5).map(|k| lop::exec::synthetic_inputs(&g, 100 + k).unwrap()).collect();
+    let wholes: Vec<Vec<tch::Tensor>> = frames.iter().map(|f| lop::exec::run_whole(&g, f).unwrap().outputs).collect();
+    let mut robots = Vec::new();
+    for k in 0..5 {
+        let id = format!("robot-{k}");
+        let (worker, loaded) = Worker::spawn(&id, || lop::model::load(MODEL, &Default::default())).await.unwrap();
+        let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
+        let mut o = ClientOptions::new(&id, "resnet18");
+        o.hello_timeout = Duration::from_secs(5);
+        o.deadline_slack = Duration::from_secs(30);
+        robots.push(RobotClient::new(board.connector(link), o, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap());
+    }
+    let mut batched_before = 0;
+    for method in ["server-only", "lop"] {
+        for r in &mut robots {
+            r.set_method(method);
+        }
+        let [r0, r1, r2, r3, r4] = robots.as_mut_slice() else { unreachable!() };
+        let frame = |k: usize| frames[k].iter().map(|t| t.shallow_clone()).collect::<Vec<_>>();
+        // Robot 0 holds the replica; robots 1-4 start meanwhile and wait for it together.
+        let (a, (b, c, d, e)) = tokio::join!(r0.infer(frame(0), 30.0), async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::join!(r1.infer(frame(1), 30.0), r2.infer(frame(2), 30.0), r3.infer(frame(3), 30.0), r4.infer(frame(4), 30.0))
+        });
+        for (k, r) in [a, b, c, d, e].into_iter().enumerate() {
+            let r = r.unwrap();
+            assert!(!r.stats.fallback, "{method}, robot {k}: {:?}", r.stats.fallback_reason);
+            assert_exact(&r.outputs, &wholes[k], &format!("{method}, robot {k}"));
+        }
+        let counts = edge.service().counts();
+        assert!(counts.batches >= 1 && counts.batched - batched_before >= 3, "{method}: the waiting robots were not batched: {counts:?}");
+        assert_eq!(counts.done, counts.inferences, "{counts:?}");
+        batched_before = counts.batched;
+    }
+}

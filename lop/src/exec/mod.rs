@@ -1,13 +1,15 @@
 //! Execution: the plain whole-graph run, one side's band executor, and the in-process split
 //! run that plays both sides of a plan and checks every exchange.
 
+mod batch;
 mod compare;
 mod side;
 mod split;
 mod whole;
 
+pub use batch::run_batched;
 pub use compare::{max_rel_err, max_rel_err_all};
-pub use side::{Held, SideExec};
+pub use side::{Held, SideExec, unbatchable};
 pub use split::{SplitRun, run_split};
 pub use whole::{WholeRun, run_whole};
 

@@ -18,6 +18,10 @@ pub struct Held {
 
 /// The state of one side: for every value, the disjoint row blocks it holds (computed itself or
 /// received). Constants are held whole from the start.
+///
+/// A side may run several inferences of the same schedule at once (a *batch*, see
+/// [`SideExec::batched`]): every activation then holds the samples stacked along axis 0, so one
+/// kernel call computes a band for all of them.
 #[derive(Debug)]
 pub struct SideExec<'g> {
     graph: &'g Graph,
@@ -25,6 +29,50 @@ pub struct SideExec<'g> {
     held: Vec<Vec<Held>>,
     live_bytes: usize,
     peak_bytes: usize,
+    batch: usize,
+}
+
+/// Why a graph cannot run batched: the first activation whose axis 0 is not a batch axis of
+/// extent 1 (its name and shape). `None` when every activation can carry a batch on axis 0.
+pub fn unbatchable(graph: &Graph) -> Option<String> {
+    graph.nodes.iter().find_map(|n| {
+        let activation = !matches!(n.op, Op::Constant(_));
+        let ok = n.info.shape.first() == Some(&1) && n.info.row_axis != Some(0);
+        (activation && !ok).then(|| format!("value '{}' has shape {:?} (axis 0 must be a batch of 1)", n.name, n.info.shape))
+    })
+}
+
+/// Whether `op` computes a batch stacked on axis 0 as one call with each sample's result equal
+/// to computing it alone: per-sample ops whose attributes never touch axis 0 and whose
+/// constant inputs broadcast over it. Other ops (reshapes, matrix products, post-processing,
+/// concatenations with constants) run sample by sample.
+fn batch_safe(graph: &Graph, id: NodeId) -> bool {
+    let node = &graph.nodes[id];
+    let constant_inputs = node.inputs.iter().any(|&i| matches!(graph.nodes[i].op, Op::Constant(_)));
+    let rank = node.info.shape.len();
+    match &node.op {
+        Op::NormalizeU8 { .. }
+        | Op::ChannelAffine { .. }
+        | Op::Unary(_)
+        | Op::Conv(_)
+        | Op::ConvTranspose(_)
+        | Op::MaxPool(_)
+        | Op::AvgPool(_)
+        | Op::Resize(_) => true,
+        // A constant of full rank broadcasts over axis 0 only with extent 1 there.
+        Op::Binary(_) => node.inputs.iter().all(|&i| {
+            let v = &graph.nodes[i];
+            !matches!(v.op, Op::Constant(_)) || v.info.shape.len() < rank || v.info.shape.first() == Some(&1)
+        }),
+        Op::Concat { axis } => *axis != 0 && !constant_inputs,
+        Op::Slice(axes) => axes.iter().all(|a| a.axis != 0),
+        Op::Softmax { axis } => *axis != 0,
+        Op::LayerNorm { axis, .. } => *axis >= 1,
+        Op::Linear { .. } => rank >= 2,
+        Op::ReduceMean { axes, .. } => !axes.contains(&0),
+        Op::Transpose { perm } => perm.first() == Some(&0),
+        _ => false,
+    }
 }
 
 impl<'g> SideExec<'g> {
@@ -36,7 +84,31 @@ impl<'g> SideExec<'g> {
                 held[id].push(Held { rows: 0..n.info.rows(), tensor: t.shallow_clone() });
             }
         }
-        SideExec { graph, side, held, live_bytes: 0, peak_bytes: 0 }
+        SideExec { graph, side, held, live_bytes: 0, peak_bytes: 0, batch: 1 }
+    }
+
+    /// A side running `batch` inferences of `graph` at once, samples stacked on axis 0 of every
+    /// activation (tensors stored and read back carry `batch` there).
+    ///
+    /// # Errors
+    /// [`Error::Input`] when `batch` is zero or the graph cannot carry a batch ([`unbatchable`]).
+    pub fn batched(graph: &'g Graph, side: Side, batch: usize) -> Result<Self> {
+        if batch == 0 {
+            return Err(Error::Input("a batch needs at least one sample".into()));
+        }
+        if batch > 1
+            && let Some(why) = unbatchable(graph)
+        {
+            return Err(Error::Input(format!("model '{}' cannot run batched: {why}", graph.name)));
+        }
+        let mut exec = SideExec::new(graph, side);
+        exec.batch = batch;
+        Ok(exec)
+    }
+
+    /// How many inferences this side runs at once (1 unless [`SideExec::batched`]).
+    pub fn batch(&self) -> usize {
+        self.batch
     }
 
     /// Which side this is.
@@ -181,8 +253,17 @@ impl<'g> SideExec<'g> {
         if got != rows.len() {
             return Err(Error::Input(format!("tensor for rows {rows:?} of '{name}' has {got} rows")));
         }
-        let expect: Vec<i64> =
-            info.shape.iter().enumerate().map(|(i, &d)| if Some(i) == axis { rows.len() as i64 } else { d as i64 }).collect();
+        let batch = self.batch;
+        let expect: Vec<i64> = info
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| match i {
+                _ if Some(i) == axis => rows.len() as i64,
+                0 => (d * batch) as i64,
+                _ => d as i64,
+            })
+            .collect();
         if tensor.size() != expect {
             return Err(Error::Input(format!("tensor for rows {rows:?} of '{name}' has shape {:?}, expected {expect:?}", tensor.size())));
         }
@@ -215,16 +296,34 @@ impl<'g> SideExec<'g> {
         for (inp, need) in &needs {
             blocks.push(self.gather(id, *inp, need)?);
         }
-        let bands: Vec<BandIn<'_>> = needs
-            .iter()
-            .zip(&blocks)
-            .map(|((inp, _), h)| BandIn { tensor: &h.tensor, start: h.rows.start, info: &self.graph.nodes[*inp].info })
-            .collect();
-        node.op.compute(&bands, &node.info, rows).map_err(|source| Error::Torch {
-            node: node.name.clone(),
-            op: node.op.kind_name(),
-            source,
-        })
+        let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
+        let band = |tensors: &[Tensor]| -> Result<Tensor> {
+            let bands: Vec<BandIn<'_>> = needs
+                .iter()
+                .zip(&blocks)
+                .zip(tensors)
+                .map(|(((inp, _), h), tensor)| BandIn { tensor, start: h.rows.start, info: &self.graph.nodes[*inp].info })
+                .collect();
+            node.op.compute(&bands, &node.info, rows).map_err(torch)
+        };
+        let whole: Vec<Tensor> = blocks.iter().map(|h| h.tensor.shallow_clone()).collect();
+        if self.batch == 1 || batch_safe(self.graph, id) {
+            return band(&whole);
+        }
+        // Sample by sample: each input's sample `s` (constants whole), results stacked again.
+        let mut outs = Vec::with_capacity(self.batch);
+        for s in 0..self.batch {
+            let sample: Vec<Tensor> = needs
+                .iter()
+                .zip(&whole)
+                .map(|((inp, _), t)| match self.graph.nodes[*inp].op {
+                    Op::Constant(_) => Ok(t.shallow_clone()),
+                    _ => t.f_narrow(0, s as i64, 1).map_err(torch),
+                })
+                .collect::<Result<_>>()?;
+            outs.push(band(&sample)?);
+        }
+        Tensor::f_cat(&outs, 0).map_err(torch)
     }
 
     /// Computes `rows` of node `id` in `chunks` pieces and stores the result.
@@ -300,6 +399,48 @@ mod tests {
         let out = side.compute(1, &(3..8)).expect("pool band");
         let reference = side.compute(1, &(0..12)).expect("pool whole");
         assert!(out.equal(&reference.narrow(2, 3, 5)));
+    }
+
+    #[test]
+    fn a_batch_gives_every_sample_its_own_unsplit_output() {
+        let detect = crate::model::LoadOptions {
+            postprocess: Some(crate::postprocess::Postprocess::parse("detect;score=0.05").expect("spec")),
+            ..Default::default()
+        };
+        for (source, opts) in [("zoo:resnet18@64x96", Default::default()), ("zoo:yolo_det@96x128", detect)] {
+            let g = crate::model::load(source, &opts).expect("model");
+            assert!(unbatchable(&g).is_none(), "{source}");
+            let samples: Vec<Vec<Tensor>> = (0..3).map(|s| crate::exec::synthetic_inputs(&g, 11 + s).expect("inputs")).collect();
+            let outs = crate::exec::run_batched(&g, &samples, 2).expect("batched run");
+            for (s, inputs) in samples.iter().enumerate() {
+                let whole = crate::exec::run_whole(&g, inputs).expect("whole").outputs;
+                for (o, w) in outs.iter().zip(&whole) {
+                    let mine = o.narrow(0, s as i64, 1);
+                    assert_eq!(mine.size(), w.size(), "{source} sample {s}");
+                    let err = crate::exec::max_rel_err(&mine, w).expect("compare");
+                    assert!(err <= 1e-5, "{source} sample {s}: relative error {err}");
+                }
+            }
+            // Different inputs give different outputs: the batch did not serve one sample thrice.
+            assert!(!outs[0].narrow(0, 0, 1).equal(&outs[0].narrow(0, 1, 1)), "{source}");
+        }
+    }
+
+    #[test]
+    fn a_batch_refuses_tensors_without_every_sample_and_graphs_without_a_batch_axis() {
+        let g = pool_graph();
+        let mut side = SideExec::batched(&g, Side::Server, 2).expect("batch of 2");
+        assert!(matches!(side.insert(0, 0..12, input()), Err(Error::Input(_))), "one sample where two are due");
+        side.insert(0, 0..12, Tensor::cat(&[input(), input()], 0)).expect("two samples");
+        assert!(SideExec::batched(&g, Side::Server, 0).is_err());
+        let mut b = GraphBuilder::new("no batch axis");
+        let x = b.input("x", vec![2, 3, 8, 8], DType::F32);
+        let y = b.add("pool", Op::MaxPool(Pool::same_3x3()), &[x]).expect("pool");
+        b.output(y);
+        let g = b.build().expect("graph");
+        let err = SideExec::batched(&g, Side::Server, 2).expect_err("axis 0 is 2");
+        assert!(err.to_string().contains("[2, 3, 8, 8]"), "{err}");
+        assert!(SideExec::batched(&g, Side::Server, 1).is_ok(), "one sample needs no batch axis");
     }
 
     #[test]

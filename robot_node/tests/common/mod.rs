@@ -62,6 +62,7 @@ pub async fn start_edge(
         table_wait: Duration::from_secs(60),
         dilation: 1.0,
         memory_budget: None,
+        batching: Default::default(),
     })
     .await
     .unwrap();

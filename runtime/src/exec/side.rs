@@ -72,10 +72,11 @@ pub struct SideConfig {
     pub deadline: Option<Instant>,
 }
 
+/// A chunk whose inputs are all held, ordered by its wavefront key (smallest first).
 #[derive(Debug, PartialEq)]
-struct Ready {
-    key: f64,
-    id: u32,
+pub(super) struct Ready {
+    pub(super) key: f64,
+    pub(super) id: u32,
 }
 impl Eq for Ready {}
 impl PartialOrd for Ready {
@@ -156,12 +157,7 @@ pub fn run_side(
             stats.compute_s += t0.elapsed().as_secs_f64();
             stats.chunks += 1;
             left_chunks -= 1;
-            for &s in &c.successors {
-                pending[s as usize] -= 1;
-                if pending[s as usize] == 0 {
-                    ready.push(Ready { key: schedule.chunks[s as usize].key, id: s });
-                }
-            }
+            arrived(schedule, &c.successors, &mut pending, &mut ready);
             for &tr in &c.enables {
                 if !send_transfer(exec, meta, schedule, config, tr as usize, send, &mut stats)? {
                     return Ok((Stopped::Aborted("the link is gone".into()), stats));
@@ -197,6 +193,16 @@ pub fn run_side(
     }
 }
 
+/// Counts one input of each chunk in `chunks` as held, readying those that now hold them all.
+pub(super) fn arrived(schedule: &Schedule, chunks: &[u32], pending: &mut [u32], ready: &mut BinaryHeap<Ready>) {
+    for &c in chunks {
+        pending[c as usize] -= 1;
+        if pending[c as usize] == 0 {
+            ready.push(Ready { key: schedule.chunks[c as usize].key, id: c });
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn accept(
     exec: &mut SideExec<'_>,
@@ -228,12 +234,7 @@ fn accept(
     let tensor = band.tensor(meta, t.node, &t.rows, config.device)?;
     let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
     exec.insert(t.node, rows, tensor).map_err(Error::Engine)?;
-    for &w in &t.waiters {
-        pending[w as usize] -= 1;
-        if pending[w as usize] == 0 {
-            ready.push(Ready { key: schedule.chunks[w as usize].key, id: w });
-        }
-    }
+    arrived(schedule, &t.waiters, pending, ready);
     Ok(None)
 }
 
@@ -258,13 +259,13 @@ fn send_transfer(
 /// Reference counts that free a value's rows on this side once every chunk reading it is done
 /// and every transfer of it has left. Graph inputs and outputs are kept (the robot may have to
 /// finish alone, and it returns the outputs).
-struct Uses {
+pub(super) struct Uses {
     left: Vec<usize>,
     keep: Vec<bool>,
 }
 
 impl Uses {
-    fn new(graph: &Graph, schedule: &Schedule, side: Side) -> Uses {
+    pub(super) fn new(graph: &Graph, schedule: &Schedule, side: Side) -> Uses {
         let mut left = vec![0usize; graph.nodes.len()];
         for (_, c) in schedule.side_chunks(side) {
             for &i in &graph.nodes[c.node].inputs {
@@ -290,14 +291,14 @@ impl Uses {
         }
     }
 
-    fn computed(&mut self, exec: &mut SideExec<'_>, node: usize) {
+    pub(super) fn computed(&mut self, exec: &mut SideExec<'_>, node: usize) {
         let inputs = exec.graph().nodes[node].inputs.clone();
         for i in inputs {
             self.done_with(exec, i);
         }
     }
 
-    fn sent(&mut self, exec: &mut SideExec<'_>, node: usize) {
+    pub(super) fn sent(&mut self, exec: &mut SideExec<'_>, node: usize) {
         self.done_with(exec, node);
     }
 }

@@ -68,7 +68,12 @@ pub async fn edge_slowed(
     table_wait: Duration,
     dilation: f64,
 ) -> EdgeService {
-    EdgeService::start(EdgeOptions {
+    EdgeService::start(edge_options(s, cache, robot_profiles, table_wait, dilation)).await.unwrap()
+}
+
+/// The options [`edge_slowed`] starts its edge with.
+pub fn edge_options(s: &Setup, cache: &std::path::Path, robot_profiles: Vec<Profile>, table_wait: Duration, dilation: f64) -> EdgeOptions {
+    EdgeOptions {
         models: vec![EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: s.server.clone() }],
         robot_profiles,
         profiles_dir: None,
@@ -81,9 +86,8 @@ pub async fn edge_slowed(
         table_wait,
         dilation,
         memory_budget: None,
-    })
-    .await
-    .unwrap()
+        batching: Default::default(),
+    }
 }
 
 pub fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) {

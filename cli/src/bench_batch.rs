@@ -1,0 +1,131 @@
+//! `lop bench-batch MODEL`: what batching across robots gains on this machine's device. The
+//! server side of B inferences run as one batch (every op in row bands, as an edge computes its
+//! chunks) against the same B samples run one after the other, the same code with a batch of one;
+//! each sample's batched output is checked against its own run.
+
+use crate::ModelArgs;
+use crate::profile::DeviceArg;
+use anyhow::Context;
+use lop::exec::{max_rel_err, run_batched, synthetic_inputs};
+use std::time::Instant;
+use tch::Tensor;
+
+/// Arguments of `lop bench-batch` (`--threads` is the global option).
+#[derive(Debug, clap::Args)]
+pub struct BenchBatchArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Batch sizes to time, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub batches: Vec<usize>,
+    /// Row bands per op (a server pipelining a frame computes each op in several bands).
+    #[arg(long, default_value_t = 4)]
+    pub bands: usize,
+    /// Where to run the kernels.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: DeviceArg,
+    /// Timed runs per batch size and method (the median is kept).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn sync(device: tch::Device) {
+    if let tch::Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+/// Times every batch size, prints per-inference milliseconds batched and one by one, and their
+/// ratio (the throughput gain of batching).
+///
+/// # Errors
+/// Bad options, a missing CUDA device, a model without a batch axis, load or execution failures,
+/// a batched output that differs from its sample's own.
+pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(args.runs > 0, "--runs must be positive");
+    anyhow::ensure!(args.bands > 0, "--bands must be positive");
+    anyhow::ensure!(!args.batches.is_empty() && args.batches.iter().all(|&b| (1..=64).contains(&b)), "--batches: sizes from 1 to 64");
+    let device = match args.device {
+        DeviceArg::Cpu => tch::Device::Cpu,
+        DeviceArg::Cuda => {
+            anyhow::ensure!(tch::Cuda::is_available(), "--device cuda: libtorch sees no CUDA device");
+            tch::Device::Cuda(0)
+        }
+    };
+    let mut graph = args.model.load()?;
+    if let Some(why) = lop::exec::unbatchable(&graph) {
+        anyhow::bail!("model '{}' cannot run batched: {why}", graph.name);
+    }
+    graph.to_device(device).context("moving the model to the device")?;
+    let most = args.batches.iter().copied().max().unwrap_or(1);
+    let samples: Vec<Vec<Tensor>> = (0..most)
+        .map(|k| -> anyhow::Result<Vec<Tensor>> {
+            synthetic_inputs(&graph, 1 + k as u64)?
+                .into_iter()
+                .map(|t| t.f_to_device(device).context("moving an input to the device"))
+                .collect()
+        })
+        .collect::<anyhow::Result<_>>()?;
+    eprintln!("bench-batch {} on {device:?}, {} threads, {} bands per op", graph.name, tch::get_num_threads(), args.bands);
+    // Warm up, and check every sample of the largest batch against its own run.
+    let alone: Vec<Vec<Tensor>> =
+        samples.iter().map(|s| run_batched(&graph, std::slice::from_ref(s), args.bands)).collect::<lop::Result<_>>()?;
+    let together = run_batched(&graph, &samples, args.bands)?;
+    let mut worst = 0.0f64;
+    for (k, own) in alone.iter().enumerate() {
+        for (b, o) in together.iter().zip(own) {
+            worst = worst.max(max_rel_err(&b.narrow(0, k as i64, 1), o)?);
+        }
+    }
+    anyhow::ensure!(worst <= 1e-5, "a batched output differs from its sample's own run: relative error {worst}");
+    let mut rows = Vec::new();
+    for &b in &args.batches {
+        let batch = &samples[..b];
+        let (mut one_by_one, mut batched) = (Vec::new(), Vec::new());
+        for _ in 0..args.runs {
+            let t = Instant::now();
+            for s in batch {
+                run_batched(&graph, std::slice::from_ref(s), args.bands)?;
+            }
+            sync(device);
+            one_by_one.push(t.elapsed().as_secs_f64() * 1e3 / b as f64);
+            let t = Instant::now();
+            run_batched(&graph, batch, args.bands)?;
+            sync(device);
+            batched.push(t.elapsed().as_secs_f64() * 1e3 / b as f64);
+        }
+        let (one, bat) = (median(one_by_one), median(batched));
+        eprintln!("batch {b}: {one:.2} ms one by one, {bat:.2} ms batched per inference");
+        rows.push(serde_json::json!({"batch": b, "one_by_one_ms": one, "batched_ms": bat, "throughput_gain": one / bat}));
+    }
+    if args.json {
+        let v = serde_json::json!({
+            "model": graph.name, "device": format!("{device:?}"), "threads": tch::get_num_threads(),
+            "bands": args.bands, "max_rel_err": worst, "batches": rows,
+        });
+        println!("{v}");
+    } else {
+        println!("{} on {device:?} ({} bands per op): per inference, one by one against batched", graph.name, args.bands);
+        println!("{:>6} {:>12} {:>12} {:>8}", "batch", "alone ms", "batched ms", "gain");
+        for r in &rows {
+            println!(
+                "{:>6} {:>12.2} {:>12.2} {:>7.2}x",
+                r["batch"],
+                r["one_by_one_ms"].as_f64().unwrap_or(f64::NAN),
+                r["batched_ms"].as_f64().unwrap_or(f64::NAN),
+                r["throughput_gain"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+        println!("every batched output equals its sample's own (max relative error {worst:.1e})");
+    }
+    Ok(0)
+}

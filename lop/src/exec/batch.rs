@@ -1,0 +1,48 @@
+//! A whole model run on one side for several samples at once, every local op in row bands: what
+//! an edge does when it batches the inferences of several robots ([`SideExec::batched`]), without
+//! a link. `lop bench-batch` times it against the same samples one by one.
+
+use super::SideExec;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::ops::Op;
+use crate::plan::Side;
+use tch::Tensor;
+
+/// Runs `graph` on `samples` (each one list of graph inputs) as one batch, every op with a row
+/// axis computed in `bands` row bands (as a server computes its chunks), and returns the graph's
+/// outputs with the samples stacked on axis 0 in order.
+///
+/// # Errors
+/// [`Error::Input`] for no samples, zero bands, inputs that do not fit the graph, or a graph
+/// that cannot carry a batch; libtorch errors naming the node.
+pub fn run_batched(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Result<Vec<Tensor>> {
+    if samples.is_empty() || bands == 0 {
+        return Err(Error::Input(format!("a batched run needs samples and bands (got {} and {bands})", samples.len())));
+    }
+    for s in samples {
+        super::check_inputs(graph, s)?;
+    }
+    let _guard = tch::no_grad_guard();
+    let mut side = SideExec::batched(graph, Side::Server, samples.len())?;
+    for (k, &id) in graph.inputs().iter().enumerate() {
+        let parts: Vec<Tensor> = samples.iter().map(|s| s[k].shallow_clone()).collect();
+        let stacked = Tensor::f_cat(&parts, 0)
+            .map_err(|source| Error::TorchContext { context: format!("stacking input '{}'", graph.nodes[id].name), source })?;
+        side.insert(id, 0..graph.nodes[id].info.rows(), stacked)?;
+    }
+    for (id, n) in graph.nodes.iter().enumerate() {
+        if matches!(n.op, Op::Input | Op::Constant(_)) {
+            continue;
+        }
+        match n.info.row_axis {
+            Some(_) => {
+                for r in crate::rows::chunks(&(0..n.info.rows()), bands) {
+                    side.compute_and_store(id, &r, 1)?;
+                }
+            }
+            None => side.compute_and_store(id, &(0..1), 1)?,
+        }
+    }
+    graph.outputs.iter().map(|&o| side.extract(o, &(0..graph.nodes[o].info.rows().max(1)))).collect()
+}

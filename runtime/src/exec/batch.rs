@@ -1,0 +1,287 @@
+//! Several inferences of one schedule on one side at once: batching across robots (EPARA's
+//! multi-request batching). Each chunk is one kernel call over every member's rows, stacked on
+//! axis 0 ([`lop::exec::SideExec::batched`]); each member's bands still travel on its own link
+//! under its own inference id, so a robot cannot tell it was batched, and its result is the one
+//! it would get alone (the engine's per-sample exactness).
+//!
+//! A member that stops (aborted, deadline passed, link gone) leaves the batch: the others go on,
+//! its rows are filled with zeros and nothing more is sent for it. A member whose bands lag holds
+//! every other member back, so once the others have waited [`BatchConfig::straggler_wait`] for it
+//! it is dropped (its robot finishes the frame alone from what it holds).
+
+use std::collections::BinaryHeap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use lop::exec::SideExec;
+use lop::sim::Schedule;
+use tch::Tensor;
+
+use super::side::{Incoming, Ready, SideConfig, SideStats, Stopped, Uses, arrived};
+use super::wire::{GraphMeta, encode_band};
+use crate::error::{Error, Result};
+
+/// How a batch runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchConfig {
+    /// How long the batch waits for a member's band that every other live member has sent
+    /// before it drops that member.
+    pub straggler_wait: Duration,
+}
+
+/// One inference of a batch: its own settings (inference id, deadline), the bands its I/O side
+/// matched for it, and where its encoded bands go (false once its link is gone).
+pub struct Member<'a> {
+    /// Its settings; side, device, dilation and input wire must equal the other members'.
+    pub config: SideConfig,
+    /// Its bands and aborts.
+    pub incoming: &'a Receiver<Incoming>,
+    /// Its link.
+    pub send: &'a mut dyn FnMut(Vec<u8>) -> bool,
+}
+
+impl std::fmt::Debug for Member<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// What the batch knows of one member.
+struct State {
+    stop: Option<Stopped>,
+    received: Vec<bool>,
+    staged: Vec<Option<Tensor>>,
+    stats: SideStats,
+}
+
+/// Runs the members' shared side of `schedule` as one batch on `exec` (batched with one sample
+/// per member, in member order). Returns each member's outcome and statistics, in order; a
+/// member's `compute_s` is its share of the batch's compute.
+///
+/// # Errors
+/// [`Error::Executor`] when `exec`'s batch does not match the members or their settings differ;
+/// engine and libtorch failures (a bug or a bad model), never one member's link trouble.
+pub fn run_batch(
+    exec: &mut SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    members: &mut [Member<'_>],
+    batch: &BatchConfig,
+) -> Result<Vec<(Stopped, SideStats)>> {
+    let Some(first) = members.first().map(|m| m.config) else { return Ok(Vec::new()) };
+    if exec.batch() != members.len() {
+        return Err(Error::Executor(format!("a batch of {} samples run for {} members", exec.batch(), members.len())));
+    }
+    if members.iter().any(|m| {
+        let c = &m.config;
+        c.side != first.side || c.device != first.device || c.dilation != first.dilation || c.input_wire != first.input_wire
+    }) {
+        return Err(Error::Executor("batched inferences must share side, device, dilation and input wire".into()));
+    }
+    let side = first.side;
+    let n_transfers = schedule.transfers.len();
+    let mut states: Vec<State> = members
+        .iter()
+        .map(|_| State {
+            stop: None,
+            received: vec![false; n_transfers],
+            staged: (0..n_transfers).map(|_| None).collect(),
+            stats: SideStats::default(),
+        })
+        .collect();
+    let mut pending: Vec<u32> = schedule.chunks.iter().map(|c| c.inputs).collect();
+    let mut ready = BinaryHeap::new();
+    let mut left_chunks = 0usize;
+    for (i, c) in schedule.side_chunks(side) {
+        left_chunks += 1;
+        if c.inputs == 0 {
+            ready.push(Ready { key: c.key, id: i });
+        }
+    }
+    // Transfers towards this side not yet stored for the whole batch, and since when some
+    // member has sent each.
+    let mut incomplete: Vec<usize> = (0..n_transfers).filter(|&t| schedule.transfers[t].from() != side).collect();
+    let mut first_staged: Vec<Option<Instant>> = vec![None; n_transfers];
+    let mut uses = Uses::new(exec.graph(), schedule, side);
+    let _guard = tch::no_grad_guard();
+
+    for (i, t) in schedule.transfers.iter().enumerate() {
+        if t.from() == side && t.producer.is_none() {
+            send_to_all(exec, meta, schedule, i, members, &mut states)?;
+            uses.sent(exec, t.node);
+        }
+    }
+
+    loop {
+        for (m, member) in members.iter().enumerate() {
+            while states[m].stop.is_none()
+                && let Ok(msg) = member.incoming.try_recv()
+            {
+                accept(meta, schedule, &member.config, msg, &mut states[m], &mut first_staged)?;
+            }
+        }
+        let now = Instant::now();
+        for (m, member) in members.iter().enumerate() {
+            if states[m].stop.is_none() && member.config.deadline.is_some_and(|d| now >= d) {
+                states[m].stop = Some(Stopped::DeadlineExceeded);
+            }
+        }
+        if states.iter().all(|s| s.stop.is_some()) {
+            break;
+        }
+        complete_transfers(exec, schedule, &mut states, &mut incomplete, &mut pending, &mut ready)?;
+        if let Some(r) = ready.pop() {
+            let c = &schedule.chunks[r.id as usize];
+            let t0 = Instant::now();
+            exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
+            if first.dilation > 1.0 {
+                std::thread::sleep(t0.elapsed().mul_f64(first.dilation - 1.0));
+            }
+            let live = states.iter().filter(|s| s.stop.is_none()).count().max(1);
+            let share = t0.elapsed().as_secs_f64() / live as f64;
+            for s in states.iter_mut().filter(|s| s.stop.is_none()) {
+                s.stats.compute_s += share;
+                s.stats.chunks += 1;
+            }
+            left_chunks -= 1;
+            arrived(schedule, &c.successors, &mut pending, &mut ready);
+            for &tr in &c.enables {
+                send_to_all(exec, meta, schedule, tr as usize, members, &mut states)?;
+                uses.sent(exec, schedule.transfers[tr as usize].node);
+            }
+            uses.computed(exec, c.node);
+            continue;
+        }
+        if left_chunks == 0 && incomplete.is_empty() {
+            for s in states.iter_mut().filter(|s| s.stop.is_none()) {
+                s.stop = Some(Stopped::Finished);
+            }
+            break;
+        }
+        // Blocked on bands. The transfer some member sent longest ago decides: past the
+        // straggler wait, whoever has not sent it leaves the batch; otherwise wait a moment for
+        // one of them (others' bands are picked up on the next pass).
+        let oldest = incomplete.iter().copied().min_by_key(|&t| first_staged[t].unwrap_or(now + Duration::from_secs(3600)));
+        let Some(t) = oldest else { continue };
+        let held_back = states.iter().any(|s| s.stop.is_none() && s.staged[t].is_some());
+        if held_back && first_staged[t].is_some_and(|at| now.duration_since(at) >= batch.straggler_wait) {
+            for s in states.iter_mut().filter(|s| s.stop.is_none() && s.staged[t].is_none()) {
+                s.stop = Some(Stopped::Aborted("its bands came too slowly for its batch".into()));
+            }
+            continue;
+        }
+        let Some(m) = (0..members.len()).find(|&m| states[m].stop.is_none() && states[m].staged[t].is_none()) else { continue };
+        let t0 = Instant::now();
+        let msg = members[m].incoming.recv_timeout(Duration::from_millis(1));
+        let waited = t0.elapsed().as_secs_f64();
+        for s in states.iter_mut().filter(|s| s.stop.is_none()) {
+            s.stats.wait_s += waited;
+        }
+        match msg {
+            Ok(msg) => accept(meta, schedule, &members[m].config, msg, &mut states[m], &mut first_staged)?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => states[m].stop = Some(Stopped::Aborted("the session ended".into())),
+        }
+    }
+    Ok(states.into_iter().map(|s| (s.stop.unwrap_or(Stopped::Finished), s.stats)).collect())
+}
+
+/// Takes one message for a member: an abort stops it; a band is decoded and staged until every
+/// live member has sent the same transfer.
+fn accept(
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    config: &SideConfig,
+    msg: Incoming,
+    state: &mut State,
+    first_staged: &mut [Option<Instant>],
+) -> Result<()> {
+    let band = match msg {
+        Incoming::Abort(why) => {
+            state.stop = Some(Stopped::Aborted(why));
+            return Ok(());
+        }
+        Incoming::Band(b) => b,
+    };
+    let ti = band.transfer as usize;
+    let Some(t) = schedule.transfers.get(ti) else { return Ok(()) };
+    if t.from() == config.side || state.received[ti] {
+        return Ok(());
+    }
+    state.received[ti] = true;
+    state.stats.bands_received += 1;
+    state.stats.bytes_received += band.frame.len() as u64;
+    state.staged[ti] = Some(band.tensor(meta, t.node, &t.rows, config.device)?);
+    first_staged[ti].get_or_insert_with(Instant::now);
+    Ok(())
+}
+
+/// Stores, for the whole batch, every transfer that each live member has sent (a stopped
+/// member's missing rows are zeros), and readies the chunks waiting for it.
+fn complete_transfers(
+    exec: &mut SideExec<'_>,
+    schedule: &Schedule,
+    states: &mut [State],
+    incomplete: &mut Vec<usize>,
+    pending: &mut [u32],
+    ready: &mut BinaryHeap<Ready>,
+) -> Result<()> {
+    let mut k = 0;
+    while k < incomplete.len() {
+        let ti = incomplete[k];
+        let all_sent = states.iter().all(|s| s.stop.is_some() || s.staged[ti].is_some());
+        let Some(like) = states.iter().find_map(|s| s.staged[ti].as_ref().map(Tensor::shallow_clone)) else {
+            k += 1;
+            continue;
+        };
+        if !all_sent {
+            k += 1;
+            continue;
+        }
+        let torch = |source| Error::Engine(lop::Error::TorchContext { context: "stacking a batch's band".into(), source });
+        let parts: Vec<Tensor> = states
+            .iter_mut()
+            .map(|s| match s.staged[ti].take() {
+                Some(t) => Ok(t),
+                None => like.f_zeros_like().map_err(torch),
+            })
+            .collect::<Result<_>>()?;
+        let stacked = Tensor::f_cat(&parts, 0).map_err(torch)?;
+        let t = &schedule.transfers[ti];
+        let rows = if exec.graph().nodes[t.node].info.row_axis.is_some() { t.rows.clone() } else { 0..1 };
+        exec.insert(t.node, rows, stacked).map_err(Error::Engine)?;
+        arrived(schedule, &t.waiters, pending, ready);
+        incomplete.swap_remove(k);
+    }
+    Ok(())
+}
+
+/// Sends transfer `ti` to every live member: its own sample's rows, under its inference id.
+fn send_to_all(
+    exec: &SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    ti: usize,
+    members: &mut [Member<'_>],
+    states: &mut [State],
+) -> Result<()> {
+    let t = &schedule.transfers[ti];
+    let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+    let tensor = exec.extract(t.node, &rows).map_err(Error::Engine)?;
+    for (m, member) in members.iter_mut().enumerate() {
+        if states[m].stop.is_some() {
+            continue;
+        }
+        let mine = tensor
+            .f_narrow(0, m as i64, 1)
+            .map_err(|source| Error::Engine(lop::Error::TorchContext { context: "a batch member's band".into(), source }))?;
+        let frame = encode_band(meta, member.config.inference_id, t.node, &t.rows, &mine, member.config.input_wire)?;
+        let s = &mut states[m];
+        s.stats.bands_sent += 1;
+        s.stats.bytes_sent += frame.len() as u64;
+        if !(member.send)(frame) {
+            s.stop = Some(Stopped::Aborted("the link is gone".into()));
+        }
+    }
+    Ok(())
+}
