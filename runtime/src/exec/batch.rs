@@ -285,3 +285,123 @@ fn send_to_all(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::exec::InputWire;
+    use crate::exec::wire::ReceivedBand;
+    use lop::graph::Graph;
+    use lop::plan::{Plan, Side};
+    use lop::sim::ChunkBounds;
+    use std::sync::mpsc;
+
+    /// A frame as the I/O side hands it over: decoded and matched to its transfer.
+    fn received(meta: &GraphMeta, schedule: &Schedule, frame: Vec<u8>) -> ReceivedBand {
+        let expect = meta.expectations(schedule, InputWire::Native).unwrap();
+        let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&frame).unwrap();
+        let up = schedule.transfers.iter().any(|t| t.node == h.tensor_id as usize && t.up && t.rows.start == h.row_start as usize);
+        let e = expect.get(&(up, h.tensor_id, h.row_start, h.row_end)).unwrap().clone();
+        let start = frame.len() - payload.len();
+        let end = frame.len();
+        ReceivedBand { transfer: e.transfer, payload: start..end, dtype: h.dtype, shape: h.shape, frame }
+    }
+
+    /// Every upward band (the frame's rows) of inference `id` on `inputs`, in schedule order.
+    fn input_bands(g: &Graph, meta: &GraphMeta, schedule: &Schedule, id: u64, inputs: &[Tensor]) -> Vec<Incoming> {
+        let ids = g.inputs();
+        schedule
+            .transfers
+            .iter()
+            .filter(|t| t.up)
+            .map(|t| {
+                let k = ids.iter().position(|&i| i == t.node).unwrap();
+                let axis = meta.info(t.node).row_axis.unwrap() as i64;
+                let rows = inputs[k].narrow(axis, t.rows.start as i64, t.rows.len() as i64);
+                let frame = encode_band(meta, id, t.node, &t.rows, &rows, InputWire::Native).unwrap();
+                Incoming::Band(received(meta, schedule, frame))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn members_that_stop_or_lag_leave_the_batch_and_the_others_get_their_own_output() {
+        let g = lop::model::load("zoo:resnet18@64x64", &Default::default()).unwrap();
+        // Everything on the server, each op in 4 chunks: the frame goes up in bands.
+        let mut plan = Plan::server_only(&g, 4);
+        for s in &mut plan.splits {
+            s.server_chunks = 4;
+        }
+        let schedule = Schedule::derive(&g, &plan, ChunkBounds::Aligned).unwrap();
+        let meta = GraphMeta::of(&g);
+        let ups = schedule.transfers.iter().filter(|t| t.up).count();
+        assert!(ups >= 2, "the frame goes up in bands");
+        let frames: Vec<Vec<Tensor>> = (0..3).map(|k| lop::exec::synthetic_inputs(&g, 40 + k).unwrap()).collect();
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| mpsc::channel::<Incoming>()).unzip();
+        // Member 0 sends its whole frame; member 1 all but its last band (it lags); member 2 one
+        // band, then its session replaces it.
+        for (k, tx) in txs.iter().enumerate() {
+            let mut bands = input_bands(&g, &meta, &schedule, k as u64 + 1, &frames[k]);
+            match k {
+                1 => bands.truncate(ups - 1),
+                2 => {
+                    bands.truncate(1);
+                    bands.push(Incoming::Abort("a newer inference started".into()));
+                }
+                _ => {}
+            }
+            for b in bands {
+                tx.send(b).unwrap();
+            }
+        }
+        let sent: Vec<std::cell::RefCell<Vec<Vec<u8>>>> = (0..3).map(|_| Default::default()).collect();
+        let mut sends: Vec<Box<dyn FnMut(Vec<u8>) -> bool + '_>> = sent
+            .iter()
+            .map(|s| {
+                Box::new(move |f: Vec<u8>| {
+                    s.borrow_mut().push(f);
+                    true
+                }) as Box<dyn FnMut(Vec<u8>) -> bool>
+            })
+            .collect();
+        let mut members: Vec<Member<'_>> = rxs
+            .iter()
+            .zip(sends.iter_mut())
+            .enumerate()
+            .map(|(k, (incoming, send))| Member {
+                config: SideConfig {
+                    side: Side::Server,
+                    inference_id: k as u64 + 1,
+                    device: tch::Device::Cpu,
+                    dilation: 1.0,
+                    input_wire: InputWire::Native,
+                    deadline: Some(Instant::now() + Duration::from_secs(20)),
+                },
+                incoming,
+                send: send.as_mut(),
+            })
+            .collect();
+        let mut exec = SideExec::batched(&g, Side::Server, 3).unwrap();
+        let t0 = Instant::now();
+        let config = BatchConfig { straggler_wait: Duration::from_millis(50) };
+        let outcomes = run_batch(&mut exec, &meta, &schedule, &mut members, &config).unwrap();
+        drop(members);
+        assert!(t0.elapsed() < Duration::from_secs(10), "the batch waited for the lagging member: {:?}", t0.elapsed());
+        assert_eq!(outcomes[0].0, Stopped::Finished);
+        assert_eq!(outcomes[1].0, Stopped::Aborted("its bands came too slowly for its batch".into()));
+        assert_eq!(outcomes[2].0, Stopped::Aborted("a newer inference started".into()));
+        assert_eq!(outcomes[0].1.bands_received as usize, ups);
+        // Member 0's outputs, sent under its own inference id, are its frame's unsplit outputs.
+        let whole = lop::exec::run_whole(&g, &frames[0]).unwrap().outputs;
+        let out = g.outputs[0];
+        let mine: Vec<ReceivedBand> = sent[0].borrow_mut().drain(..).map(|f| received(&meta, &schedule, f)).collect();
+        assert_eq!(mine.len(), 1, "one output band");
+        let header = lop_msgs::protocol::Limits::default().decode_band(&mine[0].frame).unwrap().0;
+        assert_eq!(header.inference_id, 1);
+        let t = &schedule.transfers[mine[0].transfer as usize];
+        let got = mine[0].tensor(&meta, out, &t.rows, tch::Device::Cpu).unwrap();
+        assert!(lop::exec::max_rel_err(&got, &whole[0]).unwrap() <= 1e-5);
+        assert!(sent[1].borrow().is_empty() && sent[2].borrow().is_empty(), "nothing is sent for members that left");
+    }
+}
