@@ -14,7 +14,7 @@
 //! reference outputs and `manifest.json` (both skip work already done). Without access to the
 //! package index on a first run, the tests fail with the set-up's message; they never skip.
 
-use lop::exec::{run_split, run_whole};
+use lop::exec::{run_batched, run_split, run_whole};
 use lop::model::{LoadOptions, load};
 use lop::plan::Plan;
 use serde_json::Value;
@@ -130,6 +130,20 @@ fn check_model(name: &str) {
         );
         if errs.iter().any(|&e| e.is_nan() || e > TOL) {
             failures.push(format!("split seed {seed}: [{}]", fmt_errs(&errs)));
+        }
+    }
+    // Batched with another frame (the input mirrored left to right), as an edge batches two
+    // robots' inferences: each sample's outputs are its own.
+    let mirrored = inputs[0].flip([-1]);
+    let other = run_whole(&graph, std::slice::from_ref(&mirrored)).unwrap_or_else(|e| panic!("{name}: whole run, mirrored: {e}"));
+    let batched = run_batched(&graph, &[vec![inputs[0].shallow_clone()], vec![mirrored]], 3)
+        .unwrap_or_else(|e| panic!("{name}: batched run failed: {e}"));
+    for (k, own) in [&expected, &other.outputs].into_iter().enumerate() {
+        let mine: Vec<Tensor> = batched.iter().map(|t| t.narrow(0, k as i64, 1)).collect();
+        let errs = compare(name, &format!("batched sample {k}"), &mine, own).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("{name}: batched sample {k} vs its own reference: rel err [{}]", fmt_errs(&errs));
+        if errs.iter().any(|&e| e.is_nan() || e > TOL) {
+            failures.push(format!("batched sample {k}: [{}]", fmt_errs(&errs)));
         }
     }
     assert!(failures.is_empty(), "{name}: relative error above {TOL:e} against onnxruntime: {}", failures.join("; "));
