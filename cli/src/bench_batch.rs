@@ -1,7 +1,8 @@
 //! `lop bench-batch MODEL`: what batching across robots gains on this machine's device. The
 //! server side of B inferences run as one batch (every op in row bands, as an edge computes its
 //! chunks) against the same B samples run one after the other, the same code with a batch of one;
-//! each sample's batched output is checked against its own run.
+//! each sample's batched output is checked against its own run. With `--robots N`, through the
+//! whole edge service instead: N robots in this process against one replica, batching off and on.
 
 use crate::ModelArgs;
 use crate::profile::DeviceArg;
@@ -28,6 +29,16 @@ pub struct BenchBatchArgs {
     /// Timed runs per batch size and method (the median is kept).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Through the edge service: this many robots send frames back to back to one replica,
+    /// first with batching off, then with `max_batch` the largest of `--batches`.
+    #[arg(long)]
+    pub robots: Option<usize>,
+    /// With `--robots`: seconds per setting.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// With `--robots`: the robots' method, `server-only` or `lop`.
+    #[arg(long, default_value = "server-only")]
+    pub method: String,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -54,6 +65,9 @@ pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(args.runs > 0, "--runs must be positive");
     anyhow::ensure!(args.bands > 0, "--bands must be positive");
     anyhow::ensure!(!args.batches.is_empty() && args.batches.iter().all(|&b| (1..=64).contains(&b)), "--batches: sizes from 1 to 64");
+    if let Some(robots) = args.robots {
+        return through_edge(args, robots);
+    }
     let device = match args.device {
         DeviceArg::Cpu => tch::Device::Cpu,
         DeviceArg::Cuda => {
@@ -126,6 +140,47 @@ pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
             );
         }
         println!("every batched output equals its sample's own (max relative error {worst:.1e})");
+    }
+    Ok(0)
+}
+
+/// `--robots N`: the edge's frames per second with batching off and on, side by side.
+fn through_edge(args: &BenchBatchArgs, robots: usize) -> anyhow::Result<i32> {
+    anyhow::ensure!((1..=64).contains(&robots), "--robots must be from 1 to 64");
+    anyhow::ensure!(args.seconds.is_finite() && args.seconds > 0.0, "--seconds must be positive");
+    anyhow::ensure!(matches!(args.method.as_str(), "server-only" | "lop"), "--method must be server-only or lop, not '{}'", args.method);
+    anyhow::ensure!(args.device == DeviceArg::Cpu, "--robots runs the edge on the CPU; time a GPU's kernels without --robots");
+    let most = args.batches.iter().copied().max().unwrap_or(1).max(2);
+    let cfg = lop_runtime::batch_bench::EdgeBatchBench {
+        source: args.model.model.clone(),
+        load: args.model.load_options(),
+        robots,
+        seconds: args.seconds,
+        method: args.method.clone(),
+        cache_dir: std::env::temp_dir().join("lop-plan-cache"),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
+    let mut reports = Vec::new();
+    for max_batch in [1, most] {
+        eprintln!("bench-batch {}: {robots} robots ({}), max_batch {max_batch}, {} s", args.model.model, args.method, args.seconds);
+        let r = runtime.block_on(lop_runtime::batch_bench::run_edge_batching(&cfg, max_batch)).context("the edge run")?;
+        eprintln!("  {:.1} frames/s, {} batches of {} inferences, {} fallbacks", r.frames_per_s, r.batches, r.batched, r.fallbacks);
+        reports.push(r);
+    }
+    let gain = reports[1].frames_per_s / reports[0].frames_per_s.max(1e-9);
+    if args.json {
+        let v = serde_json::json!({"model": args.model.model, "robots": robots, "method": args.method, "seconds": args.seconds,
+            "threads": tch::get_num_threads(), "settings": reports, "throughput_gain": gain});
+        println!("{v}");
+    } else {
+        println!("{} through the edge, {robots} robots ({}), one replica on the CPU:", args.model.model, args.method);
+        for r in &reports {
+            println!(
+                "  max_batch {:>2}: {:>6.1} frames/s ({} frames, {} batches holding {} inferences, {} fallbacks)",
+                r.max_batch, r.frames_per_s, r.frames, r.batches, r.batched, r.fallbacks
+            );
+        }
+        println!("throughput gain {gain:.2}x; every answer equals its frame's unsplit output");
     }
     Ok(0)
 }

@@ -158,6 +158,18 @@ fn bench_batch_times_batches_checked_sample_by_sample_and_refuses_bad_sizes() {
         let gain = r["throughput_gain"].as_f64().expect("gain");
         assert!(gain > 0.0 && gain.is_finite(), "{v}");
     }
+    // Through the edge service: three robots back to back on one replica, batching off then on.
+    let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--robots", "3", "--seconds", "2", "--batches", "4", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    let settings = v["settings"].as_array().expect("settings");
+    assert_eq!(settings.iter().map(|s| s["max_batch"].as_u64()).collect::<Vec<_>>(), vec![Some(1), Some(4)], "{v}");
+    for s in settings {
+        assert!(s["frames"].as_u64().expect("frames") > 0 && s["fallbacks"] == 0, "{v}");
+        assert!(s["max_rel_err"].as_f64().expect("error") <= 1e-5, "{v}");
+    }
+    assert_eq!(settings[0]["batches"], 0, "no batch forms with max_batch 1: {v}");
+    assert!(settings[1]["batched"].as_u64().expect("batched") >= 2, "three robots queued on one replica were never batched: {v}");
     for bad in ["0", "65", "x"] {
         let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--batches", bad]);
         assert_eq!(out.status.code(), Some(2), "--batches {bad}");

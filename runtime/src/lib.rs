@@ -57,6 +57,7 @@
 
 pub mod alloc;
 pub mod bandwidth;
+pub mod batch_bench;
 pub mod bench;
 pub mod client;
 pub mod edge;
