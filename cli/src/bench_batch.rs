@@ -5,6 +5,7 @@
 //! whole edge service instead: N robots in this process against one replica, batching off and on.
 
 use crate::ModelArgs;
+use crate::bench_exec::median;
 use crate::profile::DeviceArg;
 use anyhow::Context;
 use lop::exec::{max_rel_err, run_batched, synthetic_inputs};
@@ -42,11 +43,6 @@ pub struct BenchBatchArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn sync(device: tch::Device) {

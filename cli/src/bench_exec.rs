@@ -26,7 +26,8 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (NaN when empty).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {

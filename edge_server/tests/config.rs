@@ -35,6 +35,7 @@ fn defaults_and_relative_paths() {
     assert_eq!(cfg.zenoh.listen, vec!["tcp/[::]:7447".to_string()]);
     assert_eq!(cfg.models[0].server_profile, ProfileSource::Measure);
     assert_eq!(cfg.replicas, 1);
+    assert_eq!((cfg.max_batch, cfg.max_forwards), (4, 2), "batching and forwarding are on by default");
     assert_eq!(cfg.table_cache, std::path::absolute(&dir).expect("abs").join("cache/tables"));
     assert_eq!(cfg.model_source(0).expect("zoo"), ModelSource::Zoo("zoo:resnet18".into()));
     assert_eq!(cfg.device().expect("cpu"), tch::Device::Cpu);

@@ -17,7 +17,7 @@ use lop::exec::SideExec;
 use lop::sim::Schedule;
 use tch::Tensor;
 
-use super::side::{Incoming, Ready, SideConfig, SideStats, Stopped, Uses, arrived};
+use super::side::{Incoming, Ready, SideConfig, SideStats, Stopped, Uses, arrived, start_state};
 use super::wire::{GraphMeta, encode_band};
 use crate::error::{Error, Result};
 
@@ -89,15 +89,7 @@ pub fn run_batch(
             stats: SideStats::default(),
         })
         .collect();
-    let mut pending: Vec<u32> = schedule.chunks.iter().map(|c| c.inputs).collect();
-    let mut ready = BinaryHeap::new();
-    let mut left_chunks = 0usize;
-    for (i, c) in schedule.side_chunks(side) {
-        left_chunks += 1;
-        if c.inputs == 0 {
-            ready.push(Ready { key: c.key, id: i });
-        }
-    }
+    let (mut pending, mut ready, mut left_chunks) = start_state(schedule, side);
     // Transfers towards this side not yet stored for the whole batch, and since when some
     // member has sent each.
     let mut incomplete: Vec<usize> = (0..n_transfers).filter(|&t| schedule.transfers[t].from() != side).collect();

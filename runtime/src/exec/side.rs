@@ -108,15 +108,7 @@ pub fn run_side(
     let graph: &Graph = exec.graph();
     let side = config.side;
     let mut stats = SideStats::default();
-    let mut pending: Vec<u32> = schedule.chunks.iter().map(|c| c.inputs).collect();
-    let mut ready = BinaryHeap::new();
-    let mut left_chunks = 0usize;
-    for (i, c) in schedule.side_chunks(side) {
-        left_chunks += 1;
-        if c.inputs == 0 {
-            ready.push(Ready { key: c.key, id: i });
-        }
-    }
+    let (mut pending, mut ready, mut left_chunks) = start_state(schedule, side);
     // Bands this side must receive before it is done: every transfer towards it.
     let mut left_bands = schedule.transfers.iter().filter(|t| t.from() != side).count();
     let mut received = vec![false; schedule.transfers.len()];
@@ -191,6 +183,21 @@ pub fn run_side(
             Err(RecvTimeoutError::Disconnected) => return Ok((Stopped::Aborted("the session ended".into()), stats)),
         }
     }
+}
+
+/// Where a side starts: every chunk's count of inputs not yet held, the chunks of `side` that need
+/// none (ready at once), and how many chunks `side` computes in all.
+pub(super) fn start_state(schedule: &Schedule, side: Side) -> (Vec<u32>, BinaryHeap<Ready>, usize) {
+    let pending: Vec<u32> = schedule.chunks.iter().map(|c| c.inputs).collect();
+    let mut ready = BinaryHeap::new();
+    let mut left_chunks = 0usize;
+    for (i, c) in schedule.side_chunks(side) {
+        left_chunks += 1;
+        if c.inputs == 0 {
+            ready.push(Ready { key: c.key, id: i });
+        }
+    }
+    (pending, ready, left_chunks)
 }
 
 /// Counts one input of each chunk in `chunks` as held, readying those that now hold them all.
