@@ -149,7 +149,22 @@ fn ros() -> Result<()> {
         is_dense: false,
         ..PointCloud2::default()
     };
-    write("ros", "cloud-xyzi", &[&[1, 0x23][..], &cloud.serialize()].concat())
+    write("ros", "cloud-xyzi", &[&[1, 0x23][..], &cloud.serialize()].concat())?;
+    // f64 intensities past f32's range in one cell: once made the BEV mean channel infinite.
+    let wide = |name: &str, offset| PointField { name: name.into(), offset, datatype: if name == "intensity" { 8 } else { 7 }, count: 1 };
+    let data: Vec<u8> = [(0.5f32, 0.5f32, 0.0f32, 1e300f64), (0.6, 0.4, 0.1, 1.7e308)]
+        .iter()
+        .flat_map(|&(x, y, z, i)| [x.to_le_bytes(), y.to_le_bytes(), z.to_le_bytes()].concat().into_iter().chain(i.to_le_bytes()))
+        .collect();
+    let huge = PointCloud2 {
+        width: 2,
+        fields: vec![wide("x", 0), wide("y", 4), wide("z", 8), wide("intensity", 12)],
+        point_step: 20,
+        row_step: 40,
+        data: data.into(),
+        ..cloud
+    };
+    write("ros", "cloud-huge-intensity", &[&[1, 0x23][..], &huge.serialize()].concat())
 }
 
 fn main() -> Result<()> {

@@ -262,7 +262,8 @@ fn check_size(dims: &[usize]) -> Result<usize, ConvertError> {
     Ok(n as usize)
 }
 
-/// Calls `f(x, y, z, intensity)` for every finite point; returns the count of non-finite ones.
+/// Calls `f(x, y, z, intensity)` for every finite point (intensity 0 when not finite, clamped to
+/// f32's range); returns the count of non-finite points.
 fn for_each_point(c: &CloudView, l: &Layout, mut f: impl FnMut(f64, f64, f64, f64)) -> u64 {
     let (ps, rs, be) = (c.point_step as usize, c.row_step as usize, c.is_bigendian);
     let mut nonfinite = 0;
@@ -275,8 +276,10 @@ fn for_each_point(c: &CloudView, l: &Layout, mut f: impl FnMut(f64, f64, f64, f6
                 nonfinite += 1;
                 continue;
             }
+            // Clamped to f32's range, so that a cell's f64 sum stays finite and its mean fits the f32 grid.
             let i = l.intensity.map_or(0.0, |fi| read(p, fi, be));
-            f(x, y, z, if i.is_finite() { i } else { 0.0 });
+            let max = f64::from(f32::MAX);
+            f(x, y, z, if i.is_finite() { i.clamp(-max, max) } else { 0.0 });
         }
     }
     nonfinite
@@ -475,6 +478,20 @@ mod tests {
         let at = |d: usize, r: usize, col: usize| vox[d * 16 + r * 4 + col];
         assert_eq!((at(0, 0, 0), at(1, 3, 0), at(1, 1, 2), at(0, 1, 2)), (1.0, 1.0, 1.0, 0.0));
         assert_eq!(vox.iter().sum::<f32>(), 3.0);
+    }
+
+    #[test]
+    fn cloud_bev_huge_intensities_stay_finite() {
+        // f64 intensities beyond f32's range, and two whose f64 sum overflows: the mean channel
+        // must stay finite (a model fed inf or NaN answers garbage).
+        let f = [("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity", 12, FLOAT64)];
+        let pts = [vec![0.5, 0.5, 1.0, 1e300], vec![0.6, 0.4, 1.0, 1.7e308], vec![2.5, 2.5, 1.0, -1e40]];
+        let data = pack(&f, 20, false, &pts);
+        let v = views(&f);
+        let g = BevGrid { channels: BevChannels { occupancy: false, max_height: false, mean_intensity: true, density: false }, ..GRID };
+        let out = cloud_to_bev(&cloud(&v, false, 20, 3, &data), &g).expect("converts");
+        assert!(out.iter().all(|v| v.is_finite()), "mean intensities {out:?}");
+        assert_eq!((out[0], out[2 * 4 + 2]), (f32::MAX, -f32::MAX), "clamped to f32's range");
     }
 
     #[test]
