@@ -91,6 +91,10 @@ pub struct BenchArgs {
     /// Where measured profiles are cached (default: the temp dir's lop-profiles).
     #[arg(long)]
     pub profile_dir: Option<PathBuf>,
+    /// Memory layout of convolutions in profiles measured here: auto (the faster per side),
+    /// nchw or channels_last. Each side runs the model in its profile's layout.
+    #[arg(long, default_value = "auto")]
+    pub layout: lop::profile::LayoutChoice,
     /// Schedule table cache (default: the temp dir's lop-plan-cache).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -128,7 +132,14 @@ fn short_name(m: &str) -> &str {
 }
 
 /// A profile from `path`, or measured now (cached by model hash, role, dilation and threads).
-fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dilation: f64) -> anyhow::Result<Profile> {
+fn profile(
+    graph: &mut lop::Graph,
+    path: Option<&Path>,
+    dir: &Path,
+    role: Side,
+    dilation: f64,
+    layout: lop::profile::LayoutChoice,
+) -> anyhow::Result<Profile> {
     let hash = graph.content_hash()?;
     if let Some(p) = path {
         let prof = Profile::load(p).with_context(|| format!("{} profile {}", role.name(), p.display()))?;
@@ -136,7 +147,7 @@ fn profile(graph: &lop::Graph, path: Option<&Path>, dir: &Path, role: Side, dila
         return Ok(prof);
     }
     let cache = ProfileCache::new(dir);
-    let opts = ProfileOptions { role, device: DeviceKind::Cpu, dilation, runs: 5, warmup: 1, units: 8 };
+    let opts = ProfileOptions { role, device: DeviceKind::Cpu, dilation, runs: 5, warmup: 1, units: 8, layout };
     if let Some((p, at)) = cache.load(graph, &hash, &opts, tch::Device::Cpu) {
         eprintln!("using cached {} profile {}", role.name(), at.display());
         return Ok(p);
@@ -190,7 +201,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         Some(path) => Trace::load(path).with_context(|| format!("trace {}", path.display()))?,
         None => Trace::constant(1000.0)?,
     };
-    let graph = args.model.load()?;
+    let mut graph = args.model.load()?;
     args.input_wire.check(&graph)?;
     let tmp = std::env::temp_dir();
     let pdir = args.profile_dir.clone().unwrap_or_else(|| tmp.join("lop-profiles"));
@@ -202,8 +213,8 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         synthetic_profiles(&graph, args.dilation)?
     } else {
         (
-            profile(&graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation)?,
-            profile(&graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0)?,
+            profile(&mut graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation, args.layout)?,
+            profile(&mut graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0, args.layout)?,
         )
     };
     let scale = match args.bandwidth_scale.as_str() {

@@ -92,6 +92,7 @@ impl ModelArgs {
             input_shape: self.input_shape.clone(),
             preprocess: self.preprocess.clone(),
             postprocess: self.task.clone(),
+            ..Default::default()
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct ProfileArgs {
     /// Units per op the band sizes are chosen from.
     #[arg(long, default_value_t = 8)]
     pub units: usize,
+    /// Memory layout of convolutions: auto (both timed, the faster kept and recorded), nchw or
+    /// channels_last. The side that uses the profile runs the model in its layout.
+    #[arg(long, default_value = "auto")]
+    pub layout: lop::profile::LayoutChoice,
     /// Where to write the profile (JSON).
     #[arg(long)]
     pub out: PathBuf,
@@ -89,23 +93,38 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         .map(|t| t.f_to_device(device.device()))
         .collect::<Result<Vec<_>, _>>()
         .context("moving the inputs to the device")?;
-    let opts = ProfileOptions { role, device, dilation: args.dilation, runs: args.runs, warmup: args.warmup, units: args.units };
+    let opts = ProfileOptions {
+        role,
+        device,
+        dilation: args.dilation,
+        runs: args.runs,
+        warmup: args.warmup,
+        units: args.units,
+        layout: args.layout,
+    };
     let started = std::time::Instant::now();
     eprintln!("profiling {} as {} on {:?} ({} threads)", graph.name, role.name(), device, tch::get_num_threads());
-    let profile = profile_graph(&graph, &inputs, &opts, |i, n, name| {
+    if args.layout == lop::profile::LayoutChoice::Auto {
+        eprintln!("timing the model in both memory layouts (whole and in 4 bands)");
+    }
+    let profile = profile_graph(&mut graph, &inputs, &opts, |i, n, name| {
         if i < n {
             eprintln!("[{:>4}/{n}] {name}", i + 1);
         }
     })?;
+    for t in &profile.layout_trials {
+        eprintln!("layout {:<13} whole {:8.2} ms, 4 bands {:8.2} ms (undilated)", t.layout.name(), t.whole_s * 1e3, t.bands_s * 1e3);
+    }
     profile.save(&args.out)?;
     let whole: f64 = profile.ops.iter().map(|o| o.fit.time(o.out_rows)).sum();
     eprintln!("profiled {} ops in {:.1} s", profile.ops.len(), started.elapsed().as_secs_f64());
     println!(
-        "{} {} ops, whole model {:.3} ms (fitted, dilation {}), written to {}",
+        "{} {} ops, whole model {:.3} ms (fitted, dilation {}), layout {}, written to {}",
         profile.model,
         profile.ops.len(),
         whole * 1e3,
         profile.dilation,
+        profile.layout.name(),
         args.out.display()
     );
     Ok(0)
@@ -124,6 +143,7 @@ mod tests {
             runs,
             warmup: 1,
             units: 8,
+            layout: lop::profile::LayoutChoice::Auto,
             out,
         }
     }

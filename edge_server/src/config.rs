@@ -98,6 +98,10 @@ pub struct EdgeConfig {
     /// Where measured server profiles are cached.
     #[serde(default = "default_profile_cache")]
     pub profile_cache: PathBuf,
+    /// The memory layout measured server profiles choose (`auto`: the faster for each model);
+    /// each model runs in its server profile's layout.
+    #[serde(default)]
+    pub layout: lop::profile::LayoutChoice,
     /// Directory of robot profiles (`*.json`, role robot) that robots name by hash in Hello.
     #[serde(default = "default_robot_profiles")]
     pub robot_profiles: PathBuf,

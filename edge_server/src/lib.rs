@@ -102,7 +102,8 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
             _ => None,
         };
         for input_shape in cfg.served_shapes(i) {
-            let load = LoadOptions { input_shape, preprocess: preprocess.clone(), postprocess: postprocess.clone() };
+            let load =
+                LoadOptions { input_shape, preprocess: preprocess.clone(), postprocess: postprocess.clone(), ..LoadOptions::default() };
             models.push(prepare_variant(cfg, i, &source, load, file_sha.as_deref(), device)?);
         }
     }
@@ -172,7 +173,10 @@ fn prepare_variant(
         ProfileSource::Measure => measured_profile(cfg, &m.id, &mut graph, &hash, device)?,
     };
     let shape = graph.inputs().first().map(|&n| graph.nodes[n].info.shape.clone()).unwrap_or_default();
-    tracing::info!(model = %m.id, source = %source.load_name(), ?shape, %hash, profile = %server_profile.hash(), "model ready");
+    let layout = server_profile.layout.name();
+    tracing::info!(model = %m.id, source = %source.load_name(), ?shape, %hash, profile = %server_profile.hash(), layout, "model ready");
+    // The replicas run the model as its profile measured it.
+    let load = LoadOptions { layout: server_profile.layout, ..load };
     Ok(EdgeModel { id: m.id.clone(), source: source.load_name(), load, server_profile })
 }
 
@@ -180,7 +184,7 @@ fn prepare_variant(
 fn measured_profile(cfg: &EdgeConfig, id: &str, graph: &mut Graph, hash: &str, device: tch::Device) -> Result<Profile, Error> {
     let engine = |source| Error::Model { id: id.to_string(), source: Box::new(source) };
     let kind = if device.is_cuda() { DeviceKind::Cuda } else { DeviceKind::Cpu };
-    let opts = ProfileOptions { role: Side::Server, device: kind, dilation: 1.0, runs: 5, warmup: 1, units: 8 };
+    let opts = ProfileOptions { role: Side::Server, device: kind, dilation: 1.0, runs: 5, warmup: 1, units: 8, layout: cfg.layout };
     let cache = ProfileCache::new(&cfg.profile_cache);
     if let Some((p, at)) = cache.load(graph, hash, &opts, device) {
         tracing::info!(model = %id, profile = %at.display(), "using the cached server profile");

@@ -36,6 +36,7 @@ fn defaults_and_relative_paths() {
     assert_eq!(cfg.models[0].server_profile, ProfileSource::Measure);
     assert_eq!(cfg.replicas, 1);
     assert_eq!((cfg.max_batch, cfg.max_forwards), (4, 2), "batching and forwarding are on by default");
+    assert_eq!(cfg.layout, lop::profile::LayoutChoice::Auto, "each model's layout measured by default");
     assert_eq!(cfg.table_cache, std::path::absolute(&dir).expect("abs").join("cache/tables"));
     assert_eq!(cfg.model_source(0).expect("zoo"), ModelSource::Zoo("zoo:resnet18".into()));
     assert_eq!(cfg.device().expect("cpu"), tch::Device::Cpu);
@@ -86,6 +87,7 @@ fn bad_values_name_their_field() {
         ("memory_budget_mb: -5\n", "memory_budget_mb"),
         ("max_batch: 0\n", "max_batch"),
         ("max_batch: 65\n", "max_batch"),
+        ("layout: nhwc\n", "unknown layout 'nhwc' (auto, nchw, channels_last)"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");

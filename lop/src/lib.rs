@@ -52,6 +52,6 @@ pub mod sim;
 pub mod zoo;
 
 pub use error::{Error, Result};
-pub use graph::{DType, Graph, GraphBuilder, NodeId, ValueInfo};
+pub use graph::{DType, Graph, GraphBuilder, Layout, NodeId, ValueInfo};
 pub use ops::{Op, OpClass};
 pub use plan::{NodeSplit, Plan, Side};

@@ -16,6 +16,9 @@ pub struct LoadOptions {
     /// A back end appended after the model's output (`--task`): detections, keypoints, class
     /// maps or occupancy bits instead of raw head tensors.
     pub postprocess: Option<crate::postprocess::Postprocess>,
+    /// The memory layout of convolution weights: the side's profile's
+    /// ([`crate::profile::Profile::layout`]), so that the model runs as it was measured.
+    pub layout: crate::graph::Layout,
 }
 
 /// Loads `name`: `zoo:NAME` (see [`crate::zoo::names`]) or a path to a `.onnx` file.
@@ -27,10 +30,13 @@ pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
     if let Some(p) = &opts.preprocess {
         graph = p.apply(graph)?;
     }
-    match &opts.postprocess {
-        Some(p) => p.apply(graph),
-        None => Ok(graph),
+    if let Some(p) = &opts.postprocess {
+        graph = p.apply(graph)?;
     }
+    if opts.layout != crate::graph::Layout::Nchw {
+        graph.set_layout(opts.layout)?;
+    }
+    Ok(graph)
 }
 
 /// The inputs `name` declares, before any shape is fixed: an ONNX file's dynamic dimensions are

@@ -509,7 +509,7 @@ impl RobotConfig {
             fleet_lanes: lanes as usize,
             robot_id,
             model_source,
-            model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess },
+            model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess, ..Default::default() },
             model_id,
             robot_profile,
             server_profile,

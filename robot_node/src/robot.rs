@@ -473,6 +473,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             check_class_names(g, &class_names)?;
             let robot = robot_p.load(g, Side::Robot)?;
             let server = server_p.load(g, Side::Server)?;
+            // The model runs as the robot's profile measured it.
+            g.set_layout(robot.layout)?;
             let spec = table_s.spec(g, &robot, &server)?;
             // The model's price list for routing frames over a fleet.
             let sim = lop::sim::SimConfig { input_bytes_per_element: spec.input_bytes_per_element, ..Default::default() };
@@ -507,6 +509,8 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     opts.robot_profile = Some(robot_profile.clone());
     // An edge that planned for another server profile (its own measured one, say) sends it in
     // Welcome: the robot plans that table on a copy of the model, running alone meanwhile.
+    // Fleet lanes load the model again: in the layout of the robot's profile, as the worker.
+    let replan_load = LoadOptions { layout: robot_profile.layout, ..replan_load };
     opts.replan = Some(replanner(&cfg, replan_load.clone(), robot_profile));
     let model_hash = loaded.hash.clone();
     let mut client = if cfg.edge.fleet() {

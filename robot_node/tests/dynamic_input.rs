@@ -100,7 +100,7 @@ fn reference(path: &str, shape: [usize; 4], img: &Image, pad: u8) -> Vec<tch::Te
     let load = LoadOptions {
         input_shape: Some(shape.to_vec()),
         preprocess: Some(lop::preprocess::Preprocess::parse("unit").unwrap()),
-        postprocess: None,
+        ..LoadOptions::default()
     };
     let g = lop::model::load(path, &load).unwrap();
     let data = image_bytes(img);
@@ -140,7 +140,7 @@ async fn a_dynamic_model_runs_at_the_first_frames_size() {
     let unit = Some(lop::preprocess::Preprocess::parse("unit").unwrap());
     let (mut models, mut robots, mut spec) = (Vec::new(), Vec::new(), None);
     for shape in [vec![1, 3, 32, 32], vec![1, 3, 48, 64]] {
-        let load = LoadOptions { input_shape: Some(shape.clone()), preprocess: unit.clone(), postprocess: None };
+        let load = LoadOptions { input_shape: Some(shape.clone()), preprocess: unit.clone(), ..LoadOptions::default() };
         let g = lop::model::load(&model, &load).unwrap();
         let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap();
         let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();

@@ -181,7 +181,8 @@ fn edge_options(
         models: vec![EdgeModel {
             id: model_id.to_string(),
             source: source.to_string(),
-            load: load.clone(),
+            // The replica runs the model as the server profile measured it.
+            load: LoadOptions { layout: server.layout, ..load.clone() },
             server_profile: server.clone(),
         }],
         robot_profiles: vec![robot.clone()],
@@ -249,7 +250,8 @@ pub async fn run_with<C: Connector>(
 
 /// The robot's model worker, synthetic inputs and the unsplit outputs.
 async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Tensor>, Vec<Tensor>)> {
-    let (source, load) = (cfg.source.clone(), cfg.load.clone());
+    // The robot runs the model as its profile measured it.
+    let (source, load) = (cfg.source.clone(), LoadOptions { layout: cfg.robot.layout, ..cfg.load.clone() });
     let (worker, loaded) = Worker::spawn("robot", move || lop::model::load(&source, &load)).await?;
     let (inputs, whole) = worker
         .call(|g| -> lop::Result<(Vec<Tensor>, Vec<Tensor>)> {
@@ -489,7 +491,7 @@ pub async fn serve_edge_process(
 ) -> Result<EdgeCounts> {
     let preprocess = cfg.preprocess.as_deref().map(lop::preprocess::Preprocess::parse).transpose()?;
     let postprocess = cfg.task.as_deref().map(lop::postprocess::Postprocess::parse).transpose()?;
-    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess, postprocess };
+    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess, postprocess, ..LoadOptions::default() };
     let service =
         EdgeService::start(edge_options(&cfg.model_id, &cfg.source, &load, &cfg.robot, &cfg.server, &cfg.spec, &cfg.cache_dir)).await?;
     let edge = ZenohEdge::start(service, &cfg.listen).await?;
@@ -883,7 +885,7 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
     let (worker, loaded, inputs, whole) = robot_worker(cfg).await?;
     let (table, _) = table(cfg, &worker).await?;
     // (a) runs on its own model copy, like the edge's replica.
-    let (source, load) = (cfg.source.clone(), cfg.load.clone());
+    let (source, load) = (cfg.source.clone(), LoadOptions { layout: cfg.server.layout, ..cfg.load.clone() });
     let (bare, _) = Worker::spawn("bare", move || lop::model::load(&source, &load)).await?;
     let input_bytes: usize =
         inputs.iter().map(|t| t.numel() * if cfg.input_wire == InputWire::F32 { 4 } else { t.kind().elt_size_in_bytes() }).sum();

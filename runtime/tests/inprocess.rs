@@ -54,6 +54,36 @@ async fn every_method_and_bucket_gives_the_unsplit_output() {
     assert_eq!(c.dropped().total(), 0);
 }
 
+/// The memory layout is each side's own: a robot and an edge in different layouts (their
+/// profiles' choices) still give the unsplit output, bands crossing as NCHW bytes both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_and_edge_in_different_memory_layouts_give_the_unsplit_output() {
+    use lop::graph::Layout;
+    let s = setup();
+    for (robot_layout, edge_layout) in [(Layout::Nchw, Layout::ChannelsLast), (Layout::ChannelsLast, Layout::Nchw)] {
+        let dir = tempdir().join(edge_layout.name());
+        let board = Switchboard::new();
+        let mut opts = common::edge_options(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 1.0);
+        opts.models[0].load.layout = edge_layout;
+        let edge = board.plug(lop_runtime::edge::EdgeService::start(opts).await.unwrap());
+        let load = lop::model::LoadOptions { layout: robot_layout, ..Default::default() };
+        let (worker, loaded) = Worker::spawn("robot", move || lop::model::load(MODEL, &load)).await.unwrap();
+        assert_eq!(worker.call(|g| g.layout()).await.unwrap(), robot_layout, "the robot's model loads in its layout");
+        let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
+        let mut copts = ClientOptions::new("robot-1", "resnet18");
+        copts.deadline_slack = Duration::from_secs(3);
+        let mut c = RobotClient::new(board.connector(link), copts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+        for (method, bw) in [("lop", 2.0), ("lop", 8.0), ("server-only", 8.0)] {
+            c.set_method(method);
+            let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await.unwrap();
+            let what = format!("robot {robot_layout:?}, edge {edge_layout:?}, {method} at {bw} MB/s");
+            assert!(!r.stats.fallback && r.stats.bytes_up > 0 && r.stats.bytes_down > 0, "{what}: {:?}", r.stats.fallback_reason);
+            assert_exact(&r.outputs, &s.whole, &what);
+        }
+        assert_eq!(edge.service().counts().done, 3);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_killed_and_restarted_loses_nothing() {
     let s = setup();

@@ -143,6 +143,22 @@ fn check_lens(nsp: usize, fields: &[(&str, usize)]) -> Result<(), String> {
 }
 
 impl Conv {
+    /// A 2-d convolution of `weight` (`[C_out, C_in, k, k]`, k odd), stride 1, no bias, padded
+    /// so that output rows equal input rows: the plain "same" convolution.
+    pub fn same2d(weight: Tensor) -> Conv {
+        let pad = usize::try_from(weight.size().last().copied().unwrap_or(1).max(1) / 2).unwrap_or(0);
+        Conv {
+            weight,
+            bias: None,
+            strides: vec![1, 1],
+            pads_begin: vec![pad; 2],
+            pads_end: vec![pad; 2],
+            dilations: vec![1, 1],
+            output_padding: vec![0, 0],
+            groups: 1,
+        }
+    }
+
     fn nsp(&self) -> usize {
         self.weight.dim().saturating_sub(2)
     }

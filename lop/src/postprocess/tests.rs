@@ -141,16 +141,7 @@ fn class_map_takes_the_first_best_class_per_pixel() {
     let scores = |weight: &Tensor| {
         let mut b = GraphBuilder::new("seg");
         let x = b.input("x", vec![1, 3, 12, 10], DType::F32);
-        let conv = Conv {
-            weight: weight.shallow_clone(),
-            bias: None,
-            strides: vec![1, 1],
-            pads_begin: vec![1, 1],
-            pads_end: vec![1, 1],
-            dilations: vec![1, 1],
-            output_padding: vec![0, 0],
-            groups: 1,
-        };
+        let conv = Conv::same2d(weight.shallow_clone());
         let y = b.add("conv", Op::Conv(conv), &[x]).expect("conv");
         b.output(y);
         b.build().expect("graph")

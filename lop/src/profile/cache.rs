@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use tch::Tensor;
 
 /// A directory of measured profiles, one file per (model, content hash, role, device, dilation,
-/// libtorch threads).
+/// libtorch threads, layout asked for).
 #[derive(Debug, Clone)]
 pub struct ProfileCache {
     dir: PathBuf,
@@ -41,12 +41,13 @@ impl ProfileCache {
     /// with the current libtorch thread count is kept in.
     pub fn path(&self, graph: &Graph, hash: &str, opts: &ProfileOptions, device: tch::Device) -> PathBuf {
         self.dir.join(format!(
-            "{}.{}.{}.d{}.t{}.{}.json",
+            "{}.{}.{}.d{}.t{}.{}.{}.json",
             file_safe(&graph.name),
             opts.role.name(),
             device_label(device),
             opts.dilation,
             tch::get_num_threads(),
+            opts.layout.name(),
             &hash[..16.min(hash.len())]
         ))
     }
@@ -61,7 +62,8 @@ impl ProfileCache {
             && p.role == opts.role
             && p.device == opts.device
             && p.dilation == opts.dilation
-            && (p.dilation_waits || opts.dilation <= 1.0);
+            && (p.dilation_waits || opts.dilation <= 1.0)
+            && opts.layout.fixed().is_none_or(|l| l == p.layout);
         fits.then_some((p, path))
     }
 
@@ -72,7 +74,7 @@ impl ProfileCache {
     /// Measurement errors; [`Error::Io`] when the directory or file cannot be written.
     pub fn measure(
         &self,
-        graph: &Graph,
+        graph: &mut Graph,
         hash: &str,
         inputs: &[Tensor],
         opts: &ProfileOptions,
@@ -111,12 +113,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lop-profile-cache-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let cache = ProfileCache::new(&dir);
-        let g = tiny();
+        let mut g = tiny();
         let hash = g.content_hash().expect("hash");
         let inputs = crate::exec::synthetic_inputs(&g, 0).expect("inputs");
         let robot = ProfileOptions { role: Side::Robot, dilation: 2.0, ..ProfileOptions::default() };
         assert!(cache.load(&g, &hash, &robot, tch::Device::Cpu).is_none(), "nothing cached yet");
-        let (p, path) = cache.measure(&g, &hash, &inputs, &robot, tch::Device::Cpu, |_, _, _| {}).expect("measure");
+        let (p, path) = cache.measure(&mut g, &hash, &inputs, &robot, tch::Device::Cpu, |_, _, _| {}).expect("measure");
         assert!(path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("tiny_model.robot.cpu.d2.t")));
         let (again, _) = cache.load(&g, &hash, &robot, tch::Device::Cpu).expect("cached");
         assert_eq!(again.ops.len(), p.ops.len());
@@ -126,6 +128,14 @@ mod tests {
         assert!(cache.load(&g, &hash, &server, tch::Device::Cpu).is_none());
         let d3 = ProfileOptions { dilation: 3.0, ..robot.clone() };
         assert!(cache.load(&g, &hash, &d3, tch::Device::Cpu).is_none());
+        // A layout asked for misses a profile chosen automatically, and one in another layout.
+        assert!(path.to_string_lossy().ends_with(&format!(".auto.{}.json", &hash[..16])));
+        let nchw = ProfileOptions { layout: super::super::LayoutChoice::Fixed(crate::graph::Layout::Nchw), ..robot.clone() };
+        assert!(cache.load(&g, &hash, &nchw, tch::Device::Cpu).is_none());
+        let mut other = p.clone();
+        other.layout = crate::graph::Layout::ChannelsLast;
+        other.save(&cache.path(&g, &hash, &nchw, tch::Device::Cpu)).expect("save");
+        assert!(cache.load(&g, &hash, &nchw, tch::Device::Cpu).is_none(), "a profile in another layout than asked is stale");
         // A dilated profile measured without the waits is stale.
         let mut old = p.clone();
         old.dilation_waits = false;

@@ -4,7 +4,7 @@
 
 use super::{DeviceKind, Fit, Hardware, OpProfile, PROFILE_VERSION, Profile, Sample};
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{Graph, Layout};
 use crate::ops::{BandIn, Op};
 use crate::plan::Side;
 use crate::rows::{effective_units, unit_rows};
@@ -26,11 +26,71 @@ pub struct ProfileOptions {
     pub warmup: usize,
     /// Units per op; band sizes are 1 unit, U/4, U/2, 3U/4 and U units, de-duplicated.
     pub units: usize,
+    /// The memory layout to measure in, or both measured and the faster kept.
+    pub layout: LayoutChoice,
+}
+
+/// Which memory layout a model is measured, and so run, in: `auto` (the faster of both, measured
+/// by [`choose_layout`]), `nchw` or `channels_last`. Written so in configs and on the command line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum LayoutChoice {
+    /// Measure both, keep the faster.
+    #[default]
+    Auto,
+    /// This one.
+    Fixed(Layout),
+}
+
+impl LayoutChoice {
+    /// The layout asked for, `None` for `auto`.
+    pub fn fixed(self) -> Option<Layout> {
+        match self {
+            LayoutChoice::Auto => None,
+            LayoutChoice::Fixed(l) => Some(l),
+        }
+    }
+
+    /// `auto`, `nchw` or `channels_last`.
+    pub fn name(self) -> &'static str {
+        self.fixed().map_or("auto", Layout::name)
+    }
+}
+
+impl std::str::FromStr for LayoutChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<LayoutChoice, String> {
+        if s.trim() == "auto" {
+            return Ok(LayoutChoice::Auto);
+        }
+        s.parse().map(LayoutChoice::Fixed).map_err(|_| format!("unknown layout '{}' (auto, nchw, channels_last)", s.trim()))
+    }
+}
+
+impl TryFrom<String> for LayoutChoice {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<LayoutChoice, String> {
+        s.parse()
+    }
+}
+
+impl From<LayoutChoice> for String {
+    fn from(c: LayoutChoice) -> String {
+        c.name().to_string()
+    }
 }
 
 impl Default for ProfileOptions {
     fn default() -> Self {
-        ProfileOptions { role: Side::Robot, device: DeviceKind::Cpu, dilation: 1.0, runs: 5, warmup: 1, units: 8 }
+        ProfileOptions {
+            role: Side::Robot,
+            device: DeviceKind::Cpu,
+            dilation: 1.0,
+            runs: 5,
+            warmup: 1,
+            units: 8,
+            layout: LayoutChoice::Auto,
+        }
     }
 }
 
@@ -97,13 +157,83 @@ fn all_values(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     Ok(values)
 }
 
-/// Measures `graph` (already on `opts.device`) on `inputs` (on the same device).
-/// `progress(done, total, node_name)` is called before each op.
+/// What [`choose_layout`] measured: per layout, the model's seconds whole and in 4 bands.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LayoutTrial {
+    /// The layout.
+    pub layout: Layout,
+    /// Every op run whole, summed (median of 3 runs each, back to back, undilated).
+    pub whole_s: f64,
+    /// Every local op run as 4 bands of a quarter of its rows (global ops whole), summed.
+    pub bands_s: f64,
+}
+
+impl LayoutTrial {
+    /// The score the choice minimises: whole and banded execution weighted alike, as a plan
+    /// runs some ops whole and others in bands.
+    pub fn score(&self) -> f64 {
+        self.whole_s + self.bands_s
+    }
+}
+
+/// Times `graph` in each [`Layout`] and leaves it in the faster one; returns the trials in
+/// [`Layout::ALL`]'s order (empty, and the graph untouched, when it has no 2-d or 3-d
+/// convolution: the layout changes nothing then).
+///
+/// Each op is timed whole and on a quarter of its rows (4 bands), so that the choice weighs both
+/// ways a plan runs it. The trial runs back to back, without dilation waits: it compares
+/// layouts, it does not predict times.
+///
+/// # Errors
+/// As [`profile_graph`].
+pub fn choose_layout(graph: &mut Graph, inputs: &[Tensor], device: DeviceKind) -> Result<Vec<LayoutTrial>> {
+    let _guard = tch::no_grad_guard();
+    let was = graph.layout();
+    if !graph.set_layout(was)? {
+        return Ok(Vec::new());
+    }
+    let mut trials = Vec::with_capacity(Layout::ALL.len());
+    for layout in Layout::ALL {
+        graph.set_layout(layout)?;
+        let values = all_values(graph, inputs)?;
+        let (mut whole_s, mut bands_s) = (0.0, 0.0);
+        for id in (0..graph.nodes.len()).filter(|&id| graph.is_op(id)) {
+            let node = &graph.nodes[id];
+            let total = node.info.rows();
+            let quarter = if graph.locality(id).is_local() { total.div_ceil(4).max(1) } else { total };
+            let bands: Vec<BandIn<'_>> =
+                node.inputs.iter().map(|&j| BandIn { tensor: &values[j], start: 0, info: &graph.nodes[j].info }).collect();
+            let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
+            let time = |rows: usize| -> Result<f64> {
+                let range = 0..rows;
+                drop(node.op.compute(&bands, &node.info, &range).map_err(torch)?);
+                let mut times = Vec::with_capacity(3);
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    drop(node.op.compute(&bands, &node.info, &range).map_err(torch)?);
+                    sync(device);
+                    times.push(t.elapsed().as_secs_f64());
+                }
+                Ok(median(times))
+            };
+            whole_s += time(total)?;
+            bands_s += if quarter < total { time(quarter)? * total as f64 / quarter as f64 } else { time(total)? };
+        }
+        trials.push(LayoutTrial { layout, whole_s, bands_s });
+    }
+    let best = trials.iter().min_by(|a, b| a.score().total_cmp(&b.score())).map_or(was, |t| t.layout);
+    graph.set_layout(best)?;
+    Ok(trials)
+}
+
+/// Measures `graph` (already on `opts.device`) on `inputs` (on the same device), in the layout
+/// `opts.layout` names, or in the faster one ([`choose_layout`]) for `auto`; the graph is
+/// left in that layout. `progress(done, total, node_name)` is called before each op.
 ///
 /// # Errors
 /// [`Error::Input`] for bad options or inputs; libtorch errors naming the node.
 pub fn profile_graph(
-    graph: &Graph,
+    graph: &mut Graph,
     inputs: &[Tensor],
     opts: &ProfileOptions,
     mut progress: impl FnMut(usize, usize, &str),
@@ -119,6 +249,14 @@ pub fn profile_graph(
     }
     let _guard = tch::no_grad_guard();
     let model_hash = graph.content_hash()?;
+    let trials = match opts.layout.fixed() {
+        Some(l) => {
+            graph.set_layout(l)?;
+            Vec::new()
+        }
+        None => choose_layout(graph, inputs, opts.device)?,
+    };
+    let graph = &*graph;
     let values = all_values(graph, inputs)?;
     let ids: Vec<usize> = (0..graph.nodes.len()).filter(|&id| graph.is_op(id)).collect();
     let mut ops = Vec::with_capacity(ids.len());
@@ -175,6 +313,8 @@ pub fn profile_graph(
         threads: usize::try_from(tch::get_num_threads()).unwrap_or(0),
         units: opts.units,
         hardware: hardware(),
+        layout: graph.layout(),
+        layout_trials: trials,
         ops,
     })
 }

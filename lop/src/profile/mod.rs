@@ -9,7 +9,7 @@ pub mod cache;
 pub mod measure;
 
 pub use cache::ProfileCache;
-pub use measure::{ProfileOptions, hardware, profile_graph};
+pub use measure::{LayoutChoice, LayoutTrial, ProfileOptions, choose_layout, hardware, profile_graph};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};
@@ -173,6 +173,13 @@ pub struct Profile {
     pub units: usize,
     /// The machine.
     pub hardware: Hardware,
+    /// The memory layout the model was measured in, and so the one its side runs it in
+    /// ([`crate::model::LoadOptions::layout`]); NCHW in profiles older than the field.
+    #[serde(default)]
+    pub layout: crate::graph::Layout,
+    /// What choosing the layout measured (empty when it was given, or changes nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layout_trials: Vec<measure::LayoutTrial>,
     /// Per op (every computing node), ascending id.
     pub ops: Vec<OpProfile>,
 }
@@ -211,6 +218,8 @@ impl Profile {
             threads: 1,
             units: 8,
             hardware: Hardware { cpu_model: "synthetic".into(), cores: 0, libtorch: None, cuda_devices: 0 },
+            layout: crate::graph::Layout::Nchw,
+            layout_trials: Vec::new(),
             ops,
         })
     }

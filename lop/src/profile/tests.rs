@@ -42,12 +42,14 @@ fn band_sizes_are_distinct_and_at_least_four_where_rows_allow() {
 
 #[test]
 fn measured_profile_round_trips_and_validates() {
-    let g = small_graph("small");
+    let mut g = small_graph("small");
     let inputs = crate::exec::synthetic_inputs(&g, 0).expect("inputs");
     let opts = ProfileOptions { dilation: 3.0, ..ProfileOptions::default() };
     let mut calls = 0;
     let t0 = std::time::Instant::now();
-    let p = profile_graph(&g, &inputs, &opts, |_, _, _| calls += 1).expect("profile");
+    let p = profile_graph(&mut g, &inputs, &opts, |_, _, _| calls += 1).expect("profile");
+    // No convolution: the layout changes nothing, so nothing was timed for it.
+    assert_eq!((p.layout, p.layout_trials.len()), (crate::graph::Layout::Nchw, 0));
     let took = t0.elapsed().as_secs_f64();
     assert_eq!(calls, 5);
     assert_eq!(p.ops.len(), 4);
@@ -91,7 +93,57 @@ fn measured_profile_round_trips_and_validates() {
     std::fs::write(&path, v.to_string()).expect("write");
     assert!(matches!(Profile::load(&path), Err(Error::Malformed(_))));
     std::fs::remove_dir_all(&dir).ok();
-    assert!(matches!(profile_graph(&g, &inputs, &ProfileOptions { runs: 3, ..opts }, |_, _, _| {}), Err(Error::Input(_))));
+    assert!(matches!(profile_graph(&mut g, &inputs, &ProfileOptions { runs: 3, ..opts }, |_, _, _| {}), Err(Error::Input(_))));
+}
+
+fn conv_graph() -> Graph {
+    use crate::ops::Conv;
+    let mut b = GraphBuilder::new("convs");
+    let x = b.input("x", vec![1, 8, 24, 16], DType::F32);
+    let conv = |seed: i64| {
+        tch::manual_seed(seed);
+        Conv::same2d(tch::Tensor::randn([8, 8, 3, 3], (tch::Kind::Float, tch::Device::Cpu)) * 0.2)
+    };
+    let c1 = b.add("c1", Op::Conv(conv(1)), &[x]).expect("c1");
+    let r = b.add("relu", Op::Unary(UnaryOp::Relu), &[c1]).expect("relu");
+    let c2 = b.add("c2", Op::Conv(conv(2)), &[r]).expect("c2");
+    b.output(c2);
+    b.build().expect("graph")
+}
+
+#[test]
+fn the_layout_is_chosen_by_measurement_or_as_told_and_recorded() {
+    use crate::graph::Layout;
+    let mut g = conv_graph();
+    let hash = g.content_hash().expect("hash");
+    let inputs = crate::exec::synthetic_inputs(&g, 0).expect("inputs");
+    let whole = crate::exec::run_whole(&g, &inputs).expect("whole").outputs;
+    let p = profile_graph(&mut g, &inputs, &ProfileOptions::default(), |_, _, _| {}).expect("profile");
+    // Both layouts timed; the faster kept, recorded, and left on the graph.
+    assert_eq!(p.layout_trials.iter().map(|t| t.layout).collect::<Vec<_>>(), Layout::ALL.to_vec());
+    assert!(p.layout_trials.iter().all(|t| t.whole_s > 0.0 && t.bands_s > 0.0));
+    let best = p.layout_trials.iter().min_by(|a, b| a.score().total_cmp(&b.score())).expect("trials").layout;
+    assert_eq!((p.layout, g.layout()), (best, best));
+    // The layout changes neither the content hash nor (beyond rounding) the values.
+    assert_eq!(g.content_hash().expect("hash"), hash);
+    p.validate(&g, &hash).expect("valid");
+    for layout in Layout::ALL {
+        let opts = ProfileOptions { layout: LayoutChoice::Fixed(layout), ..ProfileOptions::default() };
+        let q = profile_graph(&mut g, &inputs, &opts, |_, _, _| {}).expect("profile");
+        assert_eq!((q.layout, g.layout(), q.layout_trials.len()), (layout, layout, 0), "{layout:?} as told");
+        let out = crate::exec::run_whole(&g, &inputs).expect("whole").outputs;
+        let e = (&out[0] - &whole[0]).abs().max().double_value(&[]) / whole[0].abs().max().double_value(&[]);
+        assert!(e <= 1e-5, "{layout:?}: relative error {e}");
+    }
+    // Written and read back; a profile without the field is NCHW.
+    let mut v = serde_json::to_value(&p).expect("json");
+    assert_eq!(v["layout"], serde_json::json!(p.layout.name()));
+    v.as_object_mut().expect("object").remove("layout");
+    assert_eq!(serde_json::from_value::<Profile>(v).expect("old profile").layout, Layout::Nchw);
+    // Names as configs and the command line write them.
+    assert_eq!("channels-last".parse::<LayoutChoice>(), Ok(LayoutChoice::Fixed(Layout::ChannelsLast)));
+    assert_eq!("auto".parse::<LayoutChoice>(), Ok(LayoutChoice::Auto));
+    assert!("nhwc".parse::<LayoutChoice>().expect_err("unknown").contains("unknown layout 'nhwc' (auto, nchw, channels_last)"));
 }
 
 #[test]

@@ -147,16 +147,7 @@ mod tests {
         let x = b.input("x", vec![1, 2, rows, 16], DType::U8);
         let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
         for i in 0..n {
-            let c = Conv {
-                weight: tch::Tensor::zeros([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)),
-                bias: None,
-                strides: vec![1, 1],
-                pads_begin: vec![1, 1],
-                pads_end: vec![1, 1],
-                dilations: vec![1, 1],
-                output_padding: vec![0, 0],
-                groups: 1,
-            };
+            let c = Conv::same2d(tch::Tensor::zeros([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)));
             v = b.add(format!("conv{i}"), Op::Conv(c), &[v]).expect("conv");
         }
         b.output(v);

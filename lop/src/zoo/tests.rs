@@ -145,9 +145,16 @@ fn zoo_weights_are_deterministic() {
 
 /// Runs `name` split by random plans and compares with the whole run.
 fn check_split(name: &str, seeds: &[u64]) {
-    let g = build(name).expect("build");
+    check_split_in(name, seeds, crate::graph::Layout::Nchw);
+}
+
+/// As [`check_split`], the split runs in `layout`, the whole run (the reference) in NCHW.
+fn check_split_in(name: &str, seeds: &[u64], layout: crate::graph::Layout) {
+    let mut g = build(name).expect("build");
     let inputs = crate::exec::synthetic_inputs(&g, 3).expect("sample input");
     let whole = run_whole(&g, &inputs).expect("whole run");
+    assert!(g.set_layout(layout).expect("layout"), "{name} has convolutions");
+    assert_eq!(g.layout(), layout, "{name}: layout applied");
     for &seed in seeds {
         let plan = Plan::random(&g, 8, seed);
         let split = run_split(&g, &plan, &inputs).expect("split run");
@@ -174,6 +181,42 @@ fn zoo_split_resnet18_matches_whole() {
 #[test]
 fn zoo_split_occupancy3d_matches_whole() {
     check_split("occupancy3d", &[1, 2]);
+}
+
+/// Channels-last weights (so channels-last activations and bands) compute the NCHW model: the
+/// convolution kinds of the zoo (depthwise, grouped, strided, 1x1, 3-d), upsampling and
+/// concatenation, each split by a random plan against the NCHW whole run.
+#[test]
+fn zoo_split_channels_last_matches_nchw_whole() {
+    for name in
+        ["resnet18", "mobilenet_v2", "convnext_tiny", "densenet121", "regnet_x_400mf", "lidar_bev", "yolo_det@320x320", "occupancy3d"]
+    {
+        check_split_in(name, &[5], crate::graph::Layout::ChannelsLast);
+    }
+}
+
+/// `lop::model::load` lays a model out as its options say, and moving it keeps the layout.
+#[test]
+fn load_applies_the_layout_and_moving_keeps_it() {
+    use crate::graph::Layout;
+    use crate::model::{LoadOptions, load};
+    assert_eq!(load("zoo:resnet18@64x64", &LoadOptions::default()).expect("load").layout(), Layout::Nchw);
+    let mut g = load("zoo:resnet18@64x64", &LoadOptions { layout: Layout::ChannelsLast, ..LoadOptions::default() }).expect("load");
+    assert_eq!(g.layout(), Layout::ChannelsLast);
+    g.to_device(tch::Device::Cpu).expect("move");
+    assert_eq!(g.layout(), Layout::ChannelsLast);
+    // Activations follow the weights: a convolution's output is channels-last too.
+    let x = Tensor::randn([1, 3, 64, 64], (Kind::Float, tch::Device::Cpu));
+    let c = g
+        .nodes
+        .iter()
+        .find_map(|n| match &n.op {
+            crate::Op::Conv(c) => Some(c),
+            _ => None,
+        })
+        .expect("a convolution");
+    let y = x.conv2d(&c.weight, c.bias.as_ref(), [2, 2], [3, 3], [1, 1], 1);
+    assert_eq!(Layout::of(&y), Layout::ChannelsLast);
 }
 
 /// Every model split by one random plan (about a minute in a debug build, much less in the
