@@ -40,6 +40,11 @@ pub struct BenchBatchArgs {
     /// With `--robots`: the robots' method, `server-only` or `lop`.
     #[arg(long, default_value = "server-only")]
     pub method: String,
+    /// Memory layout of convolutions: nchw, channels_last, or auto (both timed as `lop profile`
+    /// times them, the faster kept; not with `--robots`). With `--robots`, the edge's and the
+    /// robots' layout.
+    #[arg(long, default_value = "nchw")]
+    pub layout: lop::profile::LayoutChoice,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +90,13 @@ pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
                 .collect()
         })
         .collect::<anyhow::Result<_>>()?;
-    eprintln!("bench-batch {} on {device:?}, {} threads, {} bands per op", graph.name, tch::get_num_threads(), args.bands);
+    let kind = if device.is_cuda() { lop::profile::DeviceKind::Cuda } else { lop::profile::DeviceKind::Cpu };
+    match args.layout.fixed() {
+        Some(l) => drop(graph.set_layout(l).context("laying the model out")?),
+        None => drop(lop::profile::choose_layout(&mut graph, &samples[0], kind)?),
+    }
+    let layout = graph.layout().name();
+    eprintln!("bench-batch {} on {device:?}, {} threads, {} bands per op, {layout}", graph.name, tch::get_num_threads(), args.bands);
     // Warm up, and check every sample of the largest batch against its own run.
     let alone: Vec<Vec<Tensor>> =
         samples.iter().map(|s| run_batched(&graph, std::slice::from_ref(s), args.bands)).collect::<lop::Result<_>>()?;
@@ -120,11 +131,11 @@ pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
     if args.json {
         let v = serde_json::json!({
             "model": graph.name, "device": format!("{device:?}"), "threads": tch::get_num_threads(),
-            "bands": args.bands, "max_rel_err": worst, "batches": rows,
+            "bands": args.bands, "layout": layout, "max_rel_err": worst, "batches": rows,
         });
         println!("{v}");
     } else {
-        println!("{} on {device:?} ({} bands per op): per inference, one by one against batched", graph.name, args.bands);
+        println!("{} on {device:?} ({} bands per op, {layout}): per inference, one by one against batched", graph.name, args.bands);
         println!("{:>6} {:>12} {:>12} {:>8}", "batch", "alone ms", "batched ms", "gain");
         for r in &rows {
             println!(
@@ -146,10 +157,13 @@ fn through_edge(args: &BenchBatchArgs, robots: usize) -> anyhow::Result<i32> {
     anyhow::ensure!(args.seconds.is_finite() && args.seconds > 0.0, "--seconds must be positive");
     anyhow::ensure!(matches!(args.method.as_str(), "server-only" | "lop"), "--method must be server-only or lop, not '{}'", args.method);
     anyhow::ensure!(args.device == DeviceArg::Cpu, "--robots runs the edge on the CPU; time a GPU's kernels without --robots");
+    let Some(layout) = args.layout.fixed() else {
+        anyhow::bail!("--layout auto is chosen per profile; with --robots give nchw or channels_last");
+    };
     let most = args.batches.iter().copied().max().unwrap_or(1).max(2);
     let cfg = lop_runtime::batch_bench::EdgeBatchBench {
         source: args.model.model.clone(),
-        load: args.model.load_options(),
+        load: lop::model::LoadOptions { layout, ..args.model.load_options() },
         robots,
         seconds: args.seconds,
         method: args.method.clone(),

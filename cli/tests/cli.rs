@@ -148,9 +148,11 @@ fn bench_exec_json_has_the_contract_keys() {
 
 #[test]
 fn bench_batch_times_batches_checked_sample_by_sample_and_refuses_bad_sizes() {
-    let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--runs", "1", "--batches", "1,3", "--json"]);
+    // Channels-last batches too: each sample still equals its own run.
+    let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--runs", "1", "--batches", "1,3", "--layout", "channels_last", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v = stdout_json(&out);
+    assert_eq!(v["layout"], "channels_last", "{v}");
     assert!(v["max_rel_err"].as_f64().expect("max_rel_err") <= 1e-5, "{v}");
     let rows = v["batches"].as_array().expect("batches");
     assert_eq!(rows.iter().map(|r| r["batch"].as_u64()).collect::<Vec<_>>(), vec![Some(1), Some(3)]);
@@ -159,7 +161,19 @@ fn bench_batch_times_batches_checked_sample_by_sample_and_refuses_bad_sizes() {
         assert!(gain > 0.0 && gain.is_finite(), "{v}");
     }
     // Through the edge service: three robots back to back on one replica, batching off then on.
-    let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--robots", "3", "--seconds", "2", "--batches", "4", "--json"]);
+    let out = lop(&[
+        "bench-batch",
+        "zoo:resnet18@64x64",
+        "--robots",
+        "3",
+        "--seconds",
+        "2",
+        "--batches",
+        "4",
+        "--layout",
+        "channels_last",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v = stdout_json(&out);
     let settings = v["settings"].as_array().expect("settings");
@@ -170,6 +184,9 @@ fn bench_batch_times_batches_checked_sample_by_sample_and_refuses_bad_sizes() {
     }
     assert_eq!(settings[0]["batches"], 0, "no batch forms with max_batch 1: {v}");
     assert!(settings[1]["batched"].as_u64().expect("batched") >= 2, "three robots queued on one replica were never batched: {v}");
+    let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--robots", "3", "--layout", "auto"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("with --robots give nchw or channels_last"));
     for bad in ["0", "65", "x"] {
         let out = lop(&["bench-batch", "zoo:resnet18@64x64", "--batches", bad]);
         assert_eq!(out.status.code(), Some(2), "--batches {bad}");
