@@ -91,11 +91,14 @@ pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
         })
         .collect::<anyhow::Result<_>>()?;
     let kind = if device.is_cuda() { lop::profile::DeviceKind::Cuda } else { lop::profile::DeviceKind::Cpu };
-    match args.layout.fixed() {
-        Some(l) => drop(graph.set_layout(l).context("laying the model out")?),
-        None => drop(lop::profile::choose_layout(&mut graph, &samples[0], kind)?),
+    let layout = match args.layout.fixed() {
+        Some(l) => {
+            graph.set_layout(l).context("laying the model out")?;
+            l
+        }
+        None => lop::profile::choose_layout(&mut graph, &samples[0], kind)?.0,
     }
-    let layout = graph.layout().name();
+    .name();
     eprintln!("bench-batch {} on {device:?}, {} threads, {} bands per op, {layout}", graph.name, tch::get_num_threads(), args.bands);
     // Warm up, and check every sample of the largest batch against its own run.
     let alone: Vec<Vec<Tensor>> =

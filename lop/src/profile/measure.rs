@@ -176,9 +176,9 @@ impl LayoutTrial {
     }
 }
 
-/// Times `graph` in each [`Layout`] and leaves it in the faster one; returns the trials in
-/// [`Layout::ALL`]'s order (empty, and the graph untouched, when it has no 2-d or 3-d
-/// convolution: the layout changes nothing then).
+/// Times `graph` in each [`Layout`] and leaves it in the faster one; returns that layout and the
+/// trials in [`Layout::ALL`]'s order (NCHW, no trials, and the graph untouched when it has no 2-d
+/// or 3-d convolution: the layout changes nothing then).
 ///
 /// Each op is timed whole and on a quarter of its rows (4 bands), so that the choice weighs both
 /// ways a plan runs it. The trial runs back to back, without dilation waits: it compares
@@ -186,11 +186,11 @@ impl LayoutTrial {
 ///
 /// # Errors
 /// As [`profile_graph`].
-pub fn choose_layout(graph: &mut Graph, inputs: &[Tensor], device: DeviceKind) -> Result<Vec<LayoutTrial>> {
+pub fn choose_layout(graph: &mut Graph, inputs: &[Tensor], device: DeviceKind) -> Result<(Layout, Vec<LayoutTrial>)> {
     let _guard = tch::no_grad_guard();
     let was = graph.layout();
     if !graph.set_layout(was)? {
-        return Ok(Vec::new());
+        return Ok((Layout::Nchw, Vec::new()));
     }
     let mut trials = Vec::with_capacity(Layout::ALL.len());
     for layout in Layout::ALL {
@@ -223,7 +223,7 @@ pub fn choose_layout(graph: &mut Graph, inputs: &[Tensor], device: DeviceKind) -
     }
     let best = trials.iter().min_by(|a, b| a.score().total_cmp(&b.score())).map_or(was, |t| t.layout);
     graph.set_layout(best)?;
-    Ok(trials)
+    Ok((best, trials))
 }
 
 /// Measures `graph` (already on `opts.device`) on `inputs` (on the same device), in the layout
@@ -249,10 +249,12 @@ pub fn profile_graph(
     }
     let _guard = tch::no_grad_guard();
     let model_hash = graph.content_hash()?;
-    let trials = match opts.layout.fixed() {
+    // The layout measured in, recorded as chosen: a graph's own strides cannot always tell
+    // (a 1x1 or depthwise weight lies the same in both).
+    let (layout, trials) = match opts.layout.fixed() {
         Some(l) => {
             graph.set_layout(l)?;
-            Vec::new()
+            (l, Vec::new())
         }
         None => choose_layout(graph, inputs, opts.device)?,
     };
@@ -313,7 +315,7 @@ pub fn profile_graph(
         threads: usize::try_from(tch::get_num_threads()).unwrap_or(0),
         units: opts.units,
         hardware: hardware(),
-        layout: graph.layout(),
+        layout,
         layout_trials: trials,
         ops,
     })
