@@ -556,18 +556,7 @@ async fn watched_edge(session: &zenoh::Session, cache: &str) -> lop_runtime::fle
     use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
     let g = lop::model::load("zoo:resnet18", &Default::default()).expect("model");
     let server = lop_runtime::synthetic::synthetic_profile(&g, lop::plan::Side::Server).expect("profile");
-    let spec = lop::planner::table::TableSpec {
-        buckets: vec![0.0, 8.0],
-        bandwidth_scale: 1.0,
-        latency_s: 0.001,
-        overhead_s: 0.0,
-        input_bytes_per_element: None,
-        objective: lop::sim::Objective::Latency,
-        power: Default::default(),
-        planner: Default::default(),
-        chunk_order: Default::default(),
-        chunk_bounds: lop::sim::ChunkBounds::Aligned,
-    };
+    let spec = lop::planner::table::TableSpec::latency(vec![0.0, 8.0], 0.001);
     let svc = EdgeService::start(EdgeOptions {
         models: vec![EdgeModel { id: "resnet18".into(), source: "zoo:resnet18".into(), load: Default::default(), server_profile: server }],
         robot_profiles: Vec::new(),

@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use lop::model::LoadOptions;
 use lop::plan::Side;
-use lop::planner::PlannerConfig;
 use lop::planner::table::{ScheduleTable, TableSpec};
-use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use tch::Tensor;
 
 use crate::client::{ClientOptions, RobotClient};
@@ -81,18 +79,7 @@ pub async fn run_edge_batching(cfg: &EdgeBatchBench, max_batch: usize) -> Result
         let g = lop::model::load(&source, &load)?;
         let robot = synthetic_profile(&g, Side::Robot)?;
         let server = synthetic_profile(&g, Side::Server)?;
-        let spec = TableSpec {
-            buckets: vec![0.0, LINK_MB_S],
-            bandwidth_scale: 1.0,
-            latency_s: 0.0005,
-            overhead_s: 0.0,
-            input_bytes_per_element: None,
-            objective: Objective::Latency,
-            power: Default::default(),
-            planner: PlannerConfig::default(),
-            chunk_order: ChunkOrder::Wavefront,
-            chunk_bounds: ChunkBounds::Aligned,
-        };
+        let spec = TableSpec::latency(vec![0.0, LINK_MB_S], 0.0005);
         let table = lop::planner::table::load_or_build(&cache, &g, None, &robot, &server, &spec, 1)?.0;
         let mut frames = Vec::with_capacity(robots);
         for k in 0..robots {

@@ -9,10 +9,8 @@ use anyhow::{Context, Result};
 use hiroz::msg::ZMessage;
 use hiroz_msgs::sensor_msgs::{Image, PointCloud2, PointField};
 use lop::plan::Side;
-use lop::planner::PlannerConfig;
 use lop::planner::table::{ScheduleTable, TableSpec};
 use lop::profile::{Fit, Profile};
-use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use lop_msgs::Digest;
 use lop_msgs::load::{EdgeLoad, ModelLoad};
 use lop_msgs::protocol::{Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, Hello, Start, Welcome};
@@ -95,18 +93,7 @@ fn table() -> Result<()> {
     // One bucket each (a bigger table is slower to parse and reaches no new code): a slow link,
     // where plans keep work on the robot, and a fast one, where they split it.
     for (name, bucket) in [("resnet18-32-slow", 0.5), ("resnet18-32-fast", 50.0)] {
-        let spec = TableSpec {
-            buckets: vec![bucket],
-            bandwidth_scale: 1.0,
-            latency_s: 0.001,
-            overhead_s: 0.0,
-            input_bytes_per_element: None,
-            objective: Objective::Latency,
-            power: Default::default(),
-            planner: PlannerConfig::default(),
-            chunk_order: ChunkOrder::Wavefront,
-            chunk_bounds: ChunkBounds::Aligned,
-        };
+        let spec = TableSpec::latency(vec![bucket], 0.001);
         let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1)?;
         write("table", name, table.to_json().as_bytes())?;
     }

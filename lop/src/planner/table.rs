@@ -117,6 +117,24 @@ pub fn auto_bandwidth_scale(graph: &Graph, robot: &Profile, server: &Profile) ->
 pub type TableConfig = TableSpec;
 
 impl TableSpec {
+    /// A latency table over `buckets` (MB/s, unscaled), `latency_s` one way, the default planner
+    /// and power model, wavefront chunk order and receptive-field-aligned bounds (the runtime's):
+    /// the spec of benchmarks and tests that plan a few fixed buckets.
+    pub fn latency(buckets: Vec<f64>, latency_s: f64) -> TableSpec {
+        TableSpec {
+            buckets,
+            bandwidth_scale: 1.0,
+            latency_s,
+            overhead_s: 0.0,
+            input_bytes_per_element: None,
+            objective: Objective::Latency,
+            power: RobotPower::default(),
+            planner: PlannerConfig::default(),
+            chunk_order: ChunkOrder::Wavefront,
+            chunk_bounds: ChunkBounds::Aligned,
+        }
+    }
+
     /// Checks the buckets and link numbers and the planner configuration.
     ///
     /// # Errors

@@ -4,10 +4,8 @@
 use std::time::Duration;
 
 use lop::plan::Side;
-use lop::planner::PlannerConfig;
 use lop::planner::table::{ScheduleTable, TableSpec};
 use lop::profile::{Fit, Profile};
-use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
 
 pub const MODEL: &str = "zoo:resnet18";
@@ -33,18 +31,7 @@ pub fn setup_model(source: &str) -> Setup {
     let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
     let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9)).unwrap();
     let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9)).unwrap();
-    let spec = TableSpec {
-        buckets: vec![0.0, 2.0, 8.0, 30.0],
-        bandwidth_scale: 1.0,
-        latency_s: 0.001,
-        overhead_s: 0.0,
-        input_bytes_per_element: None,
-        objective: Objective::Latency,
-        power: Default::default(),
-        planner: PlannerConfig::default(),
-        chunk_order: ChunkOrder::Wavefront,
-        chunk_bounds: ChunkBounds::Aligned,
-    };
+    let spec = TableSpec::latency(vec![0.0, 2.0, 8.0, 30.0], 0.001);
     let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 7).unwrap();
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
