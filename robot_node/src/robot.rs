@@ -480,7 +480,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             let sim = lop::sim::SimConfig { input_bytes_per_element: spec.input_bytes_per_element, ..Default::default() };
             let cost = lop::fleet::ModelCost::derive(&model_id, g, &robot, &server, sim)?;
             let (table, _, used) = lop::planner::table::load_or_build(&cache, g, None, &robot, &server, &spec, 1)?;
-            tracing::info!(cache = ?used, buckets = spec.buckets.len(), "schedule table ready");
+            tracing::info!(cache = ?used, buckets = spec.buckets.len(), layout = robot.layout.name(), "schedule table ready");
             let names: Vec<String> = g.outputs.iter().map(|&o| g.nodes[o].name.clone()).collect();
             let inputs = g.inputs();
             let [input] = inputs[..] else {
