@@ -113,9 +113,9 @@ pub struct Graph {
 /// How convolution weights, and so the activations convolutions produce, lie in memory.
 ///
 /// A row band of a channels-last activation is one contiguous block, so banded convolutions skip
-/// the gather an NCHW band needs: resnet18 in 8 bands ran 1.8x faster on this project's CPU. Whole
-/// ops can run slower (convnext_tiny +39%), so `lop profile` measures both per model and records
-/// the faster in the profile ([`crate::profile::Profile::layout`]); each side loads its model in
+/// the gather an NCHW band needs: resnet18 in 4 bands ran 1.65x faster on this project's CPU. The
+/// gain differs per model and device (convnext_tiny: a tie), so `lop profile` measures both per
+/// model and records the faster in the profile ([`crate::profile::Profile::layout`]); each side loads its model in
 /// its own profile's layout ([`crate::model::LoadOptions::layout`]). Values are unchanged but for
 /// rounding: bands cross the link as plain NCHW bytes, and the content hash reads weights
 /// contiguously, so the layout is each side's private choice.
@@ -256,8 +256,8 @@ impl Graph {
         Ok(any)
     }
 
-    /// The layout of the graph's convolution weights: that of the first one with more than one
-    /// channel and tap, or NCHW when there is none.
+    /// The layout of the graph's convolution weights: channels-last when any of them reads as
+    /// channels-last ([`Layout::of`]), NCHW otherwise (none does, or there is no convolution).
     pub fn layout(&self) -> Layout {
         self.nodes
             .iter()
