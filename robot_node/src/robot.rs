@@ -507,10 +507,11 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     opts.retry_interval = cfg.retry_interval;
     // Sent in Hello: an edge that has never seen this robot plans for it (no file to copy).
     opts.robot_profile = Some(robot_profile.clone());
+    // Copies of the model (the replanner's, fleet lanes') load in the robot profile's layout,
+    // as the worker's.
+    let replan_load = LoadOptions { layout: robot_profile.layout, ..replan_load };
     // An edge that planned for another server profile (its own measured one, say) sends it in
     // Welcome: the robot plans that table on a copy of the model, running alone meanwhile.
-    // Fleet lanes load the model again: in the layout of the robot's profile, as the worker.
-    let replan_load = LoadOptions { layout: robot_profile.layout, ..replan_load };
     opts.replan = Some(replanner(&cfg, replan_load.clone(), robot_profile));
     let model_hash = loaded.hash.clone();
     let mut client = if cfg.edge.fleet() {
