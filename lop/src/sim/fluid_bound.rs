@@ -30,8 +30,31 @@
 //! weight), and such a sum is minimised at a threshold of any fractional point (every threshold
 //! is a cut, and the sum equals the integral of the cuts over thresholds), so the binary
 //! minimum, the cut, is the fractional minimum. So for every `lambda`, and every plan,
-//! `makespan >= min-cut(lambda)`, and the bound is the largest such cut over a grid of `lambda`
-//! (by LP duality, the grid's maximum approaches the fluid relaxation's optimum from below).
+//! `makespan >= min-cut(lambda)`, and the bound is the largest such cut found. The weights are
+//! searched by cutting planes: the weights best against the cuts seen so far (a grid over the
+//! simplex, refined around its best point), then the true minimum cut at those weights, until
+//! that finds no lower cut. Whatever the search finds is a true minimum cut at some weights, so
+//! the search's precision only decides how tight the bound is, never whether it holds; by LP
+//! duality its maximum is the fluid relaxation's optimum, `min` over fractional splits of the
+//! largest total.
+//!
+//! ## Global ops are whole
+//!
+//! That optimum may mix cuts that put a global op (a barrier: reshape, concat of flattened
+//! heads, the post-processing stage) on different sides, as if a fraction of it ran on each:
+//! at low bandwidth, a mix of robot-only and server-only on the same rows. No plan can do that:
+//! a global op is computed whole, on the robot (`x = 1`) or on the server (`y = 1`). Pinning a
+//! variable to 0 or 1 keeps the threshold argument (a threshold leaves a 0 or 1 alone), so the
+//! relaxation with some global ops pinned is solved the same way, and its value bounds every
+//! plan that keeps those ops where pinned. The bound is a best-first branch and bound over the
+//! sides of the global ops: take the branch of lowest value; if the cuts binding at its
+//! optimum (within a small slack) place some unpinned global op on different sides, replace
+//! the branch by its two children, that op pinned to the robot and to the server; otherwise
+//! stop. Every plan keeps the pins of some branch of the frontier, a child's value is at least
+//! its parent's (it is a restriction), so the lowest value of the frontier bounds every plan
+//! at every step, and a search that runs out of its budget of cuts still returns a bound.
+//! A branch whose binding cuts agree on every global op has the value it would have with all
+//! of them pinned there, so stopping there loses nothing.
 //!
 //! An edge whose footprint does not contain the proportional rows (the server's band of `v`
 //! starting at row `a` reads from above `floor(a N_u / N_v)`, or the robot's prefix ending at
@@ -46,8 +69,72 @@ use crate::ops::Op;
 use crate::plan::Side;
 use crate::rows::Footprint;
 
-/// Steps per unit of the weight grid (weights `i / STEPS` over the 4 resources).
-const STEPS: usize = 8;
+/// Steps per unit of the grid on which the cutting planes pick weights (`i / GRID`).
+const GRID: usize = 40;
+
+/// Finer grids searched around the best weights, and their half-width in steps.
+const ZOOMS: usize = 3;
+const ZOOM_STEPS: usize = 10;
+
+/// Most cutting planes per relaxation.
+const MAX_PLANES: usize = 40;
+
+/// Most minimum cuts one bound computes, over all its branches; what is left unexplored then
+/// keeps its parent's value, which bounds it too.
+const CUT_BUDGET: usize = 2000;
+
+/// Cuts within this relative distance of the best at its weights count as the ones it mixes.
+const ACTIVE_SLACK: f64 = 1e-2;
+
+/// A relaxation solved: its value, the cut that attains it, and the cuts binding there.
+struct Solved {
+    value: f64,
+    side: Vec<bool>,
+    active: Vec<Vec<bool>>,
+}
+
+/// Weights that (nearly) maximise the smallest weighted total over `cuts`, and that total: the
+/// best point of a grid over the simplex, then of finer grids around it (each step a tenth of
+/// the last), so that the cuts an optimal mixture uses are all within a small slack there.
+fn best_weights<'a>(cuts: impl Iterator<Item = &'a [f64; 4]> + Clone) -> ([f64; 4], f64) {
+    let score = |w: &[f64; 4]| cuts.clone().map(|t| w[0] * t[0] + w[1] * t[1] + w[2] * t[2] + w[3] * t[3]).fold(f64::INFINITY, f64::min);
+    let mut best = ([0.25; 4], f64::NEG_INFINITY);
+    let step = 1.0 / GRID as f64;
+    for a in 0..=GRID {
+        for b in 0..=GRID - a {
+            for c in 0..=GRID - a - b {
+                let w = [a as f64 * step, b as f64 * step, c as f64 * step, (GRID - a - b - c) as f64 * step];
+                let z = score(&w);
+                if z > best.1 {
+                    best = (w, z);
+                }
+            }
+        }
+    }
+    let mut step = step;
+    for _ in 0..ZOOMS {
+        step /= 10.0;
+        let centre = best.0;
+        let span = ZOOM_STEPS as i64;
+        for i in -span..=span {
+            for j in -span..=span {
+                for k in -span..=span {
+                    let w3 = [centre[0] + i as f64 * step, centre[1] + j as f64 * step, centre[2] + k as f64 * step];
+                    let rest = 1.0 - w3.iter().sum::<f64>();
+                    if w3.iter().any(|&x| x < 0.0) || rest < 0.0 {
+                        continue;
+                    }
+                    let w = [w3[0], w3[1], w3[2], rest];
+                    let z = score(&w);
+                    if z > best.1 {
+                        best = (w, z);
+                    }
+                }
+            }
+        }
+    }
+    best
+}
 
 /// Which couplings of an edge `u -> v` the bound may use.
 #[derive(Debug, Clone, Copy)]
@@ -119,11 +206,20 @@ impl Fluid<'_, '_> {
     /// The minimum cut under weights `[robot, server, up, down]`: its capacity and, per network
     /// node, whether it is on the source side (nodes: `x_v` = v, `y'_v` = n + v, up helper
     /// 2n + u, down helper 3n + u).
-    fn cut(&self, [lr, ls, lu, ld]: [f64; 4]) -> (f64, Vec<bool>) {
+    fn cut(&self, [lr, ls, lu, ld]: [f64; 4], pins: &[Option<Side>]) -> (f64, Vec<bool>) {
         let g = self.sim.graph();
         let n = g.nodes.len();
         let (source, sink) = (4 * n, 4 * n + 1);
         let mut net = Network::new(4 * n + 2);
+        for (id, pin) in pins.iter().enumerate() {
+            match pin {
+                // The robot computes it whole: x = 1.
+                Some(Side::Robot) => net.edge(source, id, f64::INFINITY),
+                // The server computes it whole: y = 1, so y' = 0.
+                Some(Side::Server) => net.edge(n + id, sink, f64::INFINITY),
+                None => {}
+            }
+        }
         for id in 0..n {
             let (x, y) = (id, n + id);
             if self.is_input(id) {
@@ -154,6 +250,89 @@ impl Fluid<'_, '_> {
         }
         let (side, value) = net.min_cut(source, sink);
         (value, side)
+    }
+
+    /// The relaxation's value with `pins` (global ops held whole on one side), and the cuts it
+    /// mixes: the largest minimum cut over the weight simplex, found by cutting planes (the
+    /// weights that are best against the cuts seen so far, on a fine grid, then the true
+    /// minimum cut there, until it finds no lower cut). Every value it returns is a true
+    /// minimum cut at some weights, so a valid bound whatever the grid.
+    fn solve(&self, pins: &[Option<Side>], budget: &mut usize) -> Option<Solved> {
+        let dot = |w: &[f64; 4], t: &[f64; 4]| w.iter().zip(t).map(|(a, b)| a * b).sum::<f64>();
+        let mut cuts: Vec<([f64; 4], Vec<bool>)> = Vec::new();
+        let mut best: Option<(f64, [f64; 4], Vec<bool>)> = None;
+        let mut eval = |w: [f64; 4], cuts: &mut Vec<([f64; 4], Vec<bool>)>, budget: &mut usize| {
+            *budget = budget.saturating_sub(1);
+            let (_, side) = self.cut(w, pins);
+            let t = self.terms(&side);
+            let value = dot(&w, &t);
+            if best.as_ref().is_none_or(|(b, _, _)| value > *b) {
+                best = Some((value, w, side.clone()));
+            }
+            cuts.push((t, side));
+            value
+        };
+        for k in 0..5 {
+            let w = if k < 4 { std::array::from_fn(|i| if i == k { 1.0 } else { 0.0 }) } else { [0.25; 4] };
+            eval(w, &mut cuts, budget);
+        }
+        for _ in 0..MAX_PLANES {
+            if *budget == 0 {
+                break;
+            }
+            let (w, model) = best_weights(cuts.iter().map(|(t, _)| t));
+            let value = eval(w, &mut cuts, budget);
+            if value >= model * (1.0 - 1e-9) {
+                break;
+            }
+        }
+        let (value, w, side) = best?;
+        let active = cuts.into_iter().filter(|(t, _)| dot(&w, t) <= value * (1.0 + ACTIVE_SLACK) + 1e-15).map(|(_, s)| s).collect();
+        Some(Solved { value, side, active })
+    }
+
+    /// A global op that the cuts binding in `solved` place on different sides: no plan splits a
+    /// global op, so branching on it can raise the bound.
+    fn split_global(&self, pins: &[Option<Side>], solved: &Solved) -> Option<NodeId> {
+        let g = self.sim.graph();
+        let n = g.nodes.len();
+        (0..n).rev().find(|&id| {
+            pins[id].is_none()
+                && self.live_op(id)
+                && !g.locality(id).is_local()
+                && !solved.active.iter().all(|s| s[id])
+                && !solved.active.iter().all(|s| !s[n + id])
+        })
+    }
+
+    /// The bound with global ops held whole: best-first branch and bound over the sides of the
+    /// global ops the relaxation splits. A branch's value bounds every plan keeping its pins;
+    /// every plan keeps some frontier branch's pins, so the lowest frontier value is a bound,
+    /// and it only rises as branches are expanded (a child's value is at least its parent's).
+    fn branch_and_bound(&self, budget: &mut usize) -> Option<(f64, Vec<bool>)> {
+        let n = self.sim.graph().nodes.len();
+        let root_pins = vec![None; n];
+        let root = self.solve(&root_pins, budget)?;
+        let mut frontier = vec![(root_pins, root)];
+        loop {
+            let lowest = (0..frontier.len()).min_by(|&a, &b| frontier[a].1.value.total_cmp(&frontier[b].1.value))?;
+            let split = self.split_global(&frontier[lowest].0, &frontier[lowest].1);
+            let (Some(g), true) = (split, *budget > 0) else {
+                let (_, solved) = frontier.swap_remove(lowest);
+                return Some((solved.value, solved.side));
+            };
+            let (pins, parent) = frontier.swap_remove(lowest);
+            for side in [Side::Robot, Side::Server] {
+                let mut child_pins = pins.clone();
+                child_pins[g] = Some(side);
+                let mut child = self.solve(&child_pins, budget)?;
+                if child.value < parent.value {
+                    child.value = parent.value;
+                    child.side = parent.side.clone();
+                }
+                frontier.push((child_pins, child));
+            }
+        }
     }
 
     /// The four resource totals of the split a cut describes, seconds.
@@ -188,6 +367,15 @@ impl Simulator<'_> {
 
     /// The fluid bound with the resource totals of the ideal split at the binding weights.
     pub fn fluid_bound_detail(&self) -> Option<FluidBound> {
+        let fluid = self.fluid()?;
+        let mut budget = CUT_BUDGET;
+        let (bound_s, side) = fluid.branch_and_bound(&mut budget)?;
+        let [robot_s, server_s, up_s, down_s] = fluid.terms(&side);
+        Some(FluidBound { bound_s, robot_s, server_s, up_s, down_s })
+    }
+
+    /// The relaxation's networks over this graph; `None` without a link.
+    fn fluid(&self) -> Option<Fluid<'_, '_>> {
         let g = self.graph();
         if self.config().link.bandwidth <= 0.0 {
             return None;
@@ -199,22 +387,7 @@ impl Simulator<'_> {
             .filter(|&(u, _, _)| fluid.live_op(u) || fluid.is_input(u))
             .map(|(u, v, k)| (u, v, containment(self, v, k)))
             .collect();
-        let mut best: Option<(f64, Vec<bool>)> = None;
-        for wr in 0..=STEPS {
-            for ws in 0..=STEPS - wr {
-                for wu in 0..=STEPS - wr - ws {
-                    let w = |i: usize| i as f64 / STEPS as f64;
-                    let weights = [w(wr), w(ws), w(wu), w(STEPS - wr - ws - wu)];
-                    let (value, side) = fluid.cut(weights);
-                    if best.as_ref().is_none_or(|(b, _)| value > *b) {
-                        best = Some((value, side));
-                    }
-                }
-            }
-        }
-        let (bound_s, side) = best?;
-        let [robot_s, server_s, up_s, down_s] = fluid.terms(&side);
-        Some(FluidBound { bound_s, robot_s, server_s, up_s, down_s })
+        Some(fluid)
     }
 }
 
@@ -247,6 +420,11 @@ mod tests {
                 }
             };
             vals.push(b.add(format!("op{i}"), op, &ins).expect("op"));
+        }
+        if seed.is_multiple_of(3) {
+            // A global tail: a barrier that every plan computes whole on one side.
+            let last = vals[vals.len() - 1];
+            vals.push(b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[last]).expect("gap"));
         }
         let consumed: std::collections::HashSet<usize> = b.nodes().iter().flat_map(|n| n.inputs.clone()).collect();
         for &v in &vals {
@@ -318,5 +496,38 @@ mod tests {
         }
         assert!(checked > 600, "{checked} plans checked");
         assert!(tight > 0.5, "the bound is far from every plan (best ratio {tight})");
+    }
+
+    /// A global op runs whole on one side, so the bound may not mix robot-only and server-only
+    /// across it. input u8 [1,1,16,4] (64 bytes) -> norm -> relu -> global mean: the robot takes
+    /// 1 ms per op, the server nothing, the input takes 3 ms to upload and a float activation
+    /// 12 ms. Split fractionally, half the rows on each side would take 1.5 ms; with the mean
+    /// whole, every plan takes at least 18/7 ms.
+    #[test]
+    fn a_global_op_is_not_split_between_the_sides() {
+        let mut b = GraphBuilder::new("gchain");
+        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
+        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        let r = b.add("relu", Op::Unary(UnaryOp::Relu), &[n]).expect("relu");
+        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[r]).expect("mean");
+        b.output(m);
+        let g = b.build().expect("graph");
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 0.0)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(0.0, 0.0)).expect("server");
+        let link = Link { bandwidth: 64.0 / 3e-3, latency_s: 0.0, overhead_s: 0.0 };
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
+        let fluid = sim.fluid().expect("a link");
+        let mut budget = super::CUT_BUDGET;
+        let divisible = fluid.solve(&vec![None; g.nodes.len()], &mut budget).expect("solved").value;
+        let bound = sim.fluid_bound().expect("a link");
+        assert!((divisible - 1.5e-3).abs() < 2e-5, "split fractionally: {divisible} s");
+        // The mean on the robot is the cheaper branch: the robot computes it and a fraction `a`
+        // of the rows, the server's rows come down: 1 + 2a = 12 (1 - a) at a = 11/14, 18/7 ms.
+        // On the server, the input goes up: 3 ms.
+        assert!((bound - 18.0 / 7.0 * 1e-3).abs() < 1e-3 * 18.0 / 7.0 * 1e-3, "with the mean whole: {bound} s");
+        for plan in [Plan::robot_only(&g, 8), Plan::server_only(&g, 8), Plan::even(&g, 8)] {
+            let cost = sim.cost(&plan).expect("cost");
+            assert!(cost.makespan_s >= bound * (1.0 - 1e-9), "{} s below {bound} s", cost.makespan_s);
+        }
     }
 }
