@@ -9,6 +9,16 @@
 //! over the downlink. Receptive fields decide the middle term: the deep layers of a 224x224
 //! CNN depend on the last input row in every row, which is why exactness caps the gain of
 //! hiding the server's compute behind the upload.
+//!
+//! Where the server's compute outweighs the upload (a 3D grid, a fast link), a second term
+//! binds: the server computes nothing before the first input row arrives, then runs every op
+//! whole (chunks of `r` rows at `a + b r` each take at least the whole op's time), and its last
+//! kernel produces output rows (a kernel whose result feeds no output is not needed, so any
+//! later kernel would be) that still cross the downlink. So such a plan also takes at least:
+//! one input row over the uplink, the server time of every op, one output row over the
+//! downlink. And where the outputs outweigh the input (a raw 3D grid), a third: every output
+//! byte crosses the downlink, none before the first input row has come up. The bound is the
+//! largest of the three.
 
 use super::Simulator;
 use crate::graph::NodeId;
@@ -75,15 +85,35 @@ impl Simulator<'_> {
         }
         let t = self.server_pipeline_terms()?;
         let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
-        Some(transfer(t.input_bytes) + t.tail_s + transfer(t.output_bytes))
+        let pipelined = transfer(t.input_bytes) + t.tail_s + transfer(t.output_bytes);
+        let g = self.graph();
+        let first_row = transfer(self.row_bytes[self.single_input()?] as f64);
+        // The compute term: every live op whole on the server, then one output row down.
+        let compute: f64 = (0..g.nodes.len())
+            .filter(|&id| g.is_op(id) && self.is_live(id))
+            .map(|id| self.op_time(Side::Server, id, g.nodes[id].info.rows()))
+            .sum();
+        let last_row = g.outputs.iter().map(|&o| self.row_bytes[o]).min().unwrap_or(0);
+        // The download term: every output byte.
+        let outputs: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * g.nodes[o].info.rows().max(1)).sum();
+        Some(pipelined.max(first_row + compute + transfer(last_row as f64)).max(first_row + transfer(outputs as f64)))
+    }
+
+    /// The graph's one input; `None` for graphs with several.
+    fn single_input(&self) -> Option<NodeId> {
+        let g = self.graph();
+        let inputs: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| matches!(g.nodes[id].op, crate::ops::Op::Input)).collect();
+        match inputs[..] {
+            [input] => Some(input),
+            _ => None,
+        }
     }
 
     /// The bound's terms, independent of the link; `None` for graphs with more than one input
     /// or when dependent rows are not suffixes.
     pub fn server_pipeline_terms(&self) -> Option<PipelineTerms> {
         let g = self.graph();
-        let inputs: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| matches!(g.nodes[id].op, crate::ops::Op::Input)).collect();
-        let [input] = inputs[..] else { return None };
+        let input = self.single_input()?;
         let dep = dependent_rows(self, input)?;
         let input_bytes = (self.row_bytes[input] * g.nodes[input].info.rows().max(1)) as f64;
         let tail_s: f64 = (0..g.nodes.len())
@@ -117,30 +147,71 @@ mod tests {
         b.build().expect("graph")
     }
 
+    /// Server-only plans with every op in each of `chunks` chunks never beat `bound`.
+    fn no_chunking_beats(sim: &Simulator<'_>, g: &Graph, bound: f64, chunks: &[usize]) {
+        for &k in chunks {
+            let mut plan = Plan::server_only(g, 16);
+            for id in 1..g.nodes.len() {
+                plan.splits[id].server_chunks = k;
+            }
+            let cost = sim.cost(&plan).expect("chunked");
+            assert!(cost.makespan_s >= bound - 1e-12, "{k} chunks: {} < bound {bound}", cost.makespan_s);
+        }
+    }
+
     #[test]
     fn the_bound_counts_the_rows_that_read_the_last_input_row() {
         let g = chain();
         let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-4)).expect("server");
+        // Kernels with a high fixed cost, so that the tail outweighs the other two terms.
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(5e-3, 1e-4)).expect("server");
         let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
         let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
         let dep = dependent_rows(&sim, 0).expect("suffixes");
         // The last input row reaches norm's last row, pool1's last 2 rows and pool2's last 3.
         assert_eq!(&dep[1..], &[1, 2, 3]);
-        // Upload 64 bytes, server tail (1+2+3 rows), download pool2's last 3 rows (48 bytes).
-        let want = (1e-4 + 64.0 / 1e4 + 2e-3) + (3.0 * 1e-4 + 6.0 * 1e-4) + (1e-4 + 48.0 / 1e4 + 2e-3);
+        // Upload 64 bytes, server tail (1+2+3 rows), download pool2's last 3 rows (48 bytes):
+        // 31.0 ms, against 26.0 for the compute term and 30.2 for the download term.
+        let want = (1e-4 + 64.0 / 1e4 + 2e-3) + (3.0 * 5e-3 + 6.0 * 1e-4) + (1e-4 + 48.0 / 1e4 + 2e-3);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         // No server-side plan beats it, however finely chunked; the finest comes close.
         let whole = baseline::server_only(&sim, 16).expect("server-only").cost.expect("feasible");
         assert!(whole.makespan_s > got);
-        for k in [2, 4, 8, 16] {
-            let mut plan = Plan::server_only(&g, 16);
-            for id in 1..g.nodes.len() {
-                plan.splits[id].server_chunks = k;
-            }
-            let cost = sim.cost(&plan).expect("chunked");
-            assert!(cost.makespan_s >= got - 1e-12, "{k} chunks: {} < bound {got}", cost.makespan_s);
-        }
+        no_chunking_beats(&sim, &g, got, &[2, 4, 8, 16]);
+    }
+
+    /// A server much slower than the link: the compute term binds, and no server-side plan,
+    /// however chunked, beats it.
+    #[test]
+    fn a_compute_bound_server_is_bound_by_its_whole_work() {
+        let g = chain();
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-3)).expect("server");
+        let link = Link { bandwidth: 1e7, latency_s: 1e-4, overhead_s: 1e-5 };
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
+        // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down.
+        let want = (1e-5 + 4.0 / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + 16.0 / 1e7 + 1e-4);
+        let got = sim.server_pipeline_bound().expect("bound");
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        let t = sim.server_pipeline_terms().expect("terms");
+        assert!(got > 1.5 * (t.input_bytes / 1e7 + t.tail_s + t.output_bytes / 1e7), "the compute term binds");
+        no_chunking_beats(&sim, &g, got, &[1, 2, 4, 8, 16]);
+    }
+
+    /// Outputs far larger than the input: every output byte comes down after the first input
+    /// row went up.
+    #[test]
+    fn large_outputs_bound_by_their_download() {
+        let g = chain();
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(0.0, 0.0)).expect("server");
+        let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
+        // The input is 64 bytes, the float output 256: one 4-byte row up, 256 bytes down.
+        let want = (1e-4 + 4.0 / 1e4 + 2e-3) + (1e-4 + 256.0 / 1e4 + 2e-3);
+        let got = sim.server_pipeline_bound().expect("bound");
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        no_chunking_beats(&sim, &g, got, &[1, 4, 16]);
     }
 }
