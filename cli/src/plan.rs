@@ -144,9 +144,10 @@ pub struct PlanArgs {
     /// Search budget multiplier (LNS simulations, beam width).
     #[arg(long, default_value_t = 1)]
     pub budget: usize,
-    /// Allow sending tensors larger than the raw input.
+    /// Never send a tensor larger than the raw input (the LOSS paper's pruning; off by
+    /// default: it found no better plan on the zoo and cost pose_hr 5%).
     #[arg(long)]
-    pub no_prune: bool,
+    pub prune: bool,
     /// Cache directory (default: the system temp dir's lop-plan-cache).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -188,8 +189,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             .filter(|f| f.is_finite() && *f > 0.0)
             .with_context(|| format!("--bandwidth-scale '{v}' must be positive or auto"))?,
     };
-    let planner =
-        PlannerConfig { seed: args.seed, prune_larger_than_input: !args.no_prune, ..PlannerConfig::default() }.scaled(args.budget);
+    let planner = PlannerConfig { seed: args.seed, prune_larger_than_input: args.prune, ..PlannerConfig::default() }.scaled(args.budget);
     let spec = TableSpec {
         buckets,
         bandwidth_scale: scale,

@@ -141,7 +141,8 @@ pub struct TableSettings {
     pub seed: u64,
     /// Search budget multiplier (default 1).
     pub budget: usize,
-    /// Refuse to send tensors larger than the raw input (default true).
+    /// Refuse to send tensors larger than the raw input (default false; see
+    /// `lop::planner::PlannerConfig::prune_larger_than_input`).
     pub prune_larger_than_input: bool,
     /// The robot's power model (energy objectives; default 13.35 / 4.25 / 4.04 W).
     pub robot_power: RobotPower,
@@ -160,7 +161,7 @@ impl Default for TableSettings {
             chunk_order: ChunkOrder::Wavefront,
             seed: 0,
             budget: 1,
-            prune_larger_than_input: true,
+            prune_larger_than_input: false,
             robot_power: RobotPower::default(),
         }
     }

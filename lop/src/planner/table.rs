@@ -17,6 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// producer's when their chunk counts differ, so older tables timed other chunks).
 pub const TABLE_VERSION: u32 = 3;
 
+/// Bumped when the planner's choices change for the same inputs (part of [`TableSpec::hash`]).
+/// 2: graph outputs coming down are exempt from pruning, which is off by default; the fluid
+/// bound holds global ops whole.
+pub const PLANNER_REVISION: u32 = 2;
+
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableKey {
@@ -152,9 +157,12 @@ impl TableSpec {
         self.planner.check()
     }
 
-    /// Content hash of the spec (the table key's `config_hash`; robots send it in Hello).
+    /// Content hash of the spec and of the planner's revision (the table key's `config_hash`;
+    /// robots send it in Hello), so that a cached table planned by an older planner is planned
+    /// anew.
     pub fn hash(&self) -> String {
-        hex::encode(Sha256::digest(serde_json::to_string(self).unwrap_or_default().as_bytes()))
+        let spec = serde_json::to_string(self).unwrap_or_default();
+        hex::encode(Sha256::digest(format!("planner {PLANNER_REVISION}; {spec}").as_bytes()))
     }
 
     /// The simulator configuration of bucket `b` MB/s.

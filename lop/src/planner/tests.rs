@@ -66,22 +66,36 @@ fn never_worse_than_any_baseline_on_random_dags() {
     assert!(lop_wins > 0, "LOSS never beat a baseline on 96 instances");
 }
 
-#[test]
-fn chunked_server_pipelining_beats_server_only_when_upload_dominates() {
-    // A chain of cheap local ops over a big input: the upload dominates, the robot is very
-    // slow, the server's first op is expensive: computing it in chunks while the rest of the
-    // frame is in flight hides it behind the upload.
-    let mut b = GraphBuilder::new("chain");
+/// u8 input [1, 4, 64, 64] -> norm -> 4 relus, then a global mean as the output, or the last
+/// relu's float rows (four times the input's bytes).
+fn relu_chain(global_mean: bool) -> Graph {
+    let mut b = GraphBuilder::new(if global_mean { "chain" } else { "raw-heads" });
     let x = b.input("x", vec![1, 4, 64, 64], DType::U8);
     let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 4], std: vec![1.0; 4] }, &[x]).expect("norm");
     for i in 0..4 {
         v = b.add(format!("relu{i}"), Op::Unary(UnaryOp::Relu), &[v]).expect("relu");
     }
-    let gap = b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("gap");
-    b.output(gap);
-    let g = b.build().expect("graph");
-    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
-    let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(0.0, if id == 1 { 2e-4 } else { 1e-6 })).expect("server");
+    if global_mean {
+        v = b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("gap");
+    }
+    b.output(v);
+    b.build().expect("graph")
+}
+
+/// A very slow robot; a server whose first op (norm) is expensive and the rest nearly free.
+fn relu_chain_profiles(g: &Graph) -> (Profile, Profile) {
+    let r = Profile::synthetic(g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(0.0, if id == 1 { 2e-4 } else { 1e-6 })).expect("server");
+    (r, s)
+}
+
+#[test]
+fn chunked_server_pipelining_beats_server_only_when_upload_dominates() {
+    // A chain of cheap local ops over a big input: the upload dominates, the robot is very
+    // slow, the server's first op is expensive: computing it in chunks while the rest of the
+    // frame is in flight hides it behind the upload.
+    let g = relu_chain(true);
+    let (r, s) = relu_chain_profiles(&g);
     let sim = Simulator::new(&g, &r, &s, SimConfig { link: Link::mbytes(1.0, 1e-4), ..SimConfig::default() }).expect("sim");
     let o = plan(&sim, Objective::Latency, &PlannerConfig::default()).expect("plan");
     let server_only = o.baselines.iter().find(|c| c.name == "server-only").and_then(|c| c.cost).expect("server-only");
@@ -89,6 +103,26 @@ fn chunked_server_pipelining_beats_server_only_when_upload_dominates() {
     assert_eq!(o.method, "lop");
     assert!(c.makespan_s < server_only.makespan_s * 0.95, "{} vs server-only {}", c.makespan_s, server_only.makespan_s);
     assert!(o.plan.splits.iter().any(|s| s.server_chunks > 1), "chunks must be used");
+}
+
+/// Raw float outputs four times the size of the byte input: every plan that computes them on
+/// the server sends them down, so the "never send a tensor larger than the input" rule must not
+/// count them. It did, and pruned every candidate: LOSS fell back to server-only, which uploads,
+/// computes and downloads one after the other, where streaming the output rows down while the
+/// rest of the frame is still coming up takes about the download alone.
+#[test]
+fn outputs_larger_than_the_input_do_not_prune_pipelining() {
+    let g = relu_chain(false);
+    let (r, s) = relu_chain_profiles(&g);
+    let sim = Simulator::new(&g, &r, &s, SimConfig { link: Link::mbytes(1.0, 1e-4), ..SimConfig::default() }).expect("sim");
+    // Pruning is off by default; this is what it must not do when turned on.
+    let cfg = PlannerConfig { prune_larger_than_input: true, ..PlannerConfig::default() };
+    let o = plan(&sim, Objective::Latency, &cfg).expect("plan");
+    let server_only = o.baselines.iter().find(|c| c.name == "server-only").and_then(|c| c.cost).expect("server-only");
+    let c = o.cost.expect("cost");
+    assert_eq!(o.method, "lop");
+    assert!(c.max_value_bytes <= 4 * 64 * 64, "only the output came down whole: {} bytes", c.max_value_bytes);
+    assert!(c.makespan_s < server_only.makespan_s * 0.9, "{} vs server-only {}", c.makespan_s, server_only.makespan_s);
 }
 
 fn spec(buckets: Vec<f64>) -> TableSpec {

@@ -88,8 +88,12 @@ pub struct Cost {
     pub bytes_up: usize,
     /// Bytes server to robot.
     pub bytes_down: usize,
-    /// The most bytes of any one value sent in one direction (all its pieces together): what
-    /// the planner's "never send a tensor larger than the raw input" rule checks.
+    /// The most bytes of any one value sent in one direction (all its pieces together), graph
+    /// outputs coming down excepted: what the planner's "never send a tensor larger than the raw
+    /// input" rule checks. Outputs are exempt because every plan in which the server computes
+    /// output rows must send them down, server-only included; counting them pruned every such
+    /// plan of a model whose raw heads outweigh its input (yolo_det's float heads against its
+    /// byte frame), leaving LOSS no better than server-only.
     pub max_value_bytes: usize,
 }
 
@@ -202,7 +206,10 @@ pub(super) fn cost(sim: &Simulator<'_>, run: &Run) -> Cost {
         } else {
             down += t.bytes
         }
-        per_value[2 * t.node + usize::from(t.up)] += t.bytes;
+        // A graph output the server computed must come down whatever the plan: not counted.
+        if t.up || !sim.graph.outputs.contains(&t.node) {
+            per_value[2 * t.node + usize::from(t.up)] += t.bytes;
+        }
     }
     let max_value_bytes = per_value.iter().copied().max().unwrap_or(0);
     Cost { makespan_s: run.makespan, energy_j: energy(sim, &iv, run.makespan).joules, bytes_up: up, bytes_down: down, max_value_bytes }
