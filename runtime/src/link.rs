@@ -151,6 +151,18 @@ mod tests {
         }
     }
 
+    /// The simulator prices every band message with the header bytes this encoding adds.
+    #[test]
+    fn band_headers_cost_what_the_simulator_prices() {
+        for shape in [vec![1, 3, 2, 224], vec![1, 1, 2, 32, 256], vec![1, 5, 2]] {
+            let payload = vec![0u8; shape.iter().product::<u32>() as usize];
+            let header =
+                BandHeader { inference_id: 7, tensor_id: 1, row_start: 0, row_end: 2, row_axis: 2, dtype: DType::U8, shape: shape.clone() };
+            let encoded = Frame::Band(Band { header, payload: payload.clone() }).encode().expect("band");
+            assert_eq!(encoded.len(), payload.len() + lop::sim::band_header_bytes(shape.len()), "shape {shape:?}");
+        }
+    }
+
     #[test]
     fn counters_count() {
         let c = Counters::default();

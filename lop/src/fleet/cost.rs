@@ -168,7 +168,8 @@ mod tests {
         let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-4)).expect("server");
         let config = SimConfig { link: Link::mbytes(1.0, 0.001), ..SimConfig::default() };
         let c = ModelCost::derive("chain", &g, &robot, &server, config).expect("derive");
-        assert_eq!(c.input_bytes, 64.0);
+        // 64 bytes of rows and one band header.
+        assert_eq!(c.input_bytes, 64.0 + crate::sim::band_header_bytes(4) as f64);
         // Two ops of 16 rows each on the server.
         assert!((c.server_s - 2.0 * (1e-4 + 16.0 * 1e-4)).abs() < 1e-12, "{}", c.server_s);
         // norm's last row and pool's last 2 rows depend on the input's last row.

@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const TABLE_VERSION: u32 = 3;
 
 /// Bumped when the planner's choices change for the same inputs (part of [`TableSpec::hash`]).
-/// 2: graph outputs coming down are exempt from pruning, which is off by default; the fluid
-/// bound holds global ops whole.
-pub const PLANNER_REVISION: u32 = 2;
+/// 2: graph outputs coming down are exempt from pruning, which is off by default. 3: every band
+/// message's header bytes are priced.
+pub const PLANNER_REVISION: u32 = 3;
 
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -173,6 +173,7 @@ impl TableSpec {
             input_bytes_per_element: self.input_bytes_per_element,
             order: self.chunk_order,
             bounds: self.chunk_bounds,
+            band_headers: true,
         }
     }
 }

@@ -146,7 +146,7 @@ impl Builder<'_, '_> {
                 self.t.transfers.push(Transfer {
                     up: from == Side::Robot,
                     node: inp,
-                    bytes: self.sim.row_bytes[inp] * sub.len(),
+                    bytes: self.sim.row_bytes[inp] * sub.len() + self.sim.band_header(inp),
                     rows: sub.clone(),
                     producer,
                     waiters: Vec::new(),

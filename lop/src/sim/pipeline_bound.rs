@@ -67,11 +67,11 @@ fn dependent_rows(sim: &Simulator<'_>, input: NodeId) -> Option<Vec<usize>> {
 /// pipelined offload under other links or server speeds (the fleet simulator, `lop::fleet`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PipelineTerms {
-    /// Bytes of the whole graph input on the wire.
+    /// Bytes of the whole graph input on the wire (one band header included).
     pub input_bytes: f64,
     /// Server seconds of the rows that depend on the input's last row (one kernel per op).
     pub tail_s: f64,
-    /// Bytes of the output rows that depend on the input's last row.
+    /// Bytes of the output rows that depend on the input's last row (a band header each).
     pub output_bytes: f64,
 }
 
@@ -87,15 +87,17 @@ impl Simulator<'_> {
         let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
         let pipelined = transfer(t.input_bytes) + t.tail_s + transfer(t.output_bytes);
         let g = self.graph();
-        let first_row = transfer(self.row_bytes[self.single_input()?] as f64);
+        let header = |id: NodeId| self.band_header(id);
+        let input = self.single_input()?;
+        let first_row = transfer((self.row_bytes[input] + header(input)) as f64);
         // The compute term: every live op whole on the server, then one output row down.
         let compute: f64 = (0..g.nodes.len())
             .filter(|&id| g.is_op(id) && self.is_live(id))
             .map(|id| self.op_time(Side::Server, id, g.nodes[id].info.rows()))
             .sum();
-        let last_row = g.outputs.iter().map(|&o| self.row_bytes[o]).min().unwrap_or(0);
+        let last_row = g.outputs.iter().map(|&o| self.row_bytes[o] + header(o)).min().unwrap_or(0);
         // The download term: every output byte.
-        let outputs: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * g.nodes[o].info.rows().max(1)).sum();
+        let outputs: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * g.nodes[o].info.rows().max(1) + header(o)).sum();
         Some(pipelined.max(first_row + compute + transfer(last_row as f64)).max(first_row + transfer(outputs as f64)))
     }
 
@@ -115,12 +117,13 @@ impl Simulator<'_> {
         let g = self.graph();
         let input = self.single_input()?;
         let dep = dependent_rows(self, input)?;
-        let input_bytes = (self.row_bytes[input] * g.nodes[input].info.rows().max(1)) as f64;
+        let header = |id: NodeId| self.band_header(id);
+        let input_bytes = (self.row_bytes[input] * g.nodes[input].info.rows().max(1) + header(input)) as f64;
         let tail_s: f64 = (0..g.nodes.len())
             .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
             .map(|id| self.op_time(Side::Server, id, dep[id]))
             .sum();
-        let output_bytes: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * dep[o]).sum();
+        let output_bytes: usize = g.outputs.iter().filter(|&&o| dep[o] > 0).map(|&o| self.row_bytes[o] * dep[o] + header(o)).sum();
         Some(PipelineTerms { input_bytes, tail_s, output_bytes: output_bytes as f64 })
     }
 }
@@ -170,9 +173,11 @@ mod tests {
         let dep = dependent_rows(&sim, 0).expect("suffixes");
         // The last input row reaches norm's last row, pool1's last 2 rows and pool2's last 3.
         assert_eq!(&dep[1..], &[1, 2, 3]);
-        // Upload 64 bytes, server tail (1+2+3 rows), download pool2's last 3 rows (48 bytes):
-        // 31.0 ms, against 26.0 for the compute term and 30.2 for the download term.
-        let want = (1e-4 + 64.0 / 1e4 + 2e-3) + (3.0 * 5e-3 + 6.0 * 1e-4) + (1e-4 + 48.0 / 1e4 + 2e-3);
+        // Upload 64 bytes, server tail (1+2+3 rows), download pool2's last 3 rows (48 bytes),
+        // each message with its band header: 41.4 ms, against 36.4 for the compute term and 40.6
+        // for the download term.
+        let h = crate::sim::band_header_bytes(4) as f64;
+        let want = (1e-4 + (64.0 + h) / 1e4 + 2e-3) + (3.0 * 5e-3 + 6.0 * 1e-4) + (1e-4 + (48.0 + h) / 1e4 + 2e-3);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         // No server-side plan beats it, however finely chunked; the finest comes close.
@@ -190,8 +195,10 @@ mod tests {
         let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-3)).expect("server");
         let link = Link { bandwidth: 1e7, latency_s: 1e-4, overhead_s: 1e-5 };
         let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
-        // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down.
-        let want = (1e-5 + 4.0 / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + 16.0 / 1e7 + 1e-4);
+        // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down, each
+        // message with its band header.
+        let h = crate::sim::band_header_bytes(4) as f64;
+        let want = (1e-5 + (4.0 + h) / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + (16.0 + h) / 1e7 + 1e-4);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         let t = sim.server_pipeline_terms().expect("terms");
@@ -208,8 +215,10 @@ mod tests {
         let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(0.0, 0.0)).expect("server");
         let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
         let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
-        // The input is 64 bytes, the float output 256: one 4-byte row up, 256 bytes down.
-        let want = (1e-4 + 4.0 / 1e4 + 2e-3) + (1e-4 + 256.0 / 1e4 + 2e-3);
+        // The input is 64 bytes, the float output 256: one 4-byte row up, 256 bytes down, each
+        // message with its band header.
+        let h = crate::sim::band_header_bytes(4) as f64;
+        let want = (1e-4 + (4.0 + h) / 1e4 + 2e-3) + (1e-4 + (256.0 + h) / 1e4 + 2e-3);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         no_chunking_beats(&sim, &g, got, &[1, 4, 16]);

@@ -28,8 +28,10 @@ fn split(m: usize, r: usize, k: usize) -> NodeSplit {
     NodeSplit { robot_end: m, server_start: r, robot_chunks: k, server_chunks: k }
 }
 
+/// A link without band headers, so that the timelines below can be computed by hand
+/// (`band_headers_are_priced_per_message` covers them).
 fn config(bandwidth: f64, latency_s: f64, overhead_s: f64) -> SimConfig {
-    SimConfig { link: Link { bandwidth, latency_s, overhead_s }, ..SimConfig::default() }
+    SimConfig { link: Link { bandwidth, latency_s, overhead_s }, band_headers: false, ..SimConfig::default() }
 }
 
 #[test]
@@ -323,4 +325,28 @@ fn simulator_is_fast_on_a_zoo_model() {
     eprintln!("resnet18 even plan: {:.1} us per simulation (this build)", per * 1e6);
     // Generous bound: unoptimised test builds are ~10x slower than release.
     assert!(per < 0.05, "{per} s per simulation");
+}
+
+/// Every band message carries its header, as the runtime's frames do: bytes each way are the
+/// rows plus one header per message, and they take link time.
+#[test]
+fn band_headers_are_priced_per_message() {
+    let g = chain(8, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0), (0.010, 0.0), (0.050, 0.0)], &[(0.0, 0.0), (0.001, 0.0), (0.002, 0.0)]);
+    let mut plan = Plan::robot_only(&g, 8);
+    plan.splits[1].robot_chunks = 4;
+    plan.splits[2] = split(0, 0, 4);
+    let bare = Simulator::new(&g, &rp, &sp, config(1e6, 0.001, 0.0)).expect("sim").simulate(&plan).expect("simulate");
+    let with = Simulator::new(&g, &rp, &sp, SimConfig { band_headers: true, ..config(1e6, 0.001, 0.0) })
+        .expect("sim")
+        .simulate(&plan)
+        .expect("simulate");
+    let h = crate::sim::band_header_bytes(4);
+    assert_eq!(h, 52);
+    assert_eq!((bare.bytes_up, bare.bytes_down), (256, 256));
+    assert_eq!((with.messages_up, with.messages_down), (bare.messages_up, bare.messages_down));
+    assert_eq!(with.bytes_up, 256 + with.messages_up * h);
+    assert_eq!(with.bytes_down, 256 + with.messages_down * h);
+    assert!(with.messages_up > 1, "chunked: {} messages", with.messages_up);
+    assert!(with.makespan_s > bare.makespan_s, "{} vs {}", with.makespan_s, bare.makespan_s);
 }
