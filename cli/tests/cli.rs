@@ -531,7 +531,7 @@ fn fleet_sim_and_fleet_cost_refuse_bad_input_clearly() {
     let costs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&list).expect("list")).expect("json");
     let entry = &costs[0];
     assert_eq!(entry["name"], "mobilenet_v2");
-    assert_eq!(entry["input_bytes"].as_f64(), Some(150_528.0), "a 224x224 RGB u8 frame: {entry}");
+    assert_eq!(entry["input_bytes"].as_f64(), Some(150_528.0 + 52.0), "a 224x224 RGB u8 frame and its band header: {entry}");
     let (server_s, tail_s, robot_s) = (entry["server_s"].as_f64(), entry["tail_s"].as_f64(), entry["robot_s"].as_f64());
     assert!(tail_s < server_s && server_s < robot_s, "{entry}");
     let out = lop(&["fleet-sim", "--robots", "20", "--servers", "3", "--seconds", "5", "--json", "--costs", list.to_str().expect("utf8")]);
