@@ -263,9 +263,11 @@ impl Fluid<'_, '_> {
         let mut best: Option<(f64, [f64; 4], Vec<bool>)> = None;
         let mut eval = |w: [f64; 4], cuts: &mut Vec<([f64; 4], Vec<bool>)>, budget: &mut usize| {
             *budget = budget.saturating_sub(1);
-            let (_, side) = self.cut(w, pins);
+            // The bound is the cut's capacity, the minimum itself; its resource totals `t`
+            // (the same sum, split by resource) steer the search.
+            let (value, side) = self.cut(w, pins);
             let t = self.terms(&side);
-            let value = dot(&w, &t);
+            debug_assert!((value - dot(&w, &t)).abs() <= 1e-9 * value.abs().max(1e-12), "{value} vs {}", dot(&w, &t));
             if best.as_ref().is_none_or(|(b, _, _)| value > *b) {
                 best = Some((value, w, side.clone()));
             }
