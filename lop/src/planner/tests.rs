@@ -154,6 +154,7 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     // server-pipelining bound covers; bucket 0 (no link) has no bound.
     let bounds = a.pipeline_bounds(&g, &r, &s).expect("bounds");
     assert_eq!(bounds.len(), a.entries.len());
+    let mut no_band_checked = 0;
     assert!(bounds[0].is_none());
     for (e, bound) in a.entries.iter().zip(&bounds) {
         let best = e.best_baseline_s().expect("robot-only is always feasible");
@@ -162,8 +163,14 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
         assert!(e.makespan_s.expect("lop") <= best + 1e-12);
         if let (Some(b), Some(so)) = (bound, e.makespan_of("server-only")) {
             assert!(*b <= so + 1e-12, "bucket {}: bound {b} above server-only {so}", e.bucket_mb_s);
+            // A LOSS plan that gives the robot no rows is one of the plans the bound covers.
+            if e.plan.splits.iter().all(|sp| sp.robot_end == 0) {
+                no_band_checked += 1;
+                assert!(e.makespan_s.expect("lop") >= b - 1e-12, "bucket {}: LOSS below the bound {b}", e.bucket_mb_s);
+            }
         }
     }
+    eprintln!("LOSS plans without robot rows checked against the bound: {no_band_checked}");
     let dir = std::env::temp_dir().join(format!("lop-table-cache-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     let (t1, _, u1) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("miss");

@@ -463,6 +463,7 @@ mod tests {
     #[test]
     fn no_plan_beats_the_fluid_bound() {
         let mut checked = 0;
+        let mut pipe_checked = 0;
         let mut tight = 0.0f64;
         for seed in 0..30 {
             let g = random_dag(seed, 4 + seed as usize % 9);
@@ -491,12 +492,28 @@ mod tests {
                 tight = tight.max(bound / cost.makespan_s);
                 checked += 1;
             }
-            if let Some(pipe) = sim.server_pipeline_bound() {
-                // Both are lower bounds of server-only; neither needs to dominate the other.
-                assert!(pipe.is_finite());
+            // The server-pipelining bound holds for every plan that keeps the robot to sending
+            // the input: server-only plans in random chunk counts per op (wavefront order and
+            // aligned bounds, the planner's).
+            let pipe = sim.server_pipeline_bound().expect("single input, suffixes");
+            let aligned = SimConfig { link, bounds: crate::sim::ChunkBounds::Aligned, ..SimConfig::default() };
+            for config in [SimConfig { link, ..SimConfig::default() }, aligned] {
+                let sim = Simulator::new(&g, &r, &s, config).expect("sim");
+                for _ in 0..10 {
+                    let mut plan = Plan::server_only(&g, 8);
+                    plan.splits.iter_mut().for_each(|sp| sp.server_chunks = 1 + rng.below(8));
+                    let cost = sim.cost(&plan).expect("server-side");
+                    assert!(
+                        cost.makespan_s >= pipe * (1.0 - 1e-9),
+                        "seed {seed}: {} s below the pipelining bound {pipe} s",
+                        cost.makespan_s
+                    );
+                    pipe_checked += 1;
+                }
             }
         }
         assert!(checked > 600, "{checked} plans checked");
+        assert_eq!(pipe_checked, 600);
         assert!(tight > 0.5, "the bound is far from every plan (best ratio {tight})");
     }
 

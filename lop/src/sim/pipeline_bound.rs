@@ -1,36 +1,56 @@
 //! How far server-side pipelining can go under exact halos: a lower bound on the makespan of
 //! every plan in which the robot only sends the graph input and the server computes every op.
 //!
-//! Whatever the chunking and order, every output row that depends on the input's last row can
-//! only be computed after that row has arrived, and the server computes one kernel at a time.
-//! So such a plan takes at least: the whole input over the uplink (one message's overhead, its
-//! bytes at the link's bandwidth, the latency), then the server time of every op's rows that
-//! depend on the last input row (one kernel per op, the fewest), then those rows of the outputs
-//! over the downlink. Receptive fields decide the middle term: the deep layers of a 224x224
-//! CNN depend on the last input row in every row, which is why exactness caps the gain of
-//! hiding the server's compute behind the upload.
+//! The argument is one of release times. Such a plan sends the input top to bottom (every
+//! schedule the planner derives sends a value's rows in row order), so input row `i` has
+//! arrived no earlier than one message carrying rows `0..=i` could bring it: one message's
+//! overhead, those rows and one band header at the link's bandwidth, the latency. Every output
+//! row of an op that depends on some input row at or below `i` (through the footprints) can
+//! only be computed after that, and the server computes one kernel at a time, each of `r` rows
+//! taking `a + b r` (so splitting a set of rows over several kernels never takes less than one
+//! kernel of them all). So, for every `i`, such a plan takes at least:
 //!
-//! Where the server's compute outweighs the upload (a 3D grid, a fast link), a second term
-//! binds: the server computes nothing before the first input row arrives, then runs every op
-//! whole (chunks of `r` rows at `a + b r` each take at least the whole op's time), and its last
-//! kernel produces output rows (a kernel whose result feeds no output is not needed, so any
-//! later kernel would be) that still cross the downlink. So such a plan also takes at least:
-//! one input row over the uplink, the server time of every op, one output row over the
-//! downlink. And where the outputs outweigh the input (a raw 3D grid), a third: every output
-//! byte crosses the downlink, none before the first input row has come up. The bound is the
-//! largest of the three.
+//! - the arrival of row `i`, then the server time of every op's rows that depend on rows `>= i`
+//!   (one kernel per op, the fewest), then one output row over the downlink: the last of those
+//!   kernels computes rows of a graph output (any later kernel would depend on it, and every
+//!   op computed feeds an output), and they must still come down;
+//! - the arrival of row `i`, then every output byte that depends on rows `>= i` over the
+//!   downlink (none of it exists before).
+//!
+//! Messages sharpen the first: the input crosses in messages, each with a band header, and a
+//! row is there only when its whole message is. A message that ends at row `e` as the `j`-th
+//! arrives no sooner than `e` rows and `j` headers can cross, and what its first row releases
+//! follows. Any plan cuts its input somehow, so it takes at least the least, over every cut, of
+//! the largest of these terms over its messages ([`best_message_cut`] finds that least
+//! exactly). Few large messages leave much work for the end; many small ones pay a header
+//! each. With headers left out the cut into single rows is free and this is the row-by-row
+//! bound.
+//!
+//! The bound is the largest of these over every input row `i`. For `i` the last row, it is the
+//! classic pipelining argument: the whole input up, the server's tail, the result down;
+//! receptive fields decide the tail, and the deep layers of a CNN depend on the last input row
+//! in most of their rows, which is why exactness caps the gain of hiding the server's compute
+//! behind the upload. For `i = 0` it is the server's whole work (a 3D grid, a fast link) or the
+//! whole output's download (raw heads larger than the frame). In between it binds where the
+//! rows that arrive last release more server work than the link takes to bring them: the
+//! deep, expensive rows of a CNN all wait for the bottom of the frame.
+//!
+//! The rows that depend on an input suffix are found per op by one footprint per output row
+//! ([`Reach`]); where some footprint is not a non-empty row range that ends no earlier than
+//! the previous row's, the dependent rows need not be suffixes, and only `i = 0` and the last
+//! row are counted, each by a direct scan of every row ([`dependent_rows`]).
 
 use super::Simulator;
 use crate::graph::NodeId;
 use crate::plan::Side;
 use crate::rows::Footprint;
 
-/// Per value, how many of its rows depend on the graph input's last row; `None` when the
+/// Per value, how many of its rows depend on graph-input rows `from..` ; `None` when the
 /// dependent rows of some value are not a suffix of its rows (no bound is claimed then).
-fn dependent_rows(sim: &Simulator<'_>, input: NodeId) -> Option<Vec<usize>> {
+fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) -> Option<Vec<usize>> {
     let g = sim.graph();
     let mut dep = vec![0usize; g.nodes.len()];
-    dep[input] = 1;
+    dep[input] = g.nodes[input].info.rows().max(1).saturating_sub(from);
     for id in 0..g.nodes.len() {
         if !g.is_op(id) {
             continue;
@@ -63,8 +83,93 @@ fn dependent_rows(sim: &Simulator<'_>, input: NodeId) -> Option<Vec<usize>> {
     Some(dep)
 }
 
-/// The three terms of [`Simulator::server_pipeline_bound`], for callers that price the same
-/// pipelined offload under other links or server speeds (the fleet simulator, `lop::fleet`).
+/// How one op input is read, row by row: wholly (every output row reads all of it), or by
+/// row ranges whose ends, per output row, never decrease.
+enum Read {
+    /// Every output row reads the whole input (or a broadcast of it).
+    Whole,
+    /// The end of the input rows each output row reads.
+    Ends(Vec<usize>),
+}
+
+/// For every op in the graph input's forward cone, how it reads each input in that cone: what
+/// finds the rows depending on any input suffix with one binary search per op input.
+struct Reach {
+    /// Per node, per input (`None`: an input that does not depend on the graph input).
+    reads: Vec<Vec<Option<Read>>>,
+}
+
+impl Reach {
+    /// `None` when some footprint in the cone is empty, mixes whole and ranged reads, or ends
+    /// above the next row's: the suffix structure does not hold.
+    fn new(sim: &Simulator<'_>, input: NodeId) -> Option<Reach> {
+        let g = sim.graph();
+        let mut in_cone = vec![false; g.nodes.len()];
+        in_cone[input] = true;
+        let mut reads = Vec::with_capacity(g.nodes.len());
+        for (id, node) in g.nodes.iter().enumerate() {
+            let mut per_input = Vec::with_capacity(node.inputs.len());
+            if !g.is_op(id) {
+                reads.push(per_input);
+                continue;
+            }
+            let rows = node.info.rows().max(1);
+            for (k, &v) in node.inputs.iter().enumerate() {
+                if !in_cone[v] {
+                    per_input.push(None);
+                    continue;
+                }
+                in_cone[id] = true;
+                let mut ends = Vec::with_capacity(rows);
+                let mut whole = 0;
+                for r in 0..rows {
+                    match g.footprint(id, k, &(r..r + 1)) {
+                        Footprint::Rows(f) if f.start < f.end && ends.last().is_none_or(|&e| e <= f.end) => ends.push(f.end),
+                        Footprint::Rows(_) => return None,
+                        Footprint::Broadcast | Footprint::Whole => whole += 1,
+                    }
+                }
+                per_input.push(Some(match (whole, ends.len()) {
+                    (0, _) => Read::Ends(ends),
+                    (_, 0) => Read::Whole,
+                    _ => return None,
+                }));
+            }
+            reads.push(per_input);
+        }
+        Some(Reach { reads })
+    }
+
+    /// Per value, how many of its rows (a suffix) depend on graph-input rows `from..`.
+    fn dependent_rows(&self, sim: &Simulator<'_>, input: NodeId, from: usize) -> Vec<usize> {
+        let g = sim.graph();
+        let mut dep = vec![0usize; g.nodes.len()];
+        dep[input] = g.nodes[input].info.rows().max(1).saturating_sub(from);
+        for (id, node) in g.nodes.iter().enumerate() {
+            let rows = node.info.rows().max(1);
+            let mut first = rows;
+            for (k, &v) in node.inputs.iter().enumerate() {
+                if dep[v] == 0 {
+                    continue;
+                }
+                let below = g.nodes[v].info.rows().max(1) - dep[v];
+                first = first.min(match &self.reads[id][k] {
+                    Some(Read::Whole) => 0,
+                    Some(Read::Ends(ends)) => ends.partition_point(|&e| e <= below),
+                    None => rows,
+                });
+            }
+            if g.is_op(id) {
+                dep[id] = rows - first;
+            }
+        }
+        dep
+    }
+}
+
+/// The three terms of the pipelined offload's classic bound (the input's last row), for
+/// callers that price the same offload under other links or server speeds (the fleet
+/// simulator, `lop::fleet`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PipelineTerms {
     /// Bytes of the whole graph input on the wire (one band header included).
@@ -75,6 +180,75 @@ pub struct PipelineTerms {
     pub output_bytes: f64,
 }
 
+/// What the input rows from one row down release: the server's work that depends on them and
+/// the output bytes that do.
+#[derive(Debug, Clone, Copy)]
+struct Release {
+    /// The first of the rows.
+    row: usize,
+    /// Server seconds of the rows that depend on them (one kernel per op).
+    work_s: f64,
+    /// Bytes of the output rows that do (a band header each).
+    output_bytes: f64,
+    /// The smallest message of one dependent output row.
+    last_message_bytes: f64,
+}
+
+/// [`Release`] per input row (every row where the suffix structure holds, else the first and
+/// the last), with the input's wire size.
+struct Releases {
+    /// Input rows.
+    rows: usize,
+    /// Bytes of one input row on the wire.
+    row_bytes: f64,
+    /// Bytes of one input message's band header.
+    header_bytes: f64,
+    /// Per row counted, top to bottom.
+    from: Vec<Release>,
+}
+
+/// The least makespan over every way of cutting the input into messages, top to bottom: a
+/// message that ends at row `e` as the `j`-th arrives no sooner than `transfer(e` rows and `j`
+/// headers`)`, after which what its first row releases takes `tails[first row]` more; a cut's
+/// makespan is the largest over its messages, and the bound the least over cuts. `tails` must
+/// not increase. Solved exactly: a makespan `t` is reachable iff sending each message as far
+/// down as `t` allows reaches the last row (ending a message lower leaves the next message's
+/// tail no longer and its own no later than any other cut with as many messages), so a
+/// bisection on `t` finds the least, returned from below (`lo`, never above the optimum).
+fn best_message_cut(tails: &[f64], row_bytes: f64, header_bytes: f64, link: &super::Link, lo: f64) -> f64 {
+    let n = tails.len();
+    let fixed = link.overhead_s + link.latency_s;
+    let reaches = |t: f64| {
+        let (mut row, mut messages) = (0usize, 0usize);
+        while row < n {
+            messages += 1;
+            let bytes = (t - tails[row] - fixed) * link.bandwidth - messages as f64 * header_bytes;
+            if bytes < 0.0 {
+                return false;
+            }
+            // The rows this message may carry through; a hair of slack so that rounding never
+            // calls a reachable makespan unreachable (which would lift the bound above it).
+            let end = ((bytes / row_bytes) * (1.0 + 1e-12) + 1e-9).floor().min(n as f64) as usize;
+            if end <= row {
+                return false;
+            }
+            row = end;
+        }
+        true
+    };
+    // One message: a cut, so its makespan is at least the least.
+    let mut hi = fixed + (n as f64 * row_bytes + header_bytes) / link.bandwidth + tails[0];
+    let mut lo = lo.min(hi);
+    for _ in 0..100 {
+        if hi - lo <= 1e-12 * hi {
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        if reaches(mid) { hi = mid } else { lo = mid }
+    }
+    lo
+}
+
 impl Simulator<'_> {
     /// The lower bound described in the module docs, in seconds; `None` without a link, for
     /// graphs with more than one input, or when dependent rows are not suffixes.
@@ -83,22 +257,43 @@ impl Simulator<'_> {
         if link.bandwidth <= 0.0 {
             return None;
         }
-        let t = self.server_pipeline_terms()?;
         let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
-        let pipelined = transfer(t.input_bytes) + t.tail_s + transfer(t.output_bytes);
+        let rel = self.releases()?;
+        let tail = |r: &Release| (r.work_s + transfer(r.last_message_bytes)).max(transfer(r.output_bytes));
+        // Each row in a message of its own with one header in all: a bound whatever the cut.
+        let per_row =
+            rel.from.iter().map(|r| transfer((r.row + 1) as f64 * rel.row_bytes + rel.header_bytes) + tail(r)).reduce(f64::max)?;
+        if rel.from.len() < rel.rows || rel.row_bytes <= 0.0 {
+            return Some(per_row);
+        }
+        let tails: Vec<f64> = rel.from.iter().map(tail).collect();
+        Some(per_row.max(best_message_cut(&tails, rel.row_bytes, rel.header_bytes, &link, per_row)))
+    }
+
+    /// What each input row releases; `None` as for [`Simulator::server_pipeline_bound`].
+    fn releases(&self) -> Option<Releases> {
         let g = self.graph();
-        let header = |id: NodeId| self.band_header(id);
         let input = self.single_input()?;
-        let first_row = transfer((self.row_bytes[input] + header(input)) as f64);
-        // The compute term: every live op whole on the server, then one output row down.
-        let compute: f64 = (0..g.nodes.len())
-            .filter(|&id| g.is_op(id) && self.is_live(id))
-            .map(|id| self.op_time(Side::Server, id, g.nodes[id].info.rows()))
-            .sum();
-        let last_row = g.outputs.iter().map(|&o| self.row_bytes[o] + header(o)).min().unwrap_or(0);
-        // The download term: every output byte.
-        let outputs: usize = g.outputs.iter().map(|&o| self.row_bytes[o] * g.nodes[o].info.rows().max(1) + header(o)).sum();
-        Some(pipelined.max(first_row + compute + transfer(last_row as f64)).max(first_row + transfer(outputs as f64)))
+        let n = g.nodes[input].info.rows().max(1);
+        let header = |id: NodeId| self.band_header(id);
+        let release = |row: usize, dep: &[usize]| {
+            let work_s = (0..g.nodes.len())
+                .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
+                .map(|id| self.op_time(Side::Server, id, dep[id]))
+                .sum();
+            let outs = || g.outputs.iter().filter(|&&o| dep[o] > 0);
+            Release {
+                row,
+                work_s,
+                output_bytes: outs().map(|&o| self.row_bytes[o] * dep[o] + header(o)).sum::<usize>() as f64,
+                last_message_bytes: outs().map(|&o| self.row_bytes[o] + header(o)).min().unwrap_or(0) as f64,
+            }
+        };
+        let from = match Reach::new(self, input) {
+            Some(reach) => (0..n).map(|i| release(i, &reach.dependent_rows(self, input, i))).collect(),
+            None => [0, n - 1].iter().map(|&i| dependent_rows(self, input, i).map(|dep| release(i, &dep))).collect::<Option<_>>()?,
+        };
+        Some(Releases { rows: n, row_bytes: self.row_bytes[input] as f64, header_bytes: header(input) as f64, from })
     }
 
     /// The graph's one input; `None` for graphs with several.
@@ -111,14 +306,15 @@ impl Simulator<'_> {
         }
     }
 
-    /// The bound's terms, independent of the link; `None` for graphs with more than one input
-    /// or when dependent rows are not suffixes.
+    /// The classic bound's terms (the input's last row), independent of the link; `None` for
+    /// graphs with more than one input or when dependent rows are not suffixes.
     pub fn server_pipeline_terms(&self) -> Option<PipelineTerms> {
         let g = self.graph();
         let input = self.single_input()?;
-        let dep = dependent_rows(self, input)?;
+        let n = g.nodes[input].info.rows().max(1);
+        let dep = dependent_rows(self, input, n - 1)?;
         let header = |id: NodeId| self.band_header(id);
-        let input_bytes = (self.row_bytes[input] * g.nodes[input].info.rows().max(1) + header(input)) as f64;
+        let input_bytes = (self.row_bytes[input] * n + header(input)) as f64;
         let tail_s: f64 = (0..g.nodes.len())
             .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
             .map(|id| self.op_time(Side::Server, id, dep[id]))
@@ -167,17 +363,22 @@ mod tests {
         let g = chain();
         let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
         // Kernels with a high fixed cost, so that the tail outweighs the other two terms.
-        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(5e-3, 1e-4)).expect("server");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(8e-3, 1e-4)).expect("server");
         let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
-        let dep = dependent_rows(&sim, 0).expect("suffixes");
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        let dep = dependent_rows(&sim, 0, 15).expect("suffixes");
         // The last input row reaches norm's last row, pool1's last 2 rows and pool2's last 3.
         assert_eq!(&dep[1..], &[1, 2, 3]);
-        // Upload 64 bytes, server tail (1+2+3 rows), download pool2's last 3 rows (48 bytes),
-        // each message with its band header: 41.4 ms, against 36.4 for the compute term and 40.6
-        // for the download term.
-        let h = crate::sim::band_header_bytes(4) as f64;
-        let want = (1e-4 + (64.0 + h) / 1e4 + 2e-3) + (3.0 * 5e-3 + 6.0 * 1e-4) + (1e-4 + (48.0 + h) / 1e4 + 2e-3);
+        let reach = Reach::new(&sim, 0).expect("suffixes");
+        for from in 0..16 {
+            assert_eq!(reach.dependent_rows(&sim, 0, from), dependent_rows(&sim, 0, from).expect("suffixes"), "from row {from}");
+        }
+        // Band headers are left out here (see `headers_cut_the_input_into_few_messages`).
+        // Upload 64 bytes, server tail (1+2+3 rows), one row of pool2 (16 bytes) down: 36.8 ms.
+        // A row released earlier arrives 0.4 ms sooner a row and adds only 0.3 ms of work (35.0
+        // ms for row 0: the whole work after the first row); every output byte down after row
+        // 2 arrives: 31.0 ms.
+        let want = (1e-4 + 64.0 / 1e4 + 2e-3) + (3.0 * 8e-3 + 6.0 * 1e-4) + (1e-4 + 16.0 / 1e4 + 2e-3);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         // No server-side plan beats it, however finely chunked; the finest comes close.
@@ -194,11 +395,9 @@ mod tests {
         let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
         let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-3)).expect("server");
         let link = Link { bandwidth: 1e7, latency_s: 1e-4, overhead_s: 1e-5 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
-        // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down, each
-        // message with its band header.
-        let h = crate::sim::band_header_bytes(4) as f64;
-        let want = (1e-5 + (4.0 + h) / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + (16.0 + h) / 1e7 + 1e-4);
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down.
+        let want = (1e-5 + 4.0 / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + 16.0 / 1e7 + 1e-4);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         let t = sim.server_pipeline_terms().expect("terms");
@@ -206,21 +405,108 @@ mod tests {
         no_chunking_beats(&sim, &g, got, &[1, 2, 4, 8, 16]);
     }
 
-    /// Outputs far larger than the input: every output byte comes down after the first input
-    /// row went up.
+    /// Outputs far larger than the input: every output byte comes down after the input row
+    /// that all of them depend on went up.
     #[test]
     fn large_outputs_bound_by_their_download() {
         let g = chain();
         let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
         let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(0.0, 0.0)).expect("server");
         let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
-        // The input is 64 bytes, the float output 256: one 4-byte row up, 256 bytes down, each
-        // message with its band header.
-        let h = crate::sim::band_header_bytes(4) as f64;
-        let want = (1e-4 + (4.0 + h) / 1e4 + 2e-3) + (1e-4 + (256.0 + h) / 1e4 + 2e-3);
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        // The input is 64 bytes, the float output 256. Every output row depends on input row 2
+        // (pool2's row 0 reads pool1's row 1, which reads norm's row 2): three 4-byte rows up,
+        // then 256 bytes down.
+        let want = (1e-4 + 12.0 / 1e4 + 2e-3) + (1e-4 + 256.0 / 1e4 + 2e-3);
         let got = sim.server_pipeline_bound().expect("bound");
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         no_chunking_beats(&sim, &g, got, &[1, 4, 16]);
+    }
+
+    /// The rows that arrive first can bind: input u8 [1,1,16,4] -> norm -> 2x2 stride-2 max
+    /// pool (8 rows) -> 3x3 max pool (pad 1), with only the last op costly (10 ms a row). Its
+    /// first row reads pool1's rows 0-1, which read input rows 0-3, so all of its work waits
+    /// for row 3; at 1 ms a row up, the last row releases only 2 of its rows.
+    #[test]
+    fn work_released_by_early_rows_binds_between_the_ends() {
+        let mut b = GraphBuilder::new("stride");
+        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
+        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        let half = Pool { kernel: vec![2, 2], strides: vec![2, 2], pads_begin: vec![0, 0], pads_end: vec![0, 0], ..Pool::same_3x3() };
+        let p1 = b.add("pool1", Op::MaxPool(half), &[n]).expect("pool1");
+        let p2 = b.add("pool2", Op::MaxPool(Pool::same_3x3()), &[p1]).expect("pool2");
+        b.output(p2);
+        let g = b.build().expect("graph");
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |id| Fit::new(0.0, if id == 3 { 1e-2 } else { 0.0 })).expect("server");
+        let link = Link { bandwidth: 4e3, latency_s: 0.0, overhead_s: 0.0 };
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        // Rows 0-3 up (4 ms), pool2's 8 rows (80 ms), one 8-byte row down (2 ms): 86 ms. Row 0
+        // alone gives 83 ms (the whole work after the first row), the last row 38 ms (2 rows
+        // of pool2 after the whole input).
+        let want = 16.0 / 4e3 + 8.0 * 1e-2 + 8.0 / 4e3;
+        let got = sim.server_pipeline_bound().expect("bound");
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        let first_row = 4.0 / 4e3 + 8.0 * 1e-2 + 8.0 / 4e3;
+        assert!(got > first_row + 2e-3, "tighter than the whole work after the first row");
+        no_chunking_beats(&sim, &g, got, &[1, 2, 4, 8]);
+    }
+
+    /// Every way of cutting `tails.len()` rows into messages, top to bottom: the least of their
+    /// makespans (each message's arrival, then its first row's tail; the largest over messages).
+    fn every_cut(tails: &[f64], row_bytes: f64, header_bytes: f64, link: &Link) -> f64 {
+        let n = tails.len();
+        (0..1u32 << (n - 1))
+            .map(|mask| {
+                let (mut start, mut messages, mut worst) = (0, 0, 0.0f64);
+                for end in 1..=n {
+                    if end == n || mask & (1 << (end - 1)) != 0 {
+                        messages += 1;
+                        let bytes = end as f64 * row_bytes + messages as f64 * header_bytes;
+                        worst = worst.max(link.overhead_s + bytes / link.bandwidth + link.latency_s + tails[start]);
+                        start = end;
+                    }
+                }
+                worst
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The best cut into messages, found by bisection with a greedy test, equals the least over
+    /// every cut, on random tails, rows, headers and links.
+    #[test]
+    fn the_best_message_cut_is_the_least_over_every_cut() {
+        let mut rng = crate::rng::Rng::new(7);
+        for case in 0..300 {
+            let n = 1 + rng.below(11);
+            let mut tails: Vec<f64> = (0..n).map(|_| rng.unit() * 2e-2).collect();
+            tails.sort_by(|a, b| b.total_cmp(a));
+            let link = Link { bandwidth: [1e3, 1e4, 1e5][rng.below(3)], latency_s: rng.unit() * 1e-3, overhead_s: rng.unit() * 1e-4 };
+            let (row_bytes, header_bytes) = (1.0 + rng.unit() * 40.0, rng.unit() * 60.0);
+            let want = every_cut(&tails, row_bytes, header_bytes, &link);
+            let got = best_message_cut(&tails, row_bytes, header_bytes, &link, 0.0);
+            assert!(got <= want * (1.0 + 1e-12) && got >= want * (1.0 - 1e-9), "case {case}: {got} vs {want}");
+        }
+    }
+
+    /// With band headers priced, each message the input is cut into costs one: the bound
+    /// charges the cut that serves the tail best, above the one header of the row-by-row
+    /// relaxation, and no chunking beats it.
+    #[test]
+    fn headers_cut_the_input_into_few_messages() {
+        let g = chain();
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 1e-3)).expect("server");
+        let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
+        let bound = |band_headers: bool| {
+            let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers, ..SimConfig::default() }).expect("sim");
+            (sim.server_pipeline_bound().expect("bound"), sim)
+        };
+        let (bare, _) = bound(false);
+        let (got, sim) = bound(true);
+        let header = crate::sim::band_header_bytes(4) as f64;
+        // The input's header and the output's: what the row-by-row relaxation adds.
+        assert!(got > bare + 2.0 * header / 1e4 + 1e-4, "{got} vs {bare}");
+        no_chunking_beats(&sim, &g, got, &[1, 2, 4, 8, 16]);
     }
 }
