@@ -26,6 +26,18 @@
 //! each. With headers left out the cut into single rows is free and this is the row-by-row
 //! bound.
 //!
+//! Kernels sharpen it again. The row-by-row terms let an op compute its rows that do not
+//! depend on row `i` before row `i` arrives and the rest after, as if the split were free; but
+//! a kernel costs `a` however few its rows, and it starts only once the input its last row
+//! reads has come. Take rows `i1 < i2` and a weight `t` in `[0, 1]`: the plan's makespan is
+//! at least `t` times the `i1` term plus `1 - t` times the `i2` term, each counting the work
+//! of the kernels that start after that row's arrival. An op's rows that read row `i1` or
+//! below but nothing from `i2` down are either computed in the kernel that waits for `i2` (late
+//! for both) or in kernels of their own (late for `i1` only, at weight `t`, and one `a` more);
+//! whichever is cheaper for each op, the sum bounds the plan ([`Simulator::kernel_mixture`]).
+//! This only needs the server's last kernel to compute rows of a graph output; where some op
+//! leaves rows unread ([`every_row_is_read`]), no term counts the download after it.
+//!
 //! The bound is the largest of these over every input row `i`. For `i` the last row, it is the
 //! classic pipelining argument: the whole input up, the server's tail, the result down;
 //! receptive fields decide the tail, and the deep layers of a CNN depend on the last input row
@@ -81,6 +93,29 @@ fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) -> Option<Vec
         dep[id] = count;
     }
     Some(dep)
+}
+
+/// Whether every row of every live op that is not a graph output is read by some live
+/// consumer (a 1x1 stride-2 convolution alone leaves every other row unread). Then a server's
+/// last kernel computes rows of a graph output, which still come down: a kernel whose rows
+/// some consumer reads is followed by that consumer's kernel.
+fn every_row_is_read(sim: &Simulator<'_>) -> bool {
+    let g = sim.graph();
+    let live_op = |id: NodeId| g.is_op(id) && sim.is_live(id);
+    let mut read: Vec<Vec<bool>> = g.nodes.iter().map(|n| vec![false; n.info.rows().max(1)]).collect();
+    for (v, node) in g.nodes.iter().enumerate().filter(|&(v, _)| live_op(v)) {
+        for (k, &u) in node.inputs.iter().enumerate() {
+            let rows_u = read[u].len();
+            for r in 0..node.info.rows().max(1) {
+                let f = match g.footprint(v, k, &(r..r + 1)) {
+                    Footprint::Rows(f) => f.start.min(rows_u)..f.end.min(rows_u),
+                    Footprint::Broadcast | Footprint::Whole => 0..rows_u,
+                };
+                read[u][f].iter_mut().for_each(|x| *x = true);
+            }
+        }
+    }
+    (0..g.nodes.len()).filter(|&u| live_op(u) && !g.outputs.contains(&u)).all(|u| read[u].iter().all(|&x| x))
 }
 
 /// How one op input is read, row by row: wholly (every output row reads all of it), or by
@@ -180,6 +215,17 @@ pub struct PipelineTerms {
     pub output_bytes: f64,
 }
 
+/// The arguments of [`Simulator::server_pipeline_bound`], seconds.
+#[derive(Debug, Clone, Copy)]
+struct PipelineParts {
+    /// Each input row's release alone, with one header in all.
+    per_row: f64,
+    /// The best cut of the input into messages.
+    message_cut: f64,
+    /// Two rows' releases weighed together, each op in as many kernels as serves them best.
+    mixture: f64,
+}
+
 /// What the input rows from one row down release: the server's work that depends on them and
 /// the output bytes that do.
 #[derive(Debug, Clone, Copy)]
@@ -205,6 +251,11 @@ struct Releases {
     header_bytes: f64,
     /// Per row counted, top to bottom.
     from: Vec<Release>,
+    /// Per row counted, per node, how many of its rows depend on that row or rows below.
+    deps: Vec<Vec<usize>>,
+    /// Whether the server's last kernel is always followed by an output row's download
+    /// ([`every_row_is_read`]).
+    download_follows: bool,
 }
 
 /// The least makespan over every way of cutting the input into messages, top to bottom: a
@@ -253,21 +304,87 @@ impl Simulator<'_> {
     /// The lower bound described in the module docs, in seconds; `None` without a link, for
     /// graphs with more than one input, or when dependent rows are not suffixes.
     pub fn server_pipeline_bound(&self) -> Option<f64> {
+        self.pipeline_parts().map(|p| p.per_row.max(p.message_cut).max(p.mixture))
+    }
+
+    /// The bound's three arguments, each a bound alone.
+    fn pipeline_parts(&self) -> Option<PipelineParts> {
         let link = self.config().link;
         if link.bandwidth <= 0.0 {
             return None;
         }
         let transfer = |bytes: f64| link.overhead_s + bytes / link.bandwidth + link.latency_s;
         let rel = self.releases()?;
-        let tail = |r: &Release| (r.work_s + transfer(r.last_message_bytes)).max(transfer(r.output_bytes));
+        let last_down = |r: &Release| if rel.download_follows { transfer(r.last_message_bytes) } else { 0.0 };
+        let tail = |r: &Release| (r.work_s + last_down(r)).max(transfer(r.output_bytes));
+        let arrival = |row: usize| transfer((row + 1) as f64 * rel.row_bytes + rel.header_bytes);
         // Each row in a message of its own with one header in all: a bound whatever the cut.
-        let per_row =
-            rel.from.iter().map(|r| transfer((r.row + 1) as f64 * rel.row_bytes + rel.header_bytes) + tail(r)).reduce(f64::max)?;
+        let per_row = rel.from.iter().map(|r| arrival(r.row) + tail(r)).reduce(f64::max)?;
         if rel.from.len() < rel.rows || rel.row_bytes <= 0.0 {
-            return Some(per_row);
+            return Some(PipelineParts { per_row, message_cut: per_row, mixture: per_row });
         }
         let tails: Vec<f64> = rel.from.iter().map(tail).collect();
-        Some(per_row.max(best_message_cut(&tails, rel.row_bytes, rel.header_bytes, &link, per_row)))
+        let cut = best_message_cut(&tails, rel.row_bytes, rel.header_bytes, &link, per_row);
+        // Two rows' releases weighed together (a lower bound of the larger), each op grouped
+        // into kernels as best serves the pair.
+        let points: Vec<f64> = rel.from.iter().map(|r| arrival(r.row) + r.work_s + last_down(r)).collect();
+        let mixed = self.kernel_mixture(&rel, &points, |i| arrival(i) + last_down(&rel.from[i]));
+        Some(PipelineParts { per_row, message_cut: cut, mixture: mixed })
+    }
+
+    /// The kernel-count bound of the module docs: for rows `i1 < i2` and weight `t`, what
+    /// every plan takes at least, `t` times the bound of `i1` plus `1 - t` times that of `i2`,
+    /// with each op's rows that depend on `i1` but not on `i2` either in the late kernel of
+    /// `i2` or in a kernel of their own. `points` are the rows' own bounds (compute branch),
+    /// `fixed(i)` the arrival of row `i` and the download after. Searched over `i2` the best
+    /// point or the last row and every `i1` below (at most 256, evenly); for each pair the
+    /// value is concave and piecewise linear in `t`, so a sweep over its breakpoints finds the
+    /// best `t` exactly.
+    fn kernel_mixture(&self, rel: &Releases, points: &[f64], fixed: impl Fn(usize) -> f64) -> f64 {
+        let g = self.graph();
+        let n = rel.rows;
+        let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id) && self.is_live(id)).collect();
+        let cost = |id: NodeId, rows: usize| self.op_time(Side::Server, id, rows);
+        let best_point = (0..n).max_by(|&a, &b| points[a].total_cmp(&points[b])).unwrap_or(n - 1);
+        let mut best = f64::NEG_INFINITY;
+        let step = n.div_ceil(256).max(1);
+        let mut breaks: Vec<(f64, f64)> = Vec::with_capacity(ops.len());
+        for i2 in [best_point, n - 1] {
+            for i1 in (0..i2).step_by(step) {
+                let (d1, d2) = (&rel.deps[i1], &rel.deps[i2]);
+                // At t = 0 the value is row i2's; each op's own rows between add `t` times
+                // their kernel until that costs more than holding them late (from its break).
+                let (mut value, mut slope) = (fixed(i2), fixed(i1) - fixed(i2));
+                breaks.clear();
+                for &id in &ops {
+                    let (z1, zt) = (d2[id], d1[id].saturating_sub(d2[id]));
+                    if z1 > 0 {
+                        value += cost(id, z1);
+                    }
+                    if zt > 0 {
+                        let own = cost(id, zt);
+                        slope += own;
+                        if z1 > 0 && own > 0.0 {
+                            breaks.push(((cost(id, z1 + zt) - cost(id, z1)) / own, own));
+                        }
+                    }
+                }
+                breaks.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let mut t = 0.0;
+                best = best.max(value);
+                for &(at, own) in breaks.iter().chain(std::iter::once(&(1.0, 0.0))) {
+                    let at = at.clamp(t, 1.0);
+                    if slope <= 0.0 {
+                        break;
+                    }
+                    value += slope * (at - t);
+                    t = at;
+                    best = best.max(value);
+                    slope -= own;
+                }
+            }
+        }
+        best
     }
 
     /// What each input row releases; `None` as for [`Simulator::server_pipeline_bound`].
@@ -289,11 +406,23 @@ impl Simulator<'_> {
                 last_message_bytes: outs().map(|&o| self.row_bytes[o] + header(o)).min().unwrap_or(0) as f64,
             }
         };
-        let from = match Reach::new(self, input) {
-            Some(reach) => (0..n).map(|i| release(i, &reach.dependent_rows(self, input, i))).collect(),
-            None => [0, n - 1].iter().map(|&i| dependent_rows(self, input, i).map(|dep| release(i, &dep))).collect::<Option<_>>()?,
+        let rows: Vec<usize> = match Reach::new(self, input) {
+            Some(_) => (0..n).collect(),
+            None => vec![0, n - 1],
         };
-        Some(Releases { rows: n, row_bytes: self.row_bytes[input] as f64, header_bytes: header(input) as f64, from })
+        let deps: Vec<Vec<usize>> = match Reach::new(self, input) {
+            Some(reach) => rows.iter().map(|&i| reach.dependent_rows(self, input, i)).collect(),
+            None => rows.iter().map(|&i| dependent_rows(self, input, i)).collect::<Option<_>>()?,
+        };
+        let from = rows.iter().zip(&deps).map(|(&i, dep)| release(i, dep)).collect();
+        Some(Releases {
+            rows: n,
+            row_bytes: self.row_bytes[input] as f64,
+            header_bytes: header(input) as f64,
+            from,
+            deps,
+            download_follows: every_row_is_read(self),
+        })
     }
 
     /// The graph's one input; `None` for graphs with several.
@@ -379,8 +508,14 @@ mod tests {
         // ms for row 0: the whole work after the first row); every output byte down after row
         // 2 arrives: 31.0 ms.
         let want = (1e-4 + 64.0 / 1e4 + 2e-3) + (3.0 * 8e-3 + 6.0 * 1e-4) + (1e-4 + 16.0 / 1e4 + 2e-3);
+        let parts = sim.pipeline_parts().expect("bound");
+        assert!((parts.per_row - want).abs() < 1e-12, "{parts:?} vs {want}");
+        // That tail holds only the rows that read the last row, as if the others were done
+        // before at no cost; but each op's other rows need a kernel of their own (8 ms) before
+        // it, or wait for the end. Weighing row 0 (at about 1/6) with the last row charges
+        // that choice: 40.07 ms.
         let got = sim.server_pipeline_bound().expect("bound");
-        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        assert!((parts.mixture - got).abs() < 1e-15 && got > 40e-3, "{parts:?}");
         // No server-side plan beats it, however finely chunked; the finest comes close.
         let whole = baseline::server_only(&sim, 16).expect("server-only").cost.expect("feasible");
         assert!(whole.makespan_s > got);
@@ -398,8 +533,10 @@ mod tests {
         let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
         // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down.
         let want = (1e-5 + 4.0 / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + 16.0 / 1e7 + 1e-4);
+        let parts = sim.pipeline_parts().expect("bound");
+        assert!((parts.per_row - want).abs() < 1e-12, "{parts:?} vs {want}");
         let got = sim.server_pipeline_bound().expect("bound");
-        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        assert!(got >= want && got < want * 1.0001, "{got} vs {want}");
         let t = sim.server_pipeline_terms().expect("terms");
         assert!(got > 1.5 * (t.input_bytes / 1e7 + t.tail_s + t.output_bytes / 1e7), "the compute term binds");
         no_chunking_beats(&sim, &g, got, &[1, 2, 4, 8, 16]);
@@ -508,5 +645,33 @@ mod tests {
         // The input's header and the output's: what the row-by-row relaxation adds.
         assert!(got > bare + 2.0 * header / 1e4 + 1e-4, "{got} vs {bare}");
         no_chunking_beats(&sim, &g, got, &[1, 2, 4, 8, 16]);
+    }
+
+    /// Kernels cost a fixed time each, so an op either computes its rows as they arrive, in
+    /// more kernels, or late in one: input u8 [1,1,2,1] (10 ms a row up) -> norm (10 ms a
+    /// kernel and 10 ms a row) -> global mean (free, 4 bytes down in 40 ms). Row 0 alone: 10 +
+    /// 30 + 40 ms; row 1 alone: 20 + 20 + 40 ms. Weighed half and half, norm's row 0 costs
+    /// either 10 ms more in the late kernel or a 10 ms kernel of its own at half weight: 85 ms.
+    /// Every plan takes 90.
+    #[test]
+    fn weighing_two_rows_charges_the_kernels_between_them() {
+        let mut b = GraphBuilder::new("two");
+        let x = b.input("x", vec![1, 1, 2, 1], DType::U8);
+        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[n]).expect("mean");
+        b.output(m);
+        let g = b.build().expect("graph");
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server =
+            Profile::synthetic(&g, Side::Server, |id| if id == 1 { Fit::new(1e-2, 1e-2) } else { Fit::new(0.0, 0.0) }).expect("server");
+        let link = Link { bandwidth: 100.0, latency_s: 0.0, overhead_s: 0.0 };
+        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        let parts = sim.pipeline_parts().expect("bound");
+        assert!((parts.per_row - 0.08).abs() < 1e-12, "{parts:?}");
+        assert!((parts.mixture - 0.085).abs() < 1e-12, "{parts:?}");
+        assert!((sim.server_pipeline_bound().expect("bound") - 0.085).abs() < 1e-12);
+        no_chunking_beats(&sim, &g, 0.085, &[1, 2]);
+        let whole = baseline::server_only(&sim, 2).expect("server-only").cost.expect("feasible");
+        assert!((whole.makespan_s - 0.09).abs() < 1e-9, "{}", whole.makespan_s);
     }
 }
