@@ -182,9 +182,14 @@ fn partition_flapping_and_loss_lose_no_frame_and_split_resumes_within_2_s() {
             of.len() - split
         ));
     }
+    // From the link's return to the first split answer among the inferences begun after it.
+    // Counted from when each began, not from its frame's capture: this loop answers every frame
+    // in turn, so frames captured during the loss (each that tried the edge waited ~270 ms)
+    // queue up, and the first frame captured after the return may only begin seconds later
+    // (`lop_robot` takes the newest frame instead and has no such backlog).
     let mut backs = Vec::new();
     for r in RETURNS {
-        let back = answers.iter().find(|a| a.at_s >= r && a.split).map(|a| a.done_s - r);
+        let back = answers.iter().find(|a| a.sent_s >= r && a.split).map(|a| a.done_s - r);
         backs.push((r, back));
     }
     eprintln!("chaos-netns: {} of {expected} frames answered exactly; {}", answers.len(), report.join("; "));
