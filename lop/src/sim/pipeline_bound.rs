@@ -288,7 +288,8 @@ struct PipelineParts {
     per_row: f64,
     /// The best cut of the input into messages.
     message_cut: f64,
-    /// Two rows' releases weighed together, each op in as many kernels as serves them best.
+    /// Rows' releases weighed together (two rows, or weights over every row), each op in as
+    /// many kernels as serves them best.
     mixture: f64,
 }
 
@@ -391,38 +392,37 @@ impl Simulator<'_> {
         }
         let tails: Vec<f64> = rel.from.iter().map(tail).collect();
         let cut = best_message_cut(&tails, rel.row_bytes, rel.header_bytes, &link, per_row);
-        // Two rows' releases weighed together (a lower bound of the larger), each op grouped
-        // into kernels as best serves the pair.
-        let points: Vec<f64> = rel.from.iter().map(|r| arrival(r.row) + r.work_s + last_down(r)).collect();
+        // Rows' releases weighed together (a lower bound of the largest), each op grouped into
+        // kernels as best serves the weights.
         let fixed: Vec<f64> = (0..rel.rows).map(|i| arrival(i) + last_down(&rel.from[i])).collect();
-        let mixed = self.kernel_mixture(&rel, &points, |i| fixed[i]);
-        let spread = self.kernel_weights(&rel, &points, &fixed);
+        let point = |i: usize| fixed[i] + rel.from[i].work_s;
+        let best_row = (0..rel.rows).max_by(|&x, &y| point(x).total_cmp(&point(y))).unwrap_or(rel.rows - 1);
+        let mixed = self.kernel_mixture(&rel, best_row, &fixed);
+        let spread = self.kernel_weights(&rel, best_row, &fixed);
         Some(PipelineParts { per_row, message_cut: cut, mixture: mixed.max(spread) })
     }
 
     /// The kernel-count bound of the module docs: for rows `i1 < i2` and weight `t`, what
     /// every plan takes at least, `t` times the bound of `i1` plus `1 - t` times that of `i2`,
     /// with each op's rows that depend on `i1` but not on `i2` either in the late kernel of
-    /// `i2` or in a kernel of their own. `points` are the rows' own bounds (compute branch),
-    /// `fixed(i)` the arrival of row `i` and the download after. Searched over `i2` the best
-    /// point or the last row and every `i1` below (at most 256, evenly); for each pair the
-    /// value is concave and piecewise linear in `t`, so a sweep over its breakpoints finds the
-    /// best `t` exactly.
-    fn kernel_mixture(&self, rel: &Releases, points: &[f64], fixed: impl Fn(usize) -> f64) -> f64 {
+    /// `i2` or in a kernel of their own. `fixed[i]` is the arrival of row `i` and the download
+    /// after. Searched over `i2` the row whose own bound is largest (`best_row`) or the last
+    /// row and every `i1` below (at most 256, evenly); for each pair the value is concave and
+    /// piecewise linear in `t`, so a sweep over its breakpoints finds the best `t` exactly.
+    fn kernel_mixture(&self, rel: &Releases, best_row: usize, fixed: &[f64]) -> f64 {
         let g = self.graph();
         let n = rel.rows;
         let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id) && self.is_live(id)).collect();
         let cost = |id: NodeId, rows: usize| self.op_time(Side::Server, id, rows);
-        let best_point = (0..n).max_by(|&a, &b| points[a].total_cmp(&points[b])).unwrap_or(n - 1);
         let mut best = f64::NEG_INFINITY;
         let step = n.div_ceil(256).max(1);
         let mut breaks: Vec<(f64, f64)> = Vec::with_capacity(ops.len());
-        for i2 in [best_point, n - 1] {
+        for i2 in [best_row, n - 1] {
             for i1 in (0..i2).step_by(step) {
                 let (d1, d2) = (&rel.deps[i1], &rel.deps[i2]);
                 // At t = 0 the value is row i2's; each op's own rows between add `t` times
                 // their kernel until that costs more than holding them late (from its break).
-                let (mut value, mut slope) = (fixed(i2), fixed(i1) - fixed(i2));
+                let (mut value, mut slope) = (fixed[i2], fixed[i1] - fixed[i2]);
                 breaks.clear();
                 for &id in &ops {
                     let (z1, zt) = (d2[id], d1[id].saturating_sub(d2[id]));
@@ -461,9 +461,9 @@ impl Simulator<'_> {
     /// `fixed` plus, per op, the least over ways of grouping its rows into kernels of each
     /// kernel's time times the weight of the rows at or above the last input row it reads
     /// ([`group_rows`]). Concave in `mu`; raised by Frank-Wolfe steps from the best single
-    /// row, each toward the row the current grouping charges most; the best value seen is a
-    /// bound whatever the search.
-    fn kernel_weights(&self, rel: &Releases, points: &[f64], fixed: &[f64]) -> f64 {
+    /// row (`best_row`), each toward the row the current grouping charges most; the best value
+    /// seen is a bound whatever the search.
+    fn kernel_weights(&self, rel: &Releases, best_row: usize, fixed: &[f64]) -> f64 {
         let g = self.graph();
         let n = rel.rows;
         // Per op in the input's cone: its time per kernel and per row, and per row the last
@@ -486,7 +486,7 @@ impl Simulator<'_> {
                 (a, b, last)
             })
             .collect();
-        let start = (0..n).max_by(|&x, &y| points[x].total_cmp(&points[y])).unwrap_or(n - 1);
+        let start = best_row;
         let mut mu = vec![0.0; n];
         mu[start] = 1.0;
         let mut best = f64::NEG_INFINITY;
@@ -542,13 +542,14 @@ impl Simulator<'_> {
                 last_message_bytes: outs().map(|&o| self.row_bytes[o] + header(o)).min().unwrap_or(0) as f64,
             }
         };
-        let rows: Vec<usize> = match Reach::new(self, input) {
-            Some(_) => (0..n).collect(),
-            None => vec![0, n - 1],
-        };
-        let deps: Vec<Vec<usize>> = match Reach::new(self, input) {
-            Some(reach) => rows.iter().map(|&i| reach.dependent_rows(self, input, i)).collect(),
-            None => rows.iter().map(|&i| dependent_rows(self, input, i)).collect::<Option<_>>()?,
+        let (rows, deps): (Vec<usize>, Vec<Vec<usize>>) = match Reach::new(self, input) {
+            Some(reach) => (0..n).map(|i| (i, reach.dependent_rows(self, input, i))).unzip(),
+            None => [0, n - 1]
+                .iter()
+                .map(|&i| dependent_rows(self, input, i).map(|dep| (i, dep)))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .unzip(),
         };
         let from = rows.iter().zip(&deps).map(|(&i, dep)| release(i, dep)).collect();
         Some(Releases {
@@ -611,6 +612,14 @@ mod tests {
         b.build().expect("graph")
     }
 
+    /// A simulator over `g` whose server takes `server` per op, the robot 1 ms a kernel and a
+    /// row, on `link`, band headers priced or not.
+    fn server_sim<'g>(g: &'g Graph, server: impl FnMut(NodeId) -> Fit, link: Link, band_headers: bool) -> Simulator<'g> {
+        let robot = Profile::synthetic(g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = Profile::synthetic(g, Side::Server, server).expect("server");
+        Simulator::new(g, &robot, &server, SimConfig { link, band_headers, ..SimConfig::default() }).expect("sim")
+    }
+
     /// Server-only plans with every op in each of `chunks` chunks never beat `bound`.
     fn no_chunking_beats(sim: &Simulator<'_>, g: &Graph, bound: f64, chunks: &[usize]) {
         for &k in chunks {
@@ -626,11 +635,9 @@ mod tests {
     #[test]
     fn the_bound_counts_the_rows_that_read_the_last_input_row() {
         let g = chain();
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        // Kernels with a high fixed cost, so that the tail outweighs the other two terms.
-        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(8e-3, 1e-4)).expect("server");
-        let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        // Kernels with a high fixed cost (8 ms), so that the tail, and the choice between more
+        // kernels and late rows, outweigh the rest.
+        let sim = server_sim(&g, |_| Fit::new(8e-3, 1e-4), Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 }, false);
         let dep = dependent_rows(&sim, 0, 15).expect("suffixes");
         // The last input row reaches norm's last row, pool1's last 2 rows and pool2's last 3.
         assert_eq!(&dep[1..], &[1, 2, 3]);
@@ -663,10 +670,7 @@ mod tests {
     #[test]
     fn a_compute_bound_server_is_bound_by_its_whole_work() {
         let g = chain();
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 1e-3)).expect("server");
-        let link = Link { bandwidth: 1e7, latency_s: 1e-4, overhead_s: 1e-5 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        let sim = server_sim(&g, |_| Fit::new(1e-4, 1e-3), Link { bandwidth: 1e7, latency_s: 1e-4, overhead_s: 1e-5 }, false);
         // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down.
         let want = (1e-5 + 4.0 / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + 16.0 / 1e7 + 1e-4);
         let parts = sim.pipeline_parts().expect("bound");
@@ -683,10 +687,7 @@ mod tests {
     #[test]
     fn large_outputs_bound_by_their_download() {
         let g = chain();
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(0.0, 0.0)).expect("server");
-        let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        let sim = server_sim(&g, |_| Fit::new(0.0, 0.0), Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 }, false);
         // The input is 64 bytes, the float output 256. Every output row depends on input row 2
         // (pool2's row 0 reads pool1's row 1, which reads norm's row 2): three 4-byte rows up,
         // then 256 bytes down.
@@ -710,10 +711,12 @@ mod tests {
         let p2 = b.add("pool2", Op::MaxPool(Pool::same_3x3()), &[p1]).expect("pool2");
         b.output(p2);
         let g = b.build().expect("graph");
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server = Profile::synthetic(&g, Side::Server, |id| Fit::new(0.0, if id == 3 { 1e-2 } else { 0.0 })).expect("server");
-        let link = Link { bandwidth: 4e3, latency_s: 0.0, overhead_s: 0.0 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        let sim = server_sim(
+            &g,
+            |id| Fit::new(0.0, if id == 3 { 1e-2 } else { 0.0 }),
+            Link { bandwidth: 4e3, latency_s: 0.0, overhead_s: 0.0 },
+            false,
+        );
         // Rows 0-3 up (4 ms), pool2's 8 rows (80 ms), one 8-byte row down (2 ms): 86 ms. Row 0
         // alone gives 83 ms (the whole work after the first row), the last row 38 ms (2 rows
         // of pool2 after the whole input).
@@ -768,11 +771,9 @@ mod tests {
     #[test]
     fn headers_cut_the_input_into_few_messages() {
         let g = chain();
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 1e-3)).expect("server");
         let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
         let bound = |band_headers: bool| {
-            let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers, ..SimConfig::default() }).expect("sim");
+            let sim = server_sim(&g, |_| Fit::new(1e-3, 1e-3), link, band_headers);
             (sim.pipeline_parts().expect("bound"), sim)
         };
         let (bare, _) = bound(false);
@@ -801,11 +802,12 @@ mod tests {
         let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[n]).expect("mean");
         b.output(m);
         let g = b.build().expect("graph");
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server =
-            Profile::synthetic(&g, Side::Server, |id| if id == 1 { Fit::new(1e-2, 1e-2) } else { Fit::new(0.0, 0.0) }).expect("server");
-        let link = Link { bandwidth: 100.0, latency_s: 0.0, overhead_s: 0.0 };
-        let sim = Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, ..SimConfig::default() }).expect("sim");
+        let sim = server_sim(
+            &g,
+            |id| if id == 1 { Fit::new(1e-2, 1e-2) } else { Fit::new(0.0, 0.0) },
+            Link { bandwidth: 100.0, latency_s: 0.0, overhead_s: 0.0 },
+            false,
+        );
         let parts = sim.pipeline_parts().expect("bound");
         assert!((parts.per_row - 0.08).abs() < 1e-12, "{parts:?}");
         assert!((parts.mixture - 0.085).abs() < 1e-12, "{parts:?}");
