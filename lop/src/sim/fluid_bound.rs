@@ -520,6 +520,17 @@ mod tests {
         plan
     }
 
+    /// Random robot times per op (up to 1 ms a kernel and 0.5 ms a row), a server 1 to 9 times
+    /// faster, and a link of one of `bandwidths` with random latency and overhead.
+    fn random_setup(g: &Graph, rng: &mut Rng, bandwidths: [f64; 3]) -> (Profile, Profile, Link) {
+        let t: Vec<(f64, f64)> = (0..g.nodes.len()).map(|_| (rng.unit() * 1e-3, rng.unit() * 5e-4)).collect();
+        let speed = 1.0 + rng.unit() * 8.0;
+        let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(t[id].0, t[id].1)).expect("robot");
+        let s = Profile::synthetic(g, Side::Server, |id| Fit::new(t[id].0 / speed, t[id].1 / speed)).expect("server");
+        let link = Link { bandwidth: bandwidths[rng.below(3)], latency_s: rng.unit() * 1e-3, overhead_s: rng.unit() * 1e-4 };
+        (r, s, link)
+    }
+
     /// The bound holds for every plan: random plans (robot bands, replication, chunks) on random
     /// DAGs under random profiles and links are never faster than it, and it is not vacuous.
     #[test]
@@ -530,11 +541,7 @@ mod tests {
         for seed in 0..30 {
             let g = random_dag(seed, 4 + seed as usize % 9);
             let mut rng = Rng::new(seed ^ 0xf1);
-            let t: Vec<(f64, f64)> = (0..g.nodes.len()).map(|_| (rng.unit() * 1e-3, rng.unit() * 5e-4)).collect();
-            let speed = 1.0 + rng.unit() * 8.0;
-            let r = Profile::synthetic(&g, Side::Robot, |id| Fit::new(t[id].0, t[id].1)).expect("robot");
-            let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(t[id].0 / speed, t[id].1 / speed)).expect("server");
-            let link = Link { bandwidth: [2e4, 1e5, 1e6][rng.below(3)], latency_s: rng.unit() * 1e-3, overhead_s: rng.unit() * 1e-4 };
+            let (r, s, link) = random_setup(&g, &mut rng, [2e4, 1e5, 1e6]);
             let sim = Simulator::new(&g, &r, &s, SimConfig { link, ..SimConfig::default() }).expect("sim");
             let detail = sim.fluid_bound_detail().expect("a link");
             let bound = detail.bound_s;
@@ -645,11 +652,7 @@ mod tests {
         let mut rng = Rng::new(0xf0c5);
         let mut kept_won = 0;
         for case in 0..20 {
-            let t: Vec<(f64, f64)> = (0..g.nodes.len()).map(|_| (rng.unit() * 1e-3, rng.unit() * 5e-4)).collect();
-            let speed = 1.0 + rng.unit() * 8.0;
-            let r = Profile::synthetic(&g, Side::Robot, |id| Fit::new(t[id].0, t[id].1)).expect("robot");
-            let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(t[id].0 / speed, t[id].1 / speed)).expect("server");
-            let link = Link { bandwidth: [2e3, 2e4, 2e5][rng.below(3)], latency_s: rng.unit() * 1e-3, overhead_s: rng.unit() * 1e-4 };
+            let (r, s, link) = random_setup(&g, &mut rng, [2e3, 2e4, 2e5]);
             let sim = Simulator::new(&g, &r, &s, SimConfig { link, ..SimConfig::default() }).expect("sim");
             let bound = sim.fluid_bound_detail().expect("a link");
             assert!(bound.up_s >= 0.0 && bound.down_s >= 0.0, "{bound:?}");
