@@ -102,6 +102,7 @@ fn samples() -> Vec<Frame> {
                 bytes_sent: u64::MAX,
                 bands_received: 5,
                 bands_sent: u32::MAX,
+                upload_ns: 6,
             },
         }),
         Frame::Error(ErrorFrame { inference_id: 4, code: ErrorCode::DeadlineExceeded, text: "late by 3 ms".into() }),
@@ -161,7 +162,7 @@ fn exact_wire_bytes_of_a_small_band() {
     #[rustfmt::skip]
     let expected: &[u8] = &[
         b'L', b'O', b'P', b'F', // magic
-        2, 0,                   // version 2
+        3, 0,                   // version 3
         0x05,                   // kind Band
         0,                      // flags
         42, 0, 0, 0,            // body_len = 24 + 4*4 + 2
@@ -185,12 +186,39 @@ fn exact_wire_bytes_of_an_error_frame() {
     let f = Frame::Error(ErrorFrame { inference_id: 3, code: ErrorCode::OutOfPlan, text: "ab".into() });
     #[rustfmt::skip]
     let expected: &[u8] = &[
-        b'L', b'O', b'P', b'F', 2, 0, 0x07, 0, 14, 0, 0, 0,
+        b'L', b'O', b'P', b'F', 3, 0, 0x07, 0, 14, 0, 0, 0,
         3, 0, 0, 0, 0, 0, 0, 0, // inference_id
         4, 0,                   // code OutOfPlan
         2, 0, b'a', b'b',       // text
     ];
     assert_eq!(f.encode().unwrap(), expected);
+}
+
+#[test]
+fn exact_wire_bytes_of_a_done_frame() {
+    let stats = DoneStats {
+        server_compute_ns: 1,
+        server_wait_ns: 2,
+        bytes_received: 3,
+        bytes_sent: 4,
+        bands_received: 5,
+        bands_sent: 6,
+        upload_ns: 0x0102_0304,
+    };
+    let f = Frame::Done(Done { inference_id: 9, stats });
+    let mut expected = vec![b'L', b'O', b'P', b'F', 3, 0, 0x06, 0, 56, 0, 0, 0];
+    for v in [9u64, 1, 2, 3, 4] {
+        expected.extend_from_slice(&v.to_le_bytes());
+    }
+    expected.extend_from_slice(&[5, 0, 0, 0, 6, 0, 0, 0]);
+    // Version 3: the upload as the edge saw it, last.
+    expected.extend_from_slice(&[4, 3, 2, 1, 0, 0, 0, 0]);
+    assert_eq!(f.encode().unwrap(), expected);
+    assert_eq!(decode(&expected).unwrap(), f);
+    // A version-2 Done (48 bytes of body) is too short.
+    let mut v2 = expected[..HEADER_LEN + 48].to_vec();
+    v2[8..12].copy_from_slice(&48u32.to_le_bytes());
+    assert!(matches!(decode(&v2), Err(Error::BodyTooShort { field: "upload_ns", .. })), "{:?}", decode(&v2));
 }
 
 #[test]
@@ -229,12 +257,12 @@ fn header_errors() {
 
     let mut b = good.clone();
     b[4] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 2 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 3 }));
     // The version is rejected as soon as it is there.
-    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 2 }));
+    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 3 }));
     let mut b = good.clone();
     b[5] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0102, supported: 2 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0103, supported: 3 }));
 
     for kind in [0u8, 9, 0x42, 0xff] {
         let mut b = good.clone();
@@ -329,7 +357,7 @@ fn band_errors() {
     assert!(matches!(encode_band_header(&hdr, 0, &mut buf), Err(Error::ShapeOverflow { .. })));
     assert!(buf.is_empty());
     // The same header on the wire (built by hand) decodes to the same error, without allocating.
-    let mut raw = vec![b'L', b'O', b'P', b'F', 2, 0, 5, 0, 56, 0, 0, 0];
+    let mut raw = vec![b'L', b'O', b'P', b'F', 3, 0, 5, 0, 56, 0, 0, 0];
     raw.extend_from_slice(&1u64.to_le_bytes());
     raw.extend_from_slice(&1u32.to_le_bytes());
     raw.extend_from_slice(&0u32.to_le_bytes());
@@ -394,7 +422,7 @@ fn forwarding_paths_cannot_loop_or_grow() {
     let last = back.len() - 1;
     back[last] = b'9';
     assert_eq!(decode(&back), Err(Error::ForwardLoop { to: "e9".into() }));
-    // A version-1 Start (no path byte) is not a version-2 frame.
+    // A version-1 Start (no path byte) is not a frame of this version.
     let mut v1 = valid[..path_at].to_vec();
     v1[8..12].copy_from_slice(&60u32.to_le_bytes());
     assert!(matches!(decode(&v1), Err(Error::BodyTooShort { field: "path length", .. })), "{:?}", decode(&v1));

@@ -88,12 +88,22 @@ pub struct RobotCounters {
     /// Fleet mode with lanes: frames published after their deadline (a frame past its deadline
     /// does not hold the frames behind it; it is published when done).
     pub fleet_late: AtomicU64,
+    /// Fleet mode: the upload rate measured to each edge, "edge=Mbit/s" comma-separated
+    /// (edges measured in the last 10 s; an edge whose path is slower than the robot's own
+    /// link is priced and planned at its own rate).
+    pub fleet_link_mbps: std::sync::Mutex<String>,
 }
 
 impl RobotCounters {
     /// Bad input in all: frames that did not convert plus the backend's input faults.
     fn bad_total(&self, faults: InputFaultCounts) -> u64 {
         self.bad_input.load(Ordering::Relaxed).saturating_add(faults.total())
+    }
+
+    /// Fleet mode: the per-edge upload rates for /diagnostics.
+    fn set_links(&self, links: &[(String, f64)]) {
+        let text = links.iter().map(|(e, m)| format!("{e}={m:.1}")).collect::<Vec<_>>().join(",");
+        *self.fleet_link_mbps.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = text;
     }
 
     fn values(&self, faults: InputFaultCounts) -> Vec<(String, String)> {
@@ -117,6 +127,7 @@ impl RobotCounters {
             ("fleet_edges_up".into(), g(&self.fleet_edges_up).to_string()),
             ("fleet_frames_on_robot".into(), g(&self.fleet_on_robot).to_string()),
             ("fleet_frames_late".into(), g(&self.fleet_late).to_string()),
+            ("fleet_link_mbps".into(), self.fleet_link_mbps.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()),
             ("bucket_mb_s".into(), f64::from_bits(g(&self.bucket_bits)).to_string()),
             ("ros_latency_ms_last".into(), ms(g(&self.ros_ns_last))),
             ("ros_latency_ms_max".into(), ms(g(&self.ros_ns_max))),
@@ -420,12 +431,17 @@ impl Edges {
             Edges::Fleet(f) => {
                 let r = f.infer(inputs, bucket, deadline).await?;
                 counters.fleet_edges_up.store(f.edges_up() as u64, Ordering::Relaxed);
+                counters.set_links(&f.link_estimates());
                 Ok(Answered::Now(routed(r, counters)))
             }
             Edges::Stream { stream, .. } => {
                 let done = stream.submit(seq, inputs, bucket, deadline).await?;
                 if let Some(up) = stream.idle_lanes().map(|f| f.edges_up()).max() {
                     counters.fleet_edges_up.store(up as u64, Ordering::Relaxed);
+                }
+                // Each lane measures the edges it used; the idle lane that knows the most edges.
+                if let Some(links) = stream.idle_lanes().map(|f| f.link_estimates()).max_by_key(Vec::len) {
+                    counters.set_links(&links);
                 }
                 Ok(Answered::Stream(Self::published(done, counters)))
             }

@@ -6,6 +6,7 @@
 //! - [`monitor`]: the monitor behind `lop_bandwidth` (passive samples, when to probe, published
 //!   estimates) and the robot's [`BucketSelector`] with its [`Hysteresis`].
 //! - [`probe`]: active probes against the edge's responder, over Zenoh.
+//! - [`upload`]: the upload rate to an edge read from one inference (per edge in a fleet).
 //!
 //! The traces that feed tests and benchmarks are [`crate::Trace`]; the links that carry the
 //! measured transfers are [`crate::link`].
@@ -13,6 +14,7 @@
 pub mod monitor;
 pub mod predict;
 pub mod probe;
+pub mod upload;
 
 pub use monitor::{BucketSelector, Estimate, Hysteresis, Monitor, MonitorConfig};
 pub use predict::Predictor;

@@ -20,6 +20,7 @@ use tch::{Device, Tensor};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::bandwidth::upload;
 use crate::error::{Error, Result};
 use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, finish_locally, outputs, run_side};
 use crate::link::{LinkRx, LinkTx};
@@ -146,6 +147,19 @@ pub struct InferenceStats {
     pub bytes_down: u64,
     /// The simulator's makespan for the plan, seconds.
     pub predicted_s: Option<f64>,
+    /// Seconds the upload took as the edge saw it (from its Done: the Start's arrival to the
+    /// last band's), when the edge finished its part and received bands.
+    pub upload_s: Option<f64>,
+    /// Seconds from sending the Start to handing the last band to the link, when bands went up.
+    pub send_span_s: Option<f64>,
+}
+
+impl InferenceStats {
+    /// The upload rate to the edge this inference measured, Mbit/s, where the link limited the
+    /// upload ([`crate::bandwidth::upload::upload_mbps`]).
+    pub fn upload_mbps(&self) -> Option<f64> {
+        upload::upload_mbps(self.bytes_up, self.upload_s?, self.send_span_s?)
+    }
 }
 
 /// How one try of an inference at this client's edge is sent: the path of edges that forwarded
@@ -204,6 +218,11 @@ struct Shared {
     /// can trail the final bands), and is not a bad frame.
     last_ended: u64,
     welcome: Option<oneshot::Sender<Frame>>,
+    /// The last inference that ended before its Done came: its id, bytes sent and send span,
+    /// to read its upload rate from a Done that trails it.
+    sent: Option<(u64, u64, f64)>,
+    /// The upload rate the latest Done measured, Mbit/s ([`RobotClient::take_upload_mbps`]).
+    upload_mbps: Option<f64>,
 }
 
 struct Conn {
@@ -483,6 +502,14 @@ impl<C: Connector> RobotClient<C> {
         self.ensure_connected().await
     }
 
+    /// The upload rate to the edge that the latest measured inference showed, Mbit/s, once
+    /// (`None` when no inference since the last call measured one: see
+    /// [`crate::bandwidth::upload`]). Its Done may trail the inference, so it can come later
+    /// than the inference's own stats.
+    pub fn take_upload_mbps(&self) -> Option<f64> {
+        self.conn.as_ref().and_then(|c| lock(&c.shared).upload_mbps.take())
+    }
+
     /// Makes sure a session is up or being set up in the background; true if it is up now.
     async fn ensure_connected(&mut self) -> bool {
         if self.connected() {
@@ -579,6 +606,7 @@ impl<C: Connector> RobotClient<C> {
         };
         let (band_tx, band_rx) = mpsc::channel();
         let mut out = None;
+        let mut start_sent = None;
         // A hop may come back forwarded: the inputs go on with it (a shallow copy, no data).
         let kept: Vec<Tensor> = if hop.is_some() { inputs.iter().map(Tensor::shallow_clone).collect() } else { Vec::new() };
         let forwarded_here = hop.is_some().then(|| self.conn.as_ref().map(|c| c.shared.clone())).flatten();
@@ -595,11 +623,12 @@ impl<C: Connector> RobotClient<C> {
                 path: hop.map(|h| h.path.clone()).unwrap_or_default(),
             });
             let _ = conn.out.send(start.encode()?);
+            start_sent = Some(Instant::now());
             out = Some(conn.out.clone());
         }
         let alone = plan.uses_link() && out.is_none();
         let (meta, run_plan) = (self.meta.clone(), plan.clone());
-        let job = self.worker.call(move |g| -> Result<(Vec<Tensor>, SideStats, Option<String>)> {
+        let job = self.worker.call(move |g| -> Result<RobotSide> {
             lop::exec::check_inputs(g, &inputs)?;
             let mut exec = SideExec::new(g, Side::Robot);
             for (&i, t) in g.inputs().iter().zip(inputs) {
@@ -615,23 +644,33 @@ impl<C: Connector> RobotClient<C> {
                     ),
                     None => "edge unreachable".into(),
                 };
-                return Ok((finish_dilated(&mut exec, config.dilation)?, SideStats::default(), Some(why)));
+                return Ok((finish_dilated(&mut exec, config.dilation)?, SideStats::default(), Some(why), None));
             }
-            let mut send = |b: Vec<u8>| out.as_ref().is_some_and(|o| o.send(b).is_ok());
+            let mut last_sent = None;
+            let mut send = |b: Vec<u8>| {
+                let sent = out.as_ref().is_some_and(|o| o.send(b).is_ok());
+                if sent {
+                    last_sent = Some(Instant::now());
+                }
+                sent
+            };
             let (stop, stats) = run_side(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
             match stop {
-                Stopped::Finished => Ok((outputs(&exec)?, stats, None)),
-                Stopped::DeadlineExceeded => Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into()))),
+                Stopped::Finished => Ok((outputs(&exec)?, stats, None, last_sent)),
+                Stopped::DeadlineExceeded => {
+                    Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into()), last_sent))
+                }
                 // Forwarded: the caller sends it to the other edge; nothing more to compute.
                 Stopped::Aborted(_)
                     if forwarded_here.as_ref().is_some_and(|sh| lock(sh).forward.as_ref().is_some_and(|f| f.inference_id == id)) =>
                 {
-                    Ok((Vec::new(), stats, Some(FORWARDED.into())))
+                    Ok((Vec::new(), stats, Some(FORWARDED.into()), last_sent))
                 }
-                Stopped::Aborted(why) => Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(why))),
+                Stopped::Aborted(why) => Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(why), last_sent)),
             }
         });
-        let (outputs, side, reason) = job.await??;
+        let (outputs, side, reason, last_sent) = job.await??;
+        let send_span_s = start_sent.zip(last_sent).map(|(s, l)| l.saturating_duration_since(s).as_secs_f64());
         if use_link {
             let timed_out_silent = reason.as_deref() == Some(DEADLINE_EXCEEDED) && side.bands_received == 0;
             self.silent = match (timed_out_silent, self.silent) {
@@ -652,16 +691,25 @@ impl<C: Connector> RobotClient<C> {
             };
         }
         let mut server_compute_s = None;
+        let mut upload_s = None;
         let mut forward = None;
         if let Some(conn) = &self.conn {
             let mut sh = lock(&conn.shared);
             sh.route = None;
             sh.last_ended = id;
             forward = sh.forward.take().filter(|f| f.inference_id == id);
+            sh.sent = None;
             if let Some((d, st)) = sh.done.take()
                 && d == id
             {
                 server_compute_s = Some(st.server_compute_ns as f64 * 1e-9);
+                upload_s = (st.upload_ns > 0).then_some(st.upload_ns as f64 * 1e-9);
+            }
+            match (upload_s, send_span_s) {
+                (Some(up), Some(span)) => sh.upload_mbps = upload::upload_mbps(side.bytes_sent, up, span).or(sh.upload_mbps),
+                // The Done (and the edge's view of the upload) may trail the last band.
+                (None, Some(span)) => sh.sent = Some((id, side.bytes_sent, span)),
+                _ => {}
             }
         }
         if let Some(f) = forward.filter(|_| reason.as_deref() == Some(FORWARDED)) {
@@ -687,10 +735,16 @@ impl<C: Connector> RobotClient<C> {
             bytes_up: side.bytes_sent,
             bytes_down: side.bytes_received,
             predicted_s: plan.predicted_s,
+            upload_s,
+            send_span_s,
         };
         Ok(Hopped::Done(Inference { outputs, stats }))
     }
 }
+
+/// The robot's side of one inference: its outputs, statistics, why it finished alone (if it
+/// did), and when it handed its last band to the link.
+type RobotSide = (Vec<Tensor>, SideStats, Option<String>, Option<Instant>);
 
 /// [`finish_locally`], stretched like every robot kernel when the robot emulates a slower
 /// device (`dilation` > 1), so that a fallback costs what it would on that device.
@@ -741,7 +795,13 @@ async fn read_loop<R: LinkRx>(mut rx: R, shared: Arc<Mutex<Shared>>, gone: Arc<A
             },
             Inbound::Control(Frame::Done(d)) => match &sh.route {
                 Some(r) if r.id == d.inference_id => sh.done = Some((d.inference_id, d.stats)),
-                _ if sh.last_ended == d.inference_id => sh.done = Some((d.inference_id, d.stats)),
+                _ if sh.last_ended == d.inference_id => match sh.sent.take_if(|s| s.0 == d.inference_id) {
+                    Some((_, bytes, span)) => {
+                        let up = d.stats.upload_ns as f64 * 1e-9;
+                        sh.upload_mbps = upload::upload_mbps(bytes, up, span).or(sh.upload_mbps);
+                    }
+                    None => sh.done = Some((d.inference_id, d.stats)),
+                },
                 _ => stats.count(Dropped::Stale),
             },
             Inbound::Control(Frame::Forward(f)) => match &sh.route {

@@ -830,6 +830,10 @@ struct Active {
     go: Option<oneshot::Sender<()>>,
     /// Whether its session paid [`EMPTY_START_PENALTY`] for it.
     charged: bool,
+    /// When its Start arrived, and the last band's arrival after it (ns; 0 before any band):
+    /// the upload as this edge saw it, reported in Done as `upload_ns`.
+    arrived: Instant,
+    upload_ns: Arc<AtomicU64>,
 }
 
 struct Session {
@@ -1106,6 +1110,8 @@ impl Session {
         let (svc, out, id, mi2, job_state) = (self.svc.clone(), self.out.clone(), s.inference_id, mi, state.clone());
         let job_replicas = replicas.clone();
         let (robot_id, started, started_wall) = (self.robot_id.clone(), Instant::now(), std::time::SystemTime::now());
+        let upload_ns = Arc::new(AtomicU64::new(0));
+        let job_upload_ns = upload_ns.clone();
         tokio::spawn(async move {
             let res = match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), first_band).await {
                 Ok(Ok(())) => {
@@ -1170,6 +1176,7 @@ impl Session {
                             bytes_sent: st.bytes_sent,
                             bands_received: st.bands_received,
                             bands_sent: st.bands_sent,
+                            upload_ns: job_upload_ns.load(Ordering::Relaxed),
                         },
                     })
                 }
@@ -1199,8 +1206,19 @@ impl Session {
             let _ = svc.served.send(served);
         });
         let received = vec![false; plan.schedule.transfers.len()];
-        self.current =
-            Some(Active { id: s.inference_id, plan, bands, received, state, replicas, replica: replica_ix, go: Some(go), charged: false });
+        self.current = Some(Active {
+            id: s.inference_id,
+            plan,
+            bands,
+            received,
+            state,
+            replicas,
+            replica: replica_ix,
+            go: Some(go),
+            charged: false,
+            arrived: started,
+            upload_ns,
+        });
     }
 
     fn band(&mut self, id: u64, frame: Vec<u8>) {
@@ -1210,6 +1228,7 @@ impl Session {
             return;
         };
         if let Some(b) = match_band(&self.svc.opts.limits, &a.plan, true, frame, &mut a.received, stats) {
+            a.upload_ns.store(u64::try_from(a.arrived.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
             let _ = a.bands.send(Incoming::Band(b));
             if let Some(go) = a.go.take() {
                 let _ = go.send(());

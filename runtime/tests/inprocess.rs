@@ -479,3 +479,47 @@ async fn inferences_of_several_robots_run_as_one_batch_each_exact() {
         batched_before = counts.batched;
     }
 }
+
+/// The edge's Done says how long the upload took as the edge saw it; where the robot sent its
+/// bands at once that is the link's rate (what a fleet robot keeps per edge), queueing on the edge
+/// excluded: here the edge is 10x slowed, so the robot's own wait says nothing of the link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upload_the_edge_saw_reads_as_the_links_rate() {
+    // u8 input of 150 KB: above the 64 KiB an upload needs to be read as a rate.
+    let s = setup();
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let _edge = board.plug(edge_slowed(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 10.0).await);
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mbps = 16.0;
+    let link = ShapedConfig::symmetric(Trace::constant(mbps).unwrap()).with_latency(Duration::from_millis(5));
+    let mut opts = ClientOptions::new("robot-1", "resnet18");
+    opts.hello_timeout = Duration::from_secs(5);
+    opts.deadline_slack = Duration::from_secs(10);
+    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    c.set_method("server-only");
+    let mut rates = Vec::new();
+    for _ in 0..3 {
+        let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 2.0).await.unwrap();
+        assert!(!r.stats.fallback, "{:?}", r.stats.fallback_reason);
+        assert_exact(&r.outputs, &s.whole, "server-only");
+        let wait_mbps = r.stats.bytes_up as f64 * 8.0 / r.stats.robot_wait_s / 1e6;
+        // The Done may trail the last band: give it a moment.
+        let mut rate = c.take_upload_mbps();
+        for _ in 0..50 {
+            if rate.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            rate = c.take_upload_mbps();
+        }
+        let rate = rate.unwrap_or_else(|| panic!("no upload rate measured: {:?}", r.stats));
+        eprintln!("upload rate: {rate:.2} Mbit/s (link {mbps}); bytes over the robot's wait: {wait_mbps:.2}");
+        rates.push(rate);
+        assert!(wait_mbps < 0.8 * mbps, "the slowed edge's compute should show in the robot's wait: {wait_mbps:.2}");
+    }
+    for rate in rates {
+        assert!((0.7 * mbps..=1.3 * mbps).contains(&rate), "measured {rate:.2} Mbit/s on a {mbps} Mbit/s link");
+    }
+    assert_eq!(c.take_upload_mbps(), None, "each measurement is taken once");
+}

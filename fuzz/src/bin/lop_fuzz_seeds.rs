@@ -55,7 +55,10 @@ fn frames() -> Result<()> {
     let header =
         BandHeader { inference_id: 7, tensor_id: 3, row_start: 0, row_end: 2, row_axis: 2, dtype: DType::F32, shape: vec![1, 2, 2, 3] };
     let band = Frame::Band(Band { header, payload: (0..48).collect() });
-    let done = Frame::Done(Done { inference_id: 7, stats: DoneStats { server_compute_ns: 5, bytes_sent: 9, ..DoneStats::default() } });
+    let done = Frame::Done(Done {
+        inference_id: 7,
+        stats: DoneStats { server_compute_ns: 5, bytes_sent: 9, upload_ns: 4_000_000, ..DoneStats::default() },
+    });
     let error = Frame::Error(ErrorFrame { inference_id: 7, code: ErrorCode::DeadlineExceeded, text: "late".into() });
     let mut stream = Vec::new();
     for (name, f) in [

@@ -165,6 +165,7 @@ impl Limits {
                     bytes_sent: r.u64("bytes_sent")?,
                     bands_received: r.u32("bands_received")?,
                     bands_sent: r.u32("bands_sent")?,
+                    upload_ns: r.u64("upload_ns")?,
                 },
             }),
             FrameKind::Error => {

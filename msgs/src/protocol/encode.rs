@@ -58,6 +58,7 @@ impl Frame {
                 }
                 buf.extend_from_slice(&s.bands_received.to_le_bytes());
                 buf.extend_from_slice(&s.bands_sent.to_le_bytes());
+                buf.extend_from_slice(&s.upload_ns.to_le_bytes());
             }
             Frame::Error(e) => {
                 buf.extend_from_slice(&e.inference_id.to_le_bytes());

@@ -289,6 +289,10 @@ pub struct DoneStats {
     pub bands_received: u32,
     /// Bands sent.
     pub bands_sent: u32,
+    /// From the Start's arrival to the last band's, ns, on the edge's clock: how long the
+    /// upload took as the edge saw it, queueing and compute excluded (0: no band arrived). A
+    /// robot that sent its bands at once reads its link's rate to this edge from it.
+    pub upload_ns: u64,
 }
 
 /// Edge → robot, the edge's part of an inference is complete.

@@ -13,7 +13,7 @@
 //! | offset | size | field      | value                                              |
 //! |-------:|-----:|------------|----------------------------------------------------|
 //! | 0      | 4    | magic      | `b"LOPF"` ([`FRAME_MAGIC`])                        |
-//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 2); others rejected   |
+//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 3); others rejected   |
 //! | 6      | 1    | kind       | [`FrameKind`] code, below                          |
 //! | 7      | 1    | flags      | reserved, 0                                        |
 //! | 8      | 4    | body_len   | u32, bytes after the header                        |
@@ -66,7 +66,9 @@
 //! |      |         | 24     | 8        | bytes_received u64                                 |
 //! |      |         | 32     | 8        | bytes_sent u64                                     |
 //! |      |         | 40     | 4        | bands_received u32                                 |
-//! |      |         | 44     | 4        | bands_sent u32 (body 48 bytes)                     |
+//! |      |         | 44     | 4        | bands_sent u32                                     |
+//! |      |         | 48     | 8        | upload_ns u64: Start's arrival to the last input   |
+//! |      |         |        |          | band's, on the edge's clock (body 56 bytes)        |
 //! | 0x07 | Error   | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 2        | code u16 ([`ErrorCode`])                           |
 //! |      |         | 10     | 2+n      | text str16 (<= [`MAX_TEXT_LEN`] bytes)             |
@@ -77,6 +79,7 @@
 //! `path` = u8 count (<= [`MAX_PATH`]) + that many str16 valid ids (<= 64 bytes each).
 //!
 //! Version 2 added Start's path, Forward, Error code `Late` (8) and Reject reason `Loading` (8).
+//! Version 3 added Done's `upload_ns`, from which a fleet robot estimates its link to each edge.
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other
@@ -106,7 +109,7 @@ pub use frame::{
 /// The 4 bytes every frame starts with.
 pub const FRAME_MAGIC: [u8; 4] = *b"LOPF";
 /// Version of the frame format this crate reads and writes.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Most edges a forwarded inference's path may name.
 pub const MAX_PATH: usize = 8;
 /// Length of the frame header.

@@ -6,13 +6,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lop::fleet::{Choice, ModelCost, Policy, Router, ServerView};
 use lop::planner::table::ScheduleTable;
 use lop_msgs::key::SessionKeys;
 use tch::Tensor;
 
+use super::links::EdgeLinks;
 use super::view::FleetView;
 use crate::client::{ClientOptions, Hop, Hopped, Inference, RobotClient};
 use crate::error::{Error, Result};
@@ -86,6 +87,8 @@ pub struct FleetClient {
     warned_no_model: bool,
     /// Edges up in the view at the last frame.
     edges_up: usize,
+    /// The upload rate measured to each edge.
+    links: EdgeLinks,
 }
 
 impl std::fmt::Debug for FleetClient {
@@ -130,6 +133,7 @@ impl FleetClient {
             alone: None,
             warned_no_model: false,
             edges_up: 0,
+            links: EdgeLinks::new(),
         })
     }
 
@@ -151,6 +155,29 @@ impl FleetClient {
         self.template.method = method.to_string();
         for c in self.clients.values_mut() {
             c.set_method(method);
+        }
+    }
+
+    /// The upload rate measured to `edge`, Mbit/s (`None`: none measured in the last
+    /// [`super::links::LINK_MAX_AGE`]).
+    pub fn link_mbps(&self, edge: &str) -> Option<f64> {
+        self.links.mbps(edge, Instant::now())
+    }
+
+    /// Every edge's measured upload rate, Mbit/s, sorted by edge (those measured in the last
+    /// [`super::links::LINK_MAX_AGE`]).
+    pub fn link_estimates(&self) -> Vec<(String, f64)> {
+        self.links.estimates(Instant::now())
+    }
+
+    /// Takes the upload rates the edge clients measured since the last call.
+    fn collect_link_samples(&mut self) {
+        let now = Instant::now();
+        for (edge, c) in &self.clients {
+            if let Some(m) = c.take_upload_mbps() {
+                tracing::trace!(%edge, mbps = m, "fleet: upload rate measured");
+                self.links.record(edge, now, m);
+            }
         }
     }
 
@@ -184,12 +211,16 @@ impl FleetClient {
 
     /// Runs one inference: routed to an edge that meets `deadline` from now, or run on the
     /// robot. `bandwidth_mb_s` is the robot's link estimate (bucket units, as for
-    /// [`RobotClient::infer`]).
+    /// [`RobotClient::infer`]); an edge whose path measured slower is priced, and planned for,
+    /// at its own rate ([`EdgeLinks`]).
     ///
     /// # Errors
     /// Inputs that do not fit the model, engine failures, a model worker that cannot start.
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<FleetInference> {
         let model = self.template.model_id.clone();
+        self.collect_link_samples();
+        let (now, scale) = (Instant::now(), self.table.spec.bandwidth_scale);
+        let robot_mb_s = bandwidth_mb_s.max(0.0);
         let seen = self.view.edges();
         self.edges_up = seen.len();
         let any_up = !seen.is_empty();
@@ -235,7 +266,7 @@ impl FleetClient {
                     ServerView {
                         queued_s: (f64::from(m.queued_s) - e.age.as_secs_f64()).max(0.0),
                         speed: self.cost.server_s / reported_s,
-                        bytes_per_s: bandwidth_mb_s.max(0.0) * 1e6,
+                        bytes_per_s: self.links.table_mb_s(&e.load.edge, now, robot_mb_s, scale) * 1e6,
                         latency_s: 0.001,
                         warm: true,
                     },
@@ -265,8 +296,12 @@ impl FleetClient {
                 loop {
                     let client =
                         self.clients.get_mut(&edge).ok_or_else(|| Error::InvalidConfig { what: format!("no client for edge {edge}") })?;
-                    match client.infer_hop(inputs, bandwidth_mb_s, &hop).await? {
-                        Hopped::Done(inference) => return Ok(FleetInference { inference, routed: Routed::Edge(edge), path: hop.path }),
+                    let mb_s = self.links.table_mb_s(&edge, now, robot_mb_s, scale);
+                    match client.infer_hop(inputs, mb_s, &hop).await? {
+                        Hopped::Done(inference) => {
+                            self.collect_link_samples();
+                            return Ok(FleetInference { inference, routed: Routed::Edge(edge), path: hop.path });
+                        }
                         Hopped::Forwarded { to, path, budget_left, inputs: back } => {
                             tracing::debug!(from = %edge, %to, ?path, left_ms = budget_left.as_secs_f64() * 1e3, "fleet: forwarded");
                             inputs = back;

@@ -4,16 +4,19 @@
 //! ([`client`]), and a stream too fast for one edge keeps several frames in flight, published in
 //! order ([`stream`]). An edge that cannot serve an inference in time forwards it to another
 //! edge of its own view ([`forward`]). The routing decision itself is the engine's
-//! (`lop::fleet::route`), shared with the fleet simulator.
+//! (`lop::fleet::route`), shared with the fleet simulator; the link it prices to each edge is
+//! measured per edge ([`links`]).
 
 pub mod client;
 pub mod forward;
+pub mod links;
 pub mod report;
 pub mod stream;
 pub mod view;
 
 pub use client::{AloneWhy, FleetClient, FleetInference, ModelLoader, Routed};
 pub use forward::{forwarding, pick_edge};
+pub use links::EdgeLinks;
 pub use report::{LoadReporter, ReporterHandle, start_reporter};
 pub use stream::{FleetStream, StreamResult};
 pub use view::{EdgeSeen, FleetView, ViewCounts};
