@@ -45,6 +45,8 @@ struct Phase {
     late_to_dead: usize,
     /// Capture-to-answer times, ms.
     latencies_ms: Vec<f64>,
+    /// Why frames fell back, and how often.
+    reasons: HashMap<String, usize>,
 }
 
 impl Phase {
@@ -87,6 +89,9 @@ async fn phase(robots: &mut Vec<Robot>, refs: &[Reference], frames: usize, dead:
                 p.good += usize::from(done <= due);
                 p.latencies_ms.push(done.saturating_duration_since(capture).as_secs_f64() * 1e3);
                 p.fallbacks += usize::from(r.inference.stats.fallback);
+                if let Some(why) = &r.inference.stats.fallback_reason {
+                    *p.reasons.entry(why.chars().take(40).collect()).or_default() += 1;
+                }
                 p.forwarded += usize::from(!r.path.is_empty());
                 match &r.routed {
                     Routed::Edge(e) => {
@@ -114,6 +119,9 @@ async fn phase(robots: &mut Vec<Robot>, refs: &[Reference], frames: usize, dead:
         total.on_robot += p.on_robot;
         total.forwarded += p.forwarded;
         total.late_to_dead += p.late_to_dead;
+        for (why, n) in p.reasons {
+            *total.reasons.entry(why).or_default() += n;
+        }
         total.latencies_ms.extend(p.latencies_ms);
         for (e, n) in p.routed {
             *total.routed.entry(e).or_default() += n;
@@ -137,6 +145,9 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
     let max_forwards: usize = std::env::var("LOP_FLEET_MAX_FORWARDS").map_or(2, |v| v.parse().expect("LOP_FLEET_MAX_FORWARDS: a count"));
     // Batching across robots as lop_edge's default (4); LOP_FLEET_MAX_BATCH=1 measures without.
     let max_batch: usize = std::env::var("LOP_FLEET_MAX_BATCH").map_or(4, |v| v.parse().expect("LOP_FLEET_MAX_BATCH: a count"));
+    // The deadline routes frames (lop_robot's default); LOP_FLEET_BINDING=1 also binds it (edges
+    // forward by it, robots race the edge past it).
+    let binding = std::env::var("LOP_FLEET_BINDING").is_ok_and(|v| v == "1");
     let mut configs = Vec::new();
     for (id, dilation) in [("gpu-1", 2.0), ("gpu-2", 2.0), ("gpu-3", 8.0)] {
         let listen = if id == "gpu-1" { ep1.clone() } else { format!("tcp/127.0.0.1:{}", free_port()) };
@@ -189,8 +200,9 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         opts.retry_interval = Duration::from_millis(200);
         opts.dilation = 20.0;
         let loader = Arc::new(move || lop::model::load(src, &Default::default()));
-        let client =
+        let mut client =
             FleetClient::new(session.clone(), opts, tables[model].clone(), costs[model].clone(), loader, STALE_AFTER).await.unwrap();
+        client.set_deadline_binding(binding);
         robots.push(Robot { client, model, home: format!("gpu-{}", i % 3 + 1) });
     }
     let t0 = Instant::now();
@@ -219,19 +231,20 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
     let (g_ours, g_near) = (ours.good as f64 / seconds, nearest.good as f64 / seconds);
     for (name, p) in [("lop", &ours), ("nearest", &nearest)] {
         eprintln!(
-            "fleet: {name:8} good {} of {}, p50 {:.1} ms, p90 {:.1} ms, fallbacks {}, on the robot {}, forwarded {}, routed {:?}",
+            "fleet: {name:8} good {} of {}, p50 {:.1} ms, p90 {:.1} ms, fallbacks {} {:?}, on the robot {}, forwarded {}, routed {:?}",
             p.good,
             p.frames,
             p.percentile(0.5),
             p.percentile(0.9),
             p.fallbacks,
+            p.reasons,
             p.on_robot,
             p.forwarded,
             p.routed
         );
     }
     eprintln!(
-        "fleet: max_forwards {max_forwards}, max_batch {max_batch}: goodput lop {g_ours:.1}/s, nearest {g_near:.1}/s of {:.0}/s offered: {:.2}x",
+        "fleet: max_forwards {max_forwards}, max_batch {max_batch}, binding {binding}: goodput lop {g_ours:.1}/s, nearest {g_near:.1}/s of {:.0}/s offered: {:.2}x",
         (ROBOTS * frames) as f64 / seconds,
         g_ours / g_near.max(1e-9)
     );

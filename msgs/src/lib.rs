@@ -23,7 +23,7 @@
 //! use lop_msgs::protocol::{decode, Frame, Start};
 //! use lop_msgs::{Digest, Key};
 //!
-//! let start = Frame::Start(Start { inference_id: 1, bucket: 2, plan_hash: Digest([7; 32]), input_stamp_ns: 10, deadline_ns: 200_000_000, path: Vec::new() });
+//! let start = Frame::Start(Start { inference_id: 1, bucket: 2, plan_hash: Digest([7; 32]), input_stamp_ns: 10, deadline_ns: 200_000_000, due_ns: 0, path: Vec::new() });
 //! let bytes = start.encode().unwrap();
 //! assert_eq!(decode(&bytes).unwrap(), start);
 //! assert!(decode(&bytes[..5]).unwrap_err().is_incomplete());

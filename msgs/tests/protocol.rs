@@ -68,6 +68,7 @@ fn samples() -> Vec<Frame> {
             plan_hash: Digest::default(),
             input_stamp_ns: 0,
             deadline_ns: 0,
+            due_ns: 0,
             path: Vec::new(),
         }),
         Frame::Start(Start {
@@ -76,6 +77,7 @@ fn samples() -> Vec<Frame> {
             plan_hash: Digest([0xee; 32]),
             input_stamp_ns: u64::MAX,
             deadline_ns: u64::MAX,
+            due_ns: u64::MAX,
             path: (0..MAX_PATH).map(|i| format!("edge-{i}-{}", "x".repeat(50))).collect(),
         }),
         Frame::Start(Start {
@@ -84,6 +86,7 @@ fn samples() -> Vec<Frame> {
             plan_hash: Digest([1; 32]),
             input_stamp_ns: 2,
             deadline_ns: 3,
+            due_ns: 2,
             path: vec!["edge-a".into()],
         }),
         band(5, (0, 4), vec![1, 3, 4, 5], 2, DType::U8),
@@ -236,9 +239,17 @@ fn every_prefix_is_incomplete() {
 }
 
 fn start_bytes() -> Vec<u8> {
-    Frame::Start(Start { inference_id: 1, bucket: 2, plan_hash: Digest([3; 32]), input_stamp_ns: 4, deadline_ns: 5, path: Vec::new() })
-        .encode()
-        .unwrap()
+    Frame::Start(Start {
+        inference_id: 1,
+        bucket: 2,
+        plan_hash: Digest([3; 32]),
+        input_stamp_ns: 4,
+        deadline_ns: 5,
+        due_ns: 0,
+        path: Vec::new(),
+    })
+    .encode()
+    .unwrap()
 }
 
 fn band_bytes() -> Vec<u8> {
@@ -277,14 +288,14 @@ fn header_errors() {
 #[test]
 fn length_errors() {
     let good = start_bytes();
-    // Declared body shorter than the fields: Start's body is 61 bytes (an empty path).
+    // Declared body shorter than the fields: Start's body is 69 bytes (an empty path).
     let mut b = good.clone();
-    b[8] = 59;
+    b[8] = 67;
     b.truncate(b.len() - 2);
-    assert!(matches!(decode(&b), Err(Error::BodyTooShort { field: "plan_hash", body_len: 59, .. })));
+    assert!(matches!(decode(&b), Err(Error::BodyTooShort { field: "plan_hash", body_len: 67, .. })));
     // Declared body longer than the fields.
     let mut b = good.clone();
-    b[8] = 62;
+    b[8] = 70;
     b.push(0);
     assert!(matches!(decode(&b), Err(Error::BodyTooLong { extra: 1, .. })));
     // Bytes after the frame.
@@ -396,7 +407,7 @@ fn band_errors() {
 #[test]
 fn forwarding_paths_cannot_loop_or_grow() {
     let start = |path: Vec<String>| {
-        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([2; 32]), input_stamp_ns: 0, deadline_ns: 9, path })
+        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([2; 32]), input_stamp_ns: 0, deadline_ns: 9, due_ns: 0, path })
     };
     let ids = |n: usize| (0..n).map(|i| format!("e{i}")).collect::<Vec<_>>();
     assert_eq!(start(ids(MAX_PATH + 1)).encode(), Err(Error::PathTooLong { len: MAX_PATH + 1, max: MAX_PATH }));
@@ -408,7 +419,7 @@ fn forwarding_paths_cannot_loop_or_grow() {
 
     // The same, written by hand past the encoder: the decoder refuses each.
     let valid = start(ids(2)).encode().unwrap();
-    let path_at = HEADER_LEN + 60;
+    let path_at = HEADER_LEN + 68;
     assert_eq!(valid[path_at], 2);
     let mut long = valid.clone();
     long[path_at] = (MAX_PATH + 1) as u8;
@@ -424,7 +435,7 @@ fn forwarding_paths_cannot_loop_or_grow() {
     assert_eq!(decode(&back), Err(Error::ForwardLoop { to: "e9".into() }));
     // A version-1 Start (no path byte) is not a frame of this version.
     let mut v1 = valid[..path_at].to_vec();
-    v1[8..12].copy_from_slice(&60u32.to_le_bytes());
+    v1[8..12].copy_from_slice(&68u32.to_le_bytes());
     assert!(matches!(decode(&v1), Err(Error::BodyTooShort { field: "path length", .. })), "{:?}", decode(&v1));
 }
 

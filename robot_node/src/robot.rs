@@ -535,7 +535,13 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         let source = cfg.model_source.clone();
         let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
         drop(worker);
-        tracing::info!(endpoint = %cfg.edge.endpoint, deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3, lanes = cfg.fleet_lanes, "fleet mode: frames are routed over the edges found");
+        tracing::info!(
+            endpoint = %cfg.edge.endpoint,
+            deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,
+            binding = cfg.fleet_deadline_binding,
+            lanes = cfg.fleet_lanes,
+            "fleet mode: frames are routed over the edges found"
+        );
         if cfg.fleet_lanes > 1 {
             // Each lane a fleet client with sessions of its own (robot id <robot_id>.lane<k>).
             let mut lanes = Vec::new();
@@ -544,12 +550,16 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
                 lane_opts.robot_id =
                     lop_msgs::lane_robot_id(&cfg.robot_id, k).map_err(|e| Error::Config { what: format!("edge.lanes: {e}") })?;
                 let (session, table, cost, loader) = (session.clone(), table.clone(), cost.clone(), loader.clone());
-                lanes.push(FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?);
+                let mut lane = FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
+                lane.set_deadline_binding(cfg.fleet_deadline_binding);
+                lanes.push(lane);
             }
             let connected = lanes.iter().any(FleetClient::connected);
             Edges::Stream { stream: Box::new(FleetStream::new(lanes)?), table: Box::new(table), connected }
         } else {
-            Edges::Fleet(Box::new(FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?))
+            let mut fleet = FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
+            fleet.set_deadline_binding(cfg.fleet_deadline_binding);
+            Edges::Fleet(Box::new(fleet))
         }
     } else {
         Edges::One(Box::new(

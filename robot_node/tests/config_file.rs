@@ -54,6 +54,9 @@ fn command_line_overrides_and_bad_values() {
     assert!(cfg.edge.fleet());
     assert_eq!(cfg.fleet_deadline, std::time::Duration::from_millis(150));
     assert_eq!(cfg.fleet_lanes, 1);
+    assert!(!cfg.fleet_deadline_binding, "the deadline routes frames; binding it is a choice");
+    let binding = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.deadline_binding:=true"].map(String::from)).unwrap();
+    assert!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &binding).unwrap()).unwrap().fleet_deadline_binding);
     let lanes = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.lanes:=4"].map(String::from)).unwrap();
     assert_eq!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &lanes).unwrap()).unwrap().fleet_lanes, 4);
     // Lanes spread frames over a fleet: with one edge configured they are an error, as is a
@@ -76,6 +79,7 @@ fn command_line_overrides_and_bad_values() {
         "table.input_wire:=f16",
         "edge.mode:=router",
         "edge.deadline_ms:=0",
+        "edge.deadline_binding:=maybe",
     ] {
         let args = RosArgs::parse(&["-p".to_string(), bad.to_string()]).unwrap();
         let mut p = Params::load("lop_robot", None, &args).unwrap();

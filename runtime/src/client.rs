@@ -22,7 +22,9 @@ use tokio::task::JoinHandle;
 
 use crate::bandwidth::upload;
 use crate::error::{Error, Result};
-use crate::exec::{GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, finish_locally, outputs, run_side};
+use crate::exec::{
+    GraphMeta, Incoming, InputWire, Race, Raced, SideConfig, SideStats, Stopped, Worker, finish_dilated, finish_racing, outputs, run_side,
+};
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
 use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
@@ -77,6 +79,10 @@ pub const SILENT_EDGE_RETRY: Duration = Duration::from_millis(250);
 
 /// The fallback reason of an inference whose edge did not finish in time.
 const DEADLINE_EXCEEDED: &str = "deadline exceeded";
+
+/// The fallback reason of a frame past its deadline that the robot finished before the edge
+/// (which was still working on it: not a silent edge).
+const RACE_WON: &str = "past the frame's deadline: finished on the robot before the edge";
 
 /// The stop reason of a hop the edge forwarded (never a fallback: the caller sends it on).
 const FORWARDED: &str = "forwarded";
@@ -163,13 +169,18 @@ impl InferenceStats {
 }
 
 /// How one try of an inference at this client's edge is sent: the path of edges that forwarded
-/// it here, and what is left of its budget (`None`: a first try, budgeted by its plan).
+/// it here, what is left of its budget (`None`: a first try, budgeted by its plan) and of the
+/// frame's deadline.
 #[derive(Debug, Clone, Default)]
 pub struct Hop {
     /// The edges that forwarded the inference, in order (from the last [`Hopped::Forwarded`]).
     pub path: Vec<String>,
-    /// What is left of the inference's budget.
+    /// What is left of the inference's budget: how long the edge may work on it.
     pub budget: Option<Duration>,
+    /// What is left of the frame's deadline (`None`: the budget is the deadline). The edge
+    /// forwards what its queue cannot finish by then; the robot stops waiting then and computes
+    /// the frame itself, taking the edge's bands if they still come first ([`finish_racing`]).
+    pub due: Option<Duration>,
 }
 
 /// How a try of an inference ended: answered (split, or finished by the robot), or forwarded by
@@ -596,13 +607,17 @@ impl<C: Connector> RobotClient<C> {
             Some(left) => left.as_secs_f64(),
             None => plan.predicted_s.unwrap_or(1.0) * self.opts.deadline_factor + self.opts.deadline_slack.as_secs_f64(),
         };
+        // The robot waits for the edge until the frame's deadline (at most the budget); past it,
+        // it races the edge, which may work until the budget.
+        let due = hop.and_then(|h| h.due).map(|d| d.as_secs_f64().min(budget));
+        let racing = due.is_some_and(|d| d < budget);
         let config = SideConfig {
             side: Side::Robot,
             inference_id: id,
             device: self.opts.device,
             dilation: self.opts.dilation,
             input_wire: self.opts.input_wire,
-            deadline: Some(t0 + Duration::from_secs_f64(budget)),
+            deadline: Some(t0 + Duration::from_secs_f64(due.unwrap_or(budget))),
         };
         let (band_tx, band_rx) = mpsc::channel();
         let mut out = None;
@@ -620,6 +635,7 @@ impl<C: Connector> RobotClient<C> {
                 plan_hash: plan.plan_hash,
                 input_stamp_ns: stamp,
                 deadline_ns: (budget * 1e9) as u64,
+                due_ns: due.map_or(0, |d| ((d * 1e9) as u64).max(1)),
                 path: hop.map(|h| h.path.clone()).unwrap_or_default(),
             });
             let _ = conn.out.send(start.encode()?);
@@ -657,6 +673,15 @@ impl<C: Connector> RobotClient<C> {
             let (stop, stats) = run_side(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
             match stop {
                 Stopped::Finished => Ok((outputs(&exec)?, stats, None, last_sent)),
+                Stopped::DeadlineExceeded if racing => {
+                    let mut race = Race::new(&meta, &run_plan.schedule, config.device, &band_rx);
+                    let (outputs, won) = finish_racing(&mut exec, config.dilation, &mut race)?;
+                    let mut stats = stats;
+                    stats.bands_received += race.bands;
+                    stats.bytes_received += race.bytes;
+                    let reason = (won == Raced::Robot).then(|| RACE_WON.to_string());
+                    Ok((outputs, stats, reason, last_sent))
+                }
                 Stopped::DeadlineExceeded => {
                     Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into()), last_sent))
                 }
@@ -745,17 +770,6 @@ impl<C: Connector> RobotClient<C> {
 /// The robot's side of one inference: its outputs, statistics, why it finished alone (if it
 /// did), and when it handed its last band to the link.
 type RobotSide = (Vec<Tensor>, SideStats, Option<String>, Option<Instant>);
-
-/// [`finish_locally`], stretched like every robot kernel when the robot emulates a slower
-/// device (`dilation` > 1), so that a fallback costs what it would on that device.
-fn finish_dilated(exec: &mut SideExec<'_>, dilation: f64) -> Result<Vec<Tensor>> {
-    let t0 = Instant::now();
-    let outputs = finish_locally(exec)?;
-    if dilation > 1.0 {
-        std::thread::sleep(t0.elapsed().mul_f64(dilation - 1.0));
-    }
-    Ok(outputs)
-}
 
 async fn write_loop<T: LinkTx>(tx: T, mut out: tmpsc::UnboundedReceiver<Vec<u8>>, gone: Arc<AtomicBool>) {
     while let Some(b) = out.recv().await {

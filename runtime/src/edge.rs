@@ -1040,6 +1040,8 @@ impl Session {
         let ahead = replica.queued.load(Ordering::Relaxed);
         let server_s = f64::from_bits(model.server_s.load(Ordering::Relaxed));
         let budget_s = s.deadline_ns as f64 * 1e-9;
+        // The frame's own deadline (a fleet robot's); without one, the budget.
+        let due_s = if s.due_ns > 0 { (s.due_ns as f64 * 1e-9).min(budget_s) } else { budget_s };
         let forwarding = self.svc.forwarding.get();
         if let Some(f) = forwarding
             && s.path.contains(&f.edge_id)
@@ -1050,29 +1052,34 @@ impl Session {
         }
         // A forwarded inference whose deadline leaves less than this edge's own time is late
         // whatever the queue: answered at once, never computed.
-        if !s.path.is_empty() && budget_s < server_s {
+        if !s.path.is_empty() && due_s < server_s {
             self.svc.late.fetch_add(1, Ordering::Relaxed);
             return self.send(err(
                 ErrorCode::Late,
-                format!("forwarded by {:?} with {:.0} ms left; this edge needs about {:.0} ms", s.path, budget_s * 1e3, server_s * 1e3),
+                format!("forwarded by {:?} with {:.0} ms left; this edge needs about {:.0} ms", s.path, due_s * 1e3, server_s * 1e3),
             ));
         }
-        // Refused at once rather than answered late: with inferences queued ahead on the least
-        // busy replica, their mean server time says this one cannot finish by its deadline (an
-        // idle replica is always tried). Forwarded to an edge that can, or the robot finishes it
-        // alone now, not at the deadline.
-        if ahead > 0 && (ahead + 1) as f64 * server_s > budget_s {
-            if let Some(f) = forwarding
-                && s.path.len() < f.max_forwards
-            {
-                let mut path = s.path.clone();
-                path.push(f.edge_id.clone());
-                if let Some(to) = (f.pick)(&model.id, budget_s, &path) {
-                    self.svc.forwarded.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(robot = %self.robot_id, %to, ?path, ahead, budget_ms = budget_s * 1e3, "overloaded: inference forwarded");
-                    return self.send(Frame::Forward(Forward { inference_id: s.inference_id, to, path }));
-                }
+        // With inferences queued ahead on the least busy replica (an idle replica is always
+        // tried), their mean server time says when this one would finish. Past the frame's
+        // deadline: forwarded to an edge that can meet it. With nowhere to forward it, refused
+        // at once (the robot finishes it alone now) if it would not finish within the work
+        // budget either; otherwise served late: the robot, which stops waiting at the deadline
+        // and computes the frame itself from then on, takes whichever answer comes first.
+        let finish_s = (ahead + 1) as f64 * server_s;
+        if ahead > 0
+            && finish_s > due_s
+            && let Some(f) = forwarding
+            && s.path.len() < f.max_forwards
+        {
+            let mut path = s.path.clone();
+            path.push(f.edge_id.clone());
+            if let Some(to) = (f.pick)(&model.id, due_s, &path) {
+                self.svc.forwarded.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(robot = %self.robot_id, %to, ?path, ahead, due_ms = due_s * 1e3, "overloaded: inference forwarded");
+                return self.send(Frame::Forward(Forward { inference_id: s.inference_id, to, path }));
             }
+        }
+        if ahead > 0 && finish_s > budget_s {
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(robot = %self.robot_id, ahead, server_ms = server_s * 1e3, budget_ms = budget_s * 1e3, "overloaded: inference refused");
             return self.send(err(

@@ -137,6 +137,7 @@ mod tests {
             plan_hash: Digest([0; 32]),
             input_stamp_ns: 0,
             deadline_ns: 1,
+            due_ns: 0,
             path: Vec::new(),
         });
         let header =

@@ -104,22 +104,27 @@ async fn an_overloaded_edge_forwards_within_the_path_rules_and_late_hops_are_nev
     };
     let mut long_path = hop_robot("long-path").await;
     let mut looped = hop_robot("looped").await;
+    let mut due = hop_robot("due").await;
 
     // While edge-a serves the patient robot, the hurried robot's frame cannot make its deadline
     // there: edge-a forwards it to edge-b, and the robot gets edge-b's exact answer.
     hurried.set_policy(Policy::Nearest, Some("edge-a"));
-    let (busy, (fwd, full, again)) = tokio::join!(patient.infer(inputs(), 30.0, deadline), async {
+    let (busy, (fwd, full, again, bound)) = tokio::join!(patient.infer(inputs(), 30.0, deadline), async {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let t0 = Instant::now();
         let fwd = hurried.infer(inputs(), 30.0, deadline).await.unwrap();
         let took = t0.elapsed();
         // A path already max_forwards (2) long is not forwarded again: Overloaded at once.
-        let two = Hop { path: vec!["edge-x".into(), "edge-y".into()], budget: Some(budget) };
+        let two = Hop { path: vec!["edge-x".into(), "edge-y".into()], budget: Some(budget), due: None };
         let full = long_path.infer_hop(inputs(), 30.0, &two).await.unwrap();
         // Nor is a request whose path names edge-a itself.
-        let back = Hop { path: vec!["edge-a".into()], budget: Some(budget) };
+        let back = Hop { path: vec!["edge-a".into()], budget: Some(budget), due: None };
         let again = looped.infer_hop(inputs(), 30.0, &back).await.unwrap();
-        ((fwd, took), full, again)
+        // A binding deadline as tight, with a work budget that would let edge-a serve it late:
+        // forwarded by the deadline, not served late.
+        let bound = Hop { path: Vec::new(), budget: Some(deadline), due: Some(budget) };
+        let bound = due.infer_hop(inputs(), 30.0, &bound).await.unwrap();
+        ((fwd, took), full, again, bound)
     });
     let busy = busy.unwrap();
     assert_eq!(busy.routed, Routed::Edge("edge-a".into()));
@@ -136,8 +141,10 @@ async fn an_overloaded_edge_forwards_within_the_path_rules_and_late_hops_are_nev
         assert!(inf.stats.fallback && why.contains("Overloaded"), "{what}: {why}");
         assert_exact(&inf.outputs, &s.whole, what);
     }
+    let Hopped::Forwarded { to, path, .. } = bound else { panic!("a frame that cannot make its binding deadline was not forwarded") };
+    assert_eq!((to.as_str(), path), ("edge-b", vec!["edge-a".to_string()]));
     let ca = a.counts();
-    assert_eq!((ca.forwarded, ca.overloaded), (1, 2), "{ca:?}");
+    assert_eq!((ca.forwarded, ca.overloaded), (2, 2), "{ca:?}");
     assert_eq!(ca.inferences, 2, "edge-a computed only the patient robot's frames: {ca:?}");
     assert_eq!(b.counts().inferences, b_before + 1, "edge-b served the forwarded frame");
 
@@ -150,7 +157,7 @@ async fn an_overloaded_edge_forwards_within_the_path_rules_and_late_hops_are_nev
     opts.method = "server-only".into();
     let mut late = RobotClient::new(connector, opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
     let before = b.counts();
-    let hop = Hop { path: vec!["edge-a".into()], budget: Some(Duration::from_micros(100)) };
+    let hop = Hop { path: vec!["edge-a".into()], budget: Some(Duration::from_micros(100)), due: None };
     let Hopped::Done(inf) = late.infer_hop(inputs(), 30.0, &hop).await.unwrap() else { panic!("a late hop was forwarded") };
     assert!(inf.stats.fallback);
     assert_exact(&inf.outputs, &s.whole, "the late hop, finished by the robot");

@@ -102,6 +102,7 @@ impl Flood {
                             plan_hash,
                             input_stamp_ns: 0,
                             deadline_ns: 1_000_000_000,
+                            due_ns: 0,
                             path: Vec::new(),
                         };
                         session.put(&up, Frame::Start(start).encode().unwrap()).await.unwrap();

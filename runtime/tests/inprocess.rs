@@ -343,6 +343,7 @@ async fn bad_frames_are_dropped_and_counted() {
             plan_hash: lop_runtime::plans::digest(&plan.hash()).unwrap(),
             input_stamp_ns: 0,
             deadline_ns: 2_000_000_000,
+            due_ns: 0,
             path: Vec::new(),
         })
     };
@@ -522,4 +523,48 @@ async fn the_upload_the_edge_saw_reads_as_the_links_rate() {
         assert!((0.7 * mbps..=1.3 * mbps).contains(&rate), "measured {rate:.2} Mbit/s on a {mbps} Mbit/s link");
     }
     assert_eq!(c.take_upload_mbps(), None, "each measurement is taken once");
+}
+
+/// A frame's deadline binds the robot's wait, not the answer: past it the robot computes the
+/// frame itself while the edge goes on, and whichever completes the outputs first wins. A
+/// slowed edge that answers soon after the deadline still answers (the robot's own work, 20x
+/// slower, is abandoned); an edge far slower than the robot loses to it. Exact either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_deadline_the_robot_races_the_edge_and_the_first_answer_wins() {
+    use lop_runtime::client::{Hop, Hopped};
+    let s = setup();
+    let frame = || s.inputs.iter().map(|t| t.shallow_clone()).collect::<Vec<_>>();
+    let due = Duration::from_millis(20);
+    // (edge dilation, robot dilation, who should win)
+    for (edge_dilation, robot_dilation, edge_wins) in [(3.0, 20.0, true), (40.0, 1.0, false)] {
+        let dir = tempdir();
+        let board = Switchboard::new();
+        let edge = board.plug(edge_slowed(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), edge_dilation).await);
+        let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+        let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap()).with_latency(Duration::from_millis(1));
+        let mut opts = ClientOptions::new("robot-1", "resnet18");
+        opts.hello_timeout = Duration::from_secs(5);
+        opts.deadline_slack = Duration::from_secs(20);
+        opts.dilation = robot_dilation;
+        let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+        c.set_method("server-only");
+        // Warm both sides up (first runs are slow), then the timed frame.
+        c.infer(frame(), 30.0).await.unwrap();
+        let hop = Hop { due: Some(due), ..Hop::default() };
+        let Hopped::Done(r) = c.infer_hop(frame(), 30.0, &hop).await.unwrap() else { panic!("forwarded by a lone edge") };
+        assert_exact(&r.outputs, &s.whole, &format!("edge {edge_dilation}x, robot {robot_dilation}x"));
+        let took = r.stats.total_s;
+        eprintln!("race: edge {edge_dilation}x, robot {robot_dilation}x: {took:.3} s, fallback {:?}", r.stats.fallback_reason);
+        assert!(took > due.as_secs_f64(), "answered before the deadline: the race was not run ({took:.3} s)");
+        if edge_wins {
+            assert!(!r.stats.fallback, "the edge's late answer should win: {:?}", r.stats.fallback_reason);
+            assert!(r.stats.bytes_down > 0);
+        } else {
+            assert!(r.stats.fallback, "the robot should win against a 40x slowed edge ({took:.3} s)");
+            assert!(r.stats.fallback_reason.as_deref().is_some_and(|w| w.contains("before the edge")), "{:?}", r.stats.fallback_reason);
+        }
+        // The edge was told the frame's deadline apart from its budget: it served the frame
+        // (nothing queued ahead) rather than refusing it.
+        assert_eq!(edge.service().counts().overloaded, 0);
+    }
 }

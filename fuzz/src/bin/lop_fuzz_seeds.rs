@@ -49,6 +49,7 @@ fn frames() -> Result<()> {
         plan_hash: Digest([4; 32]),
         input_stamp_ns: 1,
         deadline_ns: 2,
+        due_ns: 0,
         path: vec!["gpu-1".into()],
     });
     let forward = Frame::Forward(Forward { inference_id: 7, to: "gpu-3".into(), path: vec!["gpu-1".into(), "gpu-2".into()] });

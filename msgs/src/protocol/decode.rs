@@ -148,6 +148,7 @@ impl Limits {
                 inference_id: r.u64("inference_id")?,
                 input_stamp_ns: r.u64("input_stamp_ns")?,
                 deadline_ns: r.u64("deadline_ns")?,
+                due_ns: r.u64("due_ns")?,
                 bucket: r.u32("bucket")?,
                 plan_hash: r.digest("plan_hash")?,
                 path: r.path()?,

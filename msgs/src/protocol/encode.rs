@@ -193,6 +193,7 @@ fn put_start(buf: &mut Vec<u8>, s: &Start) {
     buf.extend_from_slice(&s.inference_id.to_le_bytes());
     buf.extend_from_slice(&s.input_stamp_ns.to_le_bytes());
     buf.extend_from_slice(&s.deadline_ns.to_le_bytes());
+    buf.extend_from_slice(&s.due_ns.to_le_bytes());
     buf.extend_from_slice(&s.bucket.to_le_bytes());
     put_digest(buf, &s.plan_hash);
     put_path(buf, &s.path);

@@ -47,9 +47,10 @@
 //! | 0x04 | Start   | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 8        | input_stamp_ns u64                                 |
 //! |      |         | 16     | 8        | deadline_ns u64 (budget from the stamp)            |
-//! |      |         | 24     | 4        | bucket u32                                         |
-//! |      |         | 28     | 32       | plan_hash                                          |
-//! |      |         | 60     | path     | the edges that forwarded it (none: sent here first)|
+//! |      |         | 24     | 8        | due_ns u64 (the frame's deadline; 0: the budget)   |
+//! |      |         | 32     | 4        | bucket u32                                         |
+//! |      |         | 36     | 32       | plan_hash                                          |
+//! |      |         | 68     | path     | the edges that forwarded it (none: sent here first)|
 //! | 0x05 | Band    | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 4        | tensor_id u32 (graph node id)                      |
 //! |      |         | 12     | 4        | row_start u32                                      |
@@ -79,7 +80,8 @@
 //! `path` = u8 count (<= [`MAX_PATH`]) + that many str16 valid ids (<= 64 bytes each).
 //!
 //! Version 2 added Start's path, Forward, Error code `Late` (8) and Reject reason `Loading` (8).
-//! Version 3 added Done's `upload_ns`, from which a fleet robot estimates its link to each edge.
+//! Version 3 added Done's `upload_ns`, from which a fleet robot estimates its link to each edge,
+//! and Start's `due_ns`, the frame's deadline as distinct from the edge's work budget.
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other

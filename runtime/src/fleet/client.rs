@@ -89,6 +89,8 @@ pub struct FleetClient {
     edges_up: usize,
     /// The upload rate measured to each edge.
     links: EdgeLinks,
+    /// Whether the frame's deadline binds edges and the robot's wait ([`Hop::due`]).
+    binding: bool,
 }
 
 impl std::fmt::Debug for FleetClient {
@@ -134,6 +136,7 @@ impl FleetClient {
             warned_no_model: false,
             edges_up: 0,
             links: EdgeLinks::new(),
+            binding: false,
         })
     }
 
@@ -147,6 +150,17 @@ impl FleetClient {
     pub fn set_policy(&mut self, policy: Policy, home: Option<&str>) {
         self.router = Router::new(policy, 0);
         self.home = home.map(str::to_string);
+    }
+
+    /// Whether each frame's deadline binds (`edge.deadline_binding`; off by default): edges
+    /// forward what they cannot finish by it, and the robot stops waiting at it and computes
+    /// the frame itself, taking the edge's answer if it still comes first. Off, the deadline
+    /// routes frames, and edges and robot go by the plan's budget (3x its predicted makespan
+    /// plus slack). On, a robot never idles past a deadline, at the cost of its own compute (and
+    /// energy) on every late frame: in the measured fleet, whose robots share two cores with
+    /// the edges, that compute slowed the edges and cut goodput (README, Fleets).
+    pub fn set_deadline_binding(&mut self, binding: bool) {
+        self.binding = binding;
     }
 
     /// Switches the method (`lop` or a baseline) of every edge client, and of those opened
@@ -218,6 +232,8 @@ impl FleetClient {
     /// Inputs that do not fit the model, engine failures, a model worker that cannot start.
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<FleetInference> {
         let model = self.template.model_id.clone();
+        let t_frame = Instant::now();
+        let due = |binding: bool| binding.then(|| deadline.saturating_sub(t_frame.elapsed()));
         self.collect_link_samples();
         let (now, scale) = (Instant::now(), self.table.spec.bandwidth_scale);
         let robot_mb_s = bandwidth_mb_s.max(0.0);
@@ -289,7 +305,7 @@ impl FleetClient {
         match choice {
             Choice::Server(j) if j < candidates.len() => {
                 let mut edge = candidates[j].0.clone();
-                let mut hop = Hop::default();
+                let mut hop = Hop { due: due(self.binding), ..Hop::default() };
                 let mut inputs = inputs;
                 // Each forward names an edge outside the path, and the path is bounded: this
                 // ends. Forwards beyond MAX_PATH would be refused by the encoder anyway.
@@ -308,7 +324,7 @@ impl FleetClient {
                             let usable = path.len() <= lop_msgs::protocol::MAX_PATH
                                 && !path.contains(&to)
                                 && self.clients.get(&to).is_some_and(RobotClient::connected);
-                            hop = Hop { path, budget: Some(budget_left) };
+                            hop = Hop { path, budget: Some(budget_left), due: due(self.binding) };
                             if !usable {
                                 return self.run_alone(inputs, bandwidth_mb_s, AloneWhy::ForwardedNowhere, hop.path).await;
                             }

@@ -32,7 +32,15 @@ fn band(tensor_id: u32, payload_len: usize) -> Vec<u8> {
 }
 
 fn start_frame(inference_id: u64) -> Frame {
-    Frame::Start(Start { inference_id, bucket: 0, plan_hash: Digest([1; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() })
+    Frame::Start(Start {
+        inference_id,
+        bucket: 0,
+        plan_hash: Digest([1; 32]),
+        input_stamp_ns: 0,
+        deadline_ns: 1,
+        due_ns: 0,
+        path: Vec::new(),
+    })
 }
 
 fn constant(mbps: f64, latency_ms: u64) -> ShapedConfig {

@@ -134,10 +134,7 @@ async fn hello_and_bands_both_ways() {
     tx.send(hello("r1")).await.unwrap();
     const N: u32 = 1000;
     const WIDTH: u32 = 4096; // 12 KiB payload per band
-    let start =
-        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([9; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() })
-            .encode()
-            .unwrap();
+    let start = start_frame(1, 9);
     tx.send(start.clone()).await.unwrap();
     for i in 0..N {
         tx.send(band(1, i, WIDTH, i as u8)).await.unwrap();
@@ -353,10 +350,7 @@ async fn garbage_hello_is_dropped() {
     let port = free_port();
     let (_edge_session, mut acceptor) = edge(port).await;
     let session = robot(port).await;
-    let start =
-        Frame::Start(Start { inference_id: 1, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() })
-            .encode()
-            .unwrap();
+    let start = start_frame(1, 0);
     let mut truncated = hello("r1");
     truncated.truncate(20);
     let mut bad_id = hello("r1");
@@ -435,8 +429,7 @@ async fn bands_never_overtake_earlier_control_frames() {
     let (_s, tx, _rx, mut conn) = connected(port, &mut acceptor, "r1").await;
     const INFERENCES: u64 = 50;
     for id in 1..=INFERENCES {
-        let start = Start { inference_id: id, bucket: 0, plan_hash: Digest([0; 32]), input_stamp_ns: 0, deadline_ns: 1, path: Vec::new() };
-        tx.send(Frame::Start(start).encode().unwrap()).await.unwrap();
+        tx.send(start_frame(id, 0)).await.unwrap();
         for row in 0..10 {
             tx.send(band(id, row, 2048, 1)).await.unwrap();
         }
@@ -457,4 +450,18 @@ async fn bands_never_overtake_earlier_control_frames() {
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// The bytes of a first try's Start of inference `id` for a plan whose hash is `hash` repeated.
+fn start_frame(id: u64, hash: u8) -> Vec<u8> {
+    let start = Start {
+        inference_id: id,
+        bucket: 0,
+        plan_hash: Digest([hash; 32]),
+        input_stamp_ns: 0,
+        deadline_ns: 1,
+        due_ns: 0,
+        path: Vec::new(),
+    };
+    Frame::Start(start).encode().unwrap()
 }
