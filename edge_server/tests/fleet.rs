@@ -145,9 +145,9 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
     let max_forwards: usize = std::env::var("LOP_FLEET_MAX_FORWARDS").map_or(2, |v| v.parse().expect("LOP_FLEET_MAX_FORWARDS: a count"));
     // Batching across robots as lop_edge's default (4); LOP_FLEET_MAX_BATCH=1 measures without.
     let max_batch: usize = std::env::var("LOP_FLEET_MAX_BATCH").map_or(4, |v| v.parse().expect("LOP_FLEET_MAX_BATCH: a count"));
-    // The deadline routes frames (lop_robot's default); LOP_FLEET_BINDING=1 also binds it (edges
-    // forward by it, robots race the edge past it).
-    let binding = std::env::var("LOP_FLEET_BINDING").is_ok_and(|v| v == "1");
+    // The deadline binds (lop_robot's default: edges forward by it, robots race the edge past
+    // it); LOP_FLEET_BINDING=0 lets it only route frames.
+    let binding = std::env::var("LOP_FLEET_BINDING").map_or(true, |v| v != "0");
     let mut configs = Vec::new();
     for (id, dilation) in [("gpu-1", 2.0), ("gpu-2", 2.0), ("gpu-3", 8.0)] {
         let listen = if id == "gpu-1" { ep1.clone() } else { format!("tcp/127.0.0.1:{}", free_port()) };

@@ -213,9 +213,9 @@ pub struct RobotConfig {
     /// Fleet mode (`edge.deadline_ms`): a frame's deadline from its arrival; routing picks an
     /// edge that can meet it.
     pub fleet_deadline: Duration,
-    /// Fleet mode (`edge.deadline_binding`): the deadline also binds edges (they forward what
-    /// they cannot finish by it) and the robot's wait (past it the robot computes the frame
-    /// itself, and the first answer wins).
+    /// Fleet mode (`edge.deadline_binding`, true by default): the deadline also binds edges
+    /// (they forward what they cannot finish by it) and the robot's wait (past it the robot
+    /// computes the bands it would wait for, and takes each from whichever side has it first).
     pub fleet_deadline_binding: bool,
     /// Fleet mode (`edge.lanes`): frames in flight at once, each lane with sessions of its own
     /// (`<robot_id>.lane<k>`), so that a camera faster than one edge is spread over several;
@@ -405,7 +405,7 @@ impl RobotConfig {
         if !(deadline_ms.is_finite() && deadline_ms > 0.0) {
             return Err(invalid(format!("edge.deadline_ms must be positive, got {deadline_ms}")));
         }
-        let deadline_binding = p.bool("edge.deadline_binding", false)?;
+        let deadline_binding = p.bool("edge.deadline_binding", true)?;
         let robot_id = p.string("robot_id", "robot");
         lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
         if lanes > 1 {

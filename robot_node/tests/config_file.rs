@@ -54,9 +54,9 @@ fn command_line_overrides_and_bad_values() {
     assert!(cfg.edge.fleet());
     assert_eq!(cfg.fleet_deadline, std::time::Duration::from_millis(150));
     assert_eq!(cfg.fleet_lanes, 1);
-    assert!(!cfg.fleet_deadline_binding, "the deadline routes frames; binding it is a choice");
-    let binding = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.deadline_binding:=true"].map(String::from)).unwrap();
-    assert!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &binding).unwrap()).unwrap().fleet_deadline_binding);
+    assert!(cfg.fleet_deadline_binding, "a fleet robot never idles past a deadline unless told to");
+    let loose = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.deadline_binding:=false"].map(String::from)).unwrap();
+    assert!(!RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &loose).unwrap()).unwrap().fleet_deadline_binding);
     let lanes = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.lanes:=4"].map(String::from)).unwrap();
     assert_eq!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &lanes).unwrap()).unwrap().fleet_lanes, 4);
     // Lanes spread frames over a fleet: with one edge configured they are an error, as is a

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use crate::bandwidth::upload;
 use crate::error::{Error, Result};
 use crate::exec::{
-    GraphMeta, Incoming, InputWire, Race, Raced, SideConfig, SideStats, Stopped, Worker, finish_dilated, finish_racing, outputs, run_side,
+    GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, finish_dilated, outputs, run_side, run_side_racing,
 };
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
@@ -80,9 +80,9 @@ pub const SILENT_EDGE_RETRY: Duration = Duration::from_millis(250);
 /// The fallback reason of an inference whose edge did not finish in time.
 const DEADLINE_EXCEEDED: &str = "deadline exceeded";
 
-/// The fallback reason of a frame past its deadline that the robot finished before the edge
-/// (which was still working on it: not a silent edge).
-const RACE_WON: &str = "past the frame's deadline: finished on the robot before the edge";
+/// The fallback reason of a frame past its binding deadline for which the robot computed bands
+/// of the edge's rather than wait for them (the edge was still working on it: not a silent edge).
+const RACE_WON: &str = "past the frame's deadline";
 
 /// The stop reason of a hop the edge forwarded (never a fallback: the caller sends it on).
 const FORWARDED: &str = "forwarded";
@@ -179,7 +179,8 @@ pub struct Hop {
     pub budget: Option<Duration>,
     /// What is left of the frame's deadline (`None`: the budget is the deadline). The edge
     /// forwards what its queue cannot finish by then; the robot stops waiting then and computes
-    /// the frame itself, taking the edge's bands if they still come first ([`finish_racing`]).
+    /// the edge's bands itself, taking each from the edge if it still comes first
+    /// ([`crate::exec::run_side_racing`]).
     pub due: Option<Duration>,
 }
 
@@ -670,29 +671,25 @@ impl<C: Connector> RobotClient<C> {
                 }
                 sent
             };
-            let (stop, stats) = run_side(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
-            match stop {
-                Stopped::Finished => Ok((outputs(&exec)?, stats, None, last_sent)),
-                Stopped::DeadlineExceeded if racing => {
-                    let mut race = Race::new(&meta, &run_plan.schedule, config.device, &band_rx);
-                    let (outputs, won) = finish_racing(&mut exec, config.dilation, &mut race)?;
-                    let mut stats = stats;
-                    stats.bands_received += race.bands;
-                    stats.bytes_received += race.bytes;
-                    let reason = (won == Raced::Robot).then(|| RACE_WON.to_string());
-                    Ok((outputs, stats, reason, last_sent))
+            let run = if racing { run_side_racing } else { run_side };
+            let (stop, stats) = run(&mut exec, &meta, &run_plan.schedule, &config, &band_rx, &mut send)?;
+            let (outputs, stats, reason) = match stop {
+                // Past a binding deadline the robot computed the bands it would have waited for.
+                Stopped::Finished if stats.stolen > 0 => {
+                    let why = format!("{RACE_WON}: {} of the edge's bands computed on the robot", stats.stolen);
+                    (outputs(&exec)?, stats, Some(why))
                 }
-                Stopped::DeadlineExceeded => {
-                    Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into()), last_sent))
-                }
+                Stopped::Finished => (outputs(&exec)?, stats, None),
+                Stopped::DeadlineExceeded => (finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into())),
                 // Forwarded: the caller sends it to the other edge; nothing more to compute.
                 Stopped::Aborted(_)
                     if forwarded_here.as_ref().is_some_and(|sh| lock(sh).forward.as_ref().is_some_and(|f| f.inference_id == id)) =>
                 {
-                    Ok((Vec::new(), stats, Some(FORWARDED.into()), last_sent))
+                    (Vec::new(), stats, Some(FORWARDED.into()))
                 }
-                Stopped::Aborted(why) => Ok((finish_dilated(&mut exec, config.dilation)?, stats, Some(why), last_sent)),
-            }
+                Stopped::Aborted(why) => (finish_dilated(&mut exec, config.dilation)?, stats, Some(why)),
+            };
+            Ok((outputs, stats, reason, last_sent))
         });
         let (outputs, side, reason, last_sent) = job.await??;
         let send_span_s = start_sent.zip(last_sent).map(|(s, l)| l.saturating_duration_since(s).as_secs_f64());

@@ -241,8 +241,8 @@ pub struct Start {
     /// The frame's own deadline in nanoseconds from this frame's arrival (0: none, the budget
     /// alone), at most `deadline_ns`. The edge forwards an inference its queue cannot finish
     /// by then, and a forwarded one that arrives with less than its own time left is `Late`;
-    /// the robot stops waiting then and races the edge with its own work, so the edge keeps
-    /// computing until `deadline_ns` (its answer may still come first).
+    /// the robot stops waiting then and computes the bands it would wait for, so the edge keeps
+    /// computing until `deadline_ns` (its bands may still come first).
     pub due_ns: u64,
     /// The edges that forwarded this inference, in order (empty: sent here first). At most
     /// [`MAX_PATH`](super::MAX_PATH) valid ids; an edge never forwards to one of them, nor

@@ -16,7 +16,7 @@ pub mod wire;
 pub mod worker;
 
 pub use batch::{BatchConfig, Member, run_batch};
-pub use fallback::{Race, Raced, finish_dilated, finish_locally, finish_racing, outputs};
-pub use side::{Incoming, SideConfig, SideStats, Stopped, run_side};
+pub use fallback::{finish_dilated, finish_locally, outputs};
+pub use side::{Incoming, SideConfig, SideStats, Stopped, run_side, run_side_racing};
 pub use wire::{Expected, GraphMeta, InputWire, ReceivedBand, encode_band};
 pub use worker::Worker;

@@ -7,8 +7,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use lop::exec::SideExec;
-use lop::graph::Graph;
+use lop::graph::{Graph, NodeId};
+use lop::ops::Op;
 use lop::plan::Side;
+use lop::rows::Rows;
 use lop::sim::Schedule;
 use tch::{Device, Tensor};
 
@@ -52,6 +54,9 @@ pub struct SideStats {
     pub bytes_received: u64,
     /// Chunks computed.
     pub chunks: u32,
+    /// Bands of the peer's this side computed itself instead of waiting for them (a robot
+    /// past a binding frame deadline, [`run_side_racing`]).
+    pub stolen: u32,
 }
 
 /// How to run one side.
@@ -105,6 +110,40 @@ pub fn run_side(
     incoming: &Receiver<Incoming>,
     send: &mut dyn FnMut(Vec<u8>) -> bool,
 ) -> Result<(Stopped, SideStats)> {
+    run(exec, meta, schedule, config, incoming, send, false)
+}
+
+/// [`run_side`] for a robot whose frame has a binding deadline (`config.deadline`): past it the
+/// robot stops waiting, not working. It goes on with its own chunks as planned (the edge needs
+/// their bands), and where it would wait for a band of the edge's it computes that band's rows
+/// itself, from what it holds (recomputing what it released), taking any band that arrives
+/// meanwhile. So the edge and the robot race for every band still missing, and the inference
+/// ends with the unsplit model's output at whichever pace is faster; [`SideStats::stolen`]
+/// counts the bands the robot computed. It stops only when the link is gone, or with nothing
+/// left to compute or wait for.
+///
+/// # Errors
+/// As [`run_side`].
+pub fn run_side_racing(
+    exec: &mut SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    config: &SideConfig,
+    incoming: &Receiver<Incoming>,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> Result<(Stopped, SideStats)> {
+    run(exec, meta, schedule, config, incoming, send, true)
+}
+
+fn run(
+    exec: &mut SideExec<'_>,
+    meta: &GraphMeta,
+    schedule: &Schedule,
+    config: &SideConfig,
+    incoming: &Receiver<Incoming>,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
+    race: bool,
+) -> Result<(Stopped, SideStats)> {
     let graph: &Graph = exec.graph();
     let side = config.side;
     let mut stats = SideStats::default();
@@ -134,9 +173,8 @@ pub fn run_side(
                 return Ok((stop, stats));
             }
         }
-        if let Some(d) = config.deadline
-            && Instant::now() >= d
-        {
+        let past_deadline = config.deadline.is_some_and(|d| Instant::now() >= d);
+        if past_deadline && !race {
             return Ok((Stopped::DeadlineExceeded, stats));
         }
         if let Some(r) = ready.pop() {
@@ -162,6 +200,60 @@ pub fn run_side(
         if left_chunks == 0 && left_bands == 0 {
             return Ok((Stopped::Finished, stats));
         }
+        if past_deadline {
+            // Racing: compute the first band not received rather than wait for it.
+            let Some(ti) = (0..schedule.transfers.len()).find(|&i| schedule.transfers[i].from() != side && !received[i]) else {
+                return Ok((Stopped::DeadlineExceeded, stats));
+            };
+            let t = &schedule.transfers[ti];
+            let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+            let t0 = Instant::now();
+            // After each piece: the stretch of a dilated robot, taking in what arrives meanwhile;
+            // the steal ends once the band itself arrives.
+            let mut between = |exec: &mut SideExec<'_>, took: Duration| -> Result<Step> {
+                let until = Instant::now() + took.mul_f64((config.dilation - 1.0).max(0.0));
+                loop {
+                    let left = until.saturating_duration_since(Instant::now());
+                    let msg = if left.is_zero() { incoming.try_recv().ok() } else { incoming.recv_timeout(left).ok() };
+                    match msg {
+                        Some(msg) => {
+                            let stop = accept(
+                                exec,
+                                meta,
+                                schedule,
+                                config,
+                                msg,
+                                &mut received,
+                                &mut left_bands,
+                                &mut pending,
+                                &mut ready,
+                                &mut stats,
+                            )?;
+                            if let Some(stop) = stop {
+                                return Ok(Step::Stop(stop));
+                            }
+                            if received[ti] {
+                                return Ok(Step::Arrived);
+                            }
+                        }
+                        None if left.is_zero() || Instant::now() >= until => return Ok(Step::Go),
+                        // Disconnected: the stretch is still due.
+                        None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
+                    }
+                }
+            };
+            if let Step::Stop(stop) = compute_rows(exec, t.node, &rows, &mut between)? {
+                return Ok((stop, stats));
+            }
+            stats.compute_s += t0.elapsed().as_secs_f64();
+            if !received[ti] {
+                received[ti] = true;
+                left_bands -= 1;
+                stats.stolen += 1;
+                arrived(schedule, &t.waiters, &mut pending, &mut ready);
+            }
+            continue;
+        }
         // Nothing to compute: wait for a band.
         let t0 = Instant::now();
         let wait = config.deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(t0));
@@ -175,8 +267,9 @@ pub fn run_side(
                     return Ok((stop, stats));
                 }
             }
+            // Racing, the deadline ends the wait, not the inference.
             Err(RecvTimeoutError::Timeout) => {
-                if config.deadline.is_some() {
+                if config.deadline.is_some() && !race {
                     return Ok((Stopped::DeadlineExceeded, stats));
                 }
             }
@@ -243,6 +336,49 @@ fn accept(
     exec.insert(t.node, rows, tensor).map_err(Error::Engine)?;
     arrived(schedule, &t.waiters, pending, ready);
     Ok(None)
+}
+
+/// What a stolen computation does after each piece.
+enum Step {
+    /// Goes on.
+    Go,
+    /// The band it computes arrived from the peer: stop computing it.
+    Arrived,
+    /// The inference stopped.
+    Stop(Stopped),
+}
+
+/// Computes the rows `rows` of value `id` that `exec` does not hold, and first, recursively,
+/// the rows of its inputs they need (from the graph inputs, which the robot holds whole),
+/// calling `between` with each piece's compute time; stops early where it says so.
+fn compute_rows(
+    exec: &mut SideExec<'_>,
+    id: NodeId,
+    rows: &Rows,
+    between: &mut dyn FnMut(&mut SideExec<'_>, Duration) -> Result<Step>,
+) -> Result<Step> {
+    for piece in exec.missing(id, rows) {
+        for (input, need) in exec.needs(id, &piece) {
+            if matches!(exec.graph().nodes[input].op, Op::Constant(_)) {
+                continue;
+            }
+            match compute_rows(exec, input, &need, between)? {
+                Step::Go => {}
+                other => return Ok(other),
+            }
+        }
+        // The piece may have arrived while its inputs were computed.
+        if exec.missing(id, &piece).is_empty() {
+            continue;
+        }
+        let t0 = Instant::now();
+        exec.compute_and_store(id, &piece, 1).map_err(Error::Engine)?;
+        match between(exec, t0.elapsed())? {
+            Step::Go => {}
+            other => return Ok(other),
+        }
+    }
+    Ok(Step::Go)
 }
 
 fn send_transfer(

@@ -136,7 +136,7 @@ impl FleetClient {
             warned_no_model: false,
             edges_up: 0,
             links: EdgeLinks::new(),
-            binding: false,
+            binding: true,
         })
     }
 
@@ -152,13 +152,13 @@ impl FleetClient {
         self.home = home.map(str::to_string);
     }
 
-    /// Whether each frame's deadline binds (`edge.deadline_binding`; off by default): edges
-    /// forward what they cannot finish by it, and the robot stops waiting at it and computes
-    /// the frame itself, taking the edge's answer if it still comes first. Off, the deadline
-    /// routes frames, and edges and robot go by the plan's budget (3x its predicted makespan
-    /// plus slack). On, a robot never idles past a deadline, at the cost of its own compute (and
-    /// energy) on every late frame: in the measured fleet, whose robots share two cores with
-    /// the edges, that compute slowed the edges and cut goodput (README, Fleets).
+    /// Whether each frame's deadline binds (`edge.deadline_binding`; on by default): edges
+    /// forward what they cannot finish by it, and past it the robot stops waiting and computes
+    /// the edge's bands itself while the edge goes on, each band taken from whichever side has it
+    /// first ([`crate::exec::run_side_racing`]). Off, the deadline only routes frames, and
+    /// edges and robot go by the plan's budget (3x its predicted makespan plus slack). On, a
+    /// robot never idles past a deadline, at the cost of its own compute (and energy) on late
+    /// frames.
     pub fn set_deadline_binding(&mut self, binding: bool) {
         self.binding = binding;
     }
