@@ -618,7 +618,9 @@ impl<C: Connector> RobotClient<C> {
             device: self.opts.device,
             dilation: self.opts.dilation,
             input_wire: self.opts.input_wire,
-            deadline: Some(t0 + Duration::from_secs_f64(due.unwrap_or(budget))),
+            // A plan that keeps everything on the robot waits for nothing: no deadline (one
+            // would only turn a slow robot's own run into a "fallback" that recomputes it).
+            deadline: plan.uses_link().then(|| t0 + Duration::from_secs_f64(due.unwrap_or(budget))),
         };
         let (band_tx, band_rx) = mpsc::channel();
         let mut out = None;
