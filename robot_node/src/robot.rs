@@ -1020,8 +1020,7 @@ fn result_msg(
         robot_compute_s: s.robot_compute_s,
         server_compute_s: server,
         waiting_s: s.robot_wait_s,
-        // The share of the robot's wait not explained by the server computing: bands in flight.
-        transfer_s: (s.robot_wait_s - server).max(0.0),
+        transfer_s: transfer_seconds(s),
         bytes_up: s.bytes_up,
         bytes_down: s.bytes_down,
         bandwidth_bucket: s.bucket,
@@ -1035,10 +1034,51 @@ fn result_msg(
     }
 }
 
+/// Seconds the inference's transfers held the link, for /lop/inference's `transfer_s` (which
+/// `lop_bandwidth` turns into a passive sample, bytes over seconds): the bytes at the upload rate
+/// the edge saw, where the link limited the upload
+/// ([`lop_runtime::bandwidth::upload`]); else the share of the robot's wait that the server's
+/// compute does not explain, which also counts the edge's queueing as transfer and so reads a
+/// busy edge as a slow link.
+fn transfer_seconds(s: &InferenceStats) -> f64 {
+    match s.upload_mbps() {
+        Some(m) if m > 0.0 => (s.bytes_up + s.bytes_down) as f64 * 8.0 / (m * 1e6),
+        _ => (s.robot_wait_s - s.server_compute_s.unwrap_or(0.0)).max(0.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::params::{ParamValue, Params};
+
+    /// A frame that queued 0.6 s behind others on the edge: its link time is the upload's 0.3 s
+    /// (1 MB at 26.7 Mbit/s as the edge saw it arrive), not the 0.9 s of wait the edge's
+    /// compute leaves unexplained, which a frame without the edge's measurement still reports.
+    #[test]
+    fn transfer_time_is_the_uploads_not_the_edges_queue() {
+        let mut s = InferenceStats {
+            id: 1,
+            method: "server-only".into(),
+            bucket: 0,
+            bucket_mb_s: 8.0,
+            plan_hash: String::new(),
+            fallback: false,
+            fallback_reason: None,
+            total_s: 1.1,
+            robot_compute_s: 0.0,
+            robot_wait_s: 1.0,
+            server_compute_s: Some(0.1),
+            bytes_up: 1_000_000,
+            bytes_down: 0,
+            predicted_s: None,
+            upload_s: Some(0.3),
+            send_span_s: Some(0.0),
+        };
+        assert!((transfer_seconds(&s) - 0.3).abs() < 1e-9, "{}", transfer_seconds(&s));
+        s.upload_s = None;
+        assert!((transfer_seconds(&s) - 0.9).abs() < 1e-9, "{}", transfer_seconds(&s));
+    }
 
     fn config(fit: Option<&str>) -> RobotConfig {
         let mut p = Params::empty("lop_robot");
