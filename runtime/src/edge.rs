@@ -1064,7 +1064,7 @@ impl Session {
         // deadline: forwarded to an edge that can meet it. With nowhere to forward it, refused
         // at once (the robot finishes it alone now) if it would not finish within the work
         // budget either; otherwise served late: the robot, which stops waiting at the deadline
-        // and computes the frame itself from then on, takes whichever answer comes first.
+        // and computes the bands it would wait for, takes each from whichever side has it first.
         let finish_s = (ahead + 1) as f64 * server_s;
         if ahead > 0
             && finish_s > due_s

@@ -15,7 +15,6 @@ use lop_runtime::local::Switchboard;
 use lop_runtime::{ShapedConfig, Trace};
 
 async fn client(s: &Setup, board: &Switchboard, mbps: f64) -> RobotClient<lop_runtime::local::LocalConnector> {
-    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
     let link = ShapedConfig::symmetric(Trace::constant(mbps).unwrap()).with_latency(Duration::from_millis(1));
     let mut opts = ClientOptions::new("robot-1", "resnet18");
     opts.retry_interval = Duration::from_millis(50);
@@ -23,6 +22,17 @@ async fn client(s: &Setup, board: &Switchboard, mbps: f64) -> RobotClient<lop_ru
     // Exactness and reconnection must not hinge on timing: under CI load the real run can take
     // several times the synthetic profiles' prediction, so the deadline gets generous slack.
     opts.deadline_slack = Duration::from_secs(3);
+    client_with(s, board, link, opts).await
+}
+
+/// A robot client of `MODEL` over `link` with `opts`.
+async fn client_with(
+    s: &Setup,
+    board: &Switchboard,
+    link: ShapedConfig,
+    opts: ClientOptions,
+) -> RobotClient<lop_runtime::local::LocalConnector> {
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
     RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap()
 }
 
@@ -491,13 +501,12 @@ async fn the_upload_the_edge_saw_reads_as_the_links_rate() {
     let dir = tempdir();
     let board = Switchboard::new();
     let _edge = board.plug(edge_slowed(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 10.0).await);
-    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
     let mbps = 16.0;
     let link = ShapedConfig::symmetric(Trace::constant(mbps).unwrap()).with_latency(Duration::from_millis(5));
     let mut opts = ClientOptions::new("robot-1", "resnet18");
     opts.hello_timeout = Duration::from_secs(5);
     opts.deadline_slack = Duration::from_secs(10);
-    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    let mut c = client_with(&s, &board, link, opts).await;
     c.set_method("server-only");
     let mut rates = Vec::new();
     for _ in 0..3 {
@@ -542,13 +551,12 @@ async fn past_its_deadline_the_robot_races_the_edge_and_the_first_answer_wins() 
             let dir = tempdir();
             let board = Switchboard::new();
             let edge = board.plug(edge_slowed(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), edge_dilation).await);
-            let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
             let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap()).with_latency(Duration::from_millis(1));
             let mut opts = ClientOptions::new("robot-1", "resnet18");
             opts.hello_timeout = Duration::from_secs(5);
             opts.deadline_slack = Duration::from_secs(20);
             opts.dilation = robot_dilation;
-            let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+            let mut c = client_with(&s, &board, link, opts).await;
             c.set_method(method);
             // Warm both sides up (first runs are slow), then the timed frame.
             c.infer(frame(), 30.0).await.unwrap();

@@ -72,11 +72,6 @@ impl EdgeLinks {
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     }
-
-    /// Forgets `edge` (it left the fleet).
-    pub fn forget(&mut self, edge: &str) {
-        self.links.remove(edge);
-    }
 }
 
 #[cfg(test)]
@@ -120,8 +115,6 @@ mod tests {
         assert_eq!(links.mbps("a", later), Some(80.0), "a bad sample is ignored");
         links.record("b", later, 5.0);
         assert_eq!(links.estimates(later), vec![("a".to_string(), 80.0), ("b".to_string(), 5.0)]);
-        links.forget("a");
-        assert_eq!(links.mbps("a", later), None);
         assert_eq!(links.estimates(later + LINK_MAX_AGE * 2), vec![], "all expired");
     }
 }
