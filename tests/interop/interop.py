@@ -933,18 +933,28 @@ class Harness:
         self.report_latency(ros, "640x480 rgb8, one frame at a time")
         self.final_counts(sent, len(done))
         if self.rclpy:
-            self.check_side_topics(done)
+            self.check_side_topics(done, (c3, conv(c3)))
             self.run_parameters(c3, conv(c3))
         return done
 
-    def check_side_topics(self, done):
-        """lop_bandwidth's estimates, lop_power's samples and one energy figure per answered frame."""
+    def check_side_topics(self, done, spare):
+        """lop_bandwidth's estimates, lop_power's samples and one energy figure per answered frame;
+        `spare` (a frame and its reference input) gives lop_power inferences to sample around
+        should its reader have matched lop_robot's writer only after the frames above."""
         ok = self.bandwidth.wait_for(lambda msgs: len(msgs) >= 2, 15.0)
         msgs, _ = self.bandwidth.snapshot()
         check(ok, f"{len(msgs)} /lop/bandwidth messages from lop_bandwidth (r2r) within 15 s")
         b = msgs[-1][3]
         check(b.prediction_mbps >= 0 and math.isfinite(b.prediction_mbps), f"/lop/bandwidth prediction {b.prediction_mbps}")
-        check(self.power.wait_for(lambda msgs: len(msgs) >= 3, 10.0), "no /lop/power samples from lop_power (r2r)")
+        if not self.power.wait_for(lambda msgs: len(msgs) >= 3, 10.0):
+            # lop_power samples only around the inferences it hears of on /lop/inference. Under
+            # Fast DDS, lop_robot's writer may match its reader after rclpy has seen that reader
+            # (discovery is pairwise), and then it hears of none of the frames above (seen in two
+            # full test runs; the test passed alone). More inferences must then bring samples.
+            log(f"{len(self.power.snapshot()[0])} /lop/power samples after the frames above: 3 more frames")
+            frame, tensor = spare
+            self.exact_frames([(frame, tensor, 300 + k, f"cam_power_{k}") for k in range(3)], 0)
+            check(self.power.wait_for(lambda msgs: len(msgs) >= 3, 10.0), "no /lop/power samples from lop_power (r2r)")
         p = self.power.snapshot()[0][-1][3]
         check(p.modelled and p.total_w > 0, f"/lop/power sample {p.total_w} W, modelled {p.modelled}")
         ids = {m.inference_id for _f, m, _e, _t, _a in done}
