@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use lop_msgs::protocol::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, HEADER_LEN, Hello, Limits, MAX_PATH, MAX_PROFILE_LEN,
-    MAX_RANK, MAX_TEXT_LEN, Reject, RejectReason, Start, Welcome, check, decode, encode_band_header,
+    Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, HEADER_LEN, Hello, Limits, MAX_PATH,
+    MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, Reject, RejectReason, Start, Welcome, check, decode, encode_band_header,
 };
 use lop_msgs::{Digest, Error};
 
@@ -114,6 +114,8 @@ fn samples() -> Vec<Frame> {
         Frame::Error(ErrorFrame { inference_id: 2, code: ErrorCode::Late, text: "12 ms left".into() }),
         Frame::Forward(Forward { inference_id: 3, to: "edge-b".into(), path: vec!["edge-a".into()] }),
         Frame::Forward(Forward { inference_id: u64::MAX, to: "z".repeat(64), path: (0..MAX_PATH).map(|i| format!("e{i}")).collect() }),
+        Frame::Cancel(Cancel { inference_id: 5 }),
+        Frame::Cancel(Cancel { inference_id: u64::MAX }),
     ]
 }
 
@@ -145,7 +147,7 @@ fn every_kind_round_trips() {
             assert_eq!(hdr, bytes);
         }
     }
-    assert_eq!(kinds.len(), 8);
+    assert_eq!(kinds.len(), 9);
 }
 
 #[test]
@@ -165,7 +167,7 @@ fn exact_wire_bytes_of_a_small_band() {
     #[rustfmt::skip]
     let expected: &[u8] = &[
         b'L', b'O', b'P', b'F', // magic
-        3, 0,                   // version 3
+        4, 0,                   // version 4
         0x05,                   // kind Band
         0,                      // flags
         42, 0, 0, 0,            // body_len = 24 + 4*4 + 2
@@ -189,7 +191,7 @@ fn exact_wire_bytes_of_an_error_frame() {
     let f = Frame::Error(ErrorFrame { inference_id: 3, code: ErrorCode::OutOfPlan, text: "ab".into() });
     #[rustfmt::skip]
     let expected: &[u8] = &[
-        b'L', b'O', b'P', b'F', 3, 0, 0x07, 0, 14, 0, 0, 0,
+        b'L', b'O', b'P', b'F', 4, 0, 0x07, 0, 14, 0, 0, 0,
         3, 0, 0, 0, 0, 0, 0, 0, // inference_id
         4, 0,                   // code OutOfPlan
         2, 0, b'a', b'b',       // text
@@ -209,7 +211,7 @@ fn exact_wire_bytes_of_a_done_frame() {
         upload_ns: 0x0102_0304,
     };
     let f = Frame::Done(Done { inference_id: 9, stats });
-    let mut expected = vec![b'L', b'O', b'P', b'F', 3, 0, 0x06, 0, 56, 0, 0, 0];
+    let mut expected = vec![b'L', b'O', b'P', b'F', 4, 0, 0x06, 0, 56, 0, 0, 0];
     for v in [9u64, 1, 2, 3, 4] {
         expected.extend_from_slice(&v.to_le_bytes());
     }
@@ -268,14 +270,14 @@ fn header_errors() {
 
     let mut b = good.clone();
     b[4] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 3 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 4 }));
     // The version is rejected as soon as it is there.
-    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 3 }));
+    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 4 }));
     let mut b = good.clone();
     b[5] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0103, supported: 3 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0104, supported: 4 }));
 
-    for kind in [0u8, 9, 0x42, 0xff] {
+    for kind in [0u8, 0x0a, 0x42, 0xff] {
         let mut b = good.clone();
         b[6] = kind;
         assert_eq!(decode(&b), Err(Error::UnknownKind { kind }));
@@ -368,7 +370,7 @@ fn band_errors() {
     assert!(matches!(encode_band_header(&hdr, 0, &mut buf), Err(Error::ShapeOverflow { .. })));
     assert!(buf.is_empty());
     // The same header on the wire (built by hand) decodes to the same error, without allocating.
-    let mut raw = vec![b'L', b'O', b'P', b'F', 3, 0, 5, 0, 56, 0, 0, 0];
+    let mut raw = vec![b'L', b'O', b'P', b'F', 4, 0, 5, 0, 56, 0, 0, 0];
     raw.extend_from_slice(&1u64.to_le_bytes());
     raw.extend_from_slice(&1u32.to_le_bytes());
     raw.extend_from_slice(&0u32.to_le_bytes());

@@ -15,7 +15,7 @@ use lop::planner::table::ScheduleTable;
 use lop::profile::Profile;
 use lop_msgs::Frame;
 use lop_msgs::protocol::DType;
-use lop_msgs::protocol::{DoneStats, Forward, Hello, Limits, MAX_PROFILE_LEN, Reject, RejectReason, Start};
+use lop_msgs::protocol::{Cancel, DoneStats, Forward, Hello, Limits, MAX_PROFILE_LEN, Reject, RejectReason, Start};
 use tch::{Device, Tensor};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -694,6 +694,15 @@ impl<C: Connector> RobotClient<C> {
             Ok((outputs, stats, reason, last_sent))
         });
         let (outputs, side, reason, last_sent) = job.await??;
+        // Finished without the edge's answer (computed the bands it would have waited for past
+        // the frame's deadline, or ran out the deadline): the edge may still be working on it.
+        // Cancel frees its replica for other frames (an edge that already ended it ignores it).
+        if use_link
+            && (side.stolen > 0 || reason.as_deref() == Some(DEADLINE_EXCEEDED))
+            && let Some(conn) = &self.conn
+        {
+            let _ = conn.out.send(Frame::Cancel(Cancel { inference_id: id }).encode()?);
+        }
         let send_span_s = start_sent.zip(last_sent).map(|(s, l)| l.saturating_duration_since(s).as_secs_f64());
         if use_link {
             let timed_out_silent = reason.as_deref() == Some(DEADLINE_EXCEEDED) && side.bands_received == 0;

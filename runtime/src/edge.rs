@@ -8,7 +8,8 @@
 //! with the reason (`Planning` with its profile too, so that a robot planned for another server
 //! plans the same table meanwhile). Then, per inference: Start names the plan; the server side of it runs on a
 //! free replica, sending bands as they are computed; Done (with statistics) or Error ends it.
-//! A newer Start aborts an older inference; frames of other inferences are stale and dropped.
+//! A newer Start aborts an older inference, and so does the robot's Cancel of it; frames of
+//! other inferences are stale and dropped.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -363,6 +364,9 @@ pub struct EdgeCounts {
     pub done: u64,
     /// Inferences aborted or failed.
     pub aborted: u64,
+    /// Inferences the robot cancelled (it computed the answer itself past the frame's
+    /// deadline); each is also counted in `aborted` once its replica stops.
+    pub cancelled: u64,
     /// Inferences refused at once (Error `Overloaded`): the work queued ahead of them on the
     /// model's replicas would not have let them finish before their deadline.
     pub overloaded: u64,
@@ -466,6 +470,7 @@ struct Inner {
     inferences: AtomicU64,
     done: AtomicU64,
     aborted: AtomicU64,
+    cancelled: AtomicU64,
     overloaded: AtomicU64,
     forwarded: AtomicU64,
     late: AtomicU64,
@@ -584,6 +589,7 @@ impl EdgeService {
                 inferences: AtomicU64::new(0),
                 done: AtomicU64::new(0),
                 aborted: AtomicU64::new(0),
+                cancelled: AtomicU64::new(0),
                 overloaded: AtomicU64::new(0),
                 forwarded: AtomicU64::new(0),
                 late: AtomicU64::new(0),
@@ -629,6 +635,7 @@ impl EdgeService {
             inferences: l(&i.inferences),
             done: l(&i.done),
             aborted: l(&i.aborted),
+            cancelled: l(&i.cancelled),
             overloaded: l(&i.overloaded),
             forwarded: l(&i.forwarded),
             late: l(&i.late),
@@ -869,21 +876,37 @@ impl Session {
         self.send(Frame::Reject(Reject { reason, text, server_profile }));
     }
 
-    fn abort_current(&mut self, why: &str) {
-        if let Some(a) = self.current.take() {
-            // Not started yet: it no longer counts as queued work; the replica skips it.
-            if a.state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                a.replicas[a.replica].queued.fetch_sub(1, Ordering::Relaxed);
-            }
-            let _ = a.bands.send(Incoming::Abort(why.to_string()));
+    /// Stops the current inference; whether it was still queued or running (a job that ended
+    /// has dropped its band channel).
+    fn abort_current(&mut self, why: &str) -> bool {
+        let Some(a) = self.current.take() else { return false };
+        // Not started yet: it no longer counts as queued work; the replica skips it.
+        let queued = a.state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+        if queued {
+            a.replicas[a.replica].queued.fetch_sub(1, Ordering::Relaxed);
         }
+        let running = a.bands.send(Incoming::Abort(why.to_string())).is_ok();
+        queued || running
     }
 
     async fn control(&mut self, f: Frame) {
         match f {
             Frame::Hello(h) => self.hello(h).await,
             Frame::Start(s) => self.start(s),
+            Frame::Cancel(c) => self.cancel(c.inference_id),
             _ => self.svc.stats.count(Dropped::Unexpected),
+        }
+    }
+
+    /// The robot computed this inference's answer itself (past the frame's deadline): stop
+    /// working on it, so that the replica serves other frames. A Cancel of an inference that
+    /// is not this session's current one (finished, replaced) is stale and changes nothing.
+    fn cancel(&mut self, id: u64) {
+        if self.current.as_ref().is_some_and(|a| a.id == id) && self.abort_current("cancelled by the robot") {
+            tracing::debug!(inference = id, "cancelled by the robot");
+            self.svc.cancelled.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.svc.stats.count(Dropped::Stale);
         }
     }
 

@@ -32,9 +32,13 @@ impl Priority {
     /// The priority of a frame kind: [`FrameKind::Band`] (and any kind added later) is bulk.
     pub fn of_kind(kind: FrameKind) -> Priority {
         match kind {
-            FrameKind::Hello | FrameKind::Welcome | FrameKind::Reject | FrameKind::Start | FrameKind::Done | FrameKind::Error => {
-                Priority::Control
-            }
+            FrameKind::Hello
+            | FrameKind::Welcome
+            | FrameKind::Reject
+            | FrameKind::Start
+            | FrameKind::Done
+            | FrameKind::Error
+            | FrameKind::Cancel => Priority::Control,
             _ => Priority::Bulk,
         }
     }
@@ -147,7 +151,7 @@ mod tests {
         assert_eq!(Priority::of_frame_bytes(&band.encode().unwrap()), Priority::Bulk);
         assert_eq!(Priority::of_frame_bytes(b"garbage that is long"), Priority::Bulk);
         assert_eq!(Priority::of_frame_bytes(b"LOPF"), Priority::Bulk);
-        for kind in [FrameKind::Hello, FrameKind::Welcome, FrameKind::Reject, FrameKind::Done, FrameKind::Error] {
+        for kind in [FrameKind::Hello, FrameKind::Welcome, FrameKind::Reject, FrameKind::Done, FrameKind::Error, FrameKind::Cancel] {
             assert_eq!(Priority::of_kind(kind), Priority::Control);
         }
     }

@@ -291,7 +291,7 @@ async fn a_robot_with_another_server_profile_plans_the_edges_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_frames_are_dropped_and_counted() {
     use lop_msgs::Frame;
-    use lop_msgs::protocol::{Band, BandHeader, DType, Hello, Start};
+    use lop_msgs::protocol::{Band, BandHeader, Cancel, DType, Hello, Start};
     use lop_runtime::{LinkRx, LinkTx};
 
     let s = setup();
@@ -383,6 +383,7 @@ async fn bad_frames_are_dropped_and_counted() {
     tx.send_frame(&band(5, 0..10)).await.unwrap(); // out of plan (the plan sends 0..224)
     tx.send_frame(&band(4, 0..224)).await.unwrap(); // stale inference
     tx.send_frame(&start(3)).await.unwrap(); // stale Start
+    tx.send_frame(&Frame::Cancel(Cancel { inference_id: 4 })).await.unwrap(); // stale Cancel: not the current inference
     tx.send_frame(&band(5, 0..224)).await.unwrap(); // the real one
     tx.send_frame(&band(5, 0..224)).await.unwrap(); // duplicate
     // The edge computes the whole model and sends the output back, then Done.
@@ -396,7 +397,8 @@ async fn bad_frames_are_dropped_and_counted() {
         }
     }
     let c = svc.counts().dropped;
-    assert_eq!((c.malformed, c.oversized, c.out_of_plan, c.stale, c.duplicate), (2, 1, 1, 2, 1), "{c:?}");
+    assert_eq!((c.malformed, c.oversized, c.out_of_plan, c.stale, c.duplicate), (2, 1, 1, 3, 1), "{c:?}");
+    assert_eq!(svc.counts().cancelled, 0, "a Cancel of another inference stops nothing");
 }
 
 /// An edge whose replica is busy with an inference whose measured time leaves a second one no
@@ -577,6 +579,22 @@ async fn past_its_deadline_the_robot_races_the_edge_and_the_first_answer_wins() 
             // The edge was told the frame's deadline apart from its budget: it served the frame
             // (nothing queued ahead) rather than refusing it.
             assert_eq!(edge.service().counts().overloaded, 0, "{what}");
+            // A robot that won the race cancels the frame, and the edge stops computing it
+            // rather than finish a frame nobody waits for (its replica serves others sooner).
+            let waited = std::time::Instant::now();
+            let counts = loop {
+                let c = edge.service().counts();
+                if c.done + c.aborted >= 2 || waited.elapsed() > Duration::from_secs(10) {
+                    break c;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            if edge_wins {
+                assert_eq!((counts.cancelled, counts.done), (0, 2), "{what}: {counts:?}");
+            } else {
+                assert_eq!((counts.cancelled, counts.aborted, counts.done), (1, 1, 1), "{what}: {counts:?}");
+                eprintln!("race: {what}: cancelled {:.3} s after the robot's answer", waited.elapsed().as_secs_f64());
+            }
         }
     }
 }

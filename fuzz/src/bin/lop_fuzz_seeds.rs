@@ -13,7 +13,7 @@ use lop::planner::table::{ScheduleTable, TableSpec};
 use lop::profile::{Fit, Profile};
 use lop_msgs::Digest;
 use lop_msgs::load::{EdgeLoad, ModelLoad};
-use lop_msgs::protocol::{Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, Hello, Start, Welcome};
+use lop_msgs::protocol::{Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, Hello, Start, Welcome};
 
 fn write(target: &str, name: &str, bytes: &[u8]) -> Result<()> {
     let dir = lop_fuzz::corpus_dir(target);
@@ -61,6 +61,7 @@ fn frames() -> Result<()> {
         stats: DoneStats { server_compute_ns: 5, bytes_sent: 9, upload_ns: 4_000_000, ..DoneStats::default() },
     });
     let error = Frame::Error(ErrorFrame { inference_id: 7, code: ErrorCode::DeadlineExceeded, text: "late".into() });
+    let cancel = Frame::Cancel(Cancel { inference_id: 7 });
     let mut stream = Vec::new();
     for (name, f) in [
         ("hello", &hello),
@@ -70,6 +71,7 @@ fn frames() -> Result<()> {
         ("done", &done),
         ("error", &error),
         ("forward", &forward),
+        ("cancel", &cancel),
     ] {
         let bytes = f.encode()?;
         write("frame", name, &tagged(0, &bytes))?;

@@ -3,8 +3,8 @@
 //! Nothing here panics or allocates more than the input's length implies.
 
 use super::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Forward, Frame, FrameKind, HEADER_LEN, Hello, MAX_PATH,
-    MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
+    Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Forward, Frame, FrameKind, HEADER_LEN, Hello,
+    MAX_PATH, MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
 };
 use crate::{Digest, Error, MAX_ID_LEN, Result, validate_id, validate_robot_id};
 
@@ -185,6 +185,7 @@ impl Limits {
                 }
                 Frame::Forward(Forward { inference_id, to, path })
             }
+            FrameKind::Cancel => Frame::Cancel(Cancel { inference_id: r.u64("inference_id")? }),
         };
         r.finish()?;
         Ok((frame, len))

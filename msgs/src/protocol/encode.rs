@@ -70,6 +70,7 @@ impl Frame {
                 put_str(buf, &f.to);
                 put_path(buf, &f.path);
             }
+            Frame::Cancel(c) => buf.extend_from_slice(&c.inference_id.to_le_bytes()),
         }
         let body_len = buf.len() - start - HEADER_LEN;
         let Ok(body_len) = u32::try_from(body_len) else {
@@ -104,7 +105,7 @@ impl Frame {
                 }
                 Ok(())
             }
-            Frame::Done(_) => Ok(()),
+            Frame::Done(_) | Frame::Cancel(_) => Ok(()),
         }
     }
 }

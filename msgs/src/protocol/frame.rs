@@ -23,6 +23,8 @@ pub enum FrameKind {
     Error = 0x07,
     /// [`Forward`].
     Forward = 0x08,
+    /// [`Cancel`].
+    Cancel = 0x09,
 }
 
 impl FrameKind {
@@ -37,6 +39,7 @@ impl FrameKind {
             0x06 => FrameKind::Done,
             0x07 => FrameKind::Error,
             0x08 => FrameKind::Forward,
+            0x09 => FrameKind::Cancel,
             _ => return None,
         })
     }
@@ -334,6 +337,15 @@ pub struct Forward {
     pub path: Vec<String>,
 }
 
+/// Robot → edge: the robot no longer needs this inference's answer (it computed the edge's
+/// bands itself past the frame's deadline), so the edge stops working on it and frees its
+/// replica for other robots' frames. An edge ignores a Cancel of any other inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancel {
+    /// Inference id of the [`Start`] cancelled.
+    pub inference_id: u64,
+}
+
 /// One protocol frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -354,6 +366,8 @@ pub enum Frame {
     Error(ErrorFrame),
     /// See [`Forward`].
     Forward(Forward),
+    /// See [`Cancel`].
+    Cancel(Cancel),
 }
 
 impl Frame {
@@ -368,10 +382,11 @@ impl Frame {
             Frame::Done(_) => FrameKind::Done,
             Frame::Error(_) => FrameKind::Error,
             Frame::Forward(_) => FrameKind::Forward,
+            Frame::Cancel(_) => FrameKind::Cancel,
         }
     }
 
-    /// The inference id for per-inference frames (Start, Band, Done, Error, Forward).
+    /// The inference id for per-inference frames (Start, Band, Done, Error, Forward, Cancel).
     pub fn inference_id(&self) -> Option<u64> {
         match self {
             Frame::Start(s) => Some(s.inference_id),
@@ -379,6 +394,7 @@ impl Frame {
             Frame::Done(d) => Some(d.inference_id),
             Frame::Error(e) => Some(e.inference_id),
             Frame::Forward(f) => Some(f.inference_id),
+            Frame::Cancel(c) => Some(c.inference_id),
             Frame::Hello(_) | Frame::Welcome(_) | Frame::Reject(_) => None,
         }
     }

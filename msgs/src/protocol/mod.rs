@@ -13,7 +13,7 @@
 //! | offset | size | field      | value                                              |
 //! |-------:|-----:|------------|----------------------------------------------------|
 //! | 0      | 4    | magic      | `b"LOPF"` ([`FRAME_MAGIC`])                        |
-//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 3); others rejected   |
+//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 4); others rejected   |
 //! | 6      | 1    | kind       | [`FrameKind`] code, below                          |
 //! | 7      | 1    | flags      | reserved, 0                                        |
 //! | 8      | 4    | body_len   | u32, bytes after the header                        |
@@ -76,12 +76,15 @@
 //! | 0x08 | Forward | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 2+n      | to str16 (a valid edge id, not in the path)        |
 //! |      |         | …      | path     | the Start's path and the forwarding edge           |
+//! | 0x09 | Cancel  | 0      | 8        | inference_id u64 (robot → edge: answer not needed) |
 //!
 //! `path` = u8 count (<= [`MAX_PATH`]) + that many str16 valid ids (<= 64 bytes each).
 //!
 //! Version 2 added Start's path, Forward, Error code `Late` (8) and Reject reason `Loading` (8).
 //! Version 3 added Done's `upload_ns`, from which a fleet robot estimates its link to each edge,
 //! and Start's `due_ns`, the frame's deadline as distinct from the edge's work budget.
+//! Version 4 added Cancel, with which a robot that finished a frame past its deadline frees the
+//! edge still working on it.
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other
@@ -105,13 +108,14 @@ mod rules;
 pub use decode::{DEFAULT_MAX_FRAME_LEN, Header, Limits, check, decode};
 pub use encode::encode_band_header;
 pub use frame::{
-    Band, BandHeader, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, FrameKind, Hello, Reject, RejectReason, Start, Welcome,
+    Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, FrameKind, Hello, Reject, RejectReason, Start,
+    Welcome,
 };
 
 /// The 4 bytes every frame starts with.
 pub const FRAME_MAGIC: [u8; 4] = *b"LOPF";
 /// Version of the frame format this crate reads and writes.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Most edges a forwarded inference's path may name.
 pub const MAX_PATH: usize = 8;
 /// Length of the frame header.
