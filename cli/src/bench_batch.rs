@@ -63,8 +63,8 @@ fn sync(device: tch::Device) {
 /// Bad options, a missing CUDA device, a model without a batch axis, load or execution failures,
 /// a batched output that differs from its sample's own.
 pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
-    anyhow::ensure!(args.runs > 0, "--runs must be positive");
-    anyhow::ensure!(args.bands > 0, "--bands must be positive");
+    anyhow::ensure!(args.runs > 0, "--runs {}: must be at least 1", args.runs);
+    anyhow::ensure!(args.bands > 0, "--bands {}: must be at least 1", args.bands);
     anyhow::ensure!(!args.batches.is_empty() && args.batches.iter().all(|&b| (1..=64).contains(&b)), "--batches: sizes from 1 to 64");
     if let Some(robots) = args.robots {
         return through_edge(args, robots);
@@ -157,7 +157,7 @@ pub fn run(args: &BenchBatchArgs) -> anyhow::Result<i32> {
 /// `--robots N`: the edge's frames per second with batching off and on, side by side.
 fn through_edge(args: &BenchBatchArgs, robots: usize) -> anyhow::Result<i32> {
     anyhow::ensure!((1..=64).contains(&robots), "--robots must be from 1 to 64");
-    anyhow::ensure!(args.seconds.is_finite() && args.seconds > 0.0, "--seconds must be positive");
+    anyhow::ensure!(args.seconds.is_finite() && args.seconds > 0.0, "--seconds {}: must be positive", args.seconds);
     anyhow::ensure!(matches!(args.method.as_str(), "server-only" | "lop"), "--method must be server-only or lop, not '{}'", args.method);
     anyhow::ensure!(args.device == DeviceArg::Cpu, "--robots runs the edge on the CPU; time a GPU's kernels without --robots");
     let Some(layout) = args.layout.fixed() else {

@@ -41,7 +41,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 /// # Errors
 /// Load or execution failures.
 pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
-    anyhow::ensure!(args.runs > 0, "--runs must be positive");
+    anyhow::ensure!(args.runs > 0, "--runs {}: must be at least 1", args.runs);
     let graph = args.model.load()?;
     let inputs = synthetic_inputs(&graph, 0)?;
     let one_band = Plan::robot_only(&graph, args.units);

@@ -147,7 +147,7 @@ pub enum Command {
 /// Any failure, with context; `main` prints it and exits 2.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(n) = args.threads {
-        anyhow::ensure!(n > 0, "--threads must be positive");
+        anyhow::ensure!(n > 0, "--threads {n}: must be at least 1");
         tch::set_num_threads(n);
     }
     match args.command {

@@ -65,7 +65,11 @@ pub struct ProfileArgs {
 /// Bad options, a missing CUDA device, load or execution failures, an unwritable output.
 pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     anyhow::ensure!(args.runs >= 5, "--runs must be at least 5");
-    anyhow::ensure!(args.dilation.is_finite() && args.dilation > 0.0, "--dilation must be positive");
+    anyhow::ensure!(
+        args.dilation.is_finite() && args.dilation > 0.0,
+        "--dilation {}: must be a positive number (1 = this machine's speed, 20 = 20 times slower)",
+        args.dilation
+    );
     let role = match args.role {
         RoleArg::Robot => Side::Robot,
         RoleArg::Server => Side::Server,

@@ -40,7 +40,7 @@ pub fn output_path(base: &Path, i: usize, n: usize) -> PathBuf {
 /// # Errors
 /// Bad `.npy` files (dtype, shape), unknown split, execution failures.
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
-    anyhow::ensure!(args.units > 0, "--units must be positive");
+    anyhow::ensure!(args.units > 0, "--units {}: must be at least 1", args.units);
     let mut inputs = Vec::new();
     for p in &args.input {
         anyhow::ensure!(p.exists(), "input file {} does not exist", p.display());

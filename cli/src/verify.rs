@@ -35,7 +35,7 @@ pub struct VerifyArgs {
 /// # Errors
 /// Load or execution failures.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<i32> {
-    anyhow::ensure!(args.units > 0, "--units must be positive");
+    anyhow::ensure!(args.units > 0, "--units {}: must be at least 1", args.units);
     let graph = args.model.load()?;
     let inputs = synthetic_inputs(&graph, args.seed)?;
     let t0 = Instant::now();
