@@ -12,8 +12,10 @@ pipelining bound, as the mean of each bucket's (pipe - lop) / (pipe - fluid) and
 pipe - lop over the sum of pipe - fluid (low buckets, where the pipelining bound is far above
 every plan, weigh more); negative where LOSS is above the pipelining bound; LOSS / pipelining
 bound over the buckets whose plan gives the robot no rows (the bound's own regime); the planning time
-(0 on a table-cache hit); and the
-resource that limits the fluid bound's ideal split most often. Standard library only.
+(0 on a table-cache hit); the
+resource that limits the fluid bound's ideal split most often; and the buckets (of all 31) in which
+LOSS is slower than the best baseline (the planner keeps a baseline's plan where it is better, so
+this should read 0). Standard library only.
 """
 
 import argparse
@@ -59,8 +61,9 @@ def row(label: str, v: dict) -> str:
     terms = [max(b["fluid_terms_ms"], key=b["fluid_terms_ms"].get) for b in buckets]
     limit = max(set(terms), key=terms.count)
     gap = f"{statistics.mean(per_bucket):7.3f} {closed:6.3f} ({len(below):2d})" if below else "        -      -     "
+    worse = sum(1 for b in v["buckets"] if ms(b, "lop") > best(b) * (1 + 1e-9))
     return (f"{label:<34} {lop:9.1f} {base:9.1f} {pipe:9.1f} {fluid:9.1f} {lop / base:6.3f} {lop / pipe:6.3f} "
-            f"{gap} {server_side} {v['planning_time_s']:6.1f} {limit}")
+            f"{gap} {server_side} {v['planning_time_s']:6.1f} {limit} {worse}")
 
 
 def main() -> None:
@@ -71,7 +74,7 @@ def main() -> None:
     ap.add_argument("--extra", default="--bandwidth-scale auto", help="more `lop plan` flags")
     a = ap.parse_args()
     print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
-          f"{'closed: mean, sum (n)':>21} {'no-band l/pipe (n)':>11} {'plan s':>6} limit")
+          f"{'closed: mean, sum (n)':>21} {'no-band l/pipe (n)':>11} {'plan s':>6} limit worse")
     for run in a.runs:
         model, robot, server = run.rsplit(":", 2)
         for wire in a.wires.split(","):
