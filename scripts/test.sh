@@ -7,10 +7,14 @@
 # (the r2r nodes against rclpy among them), then compiles the r2r backend without ROS
 # (`r2r/doc-only`, as a machine without ROS would).
 set -euo pipefail
+# Each phase says when it starts, in seconds since the command started (where the time goes).
+phase() { echo "test: $* (at ${SECONDS} s)" >&2; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+phase "Python venv (scripts/setup.sh --test-deps)"
 scripts/setup.sh --test-deps
 # A real ROS 2 Jazzy from PyPI wheels, with lop_msgs and vision_msgs built by rosidl (.ros/).
+phase "ROS 2 Jazzy (scripts/ros.sh)"
 scripts/ros.sh
 # nftables for the chaos test's faults in network namespaces (the kernel here has no netem).
 if ! command -v nft >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -21,20 +25,22 @@ if ! command -v nft >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" 
 fi
 # shellcheck source=env.sh
 . scripts/env.sh
-echo "test: cargo fmt --check" >&2
+phase cargo fmt --check
 cargo fmt --all -- --check
 # The r2r nodes first: the workspace build below then puts the hiroz-only nodes back in
 # target/release (both share every other artifact).
+phase "the r2r nodes against ROS (scripts/build-r2r.sh)"
 scripts/build-r2r.sh
-echo "test: cargo build --release --workspace --bins (first build takes ~15 minutes on 2 cores)" >&2
+phase "cargo build --release --workspace --bins (first build takes ~15 minutes on 2 cores)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins
-echo "test: cargo test --release --workspace" >&2
+phase cargo test --release --workspace
 cargo test --release --workspace "$@"
-echo "test: the r2r backend without ROS (cargo build --release -p robot_node --lib --features ros2,r2r/doc-only)" >&2
+phase "the r2r backend without ROS (cargo build --release -p robot_node --lib --features ros2,r2r/doc-only)"
 # r2r's doc-only feature needs no ROS install; a real r2r build needs a sourced ROS 2. The
 # library alone (the binaries would link against ROS), built rather than checked so that it
 # reuses the release build's dependencies: this took 1.5 minutes on 2 cores after the release
 # build, where a check recompiles every dependency in check mode (5.5 minutes from an empty
 # target directory, build scripts and proc macros included).
 cargo build --release -p robot_node --lib --features ros2,r2r/doc-only
+phase done
