@@ -263,7 +263,7 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     for (robot_file, args, says) in [
         (r, vec!["--buckets", "5:1:1"], "empty range"),
         (r, vec!["--buckets", "-3:2:1"], ">= 0"),
-        (r, vec!["--threads", "0"], "--threads"),
+        (r, vec!["--threads", "0"], "--threads 0: must be at least 1"),
         (s, vec![], "role"),
     ] {
         let mut all = vec!["plan", "zoo:resnet18", "--robot-profile", robot_file, "--server-profile", s, "--out", out];
@@ -277,7 +277,8 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.code() == Some(2) && err.contains("not this model"), "a profile of another model: {err}");
     let o = lop(&["profile", "zoo:resnet18", "--role", "robot", "--dilation", "0", "--out", out]);
-    assert!(o.status.code() == Some(2) && String::from_utf8_lossy(&o.stderr).contains("--dilation"), "dilation 0");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code() == Some(2) && err.contains("--dilation 0: must be a positive number"), "dilation 0: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
