@@ -11,4 +11,12 @@ if [ -x "$_lop_root/.venv/bin/python" ]; then
 else
   echo "scripts/env.sh: $_lop_root/.venv is missing; run scripts/setup.sh first" >&2
 fi
+# hiroz's build scripts run again, and hiroz and every crate above it compile again, whenever
+# AMENT_PREFIX_PATH or CMAKE_PREFIX_PATH differ from the last build (hiroz generates from its
+# bundled message files either way). The r2r build sets both (scripts/ros-env.sh); where the
+# project-local ROS 2 exists and no ROS is sourced, every other build gets the same two values.
+if [ -z "${AMENT_PREFIX_PATH:-}" ] && [ -x "$_lop_root/.ros/venv/bin/python" ]; then
+  export AMENT_PREFIX_PATH="$_lop_root/.ros/install:$_lop_root/.ros/venv"
+  export CMAKE_PREFIX_PATH="$AMENT_PREFIX_PATH"
+fi
 unset _lop_root _lop_torch_lib

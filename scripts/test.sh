@@ -3,7 +3,8 @@
 # torch==2.13.0 wheel plus the test peers onnxruntime/onnx/torchvision/ddddocr) and the ROS 2
 # environment (scripts/ros.sh: Jazzy wheels, rosidl-built interface packages), builds the r2r
 # backend of the robot nodes against it (scripts/build-r2r.sh, into target/release/r2r), then
-# builds everything once in release mode and runs every test of the workspace with that build
+# builds everything once in release mode (scripts/feature-drift.sh checks that these builds share
+# their dependencies) and runs every test of the workspace with that build
 # (the r2r nodes against rclpy among them), then compiles the r2r backend without ROS
 # (`r2r/doc-only`, as a machine without ROS would).
 set -euo pipefail
@@ -27,11 +28,15 @@ fi
 . scripts/env.sh
 phase cargo fmt --check
 cargo fmt --all -- --check
+# The builds below must share every dependency they have in common, or cargo compiles zenoh and
+# the engine again for each (scripts/feature-drift.sh; seconds, resolution only).
+phase "every build shares its dependencies (scripts/feature-drift.sh)"
+scripts/feature-drift.sh
 # The r2r nodes first: the workspace build below then puts the hiroz-only nodes back in
 # target/release (both share every other artifact).
-phase "the r2r nodes against ROS (scripts/build-r2r.sh)"
+phase "the r2r nodes against ROS (scripts/build-r2r.sh; the first build: about 20 minutes on 2 cores)"
 scripts/build-r2r.sh
-phase "cargo build --release --workspace --bins (first build takes ~15 minutes on 2 cores)"
+phase "cargo build --release --workspace --bins (robot_node without r2r; the rest is built)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins
 phase cargo test --release --workspace
