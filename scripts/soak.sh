@@ -14,4 +14,4 @@ seconds=${1:-600}
 case "$seconds" in '' | *[!0-9]* | 0) echo "soak: SECONDS must be a positive whole number, not '$seconds'" >&2; exit 2 ;; esac
 # --workspace: the same features as the test command's build, so its artifacts are reused.
 cargo build --release --locked --workspace --bins
-LOP_SOAK_SECONDS=$seconds cargo test --release --locked --workspace --test soak -- --nocapture
+LOP_SOAK_SECONDS=$seconds cargo test --release --locked --workspace --test edge_server_e2e soak:: -- --nocapture

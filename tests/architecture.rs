@@ -122,3 +122,59 @@ fn codemap_matches_the_dependency_graph() {
     assert!(tree("robot_node", None).contains("hiroz"));
     assert!(problems.is_empty(), "ARCHITECTURE.md's codemap is broken:\n{}", problems.join("\n"));
 }
+
+/// The `mod NAME;` lines of a test binary's root file.
+fn declared_modules(root_file: &str) -> BTreeSet<String> {
+    root_file
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod ").and_then(|rest| rest.strip_suffix(';')))
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn declared_modules_reads_mod_lines_only() {
+    let m = declared_modules("//! mod not_this;\nmod chaos;\n  mod soak;\nmod inline {\n}\nuse crate::common;\n");
+    assert_eq!(m, ["chaos", "soak"].into_iter().map(String::from).collect::<BTreeSet<_>>());
+}
+
+/// Crates with `autotests = false` build their `tests/*.rs` as modules of one binary
+/// (ARCHITECTURE.md, "One integration-test binary per crate"): a file added to `tests/` and not
+/// declared in that binary, nor a `[[test]]` of its own, would never be compiled or run.
+#[test]
+fn every_integration_test_file_is_built() {
+    let out = run_command("cargo metadata", cargo().args(["metadata", "--offline", "--no-deps", "--format-version", "1"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let meta: serde_json::Value = serde_json::from_str(&out).expect("cargo metadata prints JSON");
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for p in meta["packages"].as_array().expect("packages") {
+        let manifest = std::path::Path::new(p["manifest_path"].as_str().expect("manifest_path"));
+        let tests_dir = manifest.parent().expect("manifest in a folder").join("tests");
+        let Ok(entries) = std::fs::read_dir(&tests_dir) else { continue };
+        let mut built = BTreeSet::new();
+        for t in p["targets"].as_array().expect("targets") {
+            if !t["kind"].as_array().expect("kind").iter().any(|k| k == "test") {
+                continue;
+            }
+            let src = std::path::PathBuf::from(t["src_path"].as_str().expect("src_path"));
+            if src.parent() == Some(tests_dir.as_path()) {
+                built.insert(src.file_stem().expect("a file").to_string_lossy().to_string());
+                let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+                built.extend(declared_modules(&text));
+            }
+        }
+        for e in entries {
+            let path = e.expect("a readable tests/ entry").path();
+            if path.extension().is_some_and(|x| x == "rs") {
+                checked += 1;
+                let stem = path.file_stem().expect("a file").to_string_lossy().to_string();
+                if !built.contains(&stem) {
+                    missing.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} files under the members' tests/ folders: is this the workspace?");
+    assert!(missing.is_empty(), "test files no test binary builds (declare them in tests/all.rs or as a [[test]]): {missing:?}");
+}

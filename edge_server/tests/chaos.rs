@@ -5,7 +5,7 @@
 //! 2 s of the new edge being ready. Bounded in frames and time.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,8 @@ struct Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_killed_and_restarted_under_a_30_fps_stream_loses_no_frame() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
     let OneModelEdge { dir, config, table, inputs, whole } = OneModelEdge::prepare("chaos", MODEL, &endpoint, "", "threads: 1\n", 13);
 

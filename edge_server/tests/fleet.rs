@@ -6,7 +6,7 @@
 //! second. Every phase is bounded in frames and time.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -132,6 +132,8 @@ async fn phase(robots: &mut Vec<Robot>, refs: &[Reference], frames: usize, dead:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_kill() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let dir = std::env::temp_dir().join(format!("lop-fleet-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("robots")).unwrap();

@@ -4,7 +4,7 @@
 //! the edge with exit status 0.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! test puts the latency of TLS side by side with plain TCP.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! robot alike (the most-served robot at most 1.2x the least-served). Bounded in frames and time.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,8 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_robots_at_30_fps_keep_memory_flat_and_are_served_alike() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let seconds: u64 = std::env::var("LOP_SOAK_SECONDS").map_or(60, |s| {
         s.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| panic!("LOP_SOAK_SECONDS must be a positive whole number, not {s:?}"))
     });

@@ -4,7 +4,7 @@
 //! the frame's own size; a later frame of another size is letterboxed to it.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -115,6 +115,8 @@ fn reference(path: &str, shape: [usize; 4], img: &Image, pad: u8) -> Vec<tch::Te
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dynamic_model_runs_at_the_first_frames_size() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
     let deadline = Instant::now() + Duration::from_secs(55);
     let dir = std::env::temp_dir().join(format!("lop-robot-dynamic-{}", std::process::id()));

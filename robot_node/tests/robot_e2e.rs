@@ -9,7 +9,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::{assert_outputs_equal, free_port, image, image_bytes, roundtrip};
 use hiroz::Builder as _;
@@ -30,9 +30,6 @@ use robot_node::params::{ParamValue, Params};
 
 const MODEL: &str = "zoo:resnet18";
 
-/// The tests of this binary run one after the other (each runs a node, edges and routers).
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The unsplit model's outputs on `img` converted as the node converts it.
 fn reference(g: &lop::graph::Graph, img: &Image) -> Vec<tch::Tensor> {
     let data = image_bytes(img);
@@ -51,7 +48,8 @@ fn assert_outputs(r: &InferenceResult, whole: &[tch::Tensor]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn camera_frames_to_exact_results() {
-    let _serial = SERIAL.lock().await;
+    // One at a time with the crate's other heavy tests (each runs a node, edges and routers).
+    let _heavy = crate::HEAVY.lock().await;
     let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(55);
@@ -238,7 +236,8 @@ async fn camera_frames_to_exact_results() {
 /// model's outputs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lanes_keep_frames_in_flight_over_two_edges_and_publish_in_order() {
-    let _serial = SERIAL.lock().await;
+    // One at a time with the crate's other heavy tests (each runs a node, edges and routers).
+    let _heavy = crate::HEAVY.lock().await;
     let dir = std::env::temp_dir().join(format!("lop-robot-lanes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (ros_ep, site_ep) = (format!("tcp/127.0.0.1:{}", free_port()), format!("tcp/127.0.0.1:{}", free_port()));

@@ -2,7 +2,7 @@
 //! lost, dropped, mixed-up or fallback inference (the edge runs the plan each Start names).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -14,6 +14,8 @@ use lop_runtime::{ShapedConfig, Trace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_bandwidth_estimate_takes_effect_on_the_next_inference() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let board = Switchboard::new();

@@ -5,7 +5,7 @@
 //! Malformed reports and reports from edges without a token are counted and ignored.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,8 @@ fn ids(view: &FleetView) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robots_find_edges_by_their_reports_and_lose_them_within_a_second() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());

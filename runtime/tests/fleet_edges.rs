@@ -15,7 +15,7 @@
 //! (the forwarding test's budgets are measured on an otherwise idle machine).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,11 +30,10 @@ use lop_runtime::fleet::{AloneWhy, FleetClient, REPORT_PERIOD, Routed, STALE_AFT
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::{ZenohConnector, serve_zenoh};
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overloaded_edge_forwards_within_the_path_rules_and_late_hops_are_never_computed() {
-    let _serial = SERIAL.lock().await;
+    // One at a time with the crate's other heavy tests (each runs a node, edges and routers).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
@@ -198,7 +197,8 @@ fn options(big: &Setup, small: &Setup, cache: &std::path::Path, budget: u64) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_model_is_loaded_when_robots_ask_and_the_idle_one_makes_room() {
-    let _serial = SERIAL.lock().await;
+    // One at a time with the crate's other heavy tests (each runs a node, edges and routers).
+    let _heavy = crate::HEAVY.lock().await;
     let (big, small) = (setup_model(MODEL), setup_model(SMALL));
     let dir = tempdir();
     // resnet18 holds 46.8 MB of weights, mobilenet_v2 14.0 MB: 50 MB holds either, not both.

@@ -4,7 +4,7 @@
 //! and when the edge it uses dies, loses no frame and is served by the other within a second.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +20,8 @@ use lop_runtime::zenoh_service::serve_zenoh;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_robot_routes_every_frame_exactly_and_survives_an_edge() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());

@@ -2,7 +2,7 @@
 //! in flight on both, published in frame order with every output exact.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +18,8 @@ use lop_runtime::zenoh_service::serve_zenoh;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_lanes_spread_a_stream_over_two_edges_in_frame_order() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());

@@ -5,7 +5,7 @@
 //! the same robot alone, in the same run. Every flood is rate-limited or refused, and counted.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -130,6 +130,8 @@ impl Flood {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_robot_is_rate_limited_and_another_robot_keeps_its_latency() {
+    // Alone on the two cores, as when this file was its own test binary (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());

@@ -3,7 +3,7 @@
 //! restarted under a stream of inferences.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{MODEL, Setup, assert_exact, edge, edge_slowed, edge_with, setup, tempdir};
 

@@ -3,7 +3,7 @@
 //! (each finished by the robot) and a new edge taking over (the robot reconnects).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,0 +1,16 @@
+//! The robot node end to end: its configuration file, detections, dynamic inputs, camera frames to exact results.
+//!
+//! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
+//! is a module of it, so that the test build links zenoh and libtorch once per crate instead of
+//! once per file. Tests that load the machine or time what they measure take [`HEAVY`] and run
+//! one at a time, as they did when each was alone in its binary.
+
+mod common;
+mod config_file;
+mod detections;
+mod dynamic_input;
+mod robot_e2e;
+
+/// Held by the tests that start many processes or time what they measure, so that no two of them
+/// share the two cores at once.
+pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
