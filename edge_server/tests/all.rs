@@ -2,8 +2,8 @@
 //!
 //! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
 //! is a module of it (but the two below), so that the test build links zenoh and libtorch once per crate instead of
-//! once per file. Tests that load the machine or time what they measure take [`HEAVY`] and run
-//! one at a time, as they did when each was alone in its binary. The network-namespace tests
+//! once per file. Tests that start processes or Zenoh sessions, or time what they measure, take
+//! [`HEAVY`] and run one at a time. The network-namespace tests
 //! (`chaos_netns.rs`, `fleet_links_netns.rs`) stay binaries of their own: they move the test
 //! process's thread into a namespace before Zenoh starts its threads, which then stay there.
 
@@ -15,6 +15,6 @@ mod lop_edge;
 mod security;
 mod soak;
 
-/// Held by the tests that start many processes or time what they measure, so that no two of them
-/// share the two cores at once.
+/// Held by the tests that start processes or Zenoh sessions or time what they measure, so that no
+/// two of them share the two cores at once.
 pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

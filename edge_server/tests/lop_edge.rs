@@ -26,6 +26,8 @@ async fn infer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let dir = std::env::temp_dir().join(format!("lop-edge-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("robots")).unwrap();
@@ -124,6 +126,8 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
 /// SIGKILL leaves the robot's view within a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robots_see_lop_edges_by_id_and_lose_a_killed_one_within_a_second() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let dir = std::env::temp_dir().join(format!("lop-edge-fleet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

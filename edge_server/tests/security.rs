@@ -112,6 +112,8 @@ async fn served(site: &Site, c: &mut RobotClient<ZenohConnector>, edge: &mut Edg
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authenticated_robots_are_served_strangers_refused_and_logged_and_spoofing_denied() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let port = free_port();
     let endpoint = format!("tls/localhost:{port}");
     let (site, config) = site(
@@ -187,6 +189,8 @@ async fn authenticated_robots_are_served_strangers_refused_and_logged_and_spoofi
 /// (a timing: not asserted); every inference is checked exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_latency_side_by_side_with_plain_tcp() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let (plain_port, tls_port) = (free_port(), free_port());
     let (site, plain_cfg) = site("plain", &format!("  listen: [\"tcp/127.0.0.1:{plain_port}\"]\n"));
     let tls_dir_cfg = site.dir.join("edge-tls.yaml");

@@ -2,8 +2,8 @@
 //!
 //! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
 //! is a module of it, so that the test build links zenoh and libtorch once per crate instead of
-//! once per file. Tests that load the machine or time what they measure take [`HEAVY`] and run
-//! one at a time, as they did when each was alone in its binary.
+//! once per file. Tests that start processes or Zenoh sessions, or time what they measure, take
+//! [`HEAVY`] and run one at a time.
 
 mod bench_switch;
 mod common;
@@ -16,6 +16,6 @@ mod inprocess;
 mod security;
 mod zenoh_e2e;
 
-/// Held by the tests that start many processes or time what they measure, so that no two of them
-/// share the two cores at once.
+/// Held by the tests that start processes or Zenoh sessions or time what they measure, so that no
+/// two of them share the two cores at once.
 pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

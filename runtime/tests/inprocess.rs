@@ -38,6 +38,8 @@ async fn client_with(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_method_and_bucket_gives_the_unsplit_output() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let board = Switchboard::new();
@@ -68,6 +70,8 @@ async fn every_method_and_bucket_gives_the_unsplit_output() {
 /// profiles' choices) still give the unsplit output, bands crossing as NCHW bytes both ways.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robot_and_edge_in_different_memory_layouts_give_the_unsplit_output() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     use lop::graph::Layout;
     let s = setup();
     for (robot_layout, edge_layout) in [(Layout::Nchw, Layout::ChannelsLast), (Layout::ChannelsLast, Layout::Nchw)] {
@@ -96,6 +100,8 @@ async fn robot_and_edge_in_different_memory_layouts_give_the_unsplit_output() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_killed_and_restarted_loses_nothing() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let board = Switchboard::new();
@@ -134,6 +140,8 @@ async fn edge_killed_and_restarted_loses_nothing() {
 /// and switches to split inference once the table is ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     use lop_msgs::Frame;
     use lop_msgs::protocol::{DType, Hello, RejectReason};
     use lop_runtime::{LinkRx, LinkTx};
@@ -226,6 +234,8 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
 /// runs split inference exactly. Without a planner it stays alone (never a wrong plan).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_robot_with_another_server_profile_plans_the_edges_table() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let svc = edge(&s, &dir).await;
@@ -290,6 +300,8 @@ async fn a_robot_with_another_server_profile_plans_the_edges_table() {
 /// a real client keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_frames_are_dropped_and_counted() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     use lop_msgs::Frame;
     use lop_msgs::protocol::{Band, BandHeader, Cancel, DType, Hello, Start};
     use lop_runtime::{LinkRx, LinkTx};
@@ -406,6 +418,8 @@ async fn bad_frames_are_dropped_and_counted() {
 /// it alone, exactly, without waiting for the deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overloaded_edge_refuses_at_once_and_the_robot_finishes_alone() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let board = Switchboard::new();
@@ -450,6 +464,8 @@ async fn an_overloaded_edge_refuses_at_once_and_the_robot_finishes_alone() {
 /// server-only plans and for split plans (bands both ways while the batch runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inferences_of_several_robots_run_as_one_batch_each_exact() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let board = Switchboard::new();
@@ -498,6 +514,8 @@ async fn inferences_of_several_robots_run_as_one_batch_each_exact() {
 /// excluded: here the edge is 10x slowed, so the robot's own wait says nothing of the link.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upload_the_edge_saw_reads_as_the_links_rate() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     // u8 input of 150 KB: above the 64 KiB an upload needs to be read as a rate.
     let s = setup();
     let dir = tempdir();
@@ -543,6 +561,8 @@ async fn the_upload_the_edge_saw_reads_as_the_links_rate() {
 /// loses to an undilated robot. Exact either way, server-only and LOP plans alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_its_deadline_the_robot_races_the_edge_and_the_first_answer_wins() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     use lop_runtime::client::{Hop, Hopped};
     let s = setup();
     let frame = || s.inputs.iter().map(|t| t.shallow_clone()).collect::<Vec<_>>();

@@ -68,6 +68,8 @@ async fn eventually(mut ok: impl FnMut() -> bool) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_ones() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let dir = site(&common::tempdir().join("site-acl"));
     let port = common::free_port();
     let access = AccessPolicy { robots: vec!["r1".into(), "r2".into()], edges: vec!["edge".into()] };
@@ -165,6 +167,8 @@ async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robots_without_a_valid_certificate_or_password_are_refused() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let root = common::tempdir();
     let dir = site(&root.join("site-refuse"));
     let stranger = site(&root.join("site-other")); // another site's CA and certificates

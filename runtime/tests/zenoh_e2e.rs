@@ -15,6 +15,8 @@ use lop_runtime::zenoh_service::{ZenohConnector, serve_zenoh};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_zenoh_exact_outputs_fallback_and_reconnect() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let s = setup();
     let dir = tempdir();
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
@@ -90,6 +92,8 @@ async fn over_zenoh_exact_outputs_fallback_and_reconnect() {
 /// and runs every inference itself, exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_of_another_protocol_version_is_named_and_the_robot_runs_alone() {
+    // One at a time with the binary's other process-starting tests (tests/all.rs).
+    let _heavy = crate::HEAVY.lock().await;
     use lop_msgs::Frame;
     use lop_msgs::key::SessionKeys;
     use lop_msgs::protocol::{PROTOCOL_VERSION, Reject, RejectReason};
