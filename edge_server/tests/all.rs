@@ -1,11 +1,11 @@
 //! The `lop_edge` process driven end to end: configuration, fleets, security, chaos, soak.
 //!
-//! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
-//! is a module of it (but the two below), so that the test build links zenoh and libtorch once per crate instead of
-//! once per file. Tests that start processes or Zenoh sessions, or time what they measure, take
-//! [`HEAVY`] and run one at a time. The network-namespace tests
-//! (`chaos_netns.rs`, `fleet_links_netns.rs`) stay binaries of their own: they move the test
-//! process's thread into a namespace before Zenoh starts its threads, which then stay there.
+//! One test binary for the crate (`autotests = false` in its Cargo.toml): the files of this folder
+//! are its modules, so that the test build links zenoh and libtorch once instead of once per file.
+//! Tests that start processes or Zenoh sessions, or time what they measure, take [`HEAVY`] and
+//! run one at a time. The network-namespace tests (`chaos_netns.rs`, `fleet_links_netns.rs`) are
+//! binaries of their own: they move the test thread into a namespace before Zenoh starts its
+//! threads, which then stay there for every later test of the process.
 
 mod chaos;
 mod common;
