@@ -531,7 +531,11 @@ pub fn load_or_build(
     }
     let (t, times) = ScheduleTable::build(graph, load, robot, server, spec, threads)?;
     std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
-    t.save(&path)?;
+    // Written beside, then renamed: a `lop plan` running at the same time reads the old file or
+    // the new one, never half of one.
+    let partial = path.with_extension(format!("json.{}.partial", std::process::id()));
+    t.save(&partial)?;
+    std::fs::rename(&partial, &path).map_err(|source| Error::Io { path: path.clone(), source })?;
     Ok((t, times, usage))
 }
 
