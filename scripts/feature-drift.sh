@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Checks that the test command's builds compile every dependency once: the r2r nodes
-# (`--features robot_node/ros2`), then the workspace binaries, the tests (with dev-dependencies),
-# the r2r backend without ROS (`-p robot_node --features ros2,r2r/doc-only`) and the fuzz targets
-# (scripts/fuzz.sh, which reuses the release build's dependencies). A dependency that one build
+# (`--features robot_node/ros2`), then the workspace binaries, the tests (with dev-dependencies)
+# and the fuzz targets (scripts/fuzz.sh, which reuses the release build's dependencies). A dependency that one build
 # resolves with other features than the builds before it is compiled again, and every crate above
 # it: a feature r2r turned on in `rand` and `crossbeam-deque` rebuilt zenoh and the engine, and
 # the tests' `tokio/test-util` did it again, about 20 minutes of the test command on 2 cores.
@@ -24,16 +23,15 @@ graph() {
 graph r2r build --workspace --bins --features robot_node/ros2
 graph plain build --workspace --bins
 graph tests test --workspace --no-run
-graph doc-only build -p robot_node --lib --features robot_node/ros2,r2r/doc-only
 # scripts/fuzz.sh builds only the fuzz_* binaries; the others add no dependency of their own.
 graph fuzz build --workspace --bins --features lop_fuzz/libfuzzer
 python3 - "$out" <<'EOF'
 import hashlib, json, pathlib, sys
 
 out = pathlib.Path(sys.argv[1])
-ORDER = ["r2r", "plain", "tests", "doc-only", "fuzz"]
-# Crates these builds compile differently on purpose: robot_node with or without r2r, r2r itself
-# with or without doc-only, the fuzz crate with libFuzzer, and the test harnesses.
+ORDER = ["r2r", "plain", "tests", "fuzz"]
+# Crates these builds compile differently on purpose: robot_node with or without r2r, the fuzz
+# crate with libFuzzer, and the test harnesses.
 CHOSEN = ("robot_node", "r2r", "r2r_actions", "r2r_common", "r2r_msg_gen", "r2r_rcl", "lop_fuzz")
 
 
