@@ -16,9 +16,7 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lop-bench-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    lop_runtime::scratch::scratch_dir("lop-bench-test", name)
 }
 
 fn trace() -> String {

@@ -17,9 +17,7 @@ fn stdout_json(out: &Output) -> serde_json::Value {
 use lop_runtime::ports::free_loopback_port as free_port;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lop-cli-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    lop_runtime::scratch::scratch_dir("lop-cli-test", name)
 }
 
 #[test]

@@ -6,7 +6,7 @@ use edge_server::config::{Mode, ModelSource, ProfileSource};
 use edge_server::{ConfigError, EdgeConfig, Error};
 
 fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lop-edge-config-{}-{name}", std::process::id()));
+    let d = lop_runtime::scratch::scratch_dir("lop-edge-config", name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");
     d

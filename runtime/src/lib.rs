@@ -69,6 +69,7 @@ pub mod local;
 pub mod netns;
 pub mod plans;
 pub mod ports;
+pub mod scratch;
 pub mod security;
 pub mod session;
 pub mod shaped;

@@ -86,8 +86,8 @@ pub fn assert_exact(outputs: &[tch::Tensor], whole: &[tch::Tensor], what: &str) 
 #[allow(unused_imports)] // not every test binary starts a router
 pub use lop_runtime::ports::free_loopback_port as free_port;
 
+/// This test's scratch folder (one per test thread; earlier runs' folders are swept).
 pub fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("lop-rt-test-{}-{:?}", std::process::id(), std::thread::current().id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    let thread = format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    lop_runtime::scratch::scratch_dir("lop-rt-test", &thread)
 }
