@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks that the test command's builds compile every dependency once: the r2r nodes
 # (`--features robot_node/ros2`), then the workspace binaries, the tests (with dev-dependencies)
-# and the fuzz targets (scripts/fuzz.sh, which reuses the release build's dependencies). A dependency that one build
-# resolves with other features than the builds before it is compiled again, and every crate above
-# it: a feature r2r turned on in `rand` and `crossbeam-deque` rebuilt zenoh and the engine, and
-# the tests' `tokio/test-util` did it again, about 20 minutes of the test command on 2 cores.
+# and the fuzz targets (scripts/fuzz.sh, which reuses the release build's dependencies). A
+# dependency that one build resolves with other features than the builds before it is compiled
+# again, and every crate above it: a feature r2r turned on in `rand` and `crossbeam-deque`
+# rebuilt zenoh and the engine, and the tests' `tokio/test-util` did it again, about 20 minutes
+# of the test command on 2 cores.
 #
 # It reads cargo's unit graph (each unit to compile: crate, target, profile, features, host or
 # target, and its dependencies), which stable cargo prints with RUSTC_BOOTSTRAP=1; nothing is

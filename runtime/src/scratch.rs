@@ -1,5 +1,5 @@
-//! Scratch folders for tests, benchmarks and demos, named by process so that parallel runs never
-//! share one, and swept of earlier runs' leftovers so that they do not pile up in the temp dir.
+//! Scratch folders for the workspace's tests, named by process so that parallel runs never share
+//! one, and swept of earlier runs' leftovers so that they do not pile up in the temp dir.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};

@@ -184,6 +184,9 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     assert_eq!((u3, t3.to_json()), (CacheUse::Rebuilt, t1.to_json()));
     std::fs::write(&path, "{ not json").expect("corrupt");
     assert_eq!(load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("rebuilt").2, CacheUse::Rebuilt);
+    // Each write went through a partial file renamed onto the table: only the table is left.
+    let files: Vec<_> = std::fs::read_dir(&dir).expect("cache dir").map(|e| e.expect("entry").path()).collect();
+    assert_eq!(files, vec![path.clone()]);
     std::fs::remove_dir_all(&dir).ok();
 }
 
