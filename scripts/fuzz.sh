@@ -6,6 +6,7 @@
 # fuzz/corpus/<target>/ so that the test run replays it from then on.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --build [TARGET...]     (builds only: CI builds them while the tests run)
 #
 # FUZZ_JOBS=N runs N targets at once (default: one per core). CI runs all five at once for 30 s
 # each: 30 s of wall time instead of 90, each target getting about 2/5 of a core.
@@ -16,12 +17,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-seconds=${1:-60}
-shift || true
+build_only=0
+if [ "${1:-}" = --build ]; then
+  build_only=1
+  shift
+  seconds=0
+else
+  seconds=${1:-60}
+  shift || true
+  case "$seconds" in '' | *[!0-9]* | 0) echo "fuzz: SECONDS must be a positive whole number, not '$seconds'" >&2; exit 2 ;; esac
+fi
 targets=("$@")
 all=(frame onnx table config ros)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
-case "$seconds" in '' | *[!0-9]* | 0) echo "fuzz: SECONDS must be a positive whole number, not '$seconds'" >&2; exit 2 ;; esac
 for t in "${targets[@]}"; do
   case " ${all[*]} " in *" $t "*) ;; *) echo "fuzz: unknown target '$t' (targets: ${all[*]})" >&2; exit 2 ;; esac
 done
@@ -45,6 +53,7 @@ for t in "${targets[@]}"; do bins+=(--bin "fuzz_$t"); done
 RUSTC_WRAPPER="$PWD/scripts/sancov-rustc" CARGO_TARGET_DIR=$dir \
   cargo build --release --locked --workspace --features lop_fuzz/libfuzzer "${bins[@]}"
 echo "fuzz: built in $(( $(date +%s) - t0 )) s"
+[ "$build_only" = 0 ] || exit 0
 
 # One target: runs it, then writes its summary line to target/fuzz-<target>.result.
 run_one() {

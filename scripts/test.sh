@@ -6,11 +6,26 @@
 # builds everything once in release mode (scripts/feature-drift.sh checks that these builds share
 # their dependencies) and runs every test of the workspace with that build
 # (the r2r nodes against rclpy among them).
+#
+#   scripts/test.sh [--build-fuzz] [CARGO TEST ARGS...]
+#
+# --build-fuzz (CI): also builds the fuzz targets (scripts/fuzz.sh --build) at idle priority while
+# the tests run, which leave about half of the 2 cores idle; CI's fuzz step then finds them built.
 set -euo pipefail
 # Each phase says when it starts, in seconds since the command started (where the time goes).
 phase() { echo "test: $* (at ${SECONDS} s)" >&2; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+build_fuzz=0
+if [ "${1:-}" = --build-fuzz ]; then
+  build_fuzz=1
+  shift
+fi
+# Idle priority for the work done beside other work (SCHED_IDLE, idle I/O class where available):
+# it takes only the CPU time the other work leaves.
+idle=(nice -n 19)
+! command -v chrt >/dev/null || ! chrt --idle 0 true 2>/dev/null || idle+=(chrt --idle 0)
+! command -v ionice >/dev/null || idle+=(ionice -c 3)
 # The Python venv and a real ROS 2 Jazzy from PyPI wheels (lop_msgs and vision_msgs built by
 # rosidl, .ros/) side by side: the first mostly downloads and unpacks (about 100 s on a fresh
 # machine), the second mostly compiles (about 110 s); they share no file.
@@ -19,9 +34,31 @@ scripts/setup.sh --test-deps &
 setup_pid=$!
 scripts/ros.sh &
 ros_pid=$!
+# Meanwhile, at idle priority, the dependencies that need neither (zenoh, hiroz, tokio and most
+# of the tree) compile: the workspace build with --keep-going, in the environment the builds below
+# give hiroz (so that they reuse what it compiles), with a `python3` that fails, so that torch-sys
+# and whatever needs libtorch wait for the venv instead of finding another torch.
+mkdir -p target/prebuild-python
+for py in python python3; do
+  printf '#!/bin/sh\necho "test.sh: no libtorch before scripts/setup.sh is done" >&2\nexit 1\n' >"target/prebuild-python/$py"
+  chmod +x "target/prebuild-python/$py"
+done
+# torch-sys' own variables as scripts/env.sh sets them: where it is built already, it stays fresh.
+(
+  unset VIRTUAL_ENV
+  export LIBTORCH_USE_PYTORCH=1 LIBTORCH_BYPASS_VERSION_CHECK=${LIBTORCH_BYPASS_VERSION_CHECK:-0}
+  export AMENT_PREFIX_PATH="$root/.ros/install:$root/.ros/venv"
+  export CMAKE_PREFIX_PATH="$AMENT_PREFIX_PATH" PATH="$root/target/prebuild-python:$PATH"
+  exec "${idle[@]}" cargo build --release --locked --workspace --bins --keep-going
+) >target/prebuild.log 2>&1 &
+prebuild_pid=$!
 setup_rc=0 ros_rc=0
 wait "$setup_pid" || setup_rc=$?
 wait "$ros_pid" || ros_rc=$?
+[ "$setup_rc" = 0 ] && [ "$ros_rc" = 0 ] || kill -INT "$prebuild_pid" 2>/dev/null || true
+# It fails on torch-sys by design; what it compiled stays, the rest is built below.
+wait "$prebuild_pid" || true
+phase "compiled beside them: $(grep -c '^ *Compiling' target/prebuild.log || true) crates (target/prebuild.log)"
 [ "$setup_rc" = 0 ] || { echo "test: scripts/setup.sh --test-deps failed (exit $setup_rc)" >&2; exit 1; }
 [ "$ros_rc" = 0 ] || { echo "test: scripts/ros.sh failed (exit $ros_rc)" >&2; exit 1; }
 # nftables for the chaos test's faults in network namespaces (the kernel here has no netem).
@@ -46,6 +83,22 @@ scripts/build-r2r.sh
 phase "cargo build --release --workspace --bins (robot_node without r2r; the rest is built)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins
-phase cargo test --release --workspace
-cargo test --release --workspace "$@"
+if [ "$build_fuzz" = 1 ]; then
+  phase "cargo test --release --workspace --no-run"
+  cargo test --release --workspace --no-run "$@"
+  phase "the fuzz targets at idle priority beside the tests (scripts/fuzz.sh --build, target/fuzz-build.log)"
+  "${idle[@]}" scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 &
+  fuzz_pid=$!
+  phase cargo test --release --workspace
+  test_rc=0
+  cargo test --release --workspace "$@" || test_rc=$?
+  fuzz_rc=0
+  wait "$fuzz_pid" || fuzz_rc=$?
+  [ "$fuzz_rc" = 0 ] || { tail -30 target/fuzz-build.log >&2; echo "test: scripts/fuzz.sh --build failed (exit $fuzz_rc)" >&2; }
+  [ "$test_rc" = 0 ] || exit "$test_rc"
+  [ "$fuzz_rc" = 0 ] || exit 1
+else
+  phase cargo test --release --workspace
+  cargo test --release --workspace "$@"
+fi
 phase done
