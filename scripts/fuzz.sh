@@ -46,6 +46,11 @@ if [ -d target/release/.fingerprint ] && [ ! -d "$dir/release" ]; then
   done
   rm -f "$dir/release/"{lop,lop_edge,lop_robot,lop_bandwidth,lop_power,lop_fuzz_seeds,fuzz_*} "$dir/release/"*.d
 fi
+# cargo's lock file must not be the release build's own (a hard link of an older copy): the two
+# builds would wait for each other, and the test command runs them side by side.
+if [ -e "$dir/release/.cargo-lock" ] && [ "$dir/release/.cargo-lock" -ef target/release/.cargo-lock ]; then
+  rm -f "$dir/release/.cargo-lock"
+fi
 t0=$(date +%s)
 bins=()
 for t in "${targets[@]}"; do bins+=(--bin "fuzz_$t"); done

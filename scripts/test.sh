@@ -9,8 +9,11 @@
 #
 #   scripts/test.sh [--build-fuzz] [CARGO TEST ARGS...]
 #
-# --build-fuzz (CI): also builds the fuzz targets (scripts/fuzz.sh --build) at idle priority while
-# the tests run, which leave about half of the 2 cores idle; CI's fuzz step then finds them built.
+# The tests leave about half of the 2 cores idle (most of them wait on processes, links and
+# clocks), so work that has no clock in what it checks runs beside them at idle priority: with no
+# arguments, the real-model and export tests (the main run skips them by exact name); with
+# --build-fuzz (CI), the fuzz targets' build (scripts/fuzz.sh --build), which CI's fuzz step then
+# finds done. With arguments, they go to one `cargo test --release --workspace` as they are.
 set -euo pipefail
 # Each phase says when it starts, in seconds since the command started (where the time goes).
 phase() { echo "test: $* (at ${SECONDS} s)" >&2; }
@@ -83,22 +86,49 @@ scripts/build-r2r.sh
 phase "cargo build --release --workspace --bins (robot_node without r2r; the rest is built)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins
-if [ "$build_fuzz" = 1 ]; then
+if [ $# -eq 0 ]; then
   phase "cargo test --release --workspace --no-run"
-  cargo test --release --workspace --no-run "$@"
-  phase "the fuzz targets at idle priority beside the tests (scripts/fuzz.sh --build, target/fuzz-build.log)"
-  "${idle[@]}" scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 &
-  fuzz_pid=$!
-  phase cargo test --release --workspace
-  test_rc=0
-  cargo test --release --workspace "$@" || test_rc=$?
-  fuzz_rc=0
-  wait "$fuzz_pid" || fuzz_rc=$?
-  [ "$fuzz_rc" = 0 ] || { tail -30 target/fuzz-build.log >&2; echo "test: scripts/fuzz.sh --build failed (exit $fuzz_rc)" >&2; }
-  [ "$test_rc" = 0 ] || exit "$test_rc"
-  [ "$fuzz_rc" = 0 ] || exit 1
-else
-  phase cargo test --release --workspace
-  cargo test --release --workspace "$@"
+  cargo test --release --workspace --no-run
 fi
+pids=() names=() logs=()
+# Work beside the tests at idle priority: it takes the CPU time they leave (about half of the 2
+# cores: most of them wait on processes, links and clocks).
+beside() {
+  local name=$1 log=$2
+  shift 2
+  "${idle[@]}" "$@" >"$log" 2>&1 &
+  pids+=($!) names+=("$name") logs+=("$log")
+}
+if [ "$build_fuzz" = 1 ]; then
+  phase "the fuzz targets at idle priority beside the tests (scripts/fuzz.sh --build, target/fuzz-build.log)"
+  beside "scripts/fuzz.sh --build" target/fuzz-build.log scripts/fuzz.sh --build
+fi
+test_rc=0
+if [ $# -eq 0 ]; then
+  # The real-model and export tests are pure computation against Python peers (onnxruntime,
+  # torch.onnx), with no clock in what they check: they run beside the others, which are skipped
+  # by exact name in the main run.
+  lane=(--test export --test real_models)
+  mapfile -t lane_tests < <(cargo test --release --workspace "${lane[@]}" -q -- --list 2>/dev/null | sed -n 's/: test$//p')
+  [ ${#lane_tests[@]} -gt 0 ] || { echo "test: cargo test ${lane[*]} -- --list named no test" >&2; exit 1; }
+  skip=(--exact)
+  for t in "${lane_tests[@]}"; do skip+=(--skip "$t"); done
+  phase "cargo test --release --workspace ${lane[*]} at idle priority beside the others (target/test-beside.log)"
+  beside "cargo test ${lane[*]}" target/test-beside.log cargo test --release --workspace "${lane[@]}"
+  phase "cargo test --release --workspace, but for those ${#lane_tests[@]}"
+  cargo test --release --workspace -- "${skip[@]}" || test_rc=$?
+else
+  phase cargo test --release --workspace "$@"
+  cargo test --release --workspace "$@" || test_rc=$?
+fi
+failed=0
+for i in "${!pids[@]}"; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  phase "${names[$i]} ended (exit $rc; ${logs[$i]})"
+  case "${names[$i]}" in cargo\ test*) cat "${logs[$i]}" >&2 ;; *) [ "$rc" = 0 ] || tail -30 "${logs[$i]}" >&2 ;; esac
+  [ "$rc" = 0 ] || { echo "test: ${names[$i]} failed (exit $rc)" >&2; failed=1; }
+done
+[ "$test_rc" = 0 ] || exit "$test_rc"
+[ "$failed" = 0 ] || exit 1
 phase done
