@@ -28,7 +28,7 @@ fi
 # it takes only the CPU time the other work leaves.
 idle=(nice -n 19)
 ! command -v chrt >/dev/null || ! chrt --idle 0 true 2>/dev/null || idle+=(chrt --idle 0)
-! command -v ionice >/dev/null || idle+=(ionice -c 3)
+! command -v ionice >/dev/null || ! ionice -c 3 true 2>/dev/null || idle+=(ionice -c 3)
 # The Python venv and a real ROS 2 Jazzy from PyPI wheels (lop_msgs and vision_msgs built by
 # rosidl, .ros/) side by side: the first mostly downloads and unpacks (about 100 s on a fresh
 # machine), the second mostly compiles (about 110 s); they share no file.
