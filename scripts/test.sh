@@ -37,31 +37,9 @@ scripts/setup.sh --test-deps &
 setup_pid=$!
 scripts/ros.sh &
 ros_pid=$!
-# Meanwhile, at idle priority, the dependencies that need neither (zenoh, hiroz, tokio and most
-# of the tree) compile: the workspace build with --keep-going, in the environment the builds below
-# give hiroz (so that they reuse what it compiles), with a `python3` that fails, so that torch-sys
-# and whatever needs libtorch wait for the venv instead of finding another torch.
-mkdir -p target/prebuild-python
-for py in python python3; do
-  printf '#!/bin/sh\necho "test.sh: no libtorch before scripts/setup.sh is done" >&2\nexit 1\n' >"target/prebuild-python/$py"
-  chmod +x "target/prebuild-python/$py"
-done
-# torch-sys' own variables as scripts/env.sh sets them: where it is built already, it stays fresh.
-(
-  unset VIRTUAL_ENV
-  export LIBTORCH_USE_PYTORCH=1 LIBTORCH_BYPASS_VERSION_CHECK=${LIBTORCH_BYPASS_VERSION_CHECK:-0}
-  export AMENT_PREFIX_PATH="$root/.ros/install:$root/.ros/venv"
-  export CMAKE_PREFIX_PATH="$AMENT_PREFIX_PATH" PATH="$root/target/prebuild-python:$PATH"
-  exec "${idle[@]}" cargo build --release --locked --workspace --bins --keep-going
-) >target/prebuild.log 2>&1 &
-prebuild_pid=$!
 setup_rc=0 ros_rc=0
 wait "$setup_pid" || setup_rc=$?
 wait "$ros_pid" || ros_rc=$?
-[ "$setup_rc" = 0 ] && [ "$ros_rc" = 0 ] || kill -INT "$prebuild_pid" 2>/dev/null || true
-# It fails on torch-sys by design; what it compiled stays, the rest is built below.
-wait "$prebuild_pid" || true
-phase "compiled beside them: $(grep -c '^ *Compiling' target/prebuild.log || true) crates (target/prebuild.log)"
 [ "$setup_rc" = 0 ] || { echo "test: scripts/setup.sh --test-deps failed (exit $setup_rc)" >&2; exit 1; }
 [ "$ros_rc" = 0 ] || { echo "test: scripts/ros.sh failed (exit $ros_rc)" >&2; exit 1; }
 # nftables for the chaos test's faults in network namespaces (the kernel here has no netem).
