@@ -57,6 +57,15 @@ pub struct Plan {
     pub units: usize,
     /// Per node, indexed by [`NodeId`].
     pub splits: Vec<NodeSplit>,
+    /// Under [`crate::sim::ChunkBounds::Aligned`], each op computed in fewer chunks than one
+    /// of its producers puts its last cut on that producer's last, so that its last chunk
+    /// holds only the rows that read the producer's last chunk, instead of spreading its cuts
+    /// evenly over the producer's. The first shortens the server's work after the frame's
+    /// last rows arrive (detectors' necks); the second keeps a busy server fed while they are
+    /// in flight (classifiers on a slow server). The planner picks per plan. Plans written
+    /// before it have it off, and it is left out of their JSON and hash when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last_cut_aligned: bool,
 }
 
 /// Current plan format version.
@@ -76,7 +85,7 @@ impl Plan {
                 NodeSplit { robot_end, server_start, robot_chunks: 1, server_chunks: 1 }
             })
             .collect();
-        Plan { version: PLAN_VERSION, units, splits }
+        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false }
     }
 
     /// Everything on the robot, one kernel per op.
@@ -104,7 +113,7 @@ impl Plan {
     }
 
     /// A random valid layout: uneven bands, overlaps (replication), 1-3 chunks per side, global
-    /// ops on a random side. Deterministic for a seed.
+    /// ops on a random side, either spread of aligned chunk bounds. Deterministic for a seed.
     pub fn random(graph: &Graph, units: usize, seed: u64) -> Plan {
         let mut rng = Rng::new(seed);
         let splits = (0..graph.nodes.len())
@@ -123,7 +132,7 @@ impl Plan {
                 NodeSplit { robot_end, server_start, robot_chunks: 1 + rng.below(3), server_chunks: 1 + rng.below(3) }
             })
             .collect();
-        Plan { version: PLAN_VERSION, units, splits }
+        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: rng.below(2) == 0 }
     }
 
     /// The output rows `side` computes for node `id`.
@@ -199,6 +208,31 @@ impl Plan {
                 h.update((v as u64).to_le_bytes());
             }
         }
+        if self.last_cut_aligned {
+            h.update(b"last cut aligned");
+        }
         hex::encode(h.finalize())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_from_before_last_cut_alignment_read_write_and_hash_as_they_did() {
+        let old = format!(
+            r#"{{"version":{PLAN_VERSION},"units":8,"splits":[{{"robot_end":2,"server_start":1,"robot_chunks":1,"server_chunks":4}}]}}"#
+        );
+        let p: Plan = serde_json::from_str(&old).expect("a plan without the flag");
+        assert!(!p.last_cut_aligned);
+        assert_eq!(serde_json::to_string(&p).expect("json"), old, "the flag off must not change the JSON");
+        // sha256 of version (u32 LE), units and the four split fields (u64 LE): the hash before
+        // the flag existed, which tables and the wire name plans by.
+        assert_eq!(p.hash(), "1c301ae7fd250aeb12a50321edd3940c66588fb5f0790ddbaeb2b5c0413e9fe6");
+        let q = Plan { last_cut_aligned: true, ..p.clone() };
+        assert_ne!(q.hash(), p.hash(), "plans that cut differently must not share a hash");
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&q).expect("json")).expect("round trip");
+        assert_eq!(back, q);
     }
 }

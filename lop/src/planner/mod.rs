@@ -28,6 +28,13 @@
 //!    simulations, so results depend only on the inputs and the seed. `time_limit_s` is a
 //!    safety net for pathological graphs only: when it fires (reported in
 //!    [`Outcome::hit_time_limit`]) the result depends on the machine's speed.
+//! 5. **Both spreads**: under aligned chunk bounds, steps 2 to 4 run twice, once for each way an
+//!    op computed in fewer chunks than its producer places its cuts
+//!    ([`Plan::last_cut_aligned`]): spread evenly over the producer's (a busy server stays fed
+//!    while the frame is in flight) or with the last on the producer's last (less work after
+//!    the frame's last rows arrive: detectors' necks, whose deep rows read most of the frame).
+//!    Plans co-adapt their chunk counts to the spread, so each gets its own search; the better
+//!    wins.
 //!
 //! Pruning (the LOSS paper's rule, off by default, [`PlannerConfig::prune_larger_than_input`]):
 //! a candidate that sends more bytes of any one value in one direction than the raw input takes
@@ -178,11 +185,30 @@ pub fn plan(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig) -> R
         };
         return Ok(Outcome { plan, cost, method, feasible: false, baselines, evaluations: 0, hit_time_limit: false });
     };
-    let found = search::run(sim, objective, cfg, &baselines)?;
+    let found = search_both_spreads(sim, objective, cfg, &baselines)?;
     let (evaluations, hit_time_limit) = (found.evaluations, found.hit_time_limit);
     let (plan, cost, method) = match found.best {
         Some((p, c)) if best.cost.as_ref().is_some_and(|b| objective.better(&c, b)) => (p, Some(c), "lop".to_string()),
         _ => (best.plan.clone(), best.cost, best.name.to_string()),
     };
     Ok(Outcome { plan, cost, method, feasible: true, baselines, evaluations, hit_time_limit })
+}
+
+/// Seeds, beam and LNS once for each way aligned chunk bounds spread an op's cuts over a finer
+/// producer's ([`Plan::last_cut_aligned`]), each search's plans co-adapted to its own, and the
+/// better result (ties to the even spread); once under other chunk bounds, where the choice
+/// changes nothing. The second search gets what is left of the time limit.
+fn search_both_spreads(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig, baselines: &[Candidate]) -> Result<search::Found> {
+    let started = std::time::Instant::now();
+    let even = search::run(sim, objective, cfg, baselines, false)?;
+    let left = cfg.time_limit_s - started.elapsed().as_secs_f64();
+    if sim.config().bounds != crate::sim::ChunkBounds::Aligned || even.hit_time_limit || left <= 0.0 {
+        return Ok(even);
+    }
+    let last = search::run(sim, objective, &PlannerConfig { time_limit_s: left, ..cfg.clone() }, baselines, true)?;
+    let best = match (even.best, last.best) {
+        (Some(e), Some(l)) => Some(if objective.better(&l.1, &e.1) { l } else { e }),
+        (e, l) => e.or(l),
+    };
+    Ok(search::Found { best, evaluations: even.evaluations + last.evaluations, hit_time_limit: last.hit_time_limit })
 }

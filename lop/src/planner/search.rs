@@ -294,8 +294,15 @@ impl Search<'_, '_> {
     }
 }
 
-/// Runs seeds, beam and LNS; the best plan that passed the rules.
-pub(super) fn run(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, baselines: &[Candidate]) -> Result<Found> {
+/// Runs seeds, beam and LNS over plans with [`Plan::last_cut_aligned`] as given; the best plan
+/// that passed the rules.
+pub(super) fn run(
+    sim: &Simulator<'_>,
+    obj: Objective,
+    cfg: &PlannerConfig,
+    baselines: &[Candidate],
+    last_cut_aligned: bool,
+) -> Result<Found> {
     let g = sim.graph();
     let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
     let mut consumers = vec![Vec::new(); g.nodes.len()];
@@ -317,7 +324,8 @@ pub(super) fn run(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, base
     }
     let mut seeded = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for p in s.seeds(baselines) {
+    for mut p in s.seeds(baselines) {
+        p.last_cut_aligned = last_cut_aligned;
         if s.out_of_time() {
             break;
         }

@@ -19,8 +19,9 @@ pub const TABLE_VERSION: u32 = 3;
 
 /// Bumped when the planner's choices change for the same inputs (part of [`TableSpec::hash`]).
 /// 2: graph outputs coming down are exempt from pruning, which is off by default. 3: every band
-/// message's header bytes are priced.
-pub const PLANNER_REVISION: u32 = 3;
+/// message's header bytes are priced. 4: plans may align ops' last cuts
+/// ([`crate::plan::Plan::last_cut_aligned`]).
+pub const PLANNER_REVISION: u32 = 4;
 
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -17,9 +17,13 @@ pub enum ChunkBounds {
     /// Receptive-field aligned: boundary `j` (of `k - 1`) of an op is the largest output row
     /// `b` such that the footprint of rows `[0, b)` in every row-carrying input computed in two
     /// or more chunks on the same side ends at or before that input's boundary
-    /// `i = ceil((j + 1) n / k) - 1`, `n` being the input's chunk count. When the counts match,
-    /// `i = j`: chunk `j` can run once chunk `j` of each producer is done; an op with fewer
-    /// chunks than its producer spreads its boundaries evenly over the producer's. Inputs
+    /// `i = ceil((j + 1) n / k) - 1`, `n` being the input's chunk count, or, in a plan with
+    /// [`Plan::last_cut_aligned`], `i = ceil((j + 1) (n - 1) / (k - 1)) - 1`. When the counts
+    /// match, `i = j` either way: chunk `j` can run once chunk `j` of each producer is done.
+    /// An op with fewer chunks than its producer spreads its boundaries evenly over the
+    /// producer's, or puts its last on the producer's last (`i = n - 2`, its last chunk then
+    /// holding only the rows that read the producer's last chunk) and spreads the others over
+    /// the producer's first `n - 1`. Inputs
     /// computed whole do not constrain (they are all there at once), and ops with no
     /// constraining input (the first chunked ops, or ops after whole ones) cut their rows
     /// evenly, so that their output can still stream; an input's boundaries past its
@@ -58,7 +62,7 @@ pub(super) fn bounds_with(
         }
         let chunks = match mode {
             ChunkBounds::Even => rows::chunks(&range, k),
-            ChunkBounds::Aligned => aligned(graph, id, &range, k, &out, &foot),
+            ChunkBounds::Aligned => aligned(graph, id, &range, k, &out, &foot, plan.last_cut_aligned),
         };
         out.push(chunks);
     }
@@ -66,7 +70,8 @@ pub(super) fn bounds_with(
 }
 
 /// The aligned chunks of node `id` over `range` (see [`ChunkBounds::Aligned`]); `done` holds the
-/// chunks of every earlier node on the same side.
+/// chunks of every earlier node on the same side; `last_cut_aligned` is the plan's
+/// [`Plan::last_cut_aligned`].
 fn aligned(
     graph: &Graph,
     id: NodeId,
@@ -74,6 +79,7 @@ fn aligned(
     k: usize,
     done: &[Vec<Rows>],
     foot: &impl Fn(NodeId, usize, &Rows) -> Footprint,
+    last_cut_aligned: bool,
 ) -> Vec<Rows> {
     let node = &graph.nodes[id];
     // Row-carrying inputs computed in two or more chunks on this side, with their chunk ends
@@ -105,12 +111,13 @@ fn aligned(
     let mut lo = range.start;
     for j in 0..k - 1 {
         // The largest b in [lo, range.end] whose footprint fits each producer's boundary i,
-        // spread evenly over the producer's chunks (i = j when the counts match; footprint
-        // ends grow with b, so binary search).
+        // spread evenly over the producer's chunks, or the last on its last (i = j when the
+        // counts match; footprint ends grow with b, so binary search).
         let fits = |b: usize| {
             producers.iter().all(|(k_in, ends)| {
-                let i = ((j + 1) * ends.len()).div_ceil(k) - 1;
-                i + 1 >= ends.len() || end_of(*k_in, b) <= ends[i]
+                let n = ends.len();
+                let i = if last_cut_aligned { ((j + 1) * (n - 1)).div_ceil(k - 1) - 1 } else { ((j + 1) * n).div_ceil(k) - 1 };
+                i + 1 >= n || end_of(*k_in, b) <= ends[i]
             })
         };
         let (mut a, mut z) = (lo, range.end);
@@ -202,6 +209,26 @@ mod tests {
         assert_eq!(b[1], vec![0..4, 4..8, 8..12, 12..16]);
         assert_eq!(b[2], vec![0..7, 7..16]);
         assert_eq!(b[3], vec![0..6, 6..16]);
+        // Last cut aligned: conv0's one boundary on norm's last, ceil(1 * 3 / 1) - 1 = 2 (row
+        // 12), so rows [0, 11), its last chunk what reads norm's last; conv1 on conv0's 0.
+        p.last_cut_aligned = true;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[1], vec![0..4, 4..8, 8..12, 12..16]);
+        assert_eq!(b[2], vec![0..11, 11..16]);
+        assert_eq!(b[3], vec![0..10, 10..16]);
+        // conv0 in 3 over norm's 4: on norm's ceil(1 * 3 / 2) - 1 = 1 (row 8) and
+        // ceil(2 * 3 / 2) - 1 = 2 (row 12); evenly, on ceil(4 / 3) - 1 = 1 and ceil(8 / 3) - 1 = 2
+        // too. Over 8 chunks of norm (ends 2, 4, .., 16) the two differ: 7 * (j + 1) / 2 gives
+        // norm's boundaries 3 and 6 (rows 8, 14), 8 * (j + 1) / 3 gives 2 and 5 (rows 6, 12).
+        p.splits[2].server_chunks = 3;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[2], vec![0..7, 7..11, 11..16]);
+        p.splits[1].server_chunks = 8;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[2], vec![0..7, 7..13, 13..16]);
+        p.last_cut_aligned = false;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[2], vec![0..5, 5..11, 11..16]);
         // A producer computed whole does not constrain: its consumer cuts evenly (and so
         // does the next one, aligned to that).
         let mut p = server_plan(&g, 4);
@@ -210,6 +237,45 @@ mod tests {
         assert_eq!(b[1], vec![0..16]);
         assert_eq!(b[2], vec![0..4, 4..8, 8..12, 12..16]);
         assert_eq!(b[3], vec![0..3, 3..7, 7..11, 11..16]);
+    }
+
+    #[test]
+    fn aligning_last_cuts_shortens_the_tail_where_deep_rows_read_most_of_the_frame() {
+        // 32 rows through 12 3x3 convs (conv j's rows read 2j + 3 rows of the frame), norm in
+        // 8 chunks, every conv in 2, the upload (16 ms) longer than the server's work. Spread
+        // evenly, conv j's second chunk (rows [15 - j, 32)) all waits for the last rows;
+        // aligned to norm's last cut it is rows [27 - j, 32), and the first chunks, larger,
+        // still end before the last rows arrive.
+        // A mean over the frame follows, so that little comes down.
+        let mut b = GraphBuilder::new("convs and a mean");
+        let x = b.input("x", vec![1, 2, 32, 16], DType::U8);
+        let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
+        for i in 0..12 {
+            let c = Conv::same2d(tch::Tensor::zeros([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)));
+            v = b.add(format!("conv{i}"), Op::Conv(c), &[v]).expect("conv");
+        }
+        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("mean");
+        b.output(m);
+        let g = b.build().expect("graph");
+        let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+        let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 2e-6)).expect("server");
+        let mut p = server_plan(&g, 2);
+        p.splits[1].server_chunks = 8;
+        p.splits[14].server_chunks = 1;
+        let cfg = SimConfig { link: Link::mbytes(0.064, 1e-4), bounds: ChunkBounds::Aligned, ..SimConfig::default() };
+        let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
+        let even = sim.cost(&p).expect("even").makespan_s;
+        p.last_cut_aligned = true;
+        let last = sim.cost(&p).expect("last").makespan_s;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[13], vec![0..16, 16..32], "conv11's last chunk should hold what reads norm's last");
+        eprintln!("deep chain: even {:.3} ms, last cut aligned {:.3} ms", even * 1e3, last * 1e3);
+        assert!(last < even, "last cut aligned {last} vs even {even}");
+        // Under even bounds the flag changes nothing.
+        let sim = Simulator::new(&g, &r, &s, SimConfig { bounds: ChunkBounds::Even, ..cfg }).expect("sim");
+        let on = sim.cost(&p).expect("on").makespan_s;
+        p.last_cut_aligned = false;
+        assert_eq!(sim.cost(&p).expect("off").makespan_s, on);
     }
 
     #[test]
