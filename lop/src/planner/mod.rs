@@ -33,8 +33,9 @@
 //!    ([`Plan::last_cut_aligned`]): spread evenly over the producer's (a busy server stays fed
 //!    while the frame is in flight) or with the last on the producer's last (less work after
 //!    the frame's last rows arrive: detectors' necks, whose deep rows read most of the frame).
-//!    Plans co-adapt their chunk counts to the spread, so each gets its own search; the better
-//!    wins.
+//!    Plans co-adapt their chunk counts to the spread, so each gets its own search (the first
+//!    exactly the single search of before, so no plan gets worse; the second with half the
+//!    beam and LNS); the better wins.
 //!
 //! Pruning (the LOSS paper's rule, off by default, [`PlannerConfig::prune_larger_than_input`]):
 //! a candidate that sends more bytes of any one value in one direction than the raw input takes
@@ -197,7 +198,9 @@ pub fn plan(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig) -> R
 /// Seeds, beam and LNS once for each way aligned chunk bounds spread an op's cuts over a finer
 /// producer's ([`Plan::last_cut_aligned`]), each search's plans co-adapted to its own, and the
 /// better result (ties to the even spread); once under other chunk bounds, where the choice
-/// changes nothing. The second search gets what is left of the time limit.
+/// changes nothing. The even spread's search is the whole search of a single spread, so no
+/// plan gets worse; the other gets half the beam (at least 1) and half the LNS simulations
+/// (a table then costs about two thirds more, not twice) and what is left of the time limit.
 fn search_both_spreads(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig, baselines: &[Candidate]) -> Result<search::Found> {
     let started = std::time::Instant::now();
     let even = search::run(sim, objective, cfg, baselines, false)?;
@@ -205,7 +208,13 @@ fn search_both_spreads(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerC
     if sim.config().bounds != crate::sim::ChunkBounds::Aligned || even.hit_time_limit || left <= 0.0 {
         return Ok(even);
     }
-    let last = search::run(sim, objective, &PlannerConfig { time_limit_s: left, ..cfg.clone() }, baselines, true)?;
+    let half = PlannerConfig {
+        beam_width: cfg.beam_width.div_ceil(2),
+        lns_evaluations: cfg.lns_evaluations.div_ceil(2),
+        time_limit_s: left,
+        ..cfg.clone()
+    };
+    let last = search::run(sim, objective, &half, baselines, true)?;
     let best = match (even.best, last.best) {
         (Some(e), Some(l)) => Some(if objective.better(&l.1, &e.1) { l } else { e }),
         (e, l) => e.or(l),
