@@ -15,7 +15,10 @@ bound over the buckets whose plan gives the robot no rows (the bound's own regim
 (0 on a table-cache hit); the
 resource that limits the fluid bound's ideal split most often; and the buckets (of all 31) in which
 LOSS is slower than the best baseline (the planner keeps a baseline's plan where it is better, so
-this should read 0). Standard library only.
+this should read 0). With --post-robot (models with a `--task` in --extra), each table is planned
+again with `--post-side robot` and one more column gives that table's LOSS over the first
+table's best baseline (means over buckets 1-30): what placing the post-processing stage gains
+over keeping it on the robot, where the raw heads come down. Standard library only.
 """
 
 import argparse
@@ -66,12 +69,22 @@ def row(label: str, v: dict) -> str:
             f"{gap} {server_side} {v['planning_time_s']:6.1f} {limit} {worse}")
 
 
+def post_robot_ratio(free: dict, pinned: dict) -> float:
+    """Mean over buckets 1-30 of the pinned table's LOSS over the mean of the free table's best
+    baseline (the same buckets)."""
+    ms = lambda b, k: b["makespan_ms"][k]
+    best = lambda b: min(x for x in (ms(b, "robot-only"), ms(b, "server-only"), ms(b, "layer")) if x is not None)
+    inside = lambda v: [b for b in v["buckets"] if 1 <= b["bucket_mb_s"] <= 30]
+    return statistics.mean(ms(b, "lop") for b in inside(pinned)) / statistics.mean(best(b) for b in inside(free))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="MODEL:ROBOT_PROFILE:SERVER_PROFILE")
     ap.add_argument("--wires", default="native,f32")
     ap.add_argument("--lop", default="target/release/lop")
     ap.add_argument("--extra", default="--bandwidth-scale auto", help="more `lop plan` flags")
+    ap.add_argument("--post-robot", action="store_true", help="also plan with the post-processing pinned to the robot")
     a = ap.parse_args()
     print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
           f"{'closed: mean, sum (n)':>21} {'no-band l/pipe (n)':>11} {'plan s':>6} limit worse")
@@ -79,7 +92,11 @@ def main() -> None:
         model, robot, server = run.rsplit(":", 2)
         for wire in a.wires.split(","):
             v = plan(a.lop, model, robot, server, wire, a.extra.split())
-            print(row(f"{model} {robot.rsplit('/', 1)[-1]} {wire}", v), flush=True)
+            line = row(f"{model} {robot.rsplit('/', 1)[-1]} {wire}", v)
+            if a.post_robot:
+                pinned = plan(a.lop, model, robot, server, wire, a.extra.split() + ["--post-side", "robot"])
+                line += f"  post on robot: {post_robot_ratio(v, pinned):.3f}"
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

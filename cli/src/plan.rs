@@ -49,6 +49,28 @@ impl Bounds {
     }
 }
 
+/// Where the post-processing stage of a `--task` runs (see `lop::sim::SimConfig::post_side`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PostSide {
+    /// Wherever each plan puts it (the planner chooses).
+    Auto,
+    /// On the robot, whole: the raw heads come down (what placing the stage saves).
+    Robot,
+    /// On the server, whole.
+    Server,
+}
+
+impl PostSide {
+    /// The simulator's setting.
+    pub fn side(self) -> Option<lop::plan::Side> {
+        match self {
+            PostSide::Auto => None,
+            PostSide::Robot => Some(lop::plan::Side::Robot),
+            PostSide::Server => Some(lop::plan::Side::Server),
+        }
+    }
+}
+
 /// Profiles and link options shared by `lop plan` and `lop simulate`.
 #[derive(Debug, clap::Args)]
 pub struct SetupArgs {
@@ -148,6 +170,11 @@ pub struct PlanArgs {
     /// default: it found no better plan on the zoo and cost pose_hr 5%).
     #[arg(long)]
     pub prune: bool,
+    /// Where the `--task` post-processing stage runs: auto (each plan places it), or pinned to
+    /// the robot (the raw heads come down: what placing it gains) or to the server. Plans and
+    /// baselines that put it elsewhere are infeasible; with robot, no pipelining bound.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub post_side: PostSide,
     /// Cache directory (default: the system temp dir's lop-plan-cache).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -181,6 +208,11 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let buckets = parse_buckets(&args.buckets)?;
     anyhow::ensure!(args.budget >= 1, "--budget must be >= 1");
     let setup = args.setup.load()?;
+    anyhow::ensure!(
+        args.post_side == PostSide::Auto || setup.graph.nodes.iter().any(|n| matches!(n.op, lop::ops::Op::Post(_))),
+        "--post-side {} needs a --task with a post-processing stage (detect, pose, segment or occupancy); this model has none",
+        if args.post_side == PostSide::Robot { "robot" } else { "server" }
+    );
     let scale = match args.bandwidth_scale.as_str() {
         "auto" => auto_scale(&setup)?,
         v => v
@@ -201,6 +233,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         planner,
         chunk_order: args.setup.chunk_order.chunk_order(),
         chunk_bounds: args.setup.chunk_bounds.chunk_bounds(),
+        post_side: args.post_side.side(),
     };
     let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
@@ -284,6 +317,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         "objective": spec.objective,
         "chunk_order": spec.chunk_order,
         "chunk_bounds": spec.chunk_bounds,
+        "post_side": spec.post_side.map_or("auto", |s| s.name()),
         "buckets": rows,
     });
     if args.json {

@@ -262,6 +262,7 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
         (r, vec!["--buckets", "5:1:1"], "empty range"),
         (r, vec!["--buckets", "-3:2:1"], ">= 0"),
         (r, vec!["--threads", "0"], "--threads 0: must be at least 1"),
+        (r, vec!["--post-side", "robot"], "--post-side robot needs a --task with a post-processing stage"),
         (s, vec![], "role"),
     ] {
         let mut all = vec!["plan", "zoo:resnet18", "--robot-profile", robot_file, "--server-profile", s, "--out", out];

@@ -244,6 +244,7 @@ impl TableSettings {
             planner,
             chunk_order: self.chunk_order,
             chunk_bounds: self.chunk_bounds,
+            post_side: None,
         };
         spec.check().map_err(|e| invalid(format!("table: {e}")))?;
         Ok(spec)

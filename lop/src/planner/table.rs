@@ -69,6 +69,11 @@ pub struct TableSpec {
     /// key. Tables written before this field existed used even bounds.
     #[serde(default)]
     pub chunk_bounds: ChunkBounds,
+    /// Where the post-processing stage must run ([`SimConfig::post_side`]); `None`, the
+    /// default, lets each plan place it. Left out of the JSON (and so of the key) when `None`,
+    /// so tables written before the field existed keep their keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_side: Option<crate::plan::Side>,
 }
 
 /// Parses a bucket range `FROM:TO:STEP` (MB/s) or a comma-separated list (`0,2,8,30`).
@@ -138,6 +143,7 @@ impl TableSpec {
             planner: PlannerConfig::default(),
             chunk_order: ChunkOrder::Wavefront,
             chunk_bounds: ChunkBounds::Aligned,
+            post_side: None,
         }
     }
 
@@ -175,6 +181,7 @@ impl TableSpec {
             order: self.chunk_order,
             bounds: self.chunk_bounds,
             band_headers: true,
+            post_side: self.post_side,
         }
     }
 }
@@ -277,12 +284,16 @@ impl ScheduleTable {
 
     /// Per entry, the simulator's server-pipelining lower bound in its bucket
     /// ([`crate::sim::Simulator::server_pipeline_bound`]), seconds: the yardstick for how much
-    /// of what hiding the server's compute behind the upload could gain the plans found.
+    /// of what hiding the server's compute behind the upload could gain the plans found;
+    /// `None` in every bucket when the post-processing stage is pinned to the robot (no plan
+    /// of the table then has the server compute everything).
     ///
     /// # Errors
     /// Profiles that do not fit `graph`; a spec with a negative link or power.
     pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
-        self.per_bucket(graph, robot, server, |s| s.server_pipeline_bound())
+        let pinned_away =
+            self.spec.post_side == Some(crate::plan::Side::Robot) && graph.nodes.iter().any(|n| matches!(n.op, crate::ops::Op::Post(_)));
+        self.per_bucket(graph, robot, server, |s| if pinned_away { None } else { s.server_pipeline_bound() })
     }
 
     /// `bound` of the simulator in each entry's bucket.

@@ -137,6 +137,7 @@ fn spec(buckets: Vec<f64>) -> TableSpec {
         planner: small_cfg(3),
         chunk_order: crate::sim::ChunkOrder::default(),
         chunk_bounds: crate::sim::ChunkBounds::default(),
+        post_side: None,
     }
 }
 
@@ -291,4 +292,46 @@ fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
             }
         }
     }
+}
+
+/// `yolo_det@64x64` with `task: detect`: a slow robot, a fast server and a fast link put the
+/// post-processing stage on the server; pinned to the robot (what `lop plan --post-side robot`
+/// prices), no plan, baseline or LOSS, computes it there, and the raw heads come down.
+#[test]
+fn post_processing_pinned_to_the_robot_stays_on_the_robot() {
+    let g = crate::postprocess::Postprocess::parse("detect")
+        .expect("spec")
+        .apply(crate::zoo::build("yolo_det@64x64").expect("zoo"))
+        .expect("applies");
+    let post = g.nodes.iter().position(|n| matches!(n.op, Op::Post(_))).expect("a post op");
+    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-4, 2e-4)).expect("robot");
+    let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(5e-6, 1e-5)).expect("server");
+    let link = Link::mbytes(2.0, 1e-4);
+    let cfg = PlannerConfig { lns_evaluations: 40, groups: 6, ..PlannerConfig::default() };
+    let outcome = |post_side: Option<Side>| {
+        let sim = Simulator::new(&g, &r, &s, SimConfig { link, post_side, ..SimConfig::default() }).expect("sim");
+        (plan(&sim, Objective::Latency, &cfg).expect("plan"), sim.cost(&Plan::server_only(&g, 8)), sim.fluid_bound().expect("a link"))
+    };
+    let (free, server_only, free_fluid) = outcome(None);
+    assert!(server_only.is_ok(), "unpinned, server-only is feasible");
+    assert!(!free.plan.rows(&g, post, Side::Server).is_empty(), "unpinned, the post-processing runs on the server");
+
+    let (pinned, server_only, pinned_fluid) = outcome(Some(Side::Robot));
+    assert!(matches!(server_only, Err(crate::error::Error::Infeasible(_))), "{server_only:?}");
+    assert!(pinned.plan.rows(&g, post, Side::Server).is_empty(), "pinned: no post-processing rows on the server");
+    assert!(pinned.baselines.iter().find(|b| b.name == "server-only").is_some_and(|b| b.cost.is_none()), "server-only must be infeasible");
+    for b in pinned.baselines.iter().filter(|b| b.cost.is_some()) {
+        assert!(b.plan.rows(&g, post, Side::Server).is_empty(), "baseline {} computes the post-processing on the server", b.name);
+    }
+    let (free_c, pinned_c) = (free.cost.expect("cost"), pinned.cost.expect("cost"));
+    // The heads ([1, 84, 84] floats) come down instead of the detections.
+    assert!(pinned_c.bytes_down > free_c.bytes_down, "{} vs {} bytes down", pinned_c.bytes_down, free_c.bytes_down);
+    assert!(pinned_c.makespan_s > free_c.makespan_s, "{} vs {}", pinned_c.makespan_s, free_c.makespan_s);
+    // The fluid bound holds the pin: still below the pinned plan, above the free bound.
+    assert!(pinned_fluid <= pinned_c.makespan_s + 1e-12, "fluid {pinned_fluid} vs pinned LOSS {}", pinned_c.makespan_s);
+    assert!(pinned_fluid > free_fluid, "pinned fluid {pinned_fluid} vs free {free_fluid}");
+
+    // Pinned to the server, robot-only (which runs it on the robot) is infeasible.
+    let sim = Simulator::new(&g, &r, &s, SimConfig { link, post_side: Some(Side::Server), ..SimConfig::default() }).expect("sim");
+    assert!(matches!(sim.cost(&Plan::robot_only(&g, 8)), Err(crate::error::Error::Infeasible(_))));
 }

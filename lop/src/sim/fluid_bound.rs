@@ -54,7 +54,9 @@
 //! its parent's (it is a restriction), so the lowest value of the frontier bounds every plan
 //! at every step, and a search that runs out of its budget of cuts still returns a bound.
 //! A branch whose binding cuts agree on every global op has the value it would have with all
-//! of them pinned there, so stopping there loses nothing.
+//! of them pinned there, so stopping there loses nothing. Where the simulator pins the
+//! post-processing stage to one side ([`crate::sim::SimConfig::post_side`]), the root holds
+//! that pin: every plan the simulator accepts keeps it.
 //!
 //! An edge whose footprint does not contain the proportional rows (the server's band of `v`
 //! starting at row `a` reads from above `floor(a N_u / N_v)` or not to `u`'s last row, or the
@@ -348,9 +350,14 @@ impl Fluid<'_, '_> {
     /// global ops the relaxation splits. A branch's value bounds every plan keeping its pins;
     /// every plan keeps some frontier branch's pins, so the lowest frontier value is a bound,
     /// and it only rises as branches are expanded (a child's value is at least its parent's).
+    /// The root holds the post-processing stage where [`SimConfig::post_side`] pins it: every
+    /// plan the simulator accepts keeps it there.
+    ///
+    /// [`SimConfig::post_side`]: crate::sim::SimConfig::post_side
     fn branch_and_bound(&self, budget: &mut usize) -> Option<(f64, Vec<bool>)> {
-        let n = self.sim.graph().nodes.len();
-        let root_pins = vec![None; n];
+        let g = self.sim.graph();
+        let post_side = self.sim.config().post_side;
+        let root_pins: Vec<Option<Side>> = g.nodes.iter().map(|node| post_side.filter(|_| matches!(node.op, Op::Post(_)))).collect();
         let root = self.solve(&root_pins, budget)?;
         let mut frontier = vec![(root_pins, root)];
         loop {

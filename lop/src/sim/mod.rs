@@ -114,6 +114,12 @@ pub struct SimConfig {
     /// Whether every band message also carries [`band_header_bytes`], as the runtime's do
     /// (on by default; off only where a test computes a timeline by hand).
     pub band_headers: bool,
+    /// Where the post-processing stage ([`Op::Post`]) must run, whole; `None` (the default):
+    /// wherever the plan puts it. A plan that computes rows of it on the other side is
+    /// [`Error::Infeasible`], so planners and baselines skip it: with `Some(Side::Robot)` a
+    /// table shows what placing the stage gains over keeping it on the robot, where the raw
+    /// heads must come down.
+    pub post_side: Option<Side>,
 }
 
 impl Default for SimConfig {
@@ -125,6 +131,7 @@ impl Default for SimConfig {
             order: ChunkOrder::Wavefront,
             bounds: ChunkBounds::Even,
             band_headers: true,
+            post_side: None,
         }
     }
 }
@@ -290,7 +297,8 @@ impl<'g> Simulator<'g> {
     ///
     /// # Errors
     /// [`Error::Plan`] for a plan that does not fit the graph; [`Error::Infeasible`] when the
-    /// plan transfers rows and the link's bandwidth is 0.
+    /// plan transfers rows and the link's bandwidth is 0, or computes rows of a post-processing
+    /// op away from [`SimConfig::post_side`].
     pub fn simulate(&self, plan: &Plan) -> Result<SimReport> {
         let run = self.run(plan)?;
         Ok(report::full(self, &run))
@@ -308,6 +316,19 @@ impl<'g> Simulator<'g> {
 
     fn run(&self, plan: &Plan) -> Result<engine::Run> {
         plan.validate(self.graph)?;
+        if let Some(side) = self.config.post_side {
+            let g = self.graph;
+            if let Some(id) =
+                (0..g.nodes.len()).find(|&id| matches!(g.nodes[id].op, Op::Post(_)) && !plan.rows(g, id, side.other()).is_empty())
+            {
+                return Err(Error::Infeasible(format!(
+                    "the plan computes post-processing op '{}' on the {}, but it must run on the {}",
+                    g.nodes[id].name,
+                    side.other().name(),
+                    side.name()
+                )));
+            }
+        }
         let tasks = derive::derive(self, plan)?;
         if self.config.link.bandwidth <= 0.0
             && let Some(t) = tasks.transfers.first()
