@@ -58,6 +58,11 @@ pub struct BenchArgs {
     /// Methods, comma-separated: robot-only, server-only, layer, lop.
     #[arg(long, default_value = "robot-only,server-only,layer,lop")]
     pub methods: String,
+    /// Where the `--task` post-processing stage runs in LOP's plans: auto (each plan places it),
+    /// robot (the raw heads come down: what placing it gains) or server. Pinned, only `lop`
+    /// runs (the baselines' plans keep their own places): compare with a run without it.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub post_side: crate::plan::PostSide,
     /// Inferences per method.
     #[arg(long, default_value_t = 20)]
     pub requests: usize,
@@ -203,6 +208,14 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     let mut graph = args.model.load()?;
     args.input_wire.check(&graph)?;
+    if let Some(side) = args.post_side.side() {
+        anyhow::ensure!(
+            graph.nodes.iter().any(|n| matches!(n.op, lop::ops::Op::Post(_))),
+            "--post-side {} needs a --task with a post-processing stage (detect, pose, segment or occupancy); this model has none",
+            side.name()
+        );
+        anyhow::ensure!(methods == ["lop"], "--post-side {} pins LOP's plans only: run it with --methods lop", side.name());
+    }
     let tmp = std::env::temp_dir();
     let pdir = args.profile_dir.clone().unwrap_or_else(|| tmp.join("lop-profiles"));
     let (robot, server) = if args.synthetic_profiles {
@@ -244,7 +257,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         planner: PlannerConfig::default(),
         chunk_order: lop::sim::ChunkOrder::Wavefront,
         chunk_bounds: args.chunk_bounds.chunk_bounds(),
-        post_side: None,
+        post_side: args.post_side.side(),
     };
     let cfg = BenchConfig {
         model_id: graph.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_"),
@@ -400,7 +413,13 @@ fn print_report(
         .filter_map(|m| ordered.iter().find(|(n, _)| n == m))
         .map(|(_, r)| r.mean_ms)
         .fold(f64::INFINITY, f64::min);
-    let lop_ratio = ordered.iter().find(|(n, _)| *n == "lop").map(|(_, r)| r.mean_ms / best_other).filter(|r| r.is_finite());
+    // Only when some baseline ran (`--methods lop` alone has nothing to compare with).
+    let lop_ratio = ordered
+        .iter()
+        .find(|(n, _)| *n == "lop")
+        .filter(|_| best_other.is_finite())
+        .map(|(_, r)| r.mean_ms / best_other)
+        .filter(|r| r.is_finite());
     let trace = args.trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     // In the lop requests' buckets, simulated: LOP's plans and the server-pipelining bound
     // against the best baseline.
@@ -424,6 +443,7 @@ fn print_report(
             "energy": "modelled (power model), not measured",
             "methods": methods,
             "lop_vs_best_other": lop_ratio,
+            "post_side": args.post_side.side().map_or("auto", |s| s.name()),
             "lop_sim_vs_best_baseline_sim": lop_sim.map(|x| x.0),
             "bound_vs_best_baseline_sim": lop_sim.and_then(|x| x.1),
             "netns": run.netns,
@@ -465,7 +485,9 @@ fn print_report(
     }
     if let Some((plans, bound)) = lop_sim {
         let bound = bound.map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
-        println!("simulated in the lop requests' buckets, / best baseline: lop plans {plans:.3}, server-pipelining bound {bound}");
+        let pinned =
+            args.post_side.side().map_or_else(String::new, |s| format!(" (post-processing pinned to the {}, baselines too)", s.name()));
+        println!("simulated in the lop requests' buckets, / best baseline{pinned}: lop plans {plans:.3}, server-pipelining bound {bound}");
     }
     if let Some(n) = &run.netns {
         for (m, s) in &n.shaping {

@@ -252,3 +252,40 @@ fn bench_overhead_json() {
     assert!(ratio > 0.3 && ratio < 5.0, "{v}");
     assert!(num("max_rel_err") <= 1e-5, "{v}");
 }
+
+/// `--post-side robot` pins LOP's post-processing to the robot: the runtime then brings the raw
+/// heads down and decodes them there, still exactly; without `--methods lop`, or without a
+/// task, it is refused.
+#[test]
+fn bench_post_processing_pinned_to_the_robot() {
+    let _serial = serial();
+    let cache = scratch("post-robot");
+    let cache = cache.to_str().expect("utf8");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["bench", "zoo:yolo_det@64x64", "--trace", &trace(), "--requests", "2", "--json", "--synthetic-profiles"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--dilation", "8", "--buckets", "0:30:10", "--cache-dir", cache, "--post-side", "robot"].map(String::from));
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let v = json(&run_lop(&args(&["--task", "detect", "--methods", "lop"])));
+    assert_eq!(v["post_side"], "robot", "{v}");
+    let methods = v["methods"].as_object().expect("methods");
+    assert_eq!(methods.keys().collect::<Vec<_>>(), ["lop"], "{v}");
+    let lop = &methods["lop"];
+    assert_eq!(lop["fallbacks"], 0, "{v}");
+    assert!(lop["max_rel_err"].as_f64().is_some_and(|e| e <= 1e-5), "{v}");
+    // The raw heads, [1, 84, 84] floats, come down whole (bucket 0 runs robot-only: none).
+    assert!(lop["bytes_down"].as_f64().is_some_and(|b| b >= 84.0 * 84.0 * 4.0), "{v}");
+    assert!(v["lop_vs_best_other"].is_null(), "no baseline ran: {v}");
+    for (extra, says) in [
+        (&["--task", "detect"][..], "run it with --methods lop"),
+        (&["--methods", "lop"][..], "needs a --task with a post-processing stage"),
+    ] {
+        let out = run_lop(&args(extra));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says) && !err.contains("panicked"), "{extra:?}: {err}");
+    }
+}
