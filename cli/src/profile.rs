@@ -120,6 +120,27 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         eprintln!("layout {:<13} whole {:8.2} ms, 4 bands {:8.2} ms (undilated)", t.layout.name(), t.whole_s * 1e3, t.bands_s * 1e3);
     }
     profile.save(&args.out)?;
+    let slow = profile.slow_bands();
+    if !slow.is_empty() {
+        eprintln!(
+            "warning: {} op(s) took longer on a smaller band than on a larger one (a slow kernel path for small bands, or a busy \
+             machine: profile on a quiet one); the planner will avoid cutting them:",
+            slow.len()
+        );
+        for s in slow.iter().take(10) {
+            eprintln!(
+                "  {}: {} rows {:.2} ms, {} rows {:.2} ms (undilated)",
+                s.op,
+                s.rows,
+                s.seconds * 1e3,
+                s.more_rows,
+                s.more_seconds * 1e3
+            );
+        }
+        if slow.len() > 10 {
+            eprintln!("  and {} more", slow.len() - 10);
+        }
+    }
     let whole: f64 = profile.ops.iter().map(|o| o.fit.time(o.out_rows)).sum();
     eprintln!("profiled {} ops in {:.1} s", profile.ops.len(), started.elapsed().as_secs_f64());
     println!(

@@ -86,6 +86,16 @@ impl ProfileCache {
             return Err(Error::Input(format!("profile options name device {:?} but the graph is on {device:?}", opts.device)));
         }
         let prof = profile_graph(graph, inputs, opts, progress)?;
+        for s in prof.slow_bands() {
+            tracing::warn!(
+                op = %s.op,
+                rows = s.rows,
+                ms = s.seconds * 1e3,
+                more_rows = s.more_rows,
+                more_ms = s.more_seconds * 1e3,
+                "profile: a smaller band of this op took longer than a larger one (a slow kernel path for small bands, or a busy machine); the planner will avoid cutting it"
+            );
+        }
         std::fs::create_dir_all(&self.dir).map_err(|source| Error::Io { path: self.dir.clone(), source })?;
         let path = self.path(graph, hash, opts, device);
         prof.save(&path)?;

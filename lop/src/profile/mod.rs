@@ -146,6 +146,28 @@ pub struct OpProfile {
     pub fit: Fit,
 }
 
+/// A band size of an op that took longer than a larger band of the same op
+/// ([`Profile::slow_bands`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlowBand {
+    /// The op's name.
+    pub op: String,
+    /// Rows of the slow band.
+    pub rows: usize,
+    /// Its median seconds, as measured (undilated).
+    pub seconds: f64,
+    /// Rows of the larger band.
+    pub more_rows: usize,
+    /// Its median seconds, as measured (undilated).
+    pub more_seconds: f64,
+}
+
+/// A smaller band is slow when it takes this many times a larger band's time...
+pub const SLOW_BAND_FACTOR: f64 = 1.5;
+
+/// ...and at least this many more seconds (as measured): below it, timer and cache noise.
+pub const SLOW_BAND_FLOOR_S: f64 = 5e-4;
+
 /// Compute-time profile of one model on one side.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Profile {
@@ -222,6 +244,33 @@ impl Profile {
             layout_trials: Vec::new(),
             ops,
         })
+    }
+
+    /// Ops with a band that took at least [`SLOW_BAND_FACTOR`] times (and [`SLOW_BAND_FLOOR_S`]
+    /// more than) a larger band of the same op, the worst pair per op, in op order. Either the
+    /// backend took a slow path for small bands (libtorch's reference 3-d convolution, ten times
+    /// oneDNN's time per row, was one) or the machine was busy while they were timed. The
+    /// straight-line fit describes neither, and the planner then avoids cutting the op: worth a
+    /// warning that names it.
+    pub fn slow_bands(&self) -> Vec<SlowBand> {
+        let mut out = Vec::new();
+        for op in &self.ops {
+            let mut worst: Option<SlowBand> = None;
+            for (i, small) in op.samples.iter().enumerate() {
+                for large in op.samples[i + 1..].iter().filter(|l| l.rows > small.rows) {
+                    let (t, more) = (small.raw_median_s, large.raw_median_s);
+                    if t >= SLOW_BAND_FACTOR * more
+                        && t - more >= SLOW_BAND_FLOOR_S
+                        && worst.as_ref().is_none_or(|w| t / more > w.seconds / w.more_seconds)
+                    {
+                        worst =
+                            Some(SlowBand { op: op.name.clone(), rows: small.rows, seconds: t, more_rows: large.rows, more_seconds: more });
+                    }
+                }
+            }
+            out.extend(worst);
+        }
+        out
     }
 
     /// Checks the profile's own contents: version, dilation, and every sample and fit finite

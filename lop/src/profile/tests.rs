@@ -177,3 +177,23 @@ fn validation_rejects_other_models_missing_ops_and_bad_timings() {
     dil.dilation = 0.0;
     assert!(matches!(dil.check(), Err(Error::ProfileInvalid { node, .. }) if node == "dilation"));
 }
+
+#[test]
+fn bands_slower_than_larger_bands_are_named_worst_pair_per_op() {
+    let g = small_graph("slow");
+    let mut p = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 1e-4)).expect("profile");
+    let sample = |rows: usize, s: f64| Sample { rows, median_s: s * 3.0, raw_median_s: s, runs: 5 };
+    // A straight line, then the 3-d convolution's cliff (ms: 796 at 32 rows, 103 at 64), then
+    // a sub-millisecond op whose noise is below the floor.
+    p.ops[0].samples = vec![sample(8, 0.002), sample(16, 0.003), sample(32, 0.005)];
+    p.ops[1].samples = vec![sample(32, 0.7965), sample(64, 0.103), sample(128, 0.1957), sample(256, 0.4099)];
+    p.ops[2].samples = vec![sample(8, 3e-4), sample(16, 1e-4)];
+    let slow = p.slow_bands();
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    let s = &slow[0];
+    assert_eq!((s.op.as_str(), s.rows, s.more_rows), (p.ops[1].name.as_str(), 32, 64), "the worst pair, in raw seconds: {s:?}");
+    assert!((s.seconds - 0.7965).abs() < 1e-12 && (s.more_seconds - 0.103).abs() < 1e-12);
+    // Just under the factor: not slow.
+    p.ops[1].samples = vec![sample(32, 0.0149), sample(64, 0.010)];
+    assert!(p.slow_bands().is_empty());
+}
