@@ -179,6 +179,36 @@ fn pools_and_convs_in_3d_split_exactly() {
     assert_eq!(out.size(), [1, 3, 6, 5, 3]);
 }
 
+/// 3-d convolutions go to oneDNN directly on the CPU (`window::mkldnn_3d`): strided, padded,
+/// dilated and grouped, with a bias, split or whole, they equal libtorch's own `convolution`,
+/// which picks its kernel itself (an argument in the wrong place would differ).
+#[test]
+fn convs_in_3d_through_onednn_match_libtorch() {
+    let x = randn(&[1, 4, 14, 10, 6], 21);
+    assert_eq!(window::mkldnn_3d(&x), tch::utils::has_mkldnn(), "a 3-d float CPU input takes oneDNN where libtorch has it");
+    assert!(!window::mkldnn_3d(&randn(&[1, 4, 14, 10], 22)), "2-d stays with libtorch's choice");
+    for (stride, pad, dil, groups) in
+        [([1, 1, 1], [1, 1, 1], [1, 1, 1], 1), ([2, 1, 2], [2, 1, 0], [2, 1, 1], 2), ([1, 2, 1], [0, 3, 1], [1, 3, 1], 4)]
+    {
+        let w = randn(&[4, 4 / groups, 3, 3, 3], 23);
+        let bias = randn(&[4], 24);
+        let c = Conv {
+            weight: w.shallow_clone(),
+            bias: Some(bias.shallow_clone()),
+            strides: stride.to_vec(),
+            pads_begin: pad.to_vec(),
+            pads_end: pad.to_vec(),
+            dilations: dil.to_vec(),
+            output_padding: vec![0; 3],
+            groups: groups as usize,
+        };
+        let out = assert_splits_exact(&single(&[1, 4, 14, 10, 6], Op::Conv(c)), &[x.shallow_clone()], 1e-5);
+        let i = |v: [usize; 3]| v.map(|d| d as i64);
+        let reference = x.convolution(&w, Some(&bias), i(stride), i(pad), i(dil), false, [0i64; 3], groups);
+        assert!(max_rel(&out, &reference) < 1e-5, "stride {stride:?} pad {pad:?} dilation {dil:?} groups {groups}");
+    }
+}
+
 fn resize(mode: ResizeMode, coord: CoordMode, out: [usize; 4], scale: f32) -> Resize {
     Resize { mode, coord, out_shape: out.to_vec(), scales: vec![1.0, 1.0, scale, scale] }
 }

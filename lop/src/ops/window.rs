@@ -352,7 +352,7 @@ impl Conv {
 /// 17-22x slower than oneDNN (600 ms against 28-34 ms for 34 rows here), while the whole grid
 /// took oneDNN: bands cost ten times their share, and the planner rightly refused to cut them.
 /// Going to oneDNN for every band and the whole alike also makes both round alike.
-fn mkldnn_3d(x: &Tensor) -> bool {
+pub(super) fn mkldnn_3d(x: &Tensor) -> bool {
     x.dim() == 5 && x.device() == tch::Device::Cpu && x.kind() == Kind::Float && tch::utils::has_mkldnn()
 }
 
