@@ -208,12 +208,8 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     let mut graph = args.model.load()?;
     args.input_wire.check(&graph)?;
+    args.post_side.check(&graph)?;
     if let Some(side) = args.post_side.side() {
-        anyhow::ensure!(
-            graph.nodes.iter().any(|n| matches!(n.op, lop::ops::Op::Post(_))),
-            "--post-side {} needs a --task with a post-processing stage (detect, pose, segment or occupancy); this model has none",
-            side.name()
-        );
         anyhow::ensure!(methods == ["lop"], "--post-side {} pins LOP's plans only: run it with --methods lop", side.name());
     }
     let tmp = std::env::temp_dir();

@@ -69,6 +69,22 @@ impl PostSide {
             PostSide::Server => Some(lop::plan::Side::Server),
         }
     }
+
+    /// Refuses a pin on a model without a post-processing stage (shared by `lop plan` and
+    /// `lop bench`).
+    ///
+    /// # Errors
+    /// A pinned side on a graph with no `--task` stage, naming the flag.
+    pub fn check(self, graph: &lop::Graph) -> anyhow::Result<()> {
+        if let Some(side) = self.side() {
+            anyhow::ensure!(
+                graph.has_postprocess(),
+                "--post-side {} needs a --task with a post-processing stage (detect, pose, segment or occupancy); this model has none",
+                side.name()
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Profiles and link options shared by `lop plan` and `lop simulate`.
@@ -208,11 +224,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let buckets = parse_buckets(&args.buckets)?;
     anyhow::ensure!(args.budget >= 1, "--budget must be >= 1");
     let setup = args.setup.load()?;
-    anyhow::ensure!(
-        args.post_side == PostSide::Auto || setup.graph.nodes.iter().any(|n| matches!(n.op, lop::ops::Op::Post(_))),
-        "--post-side {} needs a --task with a post-processing stage (detect, pose, segment or occupancy); this model has none",
-        if args.post_side == PostSide::Robot { "robot" } else { "server" }
-    );
+    args.post_side.check(&setup.graph)?;
     let scale = match args.bandwidth_scale.as_str() {
         "auto" => auto_scale(&setup)?,
         v => v

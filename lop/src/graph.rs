@@ -209,6 +209,11 @@ impl Graph {
         !matches!(self.nodes[id].op, Op::Input | Op::Constant(_))
     }
 
+    /// Whether the graph ends in a post-processing stage ([`Op::Post`], from a `--task`).
+    pub fn has_postprocess(&self) -> bool {
+        self.nodes.iter().any(|n| matches!(n.op, Op::Post(_)))
+    }
+
     /// For every node, the nodes that consume it (in topological order, without duplicates).
     pub fn consumers(&self) -> Vec<Vec<NodeId>> {
         let mut out = vec![Vec::new(); self.nodes.len()];

@@ -291,8 +291,7 @@ impl ScheduleTable {
     /// # Errors
     /// Profiles that do not fit `graph`; a spec with a negative link or power.
     pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
-        let pinned_away =
-            self.spec.post_side == Some(crate::plan::Side::Robot) && graph.nodes.iter().any(|n| matches!(n.op, crate::ops::Op::Post(_)));
+        let pinned_away = self.spec.post_side == Some(crate::plan::Side::Robot) && graph.has_postprocess();
         self.per_bucket(graph, robot, server, |s| if pinned_away { None } else { s.server_pipeline_bound() })
     }
 
