@@ -1,7 +1,8 @@
 //! The fluid bound: a lower bound on the makespan of every plan the planner can express, robot
 //! bands included, that ignores what makes exact splitting hard (halos, kernel launches,
-//! per-message costs, latency, ordering) and keeps what no plan escapes: each side's compute,
-//! each direction's bytes, and the rows each side must hold to compute its band.
+//! most per-message costs and latency, ordering) and keeps what no plan escapes: each side's
+//! compute, each direction's bytes, the rows each side must hold to compute its band, and the
+//! message the server waits for before it can start.
 //!
 //! ## The relaxation
 //!
@@ -37,6 +38,21 @@
 //! the search's precision only decides how tight the bound is, never whether it holds; by LP
 //! duality its maximum is the fluid relaxation's optimum, `min` over fractional splits of the
 //! largest total.
+//!
+//! ## Latency
+//!
+//! Each resource's work also lies inside a shorter window than `[0, makespan]` in any plan in
+//! which the server computes something. Every server kernel reads rows that crossed the
+//! uplink (every live op depends on the graph input, which only the robot holds), so the
+//! server starts no sooner than one message can arrive: the link's latency and per-message
+//! overhead. And the uplink's last message still has to arrive, a latency after it was sent,
+//! having held the link for its overhead too. So such a plan takes at least the server's total
+//! plus latency and overhead, and at least the uplink's total plus the same; these leads
+//! (`Fluid::lead_s`) are added to those two totals in every cut's weighted sum, which stays a
+//! bound for the same reason as before. Only the plan in which the server computes nothing is
+//! left: the robot then computes every live op whole, so it takes at least the sum of their
+//! robot times, and the bound is the smaller of that and the relaxation's value. Where some
+//! live op does not depend on the input, there are no leads.
 //!
 //! ## Global ops are whole
 //!
@@ -74,8 +90,8 @@
 //! input), dropping where a row of slack on a large value costs more than its coupling gains
 //! (a ResNet's 1x1 stride-2 shortcut misses its input's last row). Edges whose slack exceeds
 //! `N_u / 64` rows (and one) are always dropped. Values that are not live (no graph output
-//! depends on them) are left out, as is everything the bound does not need (latency,
-//! overheads): a true lower bound.
+//! depends on them) are left out, as is everything the bound does not need (latency and
+//! overheads beyond the leads): a true lower bound.
 
 use super::Simulator;
 use crate::flow::Network;
@@ -217,6 +233,9 @@ struct Fluid<'s, 'g> {
     /// Whether the couplings with slack are kept (else dropped): each way gives a bound, and
     /// the bound is the larger of the two searches.
     keep_slack: bool,
+    /// Seconds each resource's total is certainly shifted by in a plan where the server computes
+    /// anything, `[robot, server, up, down]` (see "Latency" in the module docs).
+    lead_s: [f64; 4],
 }
 
 impl Fluid<'_, '_> {
@@ -226,6 +245,21 @@ impl Fluid<'_, '_> {
 
     fn is_input(&self, id: NodeId) -> bool {
         matches!(self.sim.graph().nodes[id].op, Op::Input)
+    }
+
+    /// The leads ("Latency" in the module docs): none where some live op does not depend on
+    /// the graph input (the server could compute it before anything arrives).
+    fn leads(&self) -> [f64; 4] {
+        let g = self.sim.graph();
+        let mut fed = vec![false; g.nodes.len()];
+        for id in 0..g.nodes.len() {
+            fed[id] = self.is_input(id) || (g.is_op(id) && g.nodes[id].inputs.iter().any(|&u| fed[u]));
+        }
+        if (0..g.nodes.len()).any(|id| self.live_op(id) && !fed[id]) {
+            return [0.0; 4];
+        }
+        let link = self.sim.config().link;
+        [0.0, link.latency_s + link.overhead_s, link.latency_s + link.overhead_s, 0.0]
     }
 
     fn whole(&self, side: Side, id: NodeId) -> f64 {
@@ -300,11 +334,13 @@ impl Fluid<'_, '_> {
         let dot = |w: &[f64; 4], t: &[f64; 4]| w.iter().zip(t).map(|(a, b)| a * b).sum::<f64>();
         let mut cuts: Vec<([f64; 4], Vec<bool>)> = Vec::new();
         let mut best: Option<(f64, [f64; 4], Vec<bool>)> = None;
+        let lead = self.lead_s;
         let mut eval = |w: [f64; 4], cuts: &mut Vec<([f64; 4], Vec<bool>)>, budget: &mut usize| {
             *budget = budget.saturating_sub(1);
-            // The bound is the cut's capacity, the minimum itself; its resource totals `t`
-            // (the same sum, split by resource) steer the search.
-            let (value, side) = self.cut(w, pins);
+            // The bound is the cut's capacity, the minimum itself, plus the weighted leads; its
+            // resource totals `t` (the same sum, split by resource) steer the search.
+            let (cut, side) = self.cut(w, pins);
+            let value = cut + dot(&w, &lead);
             let t = self.terms(&side);
             debug_assert!((value - dot(&w, &t)).abs() <= 1e-9 * value.abs().max(1e-12), "{value} vs {}", dot(&w, &t));
             if best.as_ref().is_none_or(|(b, _, _)| value > *b) {
@@ -381,7 +417,7 @@ impl Fluid<'_, '_> {
         }
     }
 
-    /// The four resource totals of the split a cut describes, seconds.
+    /// The four resource totals of the split a cut describes, each with its lead, seconds.
     fn terms(&self, side: &[bool]) -> [f64; 4] {
         let g = self.sim.graph();
         let n = g.nodes.len();
@@ -404,7 +440,7 @@ impl Fluid<'_, '_> {
             t[2] -= self.slack_s[0];
             t[3] -= self.slack_s[1];
         }
-        t
+        std::array::from_fn(|i| t[i] + self.lead_s[i])
     }
 }
 
@@ -429,6 +465,15 @@ impl Simulator<'_> {
                 fluid.keep_slack = false;
             }
         }
+        // The leads hold for plans in which the server computes something; the others compute
+        // every live op on the robot, at least one kernel each.
+        if fluid.lead_s != [0.0; 4] && self.config().post_side != Some(Side::Server) {
+            let robot_only: f64 =
+                (0..self.graph().nodes.len()).filter(|&id| fluid.live_op(id)).map(|id| fluid.whole(Side::Robot, id)).sum();
+            if robot_only < bound_s {
+                return Some(FluidBound { bound_s: robot_only, robot_s: robot_only, server_s: 0.0, up_s: 0.0, down_s: 0.0 });
+            }
+        }
         let [robot_s, server_s, up_s, down_s] = fluid.terms(&side);
         // The slack's correction is charged to every cut; a link the split leaves idle reads 0.
         Some(FluidBound { bound_s, robot_s, server_s, up_s: up_s.max(0.0), down_s: down_s.max(0.0) })
@@ -440,7 +485,8 @@ impl Simulator<'_> {
         if self.config().link.bandwidth <= 0.0 {
             return None;
         }
-        let mut fluid = Fluid { sim: self, edges: Vec::new(), slack_s: [0.0; 2], keep_slack: false };
+        let mut fluid = Fluid { sim: self, edges: Vec::new(), slack_s: [0.0; 2], keep_slack: false, lead_s: [0.0; 4] };
+        fluid.lead_s = fluid.leads();
         fluid.edges = (0..g.nodes.len())
             .filter(|&v| fluid.live_op(v))
             .flat_map(|v| g.nodes[v].inputs.iter().enumerate().map(move |(k, &u)| (u, v, k)))
@@ -593,6 +639,17 @@ mod tests {
         assert!(tight > 0.5, "the bound is far from every plan (best ratio {tight})");
     }
 
+    /// input u8 [1,1,16,4] (64 bytes) -> norm -> relu -> global mean (4 bytes).
+    fn norm_relu_mean() -> Graph {
+        let mut b = GraphBuilder::new("gchain");
+        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
+        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        let r = b.add("relu", Op::Unary(UnaryOp::Relu), &[n]).expect("relu");
+        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[r]).expect("mean");
+        b.output(m);
+        b.build().expect("graph")
+    }
+
     /// A global op runs whole on one side, so the bound may not mix robot-only and server-only
     /// across it. input u8 [1,1,16,4] (64 bytes) -> norm -> relu -> global mean: the robot takes
     /// 1 ms per op, the server nothing, the input takes 3 ms to upload and a float activation
@@ -600,13 +657,7 @@ mod tests {
     /// whole, every plan takes at least 18/7 ms.
     #[test]
     fn a_global_op_is_not_split_between_the_sides() {
-        let mut b = GraphBuilder::new("gchain");
-        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
-        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
-        let r = b.add("relu", Op::Unary(UnaryOp::Relu), &[n]).expect("relu");
-        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[r]).expect("mean");
-        b.output(m);
-        let g = b.build().expect("graph");
+        let g = norm_relu_mean();
         let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 0.0)).expect("robot");
         let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(0.0, 0.0)).expect("server");
         let link = Link { bandwidth: 64.0 / 3e-3, latency_s: 0.0, overhead_s: 0.0 };
@@ -624,6 +675,35 @@ mod tests {
             let cost = sim.cost(&plan).expect("cost");
             assert!(cost.makespan_s >= bound * (1.0 - 1e-9), "{} s below {bound} s", cost.makespan_s);
         }
+    }
+
+    /// The leads: with a server ten times faster than the robot, the best split is the
+    /// server's, limited by its compute and the upload (3 ms each); a latency of 1 ms and an
+    /// overhead of 0.1 ms per message raise the bound by exactly their sum (the server waits
+    /// for a first message; the last one still has to arrive). With a 50 ms latency, robot-only
+    /// (30 ms) is the only plan left below the raised value, and the bound is its time.
+    #[test]
+    fn latency_leads_the_server_and_the_uplink_but_not_robot_only() {
+        let g = norm_relu_mean();
+        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-2, 0.0)).expect("robot");
+        let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 0.0)).expect("server");
+        let bound_at = |latency_s: f64, overhead_s: f64| {
+            let link = Link { bandwidth: 64.0 / 3e-3, latency_s, overhead_s };
+            let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
+            let bound = sim.fluid_bound().expect("a link");
+            for plan in [Plan::robot_only(&g, 8), Plan::server_only(&g, 8), Plan::even(&g, 8)] {
+                let cost = sim.cost(&plan).expect("cost");
+                assert!(cost.makespan_s >= bound * (1.0 - 1e-9), "{} s below {bound} s", cost.makespan_s);
+            }
+            (bound, sim.cost(&Plan::robot_only(&g, 8)).expect("robot-only").makespan_s)
+        };
+        let (free, _) = bound_at(0.0, 0.0);
+        assert!((free - 3e-3).abs() < 1e-3 * 3e-3, "no latency: {free} s");
+        let (led, _) = bound_at(1e-3, 1e-4);
+        assert!((led - free - 1.1e-3).abs() < 1e-3 * led, "1 ms latency, 0.1 ms overhead: {led} s against {free} s");
+        let (far, robot_only) = bound_at(5e-2, 0.0);
+        assert!((robot_only - 3e-2).abs() < 1e-12, "robot-only takes {robot_only} s");
+        assert!((far - robot_only).abs() < 1e-9 * robot_only, "50 ms latency: {far} s, robot-only {robot_only} s");
     }
 
     /// A step-2 row slice (YOLOX's Focus) reads its input's rows but for one: the coupling is
