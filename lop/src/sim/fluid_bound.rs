@@ -52,7 +52,8 @@
 //! bound for the same reason as before. Only the plan in which the server computes nothing is
 //! left: the robot then computes every live op whole, so it takes at least the sum of their
 //! robot times, and the bound is the smaller of that and the relaxation's value. Where some
-//! live op does not depend on the input, there are no leads.
+//! live op does not depend on the input, or has an output row that reads no input row (a
+//! convolution padded past its kernel), there are no leads.
 //!
 //! ## Global ops are whole
 //!
@@ -247,15 +248,21 @@ impl Fluid<'_, '_> {
         matches!(self.sim.graph().nodes[id].op, Op::Input)
     }
 
-    /// The leads ("Latency" in the module docs): none where some live op does not depend on
-    /// the graph input (the server could compute it before anything arrives).
+    /// The leads ("Latency" in the module docs): none where the server could compute a kernel
+    /// before anything arrives: a live op that does not depend on the graph input, or an
+    /// output row that reads no row of any input (a convolution padded past its kernel).
     fn leads(&self) -> [f64; 4] {
         let g = self.sim.graph();
         let mut fed = vec![false; g.nodes.len()];
         for id in 0..g.nodes.len() {
             fed[id] = self.is_input(id) || (g.is_op(id) && g.nodes[id].inputs.iter().any(|&u| fed[u]));
         }
-        if (0..g.nodes.len()).any(|id| self.live_op(id) && !fed[id]) {
+        let reads_nothing = |id: NodeId| {
+            (0..g.nodes[id].info.rows().max(1)).any(|r| {
+                (0..g.nodes[id].inputs.len()).all(|k| matches!(g.footprint(id, k, &(r..r + 1)), Footprint::Rows(f) if f.is_empty()))
+            })
+        };
+        if (0..g.nodes.len()).any(|id| self.live_op(id) && (!fed[id] || reads_nothing(id))) {
             return [0.0; 4];
         }
         let link = self.sim.config().link;
@@ -675,6 +682,37 @@ mod tests {
             let cost = sim.cost(&plan).expect("cost");
             assert!(cost.makespan_s >= bound * (1.0 - 1e-9), "{} s below {bound} s", cost.makespan_s);
         }
+    }
+
+    /// No leads where an output row reads nothing: a 1x1 convolution padded by one row computes
+    /// its first and last rows from padding alone, so the server could start at once.
+    #[test]
+    fn no_leads_where_a_row_reads_nothing() {
+        let padded = |pad: usize| {
+            let mut b = GraphBuilder::new(format!("pad{pad}"));
+            let x = b.input("x", vec![1, 1, 8, 4], DType::U8);
+            let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+            let conv = crate::ops::Conv {
+                weight: tch::Tensor::ones([1, 1, 1, 1], (tch::Kind::Float, tch::Device::Cpu)),
+                bias: None,
+                strides: vec![1, 1],
+                pads_begin: vec![pad, 0],
+                pads_end: vec![pad, 0],
+                dilations: vec![1, 1],
+                output_padding: vec![0, 0],
+                groups: 1,
+            };
+            let c = b.add("conv", Op::Conv(conv), &[n]).expect("conv");
+            b.output(c);
+            let g = b.build().expect("graph");
+            let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-2, 0.0)).expect("robot");
+            let server = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 0.0)).expect("server");
+            let link = Link { bandwidth: 32.0 / 3e-3, latency_s: 1e-3, overhead_s: 0.0 };
+            let sim = Simulator::new(&g, &robot, &server, SimConfig { link, ..SimConfig::default() }).expect("sim");
+            sim.fluid().expect("a link").lead_s
+        };
+        assert_eq!(padded(0), [0.0, 1e-3, 1e-3, 0.0]);
+        assert_eq!(padded(1), [0.0; 4]);
     }
 
     /// The leads: with a server ten times faster than the robot, the best split is the
