@@ -215,6 +215,31 @@ pub fn auto_scale(s: &Setup) -> anyhow::Result<f64> {
     lop::planner::auto_bandwidth_scale(&s.graph, &s.robot, &s.server).context("--bandwidth-scale auto")
 }
 
+/// Means over the buckets with a link (bandwidth above 0) of LOSS, the fluid bound and the
+/// server-pipelining bound, each over the bucket's best baseline: since every bucket's LOSS is
+/// at least its fluid bound, the second mean is the least the first can be for this model,
+/// profiles and link (a target below it is out of reach). `null` where no bucket has a link;
+/// a bound's mean is `null` where some bucket lacks it.
+fn mean_ratios(rows: &[serde_json::Value]) -> serde_json::Value {
+    let linked: Vec<&serde_json::Value> = rows.iter().filter(|r| r["bucket_mb_s"].as_f64().is_some_and(|b| b > 0.0)).collect();
+    let best = |r: &serde_json::Value| {
+        ["robot-only", "server-only", "layer"].iter().filter_map(|k| r["makespan_ms"][*k].as_f64()).fold(f64::INFINITY, f64::min)
+    };
+    let mean = |value: &dyn Fn(&serde_json::Value) -> Option<f64>| {
+        let ratios: Option<Vec<f64>> = linked.iter().map(|r| value(r).map(|v| v / best(r))).collect();
+        ratios.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    if linked.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "buckets": linked.len(),
+        "lop_over_best": mean(&|r| r["makespan_ms"]["lop"].as_f64()),
+        "fluid_over_best": mean(&|r| r["fluid_bound_ms"].as_f64()),
+        "pipeline_over_best": mean(&|r| r["server_pipeline_bound_ms"].as_f64()),
+    })
+}
+
 /// Builds (or loads from the cache) the table, writes it, prints the summary.
 ///
 /// # Errors
@@ -316,6 +341,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    let means = mean_ratios(&rows);
     let summary = serde_json::json!({
         "model": table.model,
         "table": args.out.display().to_string(),
@@ -330,6 +356,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         "chunk_order": spec.chunk_order,
         "chunk_bounds": spec.chunk_bounds,
         "post_side": spec.post_side.map_or("auto", |s| s.name()),
+        "mean_ratios": means,
         "buckets": rows,
     });
     if args.json {
@@ -345,6 +372,17 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                 r["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN),
                 bound("server_pipeline_bound_ms"),
                 bound("fluid_bound_ms")
+            );
+        }
+        if let Some(m) = means.as_object() {
+            let f = |k: &str| m[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+            println!(
+                "over the {} buckets with a link, LOSS / best baseline averages {}; no table can average below {} (fluid bound / \
+                 best), nor a plan that leaves the robot no rows below {} (server-pipelining bound / best)",
+                m["buckets"],
+                f("lop_over_best"),
+                f("fluid_over_best"),
+                f("pipeline_over_best")
             );
         }
         println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());

@@ -252,6 +252,20 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
             assert!(b["server_pipeline_bound_ms"].is_null() && b["fluid_bound_ms"].is_null(), "no link, no bound: {b}");
         }
     }
+    // The means over the buckets with a link: LOSS / best can average no lower than the fluid
+    // bound / best, and both are recomputed here from the buckets.
+    let m = &v["mean_ratios"];
+    let linked: Vec<&serde_json::Value> = buckets.iter().filter(|b| b["bucket_mb_s"].as_f64() > Some(0.0)).collect();
+    let best = |b: &serde_json::Value| {
+        ["robot-only", "server-only", "layer"].iter().filter_map(|k| b["makespan_ms"][*k].as_f64()).fold(f64::INFINITY, f64::min)
+    };
+    let mean = |key: &dyn Fn(&serde_json::Value) -> f64| linked.iter().map(|b| key(b) / best(b)).sum::<f64>() / linked.len() as f64;
+    assert_eq!(m["buckets"], linked.len());
+    let (lop_mean, fluid_mean) = (m["lop_over_best"].as_f64().expect("lop"), m["fluid_over_best"].as_f64().expect("fluid"));
+    assert!((lop_mean - mean(&|b| b["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN))).abs() < 1e-9, "{m}");
+    assert!((fluid_mean - mean(&|b| b["fluid_bound_ms"].as_f64().unwrap_or(f64::NAN))).abs() < 1e-9, "{m}");
+    assert!(fluid_mean > 0.0 && fluid_mean <= lop_mean && lop_mean <= 1.0 + 1e-9, "{m}");
+    assert!(m["pipeline_over_best"].as_f64().is_some(), "{m}");
     let (again, table_again) = plan("b.table");
     assert_eq!(again["cache"], "hit");
     assert_eq!(table, table_again, "same inputs, byte-identical table");
