@@ -975,9 +975,15 @@ class Harness:
             # Fast DDS, lop_robot's writer may match its reader after rclpy has seen that reader
             # (discovery is pairwise), and then it hears of none of the frames above (seen in two
             # full test runs; the test passed alone). More inferences must then bring samples.
-            log(f"{len(self.power.snapshot()[0])} /lop/power samples after the frames above: 3 more frames")
+            # lop_power publishes at most one sample per 1 / publish_hz (10 Hz) of readings, and
+            # the power model reads only while inferences run: three frames back to back span
+            # one window (one sample, seen in a full run), so four go 0.3 s apart (forced down
+            # this path, they brought 3 samples at 0.25 s apart, 4 at 0.3 s).
+            log(f"{len(self.power.snapshot()[0])} /lop/power samples after the frames above: 4 more frames, 0.3 s apart")
             frame, tensor = spare
-            self.exact_frames([(frame, tensor, 300 + k, f"cam_power_{k}") for k in range(3)], 0)
+            for k in range(4):
+                self.exact_frames([(frame, tensor, 300 + k, f"cam_power_{k}")], 0)
+                time.sleep(0.3)
             check(self.power.wait_for(lambda msgs: len(msgs) >= 3, 10.0), "no /lop/power samples from lop_power (r2r)")
         p = self.power.snapshot()[0][-1][3]
         check(p.modelled and p.total_w > 0, f"/lop/power sample {p.total_w} W, modelled {p.modelled}")
