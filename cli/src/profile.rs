@@ -120,6 +120,13 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         eprintln!("layout {:<13} whole {:8.2} ms, 4 bands {:8.2} ms (undilated)", t.layout.name(), t.whole_s * 1e3, t.bands_s * 1e3);
     }
     profile.save(&args.out)?;
+    let retaken = profile.ops.iter().flat_map(|o| &o.samples).filter(|s| s.retakes > 0).count();
+    if retaken > 0 {
+        eprintln!(
+            "timed {retaken} band size(s) again: their medians disagreed with their op's other sizes (a busy machine); kept the \
+             least median (`retakes` in the profile)"
+        );
+    }
     let slow = profile.slow_bands();
     if !slow.is_empty() {
         eprintln!(

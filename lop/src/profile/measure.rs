@@ -138,10 +138,10 @@ fn inconsistent(samples: &[(usize, f64)]) -> Vec<usize> {
 /// ([`inconsistent`]) are timed again, up to [`RETAKES`] rounds, keeping the least median (a
 /// busy machine only ever adds time). A size that stays slow, a slower kernel path for small
 /// bands (as 3-d convolutions had), keeps its time, and [`Profile::slow_bands`] names it.
-/// Returns (rows, median) per size and how many sizes were timed again.
-fn sample_sizes(sizes: &[usize], mut median_of: impl FnMut(usize) -> Result<f64>) -> Result<(Vec<(usize, f64)>, usize)> {
+/// Returns (rows, median, times it was timed again) per size.
+fn sample_sizes(sizes: &[usize], mut median_of: impl FnMut(usize) -> Result<f64>) -> Result<Vec<(usize, f64, usize)>> {
     let mut out = sizes.iter().map(|&rows| Ok((rows, median_of(rows)?))).collect::<Result<Vec<_>>>()?;
-    let mut retimed = 0;
+    let mut retakes = vec![0; out.len()];
     for _ in 0..RETAKES {
         let suspects = inconsistent(&out);
         if suspects.is_empty() {
@@ -150,10 +150,10 @@ fn sample_sizes(sizes: &[usize], mut median_of: impl FnMut(usize) -> Result<f64>
         for i in suspects {
             let again = median_of(out[i].0)?;
             out[i].1 = out[i].1.min(again);
-            retimed += 1;
+            retakes[i] += 1;
         }
     }
-    Ok((out, retimed))
+    Ok(out.into_iter().zip(retakes).map(|((rows, t), n)| (rows, t, n)).collect())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -338,14 +338,14 @@ pub fn profile_graph(
             }
             Ok(median(times))
         };
-        let (medians, retimed) = sample_sizes(&band_sizes(node.info.rows(), opts.units, local), time_band)?;
+        let samples: Vec<Sample> = sample_sizes(&band_sizes(node.info.rows(), opts.units, local), time_band)?
+            .into_iter()
+            .map(|(rows, raw, retakes)| Sample { rows, median_s: raw * opts.dilation, raw_median_s: raw, runs: opts.runs, retakes })
+            .collect();
+        let retimed = samples.iter().filter(|s| s.retakes > 0).count();
         if retimed > 0 {
             tracing::info!(op = %node.name, retimed, "band sizes timed again: their medians disagreed with the op's other sizes");
         }
-        let samples: Vec<Sample> = medians
-            .into_iter()
-            .map(|(rows, raw)| Sample { rows, median_s: raw * opts.dilation, raw_median_s: raw, runs: opts.runs })
-            .collect();
         let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.rows as f64, s.median_s)).collect();
         ops.push(OpProfile {
             id,
@@ -430,23 +430,23 @@ mod tests {
     fn a_contended_size_is_timed_again_and_a_slow_path_keeps_its_time() {
         // The first timing of 40 rows was contended; timed again it agrees with the others.
         let mut calls = Vec::new();
-        let (out, retimed) = sample_sizes(&[10, 20, 40], |rows| {
+        let out = sample_sizes(&[10, 20, 40], |rows| {
             calls.push(rows);
             Ok(if rows == 40 && calls.iter().filter(|&&r| r == 40).count() == 1 { 16e-3 } else { rows as f64 * 1e-5 })
         })
         .expect("timed");
-        assert_eq!(out, vec![(10, 1e-4), (20, 2e-4), (40, 4e-4)]);
-        assert_eq!((retimed, calls), (1, vec![10, 20, 40, 40]));
+        assert_eq!(out, vec![(10, 1e-4, 0), (20, 2e-4, 0), (40, 4e-4, 1)]);
+        assert_eq!(calls, vec![10, 20, 40, 40]);
         // A small band that is slow every time (a reference kernel for small bands) keeps its
         // time after the retakes, and is timed no more than that.
         let mut count = 0;
-        let (out, retimed) = sample_sizes(&[1, 8], |rows| {
+        let out = sample_sizes(&[1, 8], |rows| {
             count += 1;
             Ok(if rows == 1 { 5e-3 } else { 1e-3 })
         })
         .expect("timed");
-        assert_eq!(out, vec![(1, 5e-3), (8, 1e-3)]);
-        assert_eq!((retimed, count), (RETAKES, 2 + RETAKES));
+        assert_eq!(out, vec![(1, 5e-3, RETAKES), (8, 1e-3, 0)]);
+        assert_eq!(count, 2 + RETAKES);
         // A failing timing is an error, not a sample.
         assert!(sample_sizes(&[1, 8], |_| Err(crate::error::Error::Input("no".into()))).is_err());
     }

@@ -63,6 +63,14 @@ pub struct Sample {
     pub raw_median_s: f64,
     /// Timed runs the median is over.
     pub runs: usize,
+    /// How many more times this size was timed because its median disagreed with the op's
+    /// other sizes (a busy machine); the least median is kept. 0 in older profiles.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retakes: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Least-squares time model `time(rows) = a + b * rows`, clamped so that neither coefficient is

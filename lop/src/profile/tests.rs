@@ -182,7 +182,7 @@ fn validation_rejects_other_models_missing_ops_and_bad_timings() {
 fn bands_slower_than_larger_bands_are_named_worst_pair_per_op() {
     let g = small_graph("slow");
     let mut p = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-3, 1e-4)).expect("profile");
-    let sample = |rows: usize, s: f64| Sample { rows, median_s: s * 3.0, raw_median_s: s, runs: 5 };
+    let sample = |rows: usize, s: f64| Sample { rows, median_s: s * 3.0, raw_median_s: s, runs: 5, retakes: 0 };
     // A straight line, then the 3-d convolution's cliff (ms: 796 at 32 rows, 103 at 64), then
     // a sub-millisecond op whose noise is below the floor.
     p.ops[0].samples = vec![sample(8, 0.002), sample(16, 0.003), sample(32, 0.005)];
