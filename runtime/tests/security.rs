@@ -54,18 +54,6 @@ async fn put(session: &zenoh::Session, key: &str, byte: u8) {
     session.put(key, vec![byte]).congestion_control(CongestionControl::Block).await.unwrap();
 }
 
-/// Waits up to 10 s for `ok`; false when it never held.
-async fn eventually(mut ok: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    while !ok() {
-        if t0.elapsed() > Duration::from_secs(10) {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    true
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_ones() {
     // One at a time with the binary's other process-starting tests (tests/all.rs).
@@ -113,15 +101,9 @@ async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_o
         (count(&at_edge, "lop/v1/r1/up"), count(&r1_loads, "lop/v1/edge/gpu-1/load"), count(&r2_own, "lop/v1/r2/down"));
 
     // Each denied put goes out before an allowed one on the same session and priority, so once
-    // the allowed ones have arrived, a denied one that got through would have arrived too.
-    for i in 0..5u8 {
-        put(&r1, "lop/v1/r2/up", i).await; // another robot's uplink
-        put(&r1, "lop/v1/r2/hello", i).await; // a Hello in another robot's name
-        put(&r1, "lop/v1/edge/e1/load", i).await; // posing as an edge
-        put(&r1, "lop/v1/r1/up", i).await;
-        put(&edge, "lop/v1/r2/down", i).await; // r1 listens here too
-        put(&edge, "lop/v1/edge/gpu-1/load", i).await;
-    }
+    // the allowed ones have arrived, a denied one that got through would have arrived too. Rounds
+    // repeat until 5 of each allowed put have arrived: a link that reconnects after the warm-up
+    // (seen once in CI: r1 heard none of one round's load reports) loses a round, not the test.
     let arrived = || {
         (
             count(&at_edge, "lop/v1/r1/up") - up0,
@@ -129,12 +111,30 @@ async fn an_authenticated_robot_reaches_only_its_own_keys_and_the_edges_public_o
             count(&r1_loads, "lop/v1/edge/gpu-1/load") - loads0,
         )
     };
-    let all_five = eventually(|| {
-        let a = arrived();
-        a.0 >= 5 && a.1 >= 5 && a.2 >= 5
-    })
-    .await;
-    assert!(all_five, "r1's own traffic: of 5 puts each, arrived (r1/up at the edge, r2/down at r2, load at r1) = {:?}", arrived());
+    let t0 = Instant::now();
+    let mut rounds = 0u32;
+    while rounds < 200 && t0.elapsed() < Duration::from_secs(20) {
+        let i = (rounds % 256) as u8;
+        put(&r1, "lop/v1/r2/up", i).await; // another robot's uplink
+        put(&r1, "lop/v1/r2/hello", i).await; // a Hello in another robot's name
+        put(&r1, "lop/v1/edge/e1/load", i).await; // posing as an edge
+        put(&r1, "lop/v1/r1/up", i).await;
+        put(&edge, "lop/v1/r2/down", i).await; // r1 listens here too
+        put(&edge, "lop/v1/edge/gpu-1/load", i).await;
+        rounds += 1;
+        if rounds >= 5 {
+            let a = arrived();
+            if a.0 >= 5 && a.1 >= 5 && a.2 >= 5 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let a = arrived();
+    assert!(
+        a.0 >= 5 && a.1 >= 5 && a.2 >= 5,
+        "r1's own traffic: after {rounds} rounds, arrived (r1/up at the edge, r2/down at r2, load at r1) = {a:?}"
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let edge_heard = at_edge.keys();
     for denied in ["lop/v1/r2/up", "lop/v1/r2/hello", "lop/v1/edge/e1/load"] {
