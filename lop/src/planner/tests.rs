@@ -151,6 +151,15 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     let (b, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
     assert_eq!(a.to_json(), b.to_json(), "same inputs and seed, same bytes");
     assert_eq!(a.entries[0].method, "robot-only", "bucket 0 has no link");
+    // Each bucket's own bandwidth selects it, also a few ULPs below (serde_json may read the
+    // table's scale one ULP off, and `lop simulate --bandwidth` divides a bucket's printed
+    // bandwidth by it: 30 came out as 29.999999999999996, and bucket 29's plan was simulated).
+    for e in &a.entries {
+        let just_below = e.bucket_mb_s * (1.0 - 4.0 * f64::EPSILON);
+        assert_eq!(a.lookup(just_below).map(|x| x.bucket_mb_s), Some(e.bucket_mb_s));
+    }
+    assert_eq!(a.lookup(4.99).map(|x| x.bucket_mb_s), Some(2.0), "a real gap below a bucket is the bucket under it");
+    assert_eq!(a.lookup(100.0).map(|x| x.bucket_mb_s), Some(10.0));
     // Yardsticks: LOSS is never worse than the best latency baseline; server-only is a plan the
     // server-pipelining bound covers; bucket 0 (no link) has no bound.
     let bounds = a.pipeline_bounds(&g, &r, &s).expect("bounds");
