@@ -33,4 +33,19 @@ mod tests {
         assert_eq!(json_content_hash(&a, 12), json_content_hash(&b, 12));
         assert_ne!(json_content_hash(&a, 12), json_content_hash(&vec![0.3001f64, 1.0], 12));
     }
+
+    /// Profiles and tables are JSON: every float must read back as it was written (serde_json's
+    /// `float_roundtrip`; without it about one in ten came back a ULP off).
+    #[test]
+    fn floats_read_back_bitwise() {
+        let mut rng = crate::rng::Rng::new(7);
+        let off = (0..20_000)
+            .filter(|_| {
+                let x = rng.unit() * 10f64.powi(rng.below(13) as i32 - 6);
+                let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap_or_default()).unwrap_or(f64::NAN);
+                back.to_bits() != x.to_bits()
+            })
+            .count();
+        assert_eq!(off, 0, "{off} of 20000 floats read back changed");
+    }
 }

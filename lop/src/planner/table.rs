@@ -324,8 +324,9 @@ impl ScheduleTable {
     /// The entry for a bandwidth: the highest bucket not above `mb_s` (bucket values), or the
     /// lowest bucket. A bandwidth within a relative `1e-9` below a bucket counts as that bucket:
     /// a bucket's own bandwidth in MB/s (its value times the table's scale, as `lop plan --json`
-    /// prints it) divided by the scale again can come out a rounding error below the bucket, and
-    /// must not select the bucket under it.
+    /// prints it) divided by the scale again can come out a rounding error below the bucket
+    /// (with a scale read a ULP off, 30 came back as 29.999999999999996), and must not select the
+    /// bucket under it.
     pub fn lookup(&self, mb_s: f64) -> Option<&BucketEntry> {
         let reach = mb_s + mb_s.abs() * 1e-9;
         self.entries.iter().rfind(|e| e.bucket_mb_s <= reach).or(self.entries.first())

@@ -151,9 +151,9 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     let (b, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
     assert_eq!(a.to_json(), b.to_json(), "same inputs and seed, same bytes");
     assert_eq!(a.entries[0].method, "robot-only", "bucket 0 has no link");
-    // Each bucket's own bandwidth selects it, also a few ULPs below (serde_json may read the
-    // table's scale one ULP off, and `lop simulate --bandwidth` divides a bucket's printed
-    // bandwidth by it: 30 came out as 29.999999999999996, and bucket 29's plan was simulated).
+    // Each bucket's own bandwidth selects it, also a few ULPs below (`lop simulate --bandwidth`
+    // divides a bucket's printed bandwidth by the scale: with the scale read one ULP off, 30 came
+    // out as 29.999999999999996, and bucket 29's plan was simulated).
     for e in &a.entries {
         let just_below = e.bucket_mb_s * (1.0 - 4.0 * f64::EPSILON);
         assert_eq!(a.lookup(just_below).map(|x| x.bucket_mb_s), Some(e.bucket_mb_s));
