@@ -219,24 +219,22 @@ pub fn auto_scale(s: &Setup) -> anyhow::Result<f64> {
 /// server-pipelining bound, each over the bucket's best baseline: since every bucket's LOSS is
 /// at least its fluid bound, the second mean is the least the first can be for this model,
 /// profiles and link (a target below it is out of reach). `null` where no bucket has a link;
-/// a bound's mean is `null` where some bucket lacks it.
-fn mean_ratios(rows: &[serde_json::Value]) -> serde_json::Value {
-    let linked: Vec<&serde_json::Value> = rows.iter().filter(|r| r["bucket_mb_s"].as_f64().is_some_and(|b| b > 0.0)).collect();
-    let best = |r: &serde_json::Value| {
-        ["robot-only", "server-only", "layer"].iter().filter_map(|k| r["makespan_ms"][*k].as_f64()).fold(f64::INFINITY, f64::min)
-    };
-    let mean = |value: &dyn Fn(&serde_json::Value) -> Option<f64>| {
-        let ratios: Option<Vec<f64>> = linked.iter().map(|r| value(r).map(|v| v / best(r))).collect();
-        ratios.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
-    };
+/// a mean is `null` where some bucket lacks its value. `pipeline` and `fluid` are per entry,
+/// seconds.
+fn mean_ratios(entries: &[lop::planner::BucketEntry], pipeline: &[Option<f64>], fluid: &[Option<f64>]) -> serde_json::Value {
+    let linked: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].bucket_mb_s > 0.0).collect();
     if linked.is_empty() {
         return serde_json::Value::Null;
     }
+    let mean = |value: &dyn Fn(usize) -> Option<f64>| {
+        let ratios: Option<Vec<f64>> = linked.iter().map(|&i| Some(value(i)? / entries[i].best_baseline_s()?)).collect();
+        ratios.map(|v| v.iter().sum::<f64>() / v.len() as f64)
+    };
     serde_json::json!({
         "buckets": linked.len(),
-        "lop_over_best": mean(&|r| r["makespan_ms"]["lop"].as_f64()),
-        "fluid_over_best": mean(&|r| r["fluid_bound_ms"].as_f64()),
-        "pipeline_over_best": mean(&|r| r["server_pipeline_bound_ms"].as_f64()),
+        "lop_over_best": mean(&|i| entries[i].makespan_s),
+        "fluid_over_best": mean(&|i| fluid.get(i).copied().flatten()),
+        "pipeline_over_best": mean(&|i| pipeline.get(i).copied().flatten()),
     })
 }
 
@@ -341,7 +339,8 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let means = mean_ratios(&rows);
+    let fluid_s: Vec<Option<f64>> = fluid.iter().map(|f| f.map(|f| f.bound_s)).collect();
+    let means = mean_ratios(&table.entries, &bounds, &fluid_s);
     let summary = serde_json::json!({
         "model": table.model,
         "table": args.out.display().to_string(),
