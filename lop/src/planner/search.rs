@@ -294,6 +294,40 @@ impl Search<'_, '_> {
     }
 }
 
+impl<'a, 'g> Search<'a, 'g> {
+    fn new(sim: &'a Simulator<'g>, obj: Objective, cfg: &'a PlannerConfig) -> Search<'a, 'g> {
+        let g = sim.graph();
+        let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+        let mut consumers = vec![Vec::new(); g.nodes.len()];
+        for &id in &ops {
+            for &i in &g.nodes[id].inputs {
+                consumers[i].push(id);
+            }
+        }
+        let per_elem = sim.config().input_bytes_per_element;
+        let input_bytes = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, Op::Input))
+            .map(|n| per_elem.map_or(n.info.bytes_of_rows(n.info.rows()), |b| n.info.numel() * b))
+            .sum();
+        Search { sim, obj, cfg, ops, consumers, input_bytes, evals: 0, started: Instant::now(), timed_out: false }
+    }
+}
+
+/// LNS alone, from `plan`: the plan it ends at if `plan` passed the rules, and the
+/// simulations it ran. Polishes a plan a neighbouring bucket lent
+/// ([`super::table`]'s lending), which the bucket's own search never started from.
+pub(super) fn polish(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, plan: Plan) -> Result<(Option<(Plan, Cost)>, usize)> {
+    let mut s = Search::new(sim, obj, cfg);
+    if s.ops.is_empty() {
+        return Ok((None, 0));
+    }
+    let Some(start) = s.eval(plan)? else { return Ok((None, s.evals)) };
+    let best = s.lns(start)?;
+    Ok((Some((best.plan, best.cost)), s.evals))
+}
+
 /// Runs seeds, beam and LNS over plans with [`Plan::last_cut_aligned`] as given; the best plan
 /// that passed the rules.
 pub(super) fn run(
@@ -303,22 +337,7 @@ pub(super) fn run(
     baselines: &[Candidate],
     last_cut_aligned: bool,
 ) -> Result<Found> {
-    let g = sim.graph();
-    let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
-    let mut consumers = vec![Vec::new(); g.nodes.len()];
-    for &id in &ops {
-        for &i in &g.nodes[id].inputs {
-            consumers[i].push(id);
-        }
-    }
-    let per_elem = sim.config().input_bytes_per_element;
-    let input_bytes = g
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.op, Op::Input))
-        .map(|n| per_elem.map_or(n.info.bytes_of_rows(n.info.rows()), |b| n.info.numel() * b))
-        .sum();
-    let mut s = Search { sim, obj, cfg, ops, consumers, input_bytes, evals: 0, started: Instant::now(), timed_out: false };
+    let mut s = Search::new(sim, obj, cfg);
     if s.ops.is_empty() {
         return Ok(Found { best: None, evaluations: 0, hit_time_limit: false });
     }

@@ -200,6 +200,45 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A bucket whose own plan is poor takes a better plan from a neighbouring bucket (and
+/// polishes it), and no bucket ends worse than it started.
+#[test]
+fn a_bucket_takes_a_better_plan_from_its_neighbours() {
+    let g = random_dag(11, 9);
+    let (r, s) = profiles(&g, 11, 10.0);
+    let sp = spec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let (planned, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
+    // Bucket 3 MB/s forgets its plan and holds robot-only, far slower with this server.
+    let mut entries = planned.entries.clone();
+    let poor = Plan::robot_only(&g, sp.planner.units);
+    let sim_at = |b: f64| Simulator::new(&g, &r, &s, sp.sim_config(b)).expect("sim");
+    let poor_s = sim_at(3.0).cost(&poor).expect("robot-only").makespan_s;
+    entries[2].plan = poor.clone();
+    entries[2].plan_hash = poor.hash();
+    entries[2].method = "robot-only".into();
+    entries[2].makespan_s = Some(poor_s);
+    let before: Vec<f64> = entries.iter().map(|e| e.makespan_s.expect("feasible")).collect();
+    table::lend_plans(&g, &r, &s, &sp, &mut entries).expect("lend");
+    let sim = sim_at(3.0);
+    let taken = &entries[2];
+    let neighbours_best = [0, 1, 3, 4, 5]
+        .iter()
+        .map(|&j| sim.cost(&planned.entries[j].plan).expect("a neighbour's plan runs here").makespan_s)
+        .fold(f64::INFINITY, f64::min);
+    let got = taken.makespan_s.expect("feasible");
+    assert!(got < poor_s * 0.9, "bucket 3 kept a poor plan: {got} s against robot-only {poor_s} s");
+    assert!(got <= neighbours_best + 1e-12, "{got} s is worse than a neighbour's plan here ({neighbours_best} s)");
+    assert_eq!(sim.cost(&taken.plan).expect("its plan").makespan_s, got, "the entry's makespan is its plan's");
+    assert_eq!((taken.method.as_str(), &taken.plan_hash), ("lop", &taken.plan.hash()));
+    for (i, e) in entries.iter().enumerate() {
+        let now = e.makespan_s.expect("feasible");
+        assert!(now <= before[i], "bucket {} got worse: {now} s against {} s", e.bucket_mb_s, before[i]);
+        if e.plan != planned.entries[i].plan && i != 2 {
+            assert!(now < before[i], "bucket {} changed its plan without gaining", e.bucket_mb_s);
+        }
+    }
+}
+
 #[test]
 fn bad_inputs_are_refused() {
     let g = random_dag(1, 6);
