@@ -450,7 +450,9 @@ impl ScheduleTable {
             entries.push(e);
             times.push(t);
         }
-        lend_plans(graph, robot, server, spec, &mut entries)?;
+        for (t, lent) in times.iter_mut().zip(lend_plans(graph, robot, server, spec, &mut entries)?) {
+            *t += lent;
+        }
         let mut t =
             ScheduleTable { version: TABLE_VERSION, model: graph.name.clone(), key, spec: spec.clone(), entries, hash: String::new() };
         t.hash = t.content_hash();
@@ -467,47 +469,60 @@ impl ScheduleTable {
 /// are the ones the buckets planned (not what they were lent), so the result does not depend
 /// on the order, and a bucket keeps its own plan unless another is strictly better. A bucket
 /// that takes a lent plan then runs its LNS from it (its own seed, its full LNS budget).
+/// Returns the seconds each bucket spent on it, which count in its planning time.
 ///
 /// # Errors
 /// Profiles that do not fit the model (the simulator refuses them).
-pub(super) fn lend_plans(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpec, entries: &mut [BucketEntry]) -> Result<()> {
+pub(super) fn lend_plans(
+    graph: &Graph,
+    robot: &Profile,
+    server: &Profile,
+    spec: &TableSpec,
+    entries: &mut [BucketEntry],
+) -> Result<Vec<f64>> {
     let lent: Vec<Plan> = entries.iter().map(|e| e.plan.clone()).collect();
     let mut sim = Simulator::new(graph, robot, server, spec.sim_config(0.0))?;
+    let mut seconds = vec![0.0; entries.len()];
     for i in 0..entries.len() {
-        if !entries[i].feasible {
-            continue;
+        let started = std::time::Instant::now();
+        if entries[i].feasible {
+            sim.set_config(spec.sim_config(entries[i].bucket_mb_s))?;
+            lend_to(&sim, spec, &lent, i, &mut entries[i])?;
         }
-        sim.set_config(spec.sim_config(entries[i].bucket_mb_s))?;
-        let Ok(mut best) = sim.cost(&lent[i]) else { continue };
-        let mut from = None;
-        let near = i.saturating_sub(LENDING_REACH)..(i + LENDING_REACH + 1).min(entries.len());
-        for j in near.filter(|&j| j != i && lent[j] != lent[i]) {
-            if let Ok(cost) = sim.cost(&lent[j])
-                && spec.objective.better(&cost, &best)
-            {
-                (best, from) = (cost, Some(j));
-            }
-        }
-        if let Some(j) = from {
-            // The bucket's own search never started from the lent plan: its LNS may improve it.
-            let mut plan = lent[j].clone();
-            let mut cfg = spec.planner.clone();
-            cfg.seed = bucket_seed(cfg.seed, i);
-            let (polished, evaluations) = super::search::polish(&sim, spec.objective, &cfg, plan.clone())?;
-            if let Some((p, cost)) = polished
-                && spec.objective.better(&cost, &best)
-            {
-                (plan, best) = (p, cost);
-            }
-            let e = &mut entries[i];
-            e.evaluations += evaluations;
-            e.plan = plan;
-            e.plan_hash = e.plan.hash();
-            e.method = "lop".to_string();
-            e.makespan_s = Some(best.makespan_s);
-            e.energy_j = Some(best.energy_j);
+        seconds[i] = started.elapsed().as_secs_f64();
+    }
+    Ok(seconds)
+}
+
+/// Bucket `i`'s part of [`lend_plans`], in its own simulator `sim`.
+fn lend_to(sim: &Simulator<'_>, spec: &TableSpec, lent: &[Plan], i: usize, entry: &mut BucketEntry) -> Result<()> {
+    let Ok(mut best) = sim.cost(&lent[i]) else { return Ok(()) };
+    let mut from = None;
+    let near = i.saturating_sub(LENDING_REACH)..(i + LENDING_REACH + 1).min(lent.len());
+    for j in near.filter(|&j| j != i && lent[j] != lent[i]) {
+        if let Ok(cost) = sim.cost(&lent[j])
+            && spec.objective.better(&cost, &best)
+        {
+            (best, from) = (cost, Some(j));
         }
     }
+    let Some(j) = from else { return Ok(()) };
+    // The bucket's own search never started from the lent plan: its LNS may improve it.
+    let mut plan = lent[j].clone();
+    let mut cfg = spec.planner.clone();
+    cfg.seed = bucket_seed(cfg.seed, i);
+    let (polished, evaluations) = super::search::polish(sim, spec.objective, &cfg, plan.clone())?;
+    if let Some((p, cost)) = polished
+        && spec.objective.better(&cost, &best)
+    {
+        (plan, best) = (p, cost);
+    }
+    entry.evaluations += evaluations;
+    entry.plan_hash = plan.hash();
+    entry.plan = plan;
+    entry.method = "lop".to_string();
+    entry.makespan_s = Some(best.makespan_s);
+    entry.energy_j = Some(best.energy_j);
     Ok(())
 }
 
