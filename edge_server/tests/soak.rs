@@ -1,8 +1,11 @@
 //! Soak: eight robots stream 30 fps each into one `lop_edge` process for `LOP_SOAK_SECONDS`
 //! (60 in the test command; `scripts/soak.sh` runs 600). Every frame is answered with the
 //! unsplit model's output; the resident memory of the edge process and of the robots' process
-//! grows by at most 5% from the end of the warm-up to the end of the run; the edge serves every
-//! robot alike (the most-served robot at most 1.2x the least-served). Bounded in frames and time.
+//! stays bounded from the end of the warm-up to the end of the run: it reaches a new high (by a
+//! MiB) in at most a few of its once-a-second readings (a steady leak keeps setting them; an
+//! allocator arena or a buffer reaching its high-water mark sets one) and grows by at most 10%
+//! in all; the edge serves every robot alike (the most-served robot at most 1.2x the
+//! least-served). Bounded in frames and time.
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -23,6 +26,17 @@ const MODEL: &str = "zoo:resnet18@32x32";
 const WARM_UP: Duration = Duration::from_secs(5);
 /// The link every robot assumes (MB/s): a bucket whose plan splits the model with the edge.
 const BANDWIDTH_MB_S: f64 = 30.0;
+/// Most once-a-second readings in which a process's memory may reach a new high, by more than
+/// [`HIGH_STEP`] over the last one counted. The edge rose once by 9.4 MiB, at a time that varied
+/// from run to run between 2 and 26 s after the warm-up (a one-time allocation such as a thread's
+/// own allocator arena), and to +5.7% beside other tests; a leak of 0.1 MiB/s sets a new high
+/// every 10 s, 6 in a minute.
+const MOST_NEW_HIGHS: usize = 5;
+/// How far a reading must clear the last counted high to count as a new one: the test process
+/// keeps every latency it measures (115 KiB over a minute), which must not count.
+const HIGH_STEP: u64 = 1 << 20;
+/// Most growth of a process's memory over the run, after the warm-up.
+const MOST_GROWTH: f64 = 0.10;
 
 /// Resident set size of a process, bytes (`/proc/<pid>/status`, VmRSS).
 fn rss_bytes(pid: &str) -> u64 {
@@ -125,9 +139,20 @@ async fn eight_robots_at_30_fps_keep_memory_flat_and_are_served_alike() {
     tokio::time::sleep_until((start + WARM_UP).into()).await;
     let rss_start = (rss_bytes(&edge_pid), rss_bytes("self"));
     let mut rss_peak = rss_start;
+    let mut new_highs = (0usize, 0usize);
+    let mut high = rss_start;
+    let mut readings = 0usize;
     while Instant::now() + Duration::from_secs(1) < end {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = (rss_bytes(&edge_pid), rss_bytes("self"));
+        // A new high counts once it clears the last counted one by a step.
+        if now.0 > high.0 + HIGH_STEP {
+            (new_highs.0, high.0) = (new_highs.0 + 1, now.0);
+        }
+        if now.1 > high.1 + HIGH_STEP {
+            (new_highs.1, high.1) = (new_highs.1 + 1, now.1);
+        }
+        readings += 1;
         rss_peak = (rss_peak.0.max(now.0), rss_peak.1.max(now.1));
     }
     let mut tallies = Vec::new();
@@ -157,11 +182,14 @@ async fn eight_robots_at_30_fps_keep_memory_flat_and_are_served_alike() {
             percentile(&t.latencies_ms, 0.99)
         );
     }
-    for (who, loaded, s, peak, e) in
-        [("lop_edge", rss_loaded.0, rss_start.0, rss_peak.0, rss_end.0), ("robots", rss_loaded.1, rss_start.1, rss_peak.1, rss_end.1)]
-    {
+    let rss = [
+        ("lop_edge", rss_loaded.0, rss_start.0, rss_peak.0, rss_end.0, new_highs.0),
+        ("robots", rss_loaded.1, rss_start.1, rss_peak.1, rss_end.1, new_highs.1),
+    ];
+    for (who, loaded, s, peak, e, highs) in rss {
         eprintln!(
-            "soak: RSS {who:8} loaded {:7.1} MiB, after warm-up {:7.1} MiB, peak {:7.1} MiB, end {:7.1} MiB: growth {:+.2}%",
+            "soak: RSS {who:8} loaded {:7.1} MiB, after warm-up {:7.1} MiB, peak {:7.1} MiB, end {:7.1} MiB: growth {:+.2}%, \
+             new highs in {highs} of {readings} readings",
             mib(loaded),
             mib(s),
             mib(peak),
@@ -185,8 +213,10 @@ async fn eight_robots_at_30_fps_keep_memory_flat_and_are_served_alike() {
     assert!(edge.child.try_wait().unwrap().is_none(), "lop_edge died during the soak:\n{log}");
     assert!(least > 0, "a robot was never served: {served:?}");
     assert!(fairness <= 1.2, "served per robot {served:?}: max/min {fairness:.3} > 1.2");
-    for (who, s, e) in [("lop_edge", rss_start.0, rss_end.0), ("robots", rss_start.1, rss_end.1)] {
-        assert!(growth(s, e) <= 0.05, "{who}'s RSS grew {:.1}% ({:.1} -> {:.1} MiB)", 100.0 * growth(s, e), mib(s), mib(e));
+    assert!(readings >= 10, "only {readings} memory readings");
+    for (who, _, s, peak, _, highs) in rss {
+        assert!(highs <= MOST_NEW_HIGHS, "{who}'s RSS reached a new high in {highs} of {readings} readings: growing steadily");
+        assert!(growth(s, peak) <= MOST_GROWTH, "{who}'s RSS grew {:.1}% ({:.1} -> {:.1} MiB)", 100.0 * growth(s, peak), mib(s), mib(peak));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
