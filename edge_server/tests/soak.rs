@@ -28,7 +28,7 @@ const WARM_UP: Duration = Duration::from_secs(5);
 const BANDWIDTH_MB_S: f64 = 30.0;
 /// Most once-a-second readings in which a process's memory may reach a new high, by more than
 /// [`HIGH_STEP`] over the last one counted. The edge rose once by 9.4 MiB, at a time that varied
-/// from run to run between 2 and 26 s after the warm-up (a one-time allocation such as a thread's
+/// from run to run between 5 and 26 s after the warm-up (a one-time allocation such as a thread's
 /// own allocator arena), and to +5.7% beside other tests; a leak of 0.1 MiB/s sets a new high
 /// every 10 s, 6 in a minute.
 const MOST_NEW_HIGHS: usize = 5;
