@@ -13,7 +13,7 @@ fn main() {
     match lop_cli::run(args) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", lop::error::report(&*e));
             std::process::exit(2);
         }
     }

@@ -17,8 +17,14 @@ struct Args {
     print_config: bool,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("error: {}", lop::error::report(&*e));
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
     let cfg = edge_server::EdgeConfig::load(&args.config).with_context(|| format!("configuration {}", args.config.display()))?;
     if args.print_config {
         print!("{}", cfg.to_yaml()?);

@@ -133,3 +133,55 @@ impl Error {
         move |source| Error::TorchContext { context, source }
     }
 }
+
+/// One line for a person: the error and its causes, joined by ": ", each cause left out where
+/// the text before it already ends with it (this crate's errors, like many, quote their cause
+/// in their own message and also return it as their source, so a plain walk of the chain
+/// would print every OS or libtorch message twice).
+pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !text.is_empty() && !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = e.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that wraps another without quoting it, as `anyhow`'s context does.
+    #[derive(Debug)]
+    struct Context(&'static str, Error);
+
+    impl std::fmt::Display for Context {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Context {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.1)
+        }
+    }
+
+    #[test]
+    fn report_names_each_cause_once() {
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let os = missing.to_string();
+        let e = Context("robot profile", Error::Io { path: "/nonexistent/lop-report-test".into(), source: missing });
+        let line = report(&e);
+        assert_eq!(line, format!("robot profile: i/o error on /nonexistent/lop-report-test: {os}"));
+        assert_eq!(line.matches(&os).count(), 1, "{line}");
+        // A cause the message does not quote is kept.
+        let plain = Context("loading", Error::Plan("no such bucket".into()));
+        assert_eq!(report(&plain), "loading: invalid plan: no such bucket");
+    }
+}

@@ -109,3 +109,12 @@ pub async fn shutdown_signal() {
     }
     tracing::info!("shutting down");
 }
+
+/// Ends a node's `main`: on an error, one line naming it and each cause once
+/// ([`lop::error::report`]) on stderr, and exit status 1.
+pub fn finish(result: anyhow::Result<()>) {
+    if let Err(e) = result {
+        eprintln!("error: {}", lop::error::report(&*e));
+        std::process::exit(1);
+    }
+}

@@ -5,7 +5,11 @@ use robot_node::cli;
 use robot_node::config::BandwidthConfig;
 
 #[tokio::main(flavor = "multi_thread")]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
+    cli::finish(run().await);
+}
+
+async fn run() -> anyhow::Result<()> {
     cli::init_tracing();
     let (args, ros_args) = cli::parse(std::env::args().collect())?;
     let mut params = cli::params("lop_bandwidth", &args, &ros_args).context("reading the parameters")?;
