@@ -47,6 +47,22 @@
 //! This only needs the server's last kernel to compute rows of a graph output; where some op
 //! leaves rows unread ([`every_row_is_read`]), no term counts the download after it.
 //!
+//! Kernels are shared. A kernel can start no sooner than the kernels that compute the rows it
+//! reads, so its release is that of one of its producers' kernels (or of its own input rows),
+//! and, tracing back, one of every op's kernels on every path from the input to it. Give every
+//! kernel the latest input row its start waits for that way; merging an op's kernels that wait
+//! for the same row only saves their `a`. Then an op `j` dominated by an op `i` (every path from
+//! the graph input to `j` passes through `i`) waits for no row that `i` has no kernel waiting
+//! for: `i` pays its `a` at least once for every row any such `j` waits for. So `i`'s kernel
+//! time may be split between itself and the ops it dominates, in shares summing to one, each op
+//! grouping its rows with its own `b` and the `a`s it is given ([`dominated`]): at the weights'
+//! rows, `i` pays at least the largest of those counts, so at least any mean of them. A cheap
+//! `a` before an expensive op (a normalization before a first convolution whose `a` is nothing)
+//! no longer lets the one cut its rows in few kernels and the other in many. The shares are
+//! searched by Frank-Wolfe steps too, each moving an op's time toward whichever of itself and
+//! the ops it dominates groups its rows into the most kernel weight, alternating with the
+//! weights' steps ([`Simulator::kernel_weights`]).
+//!
 //! The bound is the largest of these over every input row `i`. For `i` the last row, it is the
 //! classic pipelining argument: the whole input up, the server's tail, the result down;
 //! receptive fields decide the tail, and the deep layers of a CNN depend on the last input row
@@ -313,16 +329,29 @@ pub struct PipelineTerms {
     pub output_bytes: f64,
 }
 
-/// Frank-Wolfe steps of [`Simulator::kernel_weights`].
+/// Frank-Wolfe steps of [`Simulator::kernel_weights`] on the row weights before any kernel
+/// time is shared.
 const WEIGHT_STEPS: usize = 300;
+
+/// Rounds of [`Simulator::kernel_weights`] that share kernel time with heirs, then move the
+/// row weights again.
+const SHARE_ROUNDS: usize = 10;
+
+/// Frank-Wolfe steps on the shares per round.
+const SHARE_STEPS_PER_ROUND: usize = 20;
+
+/// Frank-Wolfe steps on the row weights per round after the first.
+const WEIGHT_STEPS_PER_ROUND: usize = 30;
 
 /// The least, over ways of cutting an op's rows into kernels (contiguous, top to bottom), of
 /// each kernel's time (`a + b` rows) times `below[last]` of its last row, `last` giving each
 /// row's last input row (never decreasing) and `below` each input row's weight at or below
 /// it (never decreasing). Adds each kernel's time, in the best cut, to `charge[last of its
-/// last row]`. A convex-hull sweep: the cost of a kernel ending at row `e` is linear in where
-/// it starts, with a slope that only grows, at a weight that only grows.
-fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: &mut [f64]) -> f64 {
+/// last row]`, and returns with the least the sum of the kernels' weights (`below[last]` of
+/// each kernel's last row: what one more `a` per kernel would add). A convex-hull sweep: the
+/// cost of a kernel ending at row `e` is linear in where it starts, with a slope that only
+/// grows, at a weight that only grows.
+fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: &mut [f64]) -> (f64, f64) {
     let m = last.len();
     let w = |e: usize| below[last[e - 1]];
     // Rows of zero weight cost nothing: one kernel of them, charged to its own last row.
@@ -331,12 +360,12 @@ fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: &mut [f64])
         charge[last[zero - 1]] += a + b * zero as f64;
     }
     if zero == m {
-        return 0.0;
+        return (0.0, 0.0);
     }
     if b <= 0.0 {
         // Every kernel costs `a` alone: one kernel of the rest is the least.
         charge[last[m - 1]] += a;
-        return a * w(m);
+        return (a * w(m), w(m));
     }
     // f[e]: least cost of rows zero..e; lines f[s] - b s x over starts s, queried at x = w(e).
     let mut f = vec![0.0; m + 1];
@@ -366,13 +395,60 @@ fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: &mut [f64])
         f[e] = line(&f, s, x) + (a + b * e as f64) * x;
         from[e] = s;
     }
-    let mut e = m;
+    let (mut e, mut kernels) = (m, 0.0);
     while e > zero {
         let s = from[e];
         charge[last[e - 1]] += a + b * (e - s) as f64;
+        kernels += w(e);
         e = s;
     }
-    f[m]
+    (f[m], kernels)
+}
+
+/// Per op of `ids`, the positions in `ids` of the other ops it dominates: every path from the
+/// graph input to them passes through it. Every release of such an op's kernels is a release
+/// of one of the dominator's (module docs, "Kernels are shared"). Node ids are topological.
+fn dominated(g: &Graph, input: NodeId, ids: &[NodeId]) -> Vec<Vec<usize>> {
+    let nodes = g.nodes.len();
+    let words = nodes.div_ceil(64);
+    let bit = |set: &[u64], id: NodeId| set[id / 64] >> (id % 64) & 1 == 1;
+    // dom[v]: the nodes on every path from the input to v; None where no path reaches v.
+    let mut dom: Vec<Option<Vec<u64>>> = vec![None; nodes];
+    let mut own = vec![0u64; words];
+    own[input / 64] |= 1 << (input % 64);
+    dom[input] = Some(own);
+    for id in 0..nodes {
+        if id == input || !g.is_op(id) {
+            continue;
+        }
+        let mut common: Option<Vec<u64>> = None;
+        for &v in &g.nodes[id].inputs {
+            if let Some(dv) = &dom[v] {
+                common = Some(match common {
+                    None => dv.clone(),
+                    Some(mut c) => {
+                        c.iter_mut().zip(dv).for_each(|(x, y)| *x &= y);
+                        c
+                    }
+                });
+            }
+        }
+        if let Some(mut c) = common {
+            c[id / 64] |= 1 << (id % 64);
+            dom[id] = Some(c);
+        }
+    }
+    let mut heirs = vec![Vec::new(); ids.len()];
+    for (k, &j) in ids.iter().enumerate() {
+        if let Some(dj) = &dom[j] {
+            for (h, &i) in heirs.iter_mut().zip(ids) {
+                if i != j && bit(dj, i) {
+                    h.push(k);
+                }
+            }
+        }
+    }
+    heirs
 }
 
 /// The arguments of [`Simulator::server_pipeline_bound`], seconds.
@@ -469,11 +545,12 @@ impl Simulator<'_> {
     /// The lower bound described in the module docs, in seconds; `None` without a link, for
     /// graphs with more than one input, or when dependent rows are not suffixes.
     pub fn server_pipeline_bound(&self) -> Option<f64> {
-        self.pipeline_parts().map(|p| p.per_row.max(p.message_cut).max(p.mixture))
+        self.pipeline_parts(SHARE_ROUNDS).map(|p| p.per_row.max(p.message_cut).max(p.mixture))
     }
 
-    /// The bound's three arguments, each a bound alone.
-    fn pipeline_parts(&self) -> Option<PipelineParts> {
+    /// The bound's three arguments, each a bound alone, with `share_rounds` rounds of kernel
+    /// sharing ([`Simulator::kernel_weights`]).
+    fn pipeline_parts(&self, share_rounds: usize) -> Option<PipelineParts> {
         let link = self.config().link;
         if link.bandwidth <= 0.0 {
             return None;
@@ -496,7 +573,7 @@ impl Simulator<'_> {
         let point = |i: usize| fixed[i] + rel.from[i].work_s;
         let best_row = (0..rel.rows).max_by(|&x, &y| point(x).total_cmp(&point(y))).unwrap_or(rel.rows - 1);
         let mixed = self.kernel_mixture(&rel, best_row, &fixed);
-        let spread = self.kernel_weights(&rel, best_row, &fixed);
+        let spread = self.kernel_weights(&rel, best_row, &fixed, share_rounds);
         Some(PipelineParts { per_row, message_cut: cut, mixture: mixed.max(spread) })
     }
 
@@ -561,15 +638,18 @@ impl Simulator<'_> {
     /// ([`group_rows`]). Concave in `mu`; raised by Frank-Wolfe steps from the best single
     /// row (`best_row`), each toward the row the current grouping charges most; the best value
     /// seen is a bound whatever the search.
-    fn kernel_weights(&self, rel: &Releases, best_row: usize, fixed: &[f64]) -> f64 {
+    fn kernel_weights(&self, rel: &Releases, best_row: usize, fixed: &[f64], share_rounds: usize) -> f64 {
         let g = self.graph();
         let n = rel.rows;
         // Per op in the input's cone: its time per kernel and per row, and per row the last
         // input row it reads (rows that read row i or below are the last deps[i] rows).
-        let ops: Vec<(f64, f64, Vec<usize>)> = (0..g.nodes.len())
+        let ids: Vec<NodeId> = (0..g.nodes.len())
             // Ops whose every row reads the input (a row that does not could run at any time).
             .filter(|&id| g.is_op(id) && self.is_live(id) && rel.deps[0][id] == g.nodes[id].info.rows().max(1))
-            .map(|id| {
+            .collect();
+        let ops: Vec<(f64, f64, Vec<usize>)> = ids
+            .iter()
+            .map(|&id| {
                 let rows = g.nodes[id].info.rows().max(1);
                 let a = self.op_time(Side::Server, id, 0);
                 let b = self.op_time(Side::Server, id, 1) - a;
@@ -584,39 +664,93 @@ impl Simulator<'_> {
                 (a, b, last)
             })
             .collect();
+        let heirs = match self.single_input() {
+            Some(input) => dominated(g, input, &ids),
+            None => vec![Vec::new(); ids.len()],
+        };
+        // shares[i][0]: the part of op i's kernel time it keeps; shares[i][1 + k]: the part
+        // handed to heirs[i][k] (module docs, "Kernels are shared").
+        let mut shares: Vec<Vec<f64>> = heirs.iter().map(|h| std::iter::once(1.0).chain(h.iter().map(|_| 0.0)).collect()).collect();
+        let shared_a = |shares: &[Vec<f64>]| {
+            let mut a: Vec<f64> = ops.iter().zip(shares).map(|((a, _, _), s)| a * s[0]).collect();
+            for (i, h) in heirs.iter().enumerate() {
+                for (k, &j) in h.iter().enumerate() {
+                    a[j] += ops[i].0 * shares[i][k + 1];
+                }
+            }
+            a
+        };
         let start = best_row;
         let mut mu = vec![0.0; n];
         mu[start] = 1.0;
         let mut best = f64::NEG_INFINITY;
         let mut charge = vec![0.0; n + 1];
         let mut below = vec![0.0; n];
-        for step in 0..WEIGHT_STEPS {
-            // Weight at or below each row, the value, and what each row is charged.
+        let mut kernels = vec![0.0; ops.len()];
+        // The value at `mu` with every op's kernel time `a`; fills `below`, `charge` and each
+        // op's kernel weight.
+        let value_at = |mu: &[f64], a: &[f64], below: &mut [f64], charge: &mut [f64], kernels: &mut [f64]| {
             let mut acc = 0.0;
-            for (w, m) in below.iter_mut().zip(&mu) {
+            for (w, m) in below.iter_mut().zip(mu) {
                 acc += m;
                 *w = acc;
             }
             charge.iter_mut().for_each(|c| *c = 0.0);
             let mut value: f64 = mu.iter().zip(fixed).map(|(m, f)| m * f).sum();
-            for (a, b, last) in &ops {
-                value += group_rows(*a, *b, last, &below, &mut charge);
+            for (((_, b, last), &a), k) in ops.iter().zip(a).zip(kernels.iter_mut()) {
+                let (v, w) = group_rows(a, *b, last, below, charge);
+                value += v;
+                *k = w;
             }
-            best = best.max(value);
-            // charge[j] counts for every row at or below j: the supergradient at row i is
-            // fixed[i] plus the charges from i up.
-            let mut up = 0.0;
-            let mut toward = (f64::NEG_INFINITY, start);
-            for i in (0..n).rev() {
-                up += charge[i];
-                let grad = fixed[i] + up;
-                if grad > toward.0 {
-                    toward = (grad, i);
+            value
+        };
+        let (mut mu_steps, mut share_steps) = (0usize, 0usize);
+        let mut a = shared_a(&shares);
+        for round in 0..=share_rounds {
+            // Frank-Wolfe steps on the row weights.
+            let steps = if round == 0 { WEIGHT_STEPS } else { WEIGHT_STEPS_PER_ROUND };
+            for _ in 0..steps {
+                let value = value_at(&mu, &a, &mut below, &mut charge, &mut kernels);
+                best = best.max(value);
+                // charge[j] counts for every row at or below j: the supergradient at row i is
+                // fixed[i] plus the charges from i up.
+                let mut up = 0.0;
+                let mut toward = (f64::NEG_INFINITY, start);
+                for i in (0..n).rev() {
+                    up += charge[i];
+                    let grad = fixed[i] + up;
+                    if grad > toward.0 {
+                        toward = (grad, i);
+                    }
                 }
+                let gamma = 2.0 / (mu_steps as f64 + 2.0);
+                mu_steps += 1;
+                mu.iter_mut().for_each(|m| *m *= 1.0 - gamma);
+                mu[toward.1] += gamma;
             }
-            let gamma = 2.0 / (step as f64 + 2.0);
-            mu.iter_mut().for_each(|m| *m *= 1.0 - gamma);
-            mu[toward.1] += gamma;
+            if round == share_rounds || heirs.iter().all(Vec::is_empty) {
+                break;
+            }
+            // Frank-Wolfe steps on the shares: each op hands its kernel time toward whichever
+            // of itself and its heirs has the most kernel weight (the value's supergradient in
+            // its share of op j is its `a` times op j's kernel weight).
+            for _ in 0..SHARE_STEPS_PER_ROUND {
+                let value = value_at(&mu, &a, &mut below, &mut charge, &mut kernels);
+                best = best.max(value);
+                let gamma = 2.0 / (share_steps as f64 + 2.0);
+                share_steps += 1;
+                for (i, h) in heirs.iter().enumerate() {
+                    let mut toward = (kernels[i], 0);
+                    for (k, &j) in h.iter().enumerate() {
+                        if kernels[j] > toward.0 {
+                            toward = (kernels[j], k + 1);
+                        }
+                    }
+                    shares[i].iter_mut().for_each(|x| *x *= 1.0 - gamma);
+                    shares[i][toward.1] += gamma;
+                }
+                a = shared_a(&shares);
+            }
         }
         best
     }
@@ -778,7 +912,7 @@ mod tests {
         // leave (27.7 ms): 55.3 ms, where the download counted from row 2's arrival gave 31.0.
         let want = arrival(2) + 3.0 * (8e-3 + 1e-4) + (1e-4 + 256.0 / 1e4 + 2e-3);
         assert!((rel.from[2].first_output_s - 3.0 * (8e-3 + 1e-4)).abs() < 1e-12, "{:?}", rel.from[2]);
-        let parts = sim.pipeline_parts().expect("bound");
+        let parts = sim.pipeline_parts(SHARE_ROUNDS).expect("bound");
         assert!((parts.per_row - want).abs() < 1e-12, "{parts:?} vs {want}");
         // The tail alone holds only the rows that read the last row, as if the others were
         // done before at no cost; each op's other rows need a kernel of their own (8 ms)
@@ -831,7 +965,7 @@ mod tests {
         let sim = server_sim(&g, |_| Fit::new(1e-4, 1e-3), Link { bandwidth: 1e7, latency_s: 1e-4, overhead_s: 1e-5 }, false);
         // One input row (4 bytes) up, 3 ops of 16 rows, one output row (16 bytes) down.
         let want = (1e-5 + 4.0 / 1e7 + 1e-4) + 3.0 * (1e-4 + 16.0 * 1e-3) + (1e-5 + 16.0 / 1e7 + 1e-4);
-        let parts = sim.pipeline_parts().expect("bound");
+        let parts = sim.pipeline_parts(SHARE_ROUNDS).expect("bound");
         assert!((parts.per_row - want).abs() < 1e-12, "{parts:?} vs {want}");
         let got = sim.server_pipeline_bound().expect("bound");
         assert!(got >= want && got < want * 1.0001, "{got} vs {want}");
@@ -932,7 +1066,7 @@ mod tests {
         let link = Link { bandwidth: 1e4, latency_s: 2e-3, overhead_s: 1e-4 };
         let bound = |band_headers: bool| {
             let sim = server_sim(&g, |_| Fit::new(1e-3, 1e-3), link, band_headers);
-            (sim.pipeline_parts().expect("bound"), sim)
+            (sim.pipeline_parts(SHARE_ROUNDS).expect("bound"), sim)
         };
         let (bare, _) = bound(false);
         let (parts, sim) = bound(true);
@@ -966,13 +1100,63 @@ mod tests {
             Link { bandwidth: 100.0, latency_s: 0.0, overhead_s: 0.0 },
             false,
         );
-        let parts = sim.pipeline_parts().expect("bound");
+        let parts = sim.pipeline_parts(SHARE_ROUNDS).expect("bound");
         assert!((parts.per_row - 0.08).abs() < 1e-12, "{parts:?}");
         assert!((parts.mixture - 0.085).abs() < 1e-12, "{parts:?}");
         assert!((sim.server_pipeline_bound().expect("bound") - 0.085).abs() < 1e-12);
         no_chunking_beats(&sim, &g, 0.085, &[1, 2]);
         let whole = baseline::server_only(&sim, 2).expect("server-only").cost.expect("feasible");
         assert!((whole.makespan_s - 0.09).abs() < 1e-9, "{}", whole.makespan_s);
+    }
+
+    /// An op pays its kernels' `a` for the ops it dominates: norm costs 3 ms a kernel and
+    /// nothing per row, the pools nothing a kernel and 1 ms a row, and the 16 input rows take
+    /// 32 ms to come. Unshared, the bound lets norm run in one kernel while the pools run row by
+    /// row as the rows come (44 ms); every plan that cuts the pools finely cuts norm as finely.
+    /// Shared, the bound rises (50.8 ms), and no server-only plan in any chunk counts (either
+    /// chunk bounds; the best takes 55 ms) beats it.
+    #[test]
+    fn an_op_pays_its_kernels_for_the_ops_it_dominates() {
+        // chain() with a global mean after it, so that little comes down.
+        let pool = || Op::MaxPool(Pool::same_3x3());
+        let mut b = GraphBuilder::new("chain-mean");
+        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
+        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        let p1 = b.add("pool1", pool(), &[n]).expect("pool1");
+        let p2 = b.add("pool2", pool(), &[p1]).expect("pool2");
+        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[p2]).expect("mean");
+        b.output(m);
+        let g = b.build().expect("graph");
+        let fit = |id: NodeId| match id {
+            1 => Fit::new(3e-3, 0.0),
+            2 | 3 => Fit::new(0.0, 1e-3),
+            _ => Fit::new(0.0, 0.0),
+        };
+        let link = Link { bandwidth: 2000.0, latency_s: 1e-3, overhead_s: 0.0 };
+        let sim = server_sim(&g, fit, link, false);
+        let shared = sim.server_pipeline_bound().expect("bound");
+        let parts = |rounds| sim.pipeline_parts(rounds).expect("bound");
+        let unshared = parts(0);
+        let unshared = unshared.per_row.max(unshared.message_cut).max(unshared.mixture);
+        assert!(shared > unshared * 1.02, "shared {shared} s, unshared {unshared} s");
+        assert_eq!(parts(SHARE_ROUNDS).mixture.max(unshared), shared.max(unshared));
+        let mut least = f64::INFINITY;
+        for bounds in [crate::sim::ChunkBounds::Even, crate::sim::ChunkBounds::Aligned] {
+            let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+            let server = Profile::synthetic(&g, Side::Server, fit).expect("server");
+            let sim =
+                Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, bounds, ..SimConfig::default() }).expect("sim");
+            for k in 0..16 * 16 * 16 {
+                let mut plan = Plan::server_only(&g, 16);
+                for (id, c) in [(1, k % 16), (2, k / 16 % 16), (3, k / 256)] {
+                    plan.splits[id].server_chunks = 1 + c;
+                }
+                let cost = sim.cost(&plan).expect("server-side");
+                assert!(cost.makespan_s >= shared - 1e-12, "chunks {k}: {} s below the bound {shared} s", cost.makespan_s);
+                least = least.min(cost.makespan_s);
+            }
+        }
+        eprintln!("unshared {unshared} s, shared {shared} s, best plan {least} s");
     }
 
     /// The convex-hull sweep finds the least grouping of an op's rows into kernels, and the
@@ -1001,7 +1185,7 @@ mod tests {
                 })
                 .fold(f64::INFINITY, f64::min);
             let mut charge = vec![0.0; n + 1];
-            let got = group_rows(a, b, &last, &below, &mut charge);
+            let (got, _) = group_rows(a, b, &last, &below, &mut charge);
             assert!((got - want).abs() <= 1e-12 + 1e-9 * want, "case {case}: {got} vs {want}");
             let charged: f64 = charge.iter().zip(&below).map(|(c, w)| c * w).sum();
             assert!((charged - got).abs() <= 1e-12 + 1e-9 * got, "case {case}: charges {charged} vs {got}");
