@@ -853,13 +853,21 @@ mod tests {
 
     /// input u8 [1,1,16,4] -> norm -> 3x3 max pool (pad 1) -> 3x3 max pool (pad 1).
     fn chain() -> Graph {
+        chain_then(false)
+    }
+
+    /// [`chain`], with a global mean after it where `mean` (so that little comes down).
+    fn chain_then(mean: bool) -> Graph {
         let pool = || Op::MaxPool(Pool::same_3x3());
         let mut b = GraphBuilder::new("chain");
         let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
         let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
         let p1 = b.add("pool1", pool(), &[n]).expect("pool1");
-        let p2 = b.add("pool2", pool(), &[p1]).expect("pool2");
-        b.output(p2);
+        let mut out = b.add("pool2", pool(), &[p1]).expect("pool2");
+        if mean {
+            out = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[out]).expect("mean");
+        }
+        b.output(out);
         b.build().expect("graph")
     }
 
@@ -1117,16 +1125,7 @@ mod tests {
     /// chunk bounds; the best takes 55 ms) beats it.
     #[test]
     fn an_op_pays_its_kernels_for_the_ops_it_dominates() {
-        // chain() with a global mean after it, so that little comes down.
-        let pool = || Op::MaxPool(Pool::same_3x3());
-        let mut b = GraphBuilder::new("chain-mean");
-        let x = b.input("x", vec![1, 1, 16, 4], DType::U8);
-        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
-        let p1 = b.add("pool1", pool(), &[n]).expect("pool1");
-        let p2 = b.add("pool2", pool(), &[p1]).expect("pool2");
-        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[p2]).expect("mean");
-        b.output(m);
-        let g = b.build().expect("graph");
+        let g = chain_then(true);
         let fit = |id: NodeId| match id {
             1 => Fit::new(3e-3, 0.0),
             2 | 3 => Fit::new(0.0, 1e-3),
