@@ -324,10 +324,19 @@ fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
         sp.bandwidth_scale = 1.0;
         let (table, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("a table, whatever the graph");
         let fluid = table.fluid_bounds(&g, &r, &s).expect("bounds");
-        for (e, bound) in table.entries.iter().zip(&fluid) {
+        let pipelining = table.pipeline_bounds(&g, &r, &s).expect("bounds");
+        for ((e, bound), pipe) in table.entries.iter().zip(&fluid).zip(&pipelining) {
             let bound = bound.expect("a link").bound_s;
             let lop = e.makespan_s.expect("a plan");
             assert!(lop >= bound * (1.0 - 1e-9), "{model} bucket {}: plan {lop} s below the fluid bound {bound} s", e.bucket_mb_s);
+            // The server-pipelining bound (kernel time shared down the dominator tree) covers
+            // server-only and every LOSS plan that leaves the robot no rows, on every zoo graph.
+            if let Some(pipe) = pipe {
+                let covered = e.plan.splits.iter().all(|sp| sp.robot_end == 0);
+                for m in [Some(lop).filter(|_| covered), e.makespan_of("server-only")].into_iter().flatten() {
+                    assert!(m >= pipe * (1.0 - 1e-9), "{model} bucket {}: {m} s below the pipelining bound {pipe} s", e.bucket_mb_s);
+                }
+            }
             for b in &e.baselines {
                 assert!(b.makespan_s.is_none_or(|m| m >= bound * (1.0 - 1e-9)), "{model}: {} beats the bound", b.name);
             }
