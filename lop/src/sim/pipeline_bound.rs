@@ -635,9 +635,11 @@ impl Simulator<'_> {
     /// the kernels that start after that row's arrival; so at least the weighted mean of
     /// `fixed` plus, per op, the least over ways of grouping its rows into kernels of each
     /// kernel's time times the weight of the rows at or above the last input row it reads
-    /// ([`group_rows`]). Concave in `mu`; raised by Frank-Wolfe steps from the best single
-    /// row (`best_row`), each toward the row the current grouping charges most; the best value
-    /// seen is a bound whatever the search.
+    /// ([`group_rows`]), each op's kernel time being its share of its own and its dominators'
+    /// (module docs, "Kernels are shared"). Concave in `mu` for fixed shares, and in the shares
+    /// for fixed `mu`: raised by Frank-Wolfe steps from the best single row (`best_row`), each
+    /// toward the row the current grouping charges most, then `share_rounds` rounds that move
+    /// the shares and the weights in turn; the best value seen is a bound whatever the search.
     fn kernel_weights(&self, rel: &Releases, best_row: usize, fixed: &[f64], share_rounds: usize) -> f64 {
         let g = self.graph();
         let n = rel.rows;
