@@ -66,6 +66,67 @@ pub struct Plan {
     /// before it have it off, and it is left out of their JSON and hash when off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub last_cut_aligned: bool,
+    /// How ops that cut their own rows size their chunks ([`Taper`]): evenly, or smaller at the
+    /// top so the server starts on the frame's first rows sooner, or smaller at the bottom so
+    /// less is left after its last rows arrive. Plans written before it are even, and it is
+    /// left out of their JSON and hash when even.
+    #[serde(default, skip_serializing_if = "Taper::is_even")]
+    pub taper: Taper,
+}
+
+/// Chunk sizes that shrink toward an op's first or last rows: the first `head` chunks halve
+/// toward the top (chunk 0 is `2^-head` of a full chunk, chunk 1 `2^-(head-1)`, ...), the last
+/// `tail` toward the bottom, and the rest share what is left evenly. An op cut on its own rows
+/// (see [`crate::sim::ChunkBounds`]) cuts this way, and so do the input's messages, which follow
+/// the first op's chunks: a small first message lets a busy server start sooner; a small last
+/// one leaves less work for after the frame's last rows arrive, which is what a slow link
+/// waits on. Halving more than [`Taper::MAX`] times would cut rows finer than any frame has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+pub struct Taper {
+    /// Chunks at the top that halve toward it.
+    pub head: u8,
+    /// Chunks at the bottom that halve toward it.
+    pub tail: u8,
+}
+
+impl Taper {
+    /// The most halvings at either end.
+    pub const MAX: u8 = 4;
+
+    /// Every chunk the same size (the default).
+    pub fn is_even(&self) -> bool {
+        self.head == 0 && self.tail == 0
+    }
+
+    /// Cuts `rows` into `k` contiguous chunks sized as described on [`Taper`] (nearly equal
+    /// when even, exactly as [`crate::rows::chunks`]); fewer where some would be empty.
+    pub fn chunks(&self, rows: &Rows, k: usize) -> Vec<Rows> {
+        if self.is_even() {
+            return crate::rows::chunks(rows, k);
+        }
+        let n = rows.len();
+        let k = k.clamp(1, n.max(1));
+        let (head, tail) = (u32::from(self.head.min(Self::MAX)), u32::from(self.tail.min(Self::MAX)));
+        // Integer weights, a full chunk weighing 2^(head + tail), so that every machine cuts
+        // the same rows.
+        let weight = |j: usize| -> u64 {
+            let top = head.saturating_sub(j as u32);
+            let bottom = tail.saturating_sub((k - 1 - j) as u32);
+            1u64 << (head + tail - top - bottom)
+        };
+        let total: u64 = (0..k).map(weight).sum();
+        let mut out = Vec::with_capacity(k);
+        let (mut start, mut acc) = (rows.start, 0u64);
+        for j in 0..k {
+            acc += weight(j);
+            let end = rows.start + (n as u64 * acc / total) as usize;
+            if end > start {
+                out.push(start..end);
+                start = end;
+            }
+        }
+        out
+    }
 }
 
 /// Current plan format version.
@@ -85,7 +146,7 @@ impl Plan {
                 NodeSplit { robot_end, server_start, robot_chunks: 1, server_chunks: 1 }
             })
             .collect();
-        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false }
+        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false, taper: Taper::default() }
     }
 
     /// Everything on the robot, one kernel per op.
@@ -113,7 +174,8 @@ impl Plan {
     }
 
     /// A random valid layout: uneven bands, overlaps (replication), 1-3 chunks per side, global
-    /// ops on a random side, either spread of aligned chunk bounds. Deterministic for a seed.
+    /// ops on a random side, either spread of aligned chunk bounds, a taper of up to two
+    /// halvings at each end. Deterministic for a seed.
     pub fn random(graph: &Graph, units: usize, seed: u64) -> Plan {
         let mut rng = Rng::new(seed);
         let splits = (0..graph.nodes.len())
@@ -132,7 +194,9 @@ impl Plan {
                 NodeSplit { robot_end, server_start, robot_chunks: 1 + rng.below(3), server_chunks: 1 + rng.below(3) }
             })
             .collect();
-        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: rng.below(2) == 0 }
+        let last_cut_aligned = rng.below(2) == 0;
+        let taper = Taper { head: rng.below(3) as u8, tail: rng.below(3) as u8 };
+        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned, taper }
     }
 
     /// The output rows `side` computes for node `id`.
@@ -165,6 +229,14 @@ impl Plan {
         }
         if self.units == 0 {
             return Err(Error::Plan("units must be >= 1".into()));
+        }
+        if self.taper.head > Taper::MAX || self.taper.tail > Taper::MAX {
+            return Err(Error::Plan(format!(
+                "taper head {} / tail {}: at most {} halvings at either end",
+                self.taper.head,
+                self.taper.tail,
+                Taper::MAX
+            )));
         }
         if self.splits.len() != graph.nodes.len() {
             return Err(Error::Plan(format!("{} splits for a graph of {} nodes", self.splits.len(), graph.nodes.len())));
@@ -211,6 +283,10 @@ impl Plan {
         if self.last_cut_aligned {
             h.update(b"last cut aligned");
         }
+        if !self.taper.is_even() {
+            h.update(b"taper");
+            h.update([self.taper.head, self.taper.tail]);
+        }
         hex::encode(h.finalize())
     }
 }
@@ -234,5 +310,46 @@ mod tests {
         assert_ne!(q.hash(), p.hash(), "plans that cut differently must not share a hash");
         let back: Plan = serde_json::from_str(&serde_json::to_string(&q).expect("json")).expect("round trip");
         assert_eq!(back, q);
+        let t = Plan { taper: Taper { head: 1, tail: 0 }, ..p.clone() };
+        assert_ne!(t.hash(), p.hash(), "a taper cuts other chunks: another hash");
+        assert_ne!(t.hash(), Plan { taper: Taper { head: 0, tail: 1 }, ..p.clone() }.hash());
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&t).expect("json")).expect("round trip");
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn a_taper_halves_the_end_chunks() {
+        let even = Taper::default();
+        for (rows, k) in [(0..16, 4), (3..13, 3), (0..2, 5), (4..4, 3)] {
+            assert_eq!(even.chunks(&rows, k), crate::rows::chunks(&rows, k), "even is rows::chunks");
+        }
+        // Weights 1, 2, 4, 4 (of 11): the top chunk a quarter of a full one, the next a half.
+        assert_eq!(Taper { head: 2, tail: 0 }.chunks(&(0..16), 4), vec![0..1, 1..4, 4..10, 10..16]);
+        // Mirrored at the bottom, offset by the range's start.
+        assert_eq!(Taper { head: 0, tail: 2 }.chunks(&(10..26), 4), vec![10..15, 15..21, 21..24, 24..26]);
+        // Both ends: weights 1, 2, 2, 1 (of 6) scaled by a full chunk of 2.
+        assert_eq!(Taper { head: 1, tail: 1 }.chunks(&(0..12), 4), vec![0..2, 2..6, 6..10, 10..12]);
+        // Too few rows for the smallest chunk: it is dropped, the rest still cover the range.
+        let c = Taper { head: 3, tail: 0 }.chunks(&(0..5), 4);
+        assert_eq!(c.first().map(|r| r.start), Some(0));
+        assert_eq!(c.last().map(|r| r.end), Some(5));
+        assert!(c.len() < 4 && c.windows(2).all(|w| w[0].end == w[1].start && !w[1].is_empty()), "{c:?}");
+        // One chunk is the whole range whatever the taper.
+        assert_eq!(Taper { head: 3, tail: 3 }.chunks(&(2..9), 1), vec![2..9]);
+    }
+
+    #[test]
+    fn a_taper_past_the_most_halvings_is_refused() {
+        let mut b = crate::graph::GraphBuilder::new("norm");
+        let x = b.input("x", vec![1, 1, 16, 4], crate::graph::DType::U8);
+        let n = b.add("norm", crate::ops::Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        b.output(n);
+        let g = b.build().expect("graph");
+        let mut p = Plan::server_only(&g, 4);
+        p.taper = Taper { head: Taper::MAX, tail: Taper::MAX };
+        p.validate(&g).expect("the most halvings");
+        p.taper.tail = Taper::MAX + 1;
+        let e = p.validate(&g).expect_err("one halving too many").to_string();
+        assert!(e.contains("tail 5") && e.contains("at most 4"), "{e}");
     }
 }

@@ -620,16 +620,18 @@ async fn past_its_deadline_the_robot_races_the_edge_and_the_first_answer_wins() 
 }
 
 /// Plans that line each op's last cut up with its producer's ([`lop::plan::Plan::last_cut_aligned`])
-/// cut their chunks alike on both sides: random band layouts with it set, in place of the
-/// table's LOSS plans (robot bands, overlaps, 1-3 chunks a side), give the unsplit output.
+/// and taper their chunks ([`lop::plan::Plan::taper`]) cut their chunks alike on both sides:
+/// random band layouts with both set, in place of the table's LOSS plans (robot bands,
+/// overlaps, 1-3 chunks a side), give the unsplit output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plans_with_last_cuts_aligned_give_the_unsplit_output() {
+async fn plans_with_last_cuts_aligned_and_tapered_chunks_give_the_unsplit_output() {
     let _heavy = crate::HEAVY.lock().await;
     let mut s = setup();
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     for (b, e) in s.table.entries.iter_mut().enumerate().filter(|(_, e)| e.bucket_mb_s > 0.0) {
         let mut p = lop::plan::Plan::random(&g, s.table.spec.planner.units, 300 + b as u64);
         p.last_cut_aligned = true;
+        p.taper = lop::plan::Taper { head: 1 + b as u8 % 3, tail: 1 + (b as u8 + 1) % 3 };
         e.plan_hash = p.hash();
         e.plan = p;
         e.method = "lop".into();
@@ -648,7 +650,7 @@ async fn plans_with_last_cuts_aligned_give_the_unsplit_output() {
         let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await.unwrap();
         assert!(!r.stats.fallback, "at {bw}: {:?}", r.stats.fallback_reason);
         assert!(r.stats.bytes_up > 0, "at {bw}: the plan splits");
-        assert_exact(&r.outputs, &s.whole, &format!("last cuts aligned at {bw} MB/s"));
+        assert_exact(&r.outputs, &s.whole, &format!("last cuts aligned, chunks tapered, at {bw} MB/s"));
     }
     assert_eq!(edge.service().counts().dropped.total(), 0);
 }

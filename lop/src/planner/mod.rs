@@ -36,6 +36,10 @@
 //!    Plans co-adapt their chunk counts to the spread, so each gets its own search (the first
 //!    exactly the single search of before, so no plan gets worse; the second with half the
 //!    beam and LNS); the better wins.
+//! 6. **Tapers**: the winner's chunks sized by every [`crate::plan::Taper`] of up to three
+//!    halvings at each end (a small first message lets a busy server start sooner, a small last
+//!    one leaves less to wait for on a slow link); where one is strictly better, a quarter of
+//!    the LNS polishes it. The search's own plan stays unless this beats it.
 //!
 //! Pruning (the LOSS paper's rule, off by default, [`PlannerConfig::prune_larger_than_input`]):
 //! a candidate that sends more bytes of any one value in one direction than the raw input takes
@@ -186,7 +190,7 @@ pub fn plan(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerConfig) -> R
         };
         return Ok(Outcome { plan, cost, method, feasible: false, baselines, evaluations: 0, hit_time_limit: false });
     };
-    let found = search_both_spreads(sim, objective, cfg, &baselines)?;
+    let found = search_spreads_and_tapers(sim, objective, cfg, &baselines)?;
     let (evaluations, hit_time_limit) = (found.evaluations, found.hit_time_limit);
     let (plan, cost, method) = match found.best {
         Some((p, c)) if best.cost.as_ref().is_some_and(|b| objective.better(&c, b)) => (p, Some(c), "lop".to_string()),
@@ -220,4 +224,27 @@ fn search_both_spreads(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerC
         (e, l) => e.or(l),
     };
     Ok(search::Found { best, evaluations: even.evaluations + last.evaluations, hit_time_limit: last.hit_time_limit })
+}
+
+/// [`search_both_spreads`], then the best plan's chunks sized by every [`crate::plan::Taper`]
+/// ([`search::taper`]); the taper is kept only where it is strictly better.
+fn search_spreads_and_tapers(
+    sim: &Simulator<'_>,
+    objective: Objective,
+    cfg: &PlannerConfig,
+    baselines: &[Candidate],
+) -> Result<search::Found> {
+    let started = std::time::Instant::now();
+    let mut found = search_both_spreads(sim, objective, cfg, baselines)?;
+    let left = cfg.time_limit_s - started.elapsed().as_secs_f64();
+    let Some(best) = found.best.as_ref().filter(|_| !found.hit_time_limit && left > 0.0) else { return Ok(found) };
+    let rest = PlannerConfig { time_limit_s: left, ..cfg.clone() };
+    let (tapered, evaluations) = search::taper(sim, objective, &rest, best)?;
+    found.evaluations += evaluations;
+    if let Some(t) = tapered
+        && objective.better(&t.1, &best.1)
+    {
+        found.best = Some(t);
+    }
+    Ok(found)
 }

@@ -6,7 +6,7 @@ use crate::baseline::{Candidate, evaluate};
 use crate::error::Result;
 use crate::graph::NodeId;
 use crate::ops::Op;
-use crate::plan::Plan;
+use crate::plan::{Plan, Taper};
 use crate::rng::Rng;
 use crate::sim::{Cost, Objective, SimReport, Simulator};
 use std::hash::{Hash, Hasher};
@@ -326,6 +326,48 @@ pub(super) fn polish(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, p
     let Some(start) = s.eval(plan)? else { return Ok((None, s.evals)) };
     let best = s.lns(start)?;
     Ok((Some((best.plan, best.cost)), s.evals))
+}
+
+/// Sizes the chunks of `best` by every other [`Taper`] (up to three halvings at each end) and,
+/// when one is better, polishes it by LNS with a quarter of the usual simulations (its chunk
+/// counts were chosen for even chunks): the better plan, if any, and the simulations run. The
+/// plans the search chose stay as they were unless this finds a strictly better one.
+pub(super) fn taper(
+    sim: &Simulator<'_>,
+    obj: Objective,
+    cfg: &PlannerConfig,
+    best: &(Plan, Cost),
+) -> Result<(Option<(Plan, Cost)>, usize)> {
+    let mut s = Search::new(sim, obj, cfg);
+    if s.ops.is_empty() {
+        return Ok((None, 0));
+    }
+    let mut found = State { plan: best.0.clone(), cost: best.1 };
+    let start = found.plan.taper;
+    for head in 0..=3 {
+        for tail in 0..=3 {
+            let t = Taper { head, tail };
+            if t == start || s.out_of_time() {
+                continue;
+            }
+            let p = Plan { taper: t, ..best.0.clone() };
+            if let Some(st) = s.eval(p)?
+                && s.better(&st, &found)
+            {
+                found = st;
+            }
+        }
+    }
+    if found.plan.taper == start {
+        return Ok((None, s.evals));
+    }
+    let quarter = PlannerConfig { lns_evaluations: cfg.lns_evaluations.div_ceil(4), ..cfg.clone() };
+    let (polished, evals) = polish(sim, obj, &quarter, found.plan.clone())?;
+    let best = match polished {
+        Some((p, c)) if obj.better(&c, &found.cost) => (p, c),
+        _ => (found.plan, found.cost),
+    };
+    Ok((Some(best), s.evals + evals))
 }
 
 /// Runs seeds, beam and LNS over plans with [`Plan::last_cut_aligned`] as given; the best plan

@@ -21,8 +21,9 @@ pub const TABLE_VERSION: u32 = 3;
 /// 2: graph outputs coming down are exempt from pruning, which is off by default. 3: every band
 /// message's header bytes are priced. 4: plans may align ops' last cuts
 /// ([`crate::plan::Plan::last_cut_aligned`]). 5: buckets lend their plans to their neighbours
-/// ([`lend_plans`]).
-pub const PLANNER_REVISION: u32 = 5;
+/// ([`lend_plans`]). 6: the best plan's chunks may taper at either end
+/// ([`crate::plan::Taper`]).
+pub const PLANNER_REVISION: u32 = 6;
 
 /// How many buckets on each side lend a bucket their plans ([`lend_plans`]).
 const LENDING_REACH: usize = 4;

@@ -307,6 +307,34 @@ fn wavefront_lets_loss_hide_a_deep_chain_behind_the_upload() {
     assert!(best[0] < best[1] - 0.1, "wavefront {} vs op-major {}", best[0], best[1]);
 }
 
+/// On a slow link what waits for the frame's last message is the server's work on the rows
+/// that read it, so LOSS makes that message small: ten 3x3 max pools over 64 rows, 8 ms a
+/// message of 8 rows, the server 0.05 ms a row per pool, a robot far slower. The plan it picks
+/// tapers its last chunks, and the same plan cut evenly is slower.
+#[test]
+fn a_slow_link_tapers_the_last_message() {
+    let mut b = GraphBuilder::new("pools");
+    let x = b.input("x", vec![1, 2, 64, 16], DType::U8);
+    let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
+    for i in 0..10 {
+        v = b.add(format!("pool{i}"), Op::MaxPool(Pool::square2d(3, 1, 1)), &[v]).expect("pool");
+    }
+    let y = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("mean");
+    b.output(y);
+    let g = b.build().expect("graph");
+    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
+    let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-5, 5e-5)).expect("server");
+    let cfg = SimConfig { link: Link::mbytes(0.032, 1e-4), bounds: crate::sim::ChunkBounds::Aligned, ..SimConfig::default() };
+    let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
+    let o = plan(&sim, Objective::Latency, &PlannerConfig::default()).expect("plan");
+    assert_eq!(o.method, "lop");
+    assert!(o.plan.taper.tail > 0, "{:?}", o.plan.taper);
+    let tapered = o.cost.expect("cost").makespan_s;
+    let even = sim.cost(&Plan { taper: crate::plan::Taper::default(), ..o.plan.clone() }).expect("even").makespan_s;
+    eprintln!("slow link: LOSS {:.2} ms ({:?}), the same plan cut evenly {:.2} ms", tapered * 1e3, o.plan.taper, even * 1e3);
+    assert!(tapered < even, "tapered {tapered} vs even {even}");
+}
+
 /// Every zoo model, detectors and 3D grids included, plans in every bucket without a baseline
 /// search failing, and neither LOSS nor any baseline beats the fluid bound. Profiles are
 /// synthetic (20 us per kernel plus 1 ns, robot 8 ns, per output byte of a row); the

@@ -4,14 +4,15 @@
 use crate::graph::{Graph, NodeId};
 use crate::ops::Op;
 use crate::plan::{Plan, Side};
-use crate::rows::{self, Footprint, Rows};
+use crate::rows::{Footprint, Rows};
 
 /// How an op's rows on one side are cut into its [`Plan::chunks`] chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChunkBounds {
-    /// Equal splits of the op's own rows ([`rows::chunks`]): boundaries line up across layers,
-    /// so with a halo chunk `j` of a consumer needs rows of its producer's chunk `j + 1`.
+    /// Equal splits of the op's own rows ([`crate::rows::chunks`]), or as the plan's [`Plan::taper`]
+    /// sizes them: boundaries line up across layers, so with a halo chunk `j` of a consumer
+    /// needs rows of its producer's chunk `j + 1`.
     #[default]
     Even,
     /// Receptive-field aligned: boundary `j` (of `k - 1`) of an op is the largest output row
@@ -26,7 +27,8 @@ pub enum ChunkBounds {
     /// the producer's first `n - 1`. Inputs
     /// computed whole do not constrain (they are all there at once), and ops with no
     /// constraining input (the first chunked ops, or ops after whole ones) cut their rows
-    /// evenly, so that their output can still stream; an input's boundaries past its
+    /// evenly (or as the plan's [`Plan::taper`] sizes them), so that their output can still
+    /// stream; an input's boundaries past its
     /// second-to-last chunk do not constrain; chunks that come out empty are dropped; the last
     /// boundary is the side's range end.
     Aligned,
@@ -61,8 +63,8 @@ pub(super) fn bounds_with(
             continue;
         }
         let chunks = match mode {
-            ChunkBounds::Even => rows::chunks(&range, k),
-            ChunkBounds::Aligned => aligned(graph, id, &range, k, &out, &foot, plan.last_cut_aligned),
+            ChunkBounds::Even => plan.taper.chunks(&range, k),
+            ChunkBounds::Aligned => aligned(graph, id, &range, k, &out, &foot, plan),
         };
         out.push(chunks);
     }
@@ -70,8 +72,8 @@ pub(super) fn bounds_with(
 }
 
 /// The aligned chunks of node `id` over `range` (see [`ChunkBounds::Aligned`]); `done` holds the
-/// chunks of every earlier node on the same side; `last_cut_aligned` is the plan's
-/// [`Plan::last_cut_aligned`].
+/// chunks of every earlier node on the same side; `plan` gives [`Plan::last_cut_aligned`] and
+/// the [`Plan::taper`] of an op that cuts its own rows.
 fn aligned(
     graph: &Graph,
     id: NodeId,
@@ -79,8 +81,9 @@ fn aligned(
     k: usize,
     done: &[Vec<Rows>],
     foot: &impl Fn(NodeId, usize, &Rows) -> Footprint,
-    last_cut_aligned: bool,
+    plan: &Plan,
 ) -> Vec<Rows> {
+    let last_cut_aligned = plan.last_cut_aligned;
     let node = &graph.nodes[id];
     // Row-carrying inputs computed in two or more chunks on this side, with their chunk ends
     // (an input computed whole is all there at once: it does not constrain).
@@ -95,7 +98,7 @@ fn aligned(
         }
     }
     if producers.is_empty() || k <= 1 {
-        return rows::chunks(range, k);
+        return plan.taper.chunks(range, k);
     }
     // Footprint end of output rows [0, b) in input `k_in` (0 for b = 0).
     let end_of = |k_in: usize, b: usize| -> usize {
@@ -150,12 +153,21 @@ mod tests {
 
     /// input -> norm -> `n` 3x3 stride-1 pad-1 convs over `rows` rows; output the last conv.
     fn conv_chain(rows: usize, n: usize) -> Graph {
-        let mut b = GraphBuilder::new("convs");
+        conv_chain_then(rows, n, false)
+    }
+
+    /// [`conv_chain`], with a mean over the frame after it where `mean` (so that little comes
+    /// down).
+    fn conv_chain_then(rows: usize, n: usize, mean: bool) -> Graph {
+        let mut b = GraphBuilder::new(if mean { "convs and a mean" } else { "convs" });
         let x = b.input("x", vec![1, 2, rows, 16], DType::U8);
         let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
         for i in 0..n {
             let c = Conv::same2d(tch::Tensor::zeros([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)));
             v = b.add(format!("conv{i}"), Op::Conv(c), &[v]).expect("conv");
+        }
+        if mean {
+            v = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("mean");
         }
         b.output(v);
         b.build().expect("graph")
@@ -247,16 +259,7 @@ mod tests {
         // aligned to norm's last cut it is rows [27 - j, 32), and the first chunks, larger,
         // still end before the last rows arrive.
         // A mean over the frame follows, so that little comes down.
-        let mut b = GraphBuilder::new("convs and a mean");
-        let x = b.input("x", vec![1, 2, 32, 16], DType::U8);
-        let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
-        for i in 0..12 {
-            let c = Conv::same2d(tch::Tensor::zeros([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)));
-            v = b.add(format!("conv{i}"), Op::Conv(c), &[v]).expect("conv");
-        }
-        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("mean");
-        b.output(m);
-        let g = b.build().expect("graph");
+        let g = conv_chain_then(32, 12, true);
         let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
         let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-4, 2e-6)).expect("server");
         let mut p = server_plan(&g, 2);
@@ -276,6 +279,52 @@ mod tests {
         let on = sim.cost(&p).expect("on").makespan_s;
         p.last_cut_aligned = false;
         assert_eq!(sim.cost(&p).expect("off").makespan_s, on);
+    }
+
+    #[test]
+    fn a_taper_sizes_the_chunks_of_ops_that_cut_their_own_rows() {
+        // 16 rows, 4 chunks, head halved twice: weights 1, 2, 4, 4 of 11, so norm (id 1) ends
+        // 1, 4, 10, 16; each conv aligns one row higher, as for even chunks.
+        let g = conv_chain(16, 2);
+        let mut p = server_plan(&g, 4);
+        p.taper = crate::plan::Taper { head: 2, tail: 0 };
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[1], vec![0..1, 1..4, 4..10, 10..16]);
+        assert_eq!(b[2], vec![0..3, 3..9, 9..16], "conv0's first chunk would be empty");
+        assert_eq!(b[3], vec![0..2, 2..8, 8..16]);
+        // Under even bounds every op cuts its own rows: all taper alike.
+        let e = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Even);
+        assert!((1..4).all(|id| e[id] == vec![0..1, 1..4, 4..10, 10..16]), "{e:?}");
+        // A whole producer does not constrain: its consumer tapers too.
+        p.splits[1].server_chunks = 1;
+        let b = chunk_bounds(&g, &p, Side::Server, ChunkBounds::Aligned);
+        assert_eq!(b[2], vec![0..1, 1..4, 4..10, 10..16]);
+    }
+
+    #[test]
+    fn a_small_last_message_shortens_the_wait_on_a_slow_link() {
+        // The frame's 64 rows cross in 8 messages on a slow link (each 8 rows takes 8 ms) and the
+        // server needs 0.5 ms a row of each of ten convs: what waits for the last message is the
+        // server's work on the rows that read it. Halving the last chunks three times leaves
+        // one row's worth in the last message instead of eight. A mean over the frame follows,
+        // so that little comes down.
+        let g = conv_chain_then(64, 10, true);
+        let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+        let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-5, 5e-5)).expect("server");
+        let mut p = server_plan(&g, 8);
+        p.splits[12].server_chunks = 1;
+        let cfg = SimConfig { link: Link::mbytes(0.032, 1e-4), bounds: ChunkBounds::Aligned, ..SimConfig::default() };
+        let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
+        let even = sim.simulate(&p).expect("even");
+        p.taper = crate::plan::Taper { head: 0, tail: 3 };
+        let tapered = sim.simulate(&p).expect("tapered");
+        let last_message = |r: &crate::sim::SimReport| {
+            r.timeline.iter().filter(|e| e.resource == crate::sim::Resource::Uplink).map(|e| e.rows.len()).next_back()
+        };
+        assert_eq!(last_message(&even), Some(8));
+        assert!(last_message(&tapered) < Some(3), "{:?}", last_message(&tapered));
+        eprintln!("slow link: even {:.2} ms, tapered {:.2} ms", even.makespan_s * 1e3, tapered.makespan_s * 1e3);
+        assert!(tapered.makespan_s < even.makespan_s - 1e-3, "tapered {} vs even {}", tapered.makespan_s, even.makespan_s);
     }
 
     #[test]

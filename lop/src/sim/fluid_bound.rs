@@ -560,7 +560,7 @@ mod tests {
     }
 
     /// A random plan: per op, a robot prefix and a server suffix covering every row (sometimes
-    /// overlapping), in random chunk counts.
+    /// overlapping), in random chunk counts, tapered or not.
     fn random_plan(g: &Graph, rng: &mut Rng) -> Plan {
         let units = 8;
         let mut plan = Plan::server_only(g, units);
@@ -577,6 +577,7 @@ mod tests {
             s.robot_chunks = 1 + rng.below(3);
             s.server_chunks = 1 + rng.below(3);
         }
+        plan.taper = crate::plan::Taper { head: rng.below(3) as u8, tail: rng.below(3) as u8 };
         plan
     }
 
@@ -631,6 +632,7 @@ mod tests {
                 for _ in 0..10 {
                     let mut plan = Plan::server_only(&g, 8);
                     plan.splits.iter_mut().for_each(|sp| sp.server_chunks = 1 + rng.below(8));
+                    plan.taper = crate::plan::Taper { head: rng.below(4) as u8, tail: rng.below(4) as u8 };
                     let cost = sim.cost(&plan).expect("server-side");
                     assert!(
                         cost.makespan_s >= pipe * (1.0 - 1e-9),
@@ -649,7 +651,7 @@ mod tests {
     /// The server-pipelining bound holds for every server-only plan: 400 random DAGs under
     /// random profiles and links, each with and without band headers, under either chunk
     /// bounds and either chunk order, twelve random chunkings each (1-16 chunks per op, last cut
-    /// aligned or not). It is no vacuous bound either: some plan comes within 1% of it.
+    /// aligned or not, tapered at either end or not). It is no vacuous bound either: some plan comes within 1% of it.
     #[test]
     fn no_server_only_plan_beats_the_pipelining_bound() {
         let (mut checked, mut worst) = (0, 0.0f64);
@@ -667,6 +669,7 @@ mod tests {
                             let mut plan = Plan::server_only(&g, 8);
                             plan.splits.iter_mut().for_each(|sp| sp.server_chunks = 1 + rng.below(16));
                             plan.last_cut_aligned = rng.below(2) == 0;
+                            plan.taper = crate::plan::Taper { head: rng.below(4) as u8, tail: rng.below(4) as u8 };
                             let cost = sim.cost(&plan).expect("server-side");
                             assert!(cost.makespan_s >= pipe * (1.0 - 1e-9), "seed {seed}: {} below {pipe}", cost.makespan_s);
                             worst = worst.max(pipe / cost.makespan_s);
