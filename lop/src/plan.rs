@@ -80,7 +80,8 @@ pub struct Plan {
 /// (see [`crate::sim::ChunkBounds`]) cuts this way, and so do the input's messages, which follow
 /// the first op's chunks: a small first message lets a busy server start sooner; a small last
 /// one leaves less work for after the frame's last rows arrive, which is what a slow link
-/// waits on. Halving more than [`Taper::MAX`] times would cut rows finer than any frame has.
+/// waits on. At most [`Taper::MAX`] halvings a side: a chunk of 1/16 is already a row or two
+/// of a camera frame cut in 16.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Taper {
     /// Chunks at the top that halve toward it.

@@ -227,7 +227,7 @@ fn search_both_spreads(sim: &Simulator<'_>, objective: Objective, cfg: &PlannerC
 }
 
 /// [`search_both_spreads`], then the best plan's chunks sized by every [`crate::plan::Taper`]
-/// ([`search::taper`]); the taper is kept only where it is strictly better.
+/// ([`search::taper`], which only returns a strictly better plan).
 fn search_spreads_and_tapers(
     sim: &Simulator<'_>,
     objective: Objective,
@@ -241,10 +241,8 @@ fn search_spreads_and_tapers(
     let rest = PlannerConfig { time_limit_s: left, ..cfg.clone() };
     let (tapered, evaluations) = search::taper(sim, objective, &rest, best)?;
     found.evaluations += evaluations;
-    if let Some(t) = tapered
-        && objective.better(&t.1, &best.1)
-    {
-        found.best = Some(t);
+    if tapered.is_some() {
+        found.best = tapered;
     }
     Ok(found)
 }

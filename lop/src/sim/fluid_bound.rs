@@ -651,7 +651,8 @@ mod tests {
     /// The server-pipelining bound holds for every server-only plan: 400 random DAGs under
     /// random profiles and links, each with and without band headers, under either chunk
     /// bounds and either chunk order, twelve random chunkings each (1-16 chunks per op, last cut
-    /// aligned or not, tapered at either end or not). It is no vacuous bound either: some plan comes within 1% of it.
+    /// aligned or not, tapered at either end or not). It is no vacuous bound either: some plan
+    /// comes within 1% of it.
     #[test]
     fn no_server_only_plan_beats_the_pipelining_bound() {
         let (mut checked, mut worst) = (0, 0.0f64);
