@@ -72,6 +72,23 @@ pub struct Plan {
     /// left out of their JSON and hash when even.
     #[serde(default, skip_serializing_if = "Taper::is_even")]
     pub taper: Taper,
+    /// Server chunks cut where the plan says rather than by a rule: for each op listed, the
+    /// end row of each of its server chunks. The planner cuts each op where the rows it
+    /// follows are released (an op's cuts on the rows its producers' cuts let it start), so
+    /// that the server's kernels wait for the input rows that a min-max over release times
+    /// wants, not for those a count and a spread give. Plans written before it have none, and
+    /// it is left out of their JSON and hash when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_cuts: Vec<OpCuts>,
+}
+
+/// One op's server chunks, by their end rows ([`Plan::server_cuts`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct OpCuts {
+    /// The op.
+    pub node: NodeId,
+    /// The end row of each chunk, increasing; the last is the end of the op's server rows.
+    pub ends: Vec<usize>,
 }
 
 /// Chunk sizes that shrink toward an op's first or last rows: the first `head` chunks halve
@@ -147,7 +164,7 @@ impl Plan {
                 NodeSplit { robot_end, server_start, robot_chunks: 1, server_chunks: 1 }
             })
             .collect();
-        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false, taper: Taper::default() }
+        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false, taper: Taper::default(), server_cuts: Vec::new() }
     }
 
     /// Everything on the robot, one kernel per op.
@@ -197,7 +214,7 @@ impl Plan {
             .collect();
         let last_cut_aligned = rng.below(2) == 0;
         let taper = Taper { head: rng.below(3) as u8, tail: rng.below(3) as u8 };
-        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned, taper }
+        Plan { version: PLAN_VERSION, units, splits, last_cut_aligned, taper, server_cuts: Vec::new() }
     }
 
     /// The output rows `side` computes for node `id`.
@@ -209,6 +226,12 @@ impl Plan {
             Side::Robot => unit_rows(total, u, 0..s.robot_end),
             Side::Server => unit_rows(total, u, s.server_start..u),
         }
+    }
+
+    /// The explicit server chunk ends of node `id`, if the plan cuts it by hand
+    /// ([`Plan::server_cuts`]).
+    pub fn server_cuts_of(&self, id: NodeId) -> Option<&[usize]> {
+        self.server_cuts.iter().find(|c| c.node == id).map(|c| &c.ends[..])
     }
 
     /// Chunks `side` computes node `id` in.
@@ -268,6 +291,35 @@ impl Plan {
                 return Err(Error::Plan(format!("node '{name}' is global and must run whole on one side")));
             }
         }
+        let mut seen = std::collections::HashSet::new();
+        for c in &self.server_cuts {
+            let Some(node) = graph.nodes.get(c.node).filter(|_| graph.is_op(c.node)) else {
+                return Err(Error::Plan(format!("server cuts for node {}, which is not an op of the graph", c.node)));
+            };
+            let name = &node.name;
+            if !seen.insert(c.node) {
+                return Err(Error::Plan(format!("node '{name}': server cuts given twice")));
+            }
+            let rows = self.rows(graph, c.node, Side::Server);
+            if c.ends.len() != self.splits[c.node].server_chunks {
+                return Err(Error::Plan(format!(
+                    "node '{name}': {} server cut ends for {} server chunks",
+                    c.ends.len(),
+                    self.splits[c.node].server_chunks
+                )));
+            }
+            let increasing = c.ends.iter().scan(rows.start, |prev, &e| {
+                let ok = e > *prev;
+                *prev = e;
+                Some(ok)
+            });
+            if c.ends.last() != Some(&rows.end) || !increasing.into_iter().all(|ok| ok) {
+                return Err(Error::Plan(format!(
+                    "node '{name}': server cut ends {:?} must increase within rows {}..{} and end at {}",
+                    c.ends, rows.start, rows.end, rows.end
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -287,6 +339,14 @@ impl Plan {
         if !self.taper.is_even() {
             h.update(b"taper");
             h.update([self.taper.head, self.taper.tail]);
+        }
+        for c in &self.server_cuts {
+            h.update(b"server cuts");
+            h.update((c.node as u64).to_le_bytes());
+            h.update((c.ends.len() as u64).to_le_bytes());
+            for &e in &c.ends {
+                h.update((e as u64).to_le_bytes());
+            }
         }
         hex::encode(h.finalize())
     }
@@ -318,6 +378,47 @@ mod tests {
         assert_eq!(back, t);
     }
 
+    /// input `x` u8 [1, 1, 16, 4] -> norm `n`: the graph and both ids.
+    fn norm_graph() -> (crate::graph::Graph, NodeId, NodeId) {
+        let mut b = crate::graph::GraphBuilder::new("norm");
+        let x = b.input("x", vec![1, 1, 16, 4], crate::graph::DType::U8);
+        let n = b.add("norm", crate::ops::Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
+        b.output(n);
+        (b.build().expect("graph"), x, n)
+    }
+
+    #[test]
+    fn server_cuts_are_checked_and_hashed() {
+        let (g, x, n) = norm_graph();
+        let mut p = Plan::server_only(&g, 4);
+        let plain = p.hash();
+        p.splits[n].server_chunks = 3;
+        p.server_cuts = vec![OpCuts { node: n, ends: vec![2, 9, 16] }];
+        p.validate(&g).expect("cuts that increase and end at the op's last row");
+        assert_ne!(p.hash(), plain, "cut by hand: another plan");
+        let moved = Plan { server_cuts: vec![OpCuts { node: n, ends: vec![3, 9, 16] }], ..p.clone() };
+        assert_ne!(moved.hash(), p.hash());
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&p).expect("json")).expect("round trip");
+        assert_eq!(back, p);
+        for (ends, chunks, what) in [
+            (vec![2, 9], 2, "end at 16"),
+            (vec![9, 2, 16], 3, "must increase"),
+            (vec![0, 9, 16], 3, "must increase"),
+            (vec![2, 9, 16], 4, "3 server cut ends for 4 server chunks"),
+        ] {
+            let mut q = p.clone();
+            q.splits[n].server_chunks = chunks;
+            q.server_cuts = vec![OpCuts { node: n, ends }];
+            let e = q.validate(&g).expect_err(what).to_string();
+            assert!(e.contains("'norm'") && e.contains(what), "{e}");
+        }
+        let mut q = p.clone();
+        q.server_cuts.push(q.server_cuts[0].clone());
+        assert!(q.validate(&g).expect_err("twice").to_string().contains("given twice"));
+        q.server_cuts = vec![OpCuts { node: x, ends: vec![16] }];
+        assert!(q.validate(&g).expect_err("the input").to_string().contains("not an op"));
+    }
+
     #[test]
     fn a_taper_halves_the_end_chunks() {
         let even = Taper::default();
@@ -341,11 +442,7 @@ mod tests {
 
     #[test]
     fn a_taper_past_the_most_halvings_is_refused() {
-        let mut b = crate::graph::GraphBuilder::new("norm");
-        let x = b.input("x", vec![1, 1, 16, 4], crate::graph::DType::U8);
-        let n = b.add("norm", crate::ops::Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
-        b.output(n);
-        let g = b.build().expect("graph");
+        let (g, _, _) = norm_graph();
         let mut p = Plan::server_only(&g, 4);
         p.taper = Taper { head: Taper::MAX, tail: Taper::MAX };
         p.validate(&g).expect("the most halvings");

@@ -636,21 +636,65 @@ async fn plans_with_last_cuts_aligned_and_tapered_chunks_give_the_unsplit_output
         e.plan = p;
         e.method = "lop".into();
     }
+    serve_edited_table(&mut s, "last cuts aligned, chunks tapered").await;
+}
+
+/// Serves `s.table`, its plans edited, from the edge's plan cache, and checks that LOP at 2, 8
+/// and 30 MB/s gives the unsplit output, with something sent up and no frame dropped.
+async fn serve_edited_table(s: &mut Setup, what: &str) {
     s.table.hash = s.table.content_hash();
     // The edge takes the same table from its plan cache.
     let dir = tempdir();
     std::fs::create_dir_all(&dir).unwrap();
     s.table.save(&lop::planner::table::cache_path(&dir, &s.table.key)).unwrap();
     let board = Switchboard::new();
-    let edge = board.plug(edge(&s, &dir).await);
-    let mut c = client(&s, &board, 200.0).await;
+    let edge = board.plug(edge(s, &dir).await);
+    let mut c = client(s, &board, 200.0).await;
     assert!(c.connected(), "the edge should serve the same table");
     c.set_method("lop");
     for bw in [2.0, 8.0, 30.0] {
         let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), bw).await.unwrap();
         assert!(!r.stats.fallback, "at {bw}: {:?}", r.stats.fallback_reason);
-        assert!(r.stats.bytes_up > 0, "at {bw}: the plan splits");
-        assert_exact(&r.outputs, &s.whole, &format!("last cuts aligned, chunks tapered, at {bw} MB/s"));
+        assert!(r.stats.bytes_up > 0, "at {bw}: something goes up");
+        assert_exact(&r.outputs, &s.whole, &format!("{what}, at {bw} MB/s"));
     }
     assert_eq!(edge.service().counts().dropped.total(), 0);
+}
+
+/// Plans whose ops are cut by hand ([`lop::plan::Plan::server_cuts`], what the planner's
+/// release cuts write) cut their chunks alike on both sides: server-only plans with every local
+/// op cut at random rows, in place of the table's LOSS plans, give the unsplit output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_with_ops_cut_by_hand_give_the_unsplit_output() {
+    let _heavy = crate::HEAVY.lock().await;
+    let mut s = setup();
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut below = |n: usize| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize % n.max(1)
+    };
+    let mut cut = 0;
+    for e in s.table.entries.iter_mut().filter(|e| e.bucket_mb_s > 0.0) {
+        let mut p = lop::plan::Plan::server_only(&g, s.table.spec.planner.units);
+        for id in (0..g.nodes.len()).filter(|&id| g.is_op(id) && g.locality(id).is_local()) {
+            let rows = g.nodes[id].info.rows();
+            if rows < 2 {
+                continue;
+            }
+            let mut ends: Vec<usize> = (0..below(4)).map(|_| 1 + below(rows - 1)).collect();
+            ends.push(rows);
+            ends.sort_unstable();
+            ends.dedup();
+            p.splits[id].server_chunks = ends.len();
+            cut += usize::from(ends.len() > 1);
+            p.server_cuts.push(lop::plan::OpCuts { node: id, ends });
+        }
+        p.validate(&g).unwrap();
+        e.plan_hash = p.hash();
+        e.plan = p;
+        e.method = "lop".into();
+    }
+    assert!(cut > 0, "some op is cut in two or more chunks");
+    serve_edited_table(&mut s, "ops cut by hand").await;
 }

@@ -114,7 +114,7 @@ pub fn layer_plan(sim: &Simulator<'_>, units: usize, robot: &[bool]) -> Plan {
             NodeSplit { robot_end: end, server_start: end, robot_chunks: 1, server_chunks: 1 }
         })
         .collect();
-    Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false, taper: Default::default() }
+    Plan { version: PLAN_VERSION, units, splits, last_cut_aligned: false, taper: Default::default(), server_cuts: Vec::new() }
 }
 
 /// Cost of a plan, with "needs a link that is not there" as `None`.

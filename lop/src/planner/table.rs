@@ -22,8 +22,9 @@ pub const TABLE_VERSION: u32 = 3;
 /// message's header bytes are priced. 4: plans may align ops' last cuts
 /// ([`crate::plan::Plan::last_cut_aligned`]). 5: buckets lend their plans to their neighbours
 /// ([`lend_plans`]). 6: the best plan's chunks may taper at either end
-/// ([`crate::plan::Taper`]).
-pub const PLANNER_REVISION: u32 = 6;
+/// ([`crate::plan::Taper`]). 7: ops of server-only plans cut where the frame's rows release
+/// them ([`crate::plan::Plan::server_cuts`]).
+pub const PLANNER_REVISION: u32 = 7;
 
 /// How many buckets on each side lend a bucket their plans ([`lend_plans`]).
 const LENDING_REACH: usize = 4;

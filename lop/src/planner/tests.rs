@@ -307,12 +307,8 @@ fn wavefront_lets_loss_hide_a_deep_chain_behind_the_upload() {
     assert!(best[0] < best[1] - 0.1, "wavefront {} vs op-major {}", best[0], best[1]);
 }
 
-/// On a slow link what waits for the frame's last message is the server's work on the rows
-/// that read it, so LOSS makes that message small: ten 3x3 max pools over 64 rows, 8 ms a
-/// message of 8 rows, the server 0.05 ms a row per pool, a robot far slower. The plan it picks
-/// tapers its last chunks, and the same plan cut evenly is slower.
-#[test]
-fn a_slow_link_tapers_the_last_message() {
+/// input u8 [1, 2, 64, 16] -> norm -> ten 3x3 stride-1 max pools -> a global mean.
+fn pools() -> Graph {
     let mut b = GraphBuilder::new("pools");
     let x = b.input("x", vec![1, 2, 64, 16], DType::U8);
     let mut v = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
@@ -321,18 +317,53 @@ fn a_slow_link_tapers_the_last_message() {
     }
     let y = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[v]).expect("mean");
     b.output(y);
-    let g = b.build().expect("graph");
+    b.build().expect("graph")
+}
+
+/// On a slow link what waits for the frame's last message is the server's work on the rows
+/// that read it, so LOSS makes that message small: ten 3x3 max pools over 64 rows, 8 ms a
+/// message of 8 rows, the server 0.05 ms a row per pool, a robot far slower. The plan it picks
+/// tapers its last chunks, and the same plan cut evenly is slower.
+#[test]
+fn a_slow_link_tapers_the_last_message() {
+    let g = pools();
     let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
     let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-5, 5e-5)).expect("server");
     let cfg = SimConfig { link: Link::mbytes(0.032, 1e-4), bounds: crate::sim::ChunkBounds::Aligned, ..SimConfig::default() };
     let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
-    let o = plan(&sim, Objective::Latency, &PlannerConfig::default()).expect("plan");
+    // Steps 1 to 6: release cuts (step 7) would cut every op by hand, the taper then moot.
+    let o = plan(&sim, Objective::Latency, &PlannerConfig { release_cuts: false, ..PlannerConfig::default() }).expect("plan");
     assert_eq!(o.method, "lop");
     assert!(o.plan.taper.tail > 0, "{:?}", o.plan.taper);
     let tapered = o.cost.expect("cost").makespan_s;
     let even = sim.cost(&Plan { taper: crate::plan::Taper::default(), ..o.plan.clone() }).expect("even").makespan_s;
     eprintln!("slow link: LOSS {:.2} ms ({:?}), the same plan cut evenly {:.2} ms", tapered * 1e3, o.plan.taper, even * 1e3);
     assert!(tapered < even, "tapered {tapered} vs even {even}");
+}
+
+#[test]
+fn release_cuts_make_server_only_plans_faster() {
+    // The pools of the slow-link test, at links from slow to fast: step 7 never makes a plan
+    // worse, and cuts some where the rows' releases say.
+    let g = pools();
+    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
+    let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(1e-5 * (1 + id % 4) as f64, 5e-5)).expect("server");
+    let mut faster = 0;
+    for mbytes in [0.032, 0.1, 0.3, 1.0] {
+        let cfg = SimConfig { link: Link::mbytes(mbytes, 1e-4), bounds: crate::sim::ChunkBounds::Aligned, ..SimConfig::default() };
+        let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
+        let without = plan(&sim, Objective::Latency, &PlannerConfig { release_cuts: false, ..PlannerConfig::default() }).expect("plan");
+        let with = plan(&sim, Objective::Latency, &PlannerConfig::default()).expect("plan");
+        let (w, wo) = (with.cost.expect("cost").makespan_s, without.cost.expect("cost").makespan_s);
+        assert!(w <= wo, "{mbytes} MB/s: {w} s with release cuts, {wo} s without");
+        if w < wo {
+            faster += 1;
+            assert!(!with.plan.server_cuts.is_empty(), "only release cuts change a plan after step 6");
+            with.plan.validate(&g).expect("valid");
+        }
+        eprintln!("{mbytes} MB/s: {:.3} ms without release cuts, {:.3} ms with", wo * 1e3, w * 1e3);
+    }
+    assert!(faster >= 2, "release cuts made {faster} of 4 links faster");
 }
 
 /// Every zoo model, detectors and 3D grids included, plans in every bucket without a baseline

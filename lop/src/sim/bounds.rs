@@ -62,6 +62,22 @@ pub(super) fn bounds_with(
             out.push(Vec::new());
             continue;
         }
+        if let Some(ends) = plan.server_cuts_of(id).filter(|_| side == Side::Server) {
+            let mut start = range.start;
+            let mut chunks = Vec::with_capacity(ends.len());
+            for &e in ends {
+                let e = e.clamp(start, range.end);
+                if e > start {
+                    chunks.push(start..e);
+                    start = e;
+                }
+            }
+            if start < range.end {
+                chunks.push(start..range.end);
+            }
+            out.push(chunks);
+            continue;
+        }
         let chunks = match mode {
             ChunkBounds::Even => plan.taper.chunks(&range, k),
             ChunkBounds::Aligned => aligned(graph, id, &range, k, &out, &foot, plan),
@@ -179,6 +195,31 @@ mod tests {
             s.server_chunks = k;
         }
         p
+    }
+
+    #[test]
+    fn server_cuts_override_the_rule_on_the_server_only() {
+        let g = conv_chain(16, 2);
+        let mut p = server_plan(&g, 4);
+        p.splits[2].server_chunks = 3;
+        p.server_cuts = vec![crate::plan::OpCuts { node: 2, ends: vec![1, 10, 16] }];
+        p.validate(&g).expect("valid");
+        for mode in [ChunkBounds::Even, ChunkBounds::Aligned] {
+            let b = chunk_bounds(&g, &p, Side::Server, mode);
+            assert_eq!(b[2], vec![0..1, 1..10, 10..16], "{mode:?}: as the plan cuts it");
+            // Its consumer aligns to the cuts it is given: conv1's rows [0, b) read conv0's
+            // [0, b + 1), so under aligned bounds it follows them one row up.
+            if mode == ChunkBounds::Aligned {
+                assert_eq!(b[3], vec![0..9, 9..16], "conv1 waits for conv0's cut at 10, as aligned bounds say");
+            }
+        }
+        // The robot's side of an op is never cut by hand.
+        let mut r = p.clone();
+        r.splits[2].robot_end = 8;
+        r.splits[2].server_start = 0;
+        r.splits[2].robot_chunks = 2;
+        let robot = chunk_bounds(&g, &r, Side::Robot, ChunkBounds::Even);
+        assert_eq!(robot[2], vec![0..8, 8..16]);
     }
 
     #[test]
