@@ -18,14 +18,17 @@ shares kernel time with the ops it dominates (a convex stand-in). Here each op's
 are a subset of its producer's, and the messages are the root, as in any real plan; the least
 weighted term over such nested plans is found exactly by a dynamic program over the ops, O(K n^3)
 per mu. Frank-Wolfe steps raise it over mu; every value is a lower bound on every server-only
-plan (the relaxation is preemptive and ignores precedence inside a release).
+plan.
 
 Prints, every 50 steps, the best bound so far and the least largest release term among the
-exact minimisers seen (each a nested plan of the relaxation, so an upper estimate of the
-relaxation's own min-max): the gap between the two is what no Lagrangian bound of this family
-closes. Measured at vgg16 bucket 30 (2.955 MB/s, robot 8x): bound 93.78 (FW, 800 steps; 93.93
-with multiplicative weights), least largest term 97.06, LOSS 98.56, the Rust bound 93.25 ms.
-Needs numpy (in the project's .venv with torch).
+exact minimisers seen. Each minimiser is a real plan: cut every op where its rows' releases
+cross the kernel ends it chose (lop::plan::Plan::server_cuts), and the server, in any order
+that never idles while work is ready, ends exactly at its largest term (the planner's release
+cuts rest on this, lop/src/planner/release.rs, which tests it against the simulator). So the
+gap between the two numbers is the Lagrangian's, not the plans'. Measured at vgg16 bucket 30
+(2.955 MB/s, robot 8x): bound 93.78 (FW, 800 steps; 93.93 with multiplicative weights), least
+largest term 97.06, whose plan the simulator runs in 96.91 ms; LOSS 98.56 before release cuts,
+96.57 with them; the Rust bound 93.25 ms. Needs numpy (in the project's .venv with torch).
 """
 
 import json

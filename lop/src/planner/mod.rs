@@ -99,13 +99,18 @@ pub struct PlannerConfig {
     /// Budget of each exact baseline search.
     pub baseline_max_evaluations: usize,
     /// Cut the best server-only plan's ops where the frame's rows release them (step 7,
-    /// [`release`]). On by default; off only to measure what the earlier steps find alone.
-    #[serde(default = "release_cuts_on")]
+    /// [`release`]). On by default, and left out of the JSON when on, so that tables written
+    /// before it still load; off only to measure what the earlier steps find alone.
+    #[serde(default = "release_cuts_on", skip_serializing_if = "is_on")]
     pub release_cuts: bool,
 }
 
 fn release_cuts_on() -> bool {
     true
+}
+
+fn is_on(b: &bool) -> bool {
+    *b
 }
 
 impl Default for PlannerConfig {
