@@ -282,12 +282,15 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                 (Some(t), [out]) => t.summary(out, 3).map(|s| format!("  {s}")).unwrap_or_default(),
                 _ => String::new(),
             };
+            // Where the time went: each side's compute (the server's as the edge reports it).
+            let server = s.server_compute_s.map(|c| format!("  server {:6.1} ms", c * 1e3)).unwrap_or_default();
             eprintln!(
-                "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B{}{result}",
+                "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B  robot {:6.1} ms{server}{}{result}",
                 s.total_s * 1e3,
                 s.bucket_mb_s,
                 s.bytes_up,
                 s.bytes_down,
+                s.robot_compute_s * 1e3,
                 if s.fallback { "  FALLBACK" } else { "" }
             );
         }
