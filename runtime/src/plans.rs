@@ -78,16 +78,25 @@ impl PlanBook {
             }
         }
         let hashes: Vec<String> = plans.iter().map(|p| p.3.hash()).collect();
-        // Derive each distinct plan once, on the worker thread.
-        let mut distinct: Vec<(String, lop::plan::Plan)> = Vec::new();
+        // Derive each distinct plan once, on the worker thread; a plan that does not fit names
+        // the first bucket and method that use it.
+        let mut distinct: Vec<(String, lop::plan::Plan, String)> = Vec::new();
         for (h, p) in hashes.iter().zip(&plans) {
-            if !distinct.iter().any(|(d, _)| d == h) {
-                distinct.push((h.clone(), p.3.clone()));
+            if !distinct.iter().any(|(d, _, _)| d == h) {
+                distinct.push((h.clone(), p.3.clone(), format!("bucket {} ({} MB/s), {}", p.1, p.2, p.0)));
             }
         }
         let derived = worker
             .call(move |g| {
-                distinct.into_iter().map(|(h, p)| Schedule::derive(g, &p, bounds).map(|s| (h, s))).collect::<lop::Result<Vec<_>>>()
+                distinct
+                    .into_iter()
+                    .map(|(h, p, at)| {
+                        Schedule::derive(g, &p, bounds).map(|s| (h, s)).map_err(|e| match e {
+                            lop::Error::Plan(m) => lop::Error::Plan(format!("{at}: {m}")),
+                            e => e,
+                        })
+                    })
+                    .collect::<lop::Result<Vec<_>>>()
             })
             .await??;
         let schedules: HashMap<String, Schedule> = derived.into_iter().collect();

@@ -698,3 +698,30 @@ async fn plans_with_ops_cut_by_hand_give_the_unsplit_output() {
     assert!(cut > 0, "some op is cut in two or more chunks");
     serve_edited_table(&mut s, "ops cut by hand").await;
 }
+
+/// A table whose plan does not fit the model is refused by the robot before it connects, and
+/// the error names the bucket and method that use the plan and what is wrong with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_that_does_not_fit_is_refused_naming_its_bucket() {
+    let mut s = setup();
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let units = s.table.spec.planner.units;
+    let (bucket, e) = s.table.entries.iter_mut().enumerate().find(|(_, e)| e.bucket_mb_s > 0.0).unwrap();
+    let id = (0..g.nodes.len()).find(|&id| g.is_op(id) && g.nodes[id].info.rows() > 4).unwrap();
+    let mut p = lop::plan::Plan::server_only(&g, units);
+    // Two chunk ends for an op the plan computes in one chunk.
+    p.server_cuts = vec![lop::plan::OpCuts { node: id, ends: vec![2, g.nodes[id].info.rows()] }];
+    e.plan_hash = p.hash();
+    e.plan = p;
+    e.method = "lop".into();
+    s.table.hash = s.table.content_hash();
+    let board = Switchboard::new();
+    let link = ShapedConfig::symmetric(Trace::constant(8.0).unwrap());
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let opts = ClientOptions::new("robot-1", "resnet18");
+    let err = match RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await {
+        Ok(_) => panic!("a plan that does not fit must be refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains(&format!("bucket {bucket} (")) && err.contains("lop") && err.contains("2 server cut ends for 1"), "{err}");
+}
