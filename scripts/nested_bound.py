@@ -28,7 +28,7 @@ cuts rest on this, lop/src/planner/release.rs, which tests it against the simula
 gap between the two numbers is the Lagrangian's, not the plans'. Measured at vgg16 bucket 30
 (2.955 MB/s, robot 8x): bound 93.78 (FW, 800 steps; 93.93 with multiplicative weights), least
 largest term 97.06, whose plan the simulator runs in 96.91 ms; LOSS 98.56 before release cuts,
-96.57 with them; the Rust bound 93.25 ms. Needs numpy (in the project's .venv with torch).
+96.90 with them; the Rust bound 93.25 ms. Needs numpy (in the project's .venv with torch).
 """
 
 import json
