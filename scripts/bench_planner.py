@@ -3,7 +3,7 @@
 1-30, one row per (model, robot profile, input wire):
 
     python3 scripts/bench_planner.py MODEL:ROBOT.json:SERVER.json [...] [--wires native,f32]
-        [--lop target/release/lop] [--extra "--bandwidth-scale auto"]
+        [--lop target/release/lop] [--extra "--bandwidth-scale auto"] [--json]
 
 Columns (ms, means over buckets 1-30): LOSS, the best baseline, the server-pipelining bound, the
 fluid bound; then LOSS / best baseline, LOSS / pipelining bound (ratios of those means); the
@@ -49,7 +49,8 @@ def plan(lop: str, model: str, robot: str, server: str, wire: str, extra: list[s
         return v
 
 
-def row(label: str, v: dict) -> str:
+def stats(label: str, v: dict) -> dict:
+    """The row's figures (ms and ratios over buckets 1-30), as --json writes them."""
     buckets = [b for b in v["buckets"] if 1 <= b["bucket_mb_s"] <= 30]
     def mean(key):
         vals = [key(b) for b in buckets]
@@ -60,18 +61,30 @@ def row(label: str, v: dict) -> str:
     pipe, fluid = mean(lambda b: b["server_pipeline_bound_ms"]), mean(lambda b: b["fluid_bound_ms"])
     below = [b for b in buckets if b["fluid_bound_ms"] < b["server_pipeline_bound_ms"] - 1e-9]
     gap_sum = sum(b["server_pipeline_bound_ms"] - b["fluid_bound_ms"] for b in below)
-    closed = sum(b["server_pipeline_bound_ms"] - ms(b, "lop") for b in below) / gap_sum if below else None
     per_bucket = [(b["server_pipeline_bound_ms"] - ms(b, "lop")) / (b["server_pipeline_bound_ms"] - b["fluid_bound_ms"]) for b in below]
     no_bands = [ms(b, "lop") / b["server_pipeline_bound_ms"] for b in buckets if not b["robot_bands"]]
-    server_side = f"{statistics.mean(no_bands):6.3f} ({len(no_bands):2d})" if no_bands else "     -     "
     terms = [max(b["fluid_terms_ms"], key=b["fluid_terms_ms"].get) for b in buckets]
-    limit = max(set(terms), key=terms.count)
-    gap = f"{statistics.mean(per_bucket):7.3f} {closed:6.3f} ({len(below):2d})" if below else "        -      -     "
-    worse = sum(1 for b in v["buckets"] if ms(b, "lop") > best(b) * (1 + 1e-9))
-    lop_pb = statistics.mean(ms(b, "lop") / best(b) for b in buckets)
-    fluid_pb = statistics.mean(b["fluid_bound_ms"] / best(b) for b in buckets)
-    return (f"{label:<34} {lop:9.1f} {base:9.1f} {pipe:9.1f} {fluid:9.1f} {lop / base:6.3f} {lop / pipe:6.3f} "
-            f"{lop_pb:6.3f} {fluid_pb:6.3f} {gap} {server_side} {v['planning_time_s']:6.1f} {limit} {worse}")
+    return {
+        "label": label, "lop_ms": lop, "best_ms": base, "pipe_ms": pipe, "fluid_ms": fluid,
+        "lop_over_best": lop / base, "lop_over_pipe": lop / pipe,
+        "lop_over_best_mean": statistics.mean(ms(b, "lop") / best(b) for b in buckets),
+        "fluid_over_best_mean": statistics.mean(b["fluid_bound_ms"] / best(b) for b in buckets),
+        "gap_closed_mean": statistics.mean(per_bucket) if below else None,
+        "gap_closed_sum": sum(b["server_pipeline_bound_ms"] - ms(b, "lop") for b in below) / gap_sum if below else None,
+        "gap_buckets": len(below),
+        "no_band_lop_over_pipe": statistics.mean(no_bands) if no_bands else None, "no_band_buckets": len(no_bands),
+        "planning_s": v["planning_time_s"], "limit": max(set(terms), key=terms.count),
+        "slower_buckets": sum(1 for b in v["buckets"] if ms(b, "lop") > best(b) * (1 + 1e-9)),
+    }
+
+
+def row(x: dict) -> str:
+    server_side = f"{x['no_band_lop_over_pipe']:6.3f} ({x['no_band_buckets']:2d})" if x["no_band_buckets"] else "     -     "
+    gap = (f"{x['gap_closed_mean']:7.3f} {x['gap_closed_sum']:6.3f} ({x['gap_buckets']:2d})" if x["gap_buckets"]
+           else "        -      -     ")
+    return (f"{x['label']:<34} {x['lop_ms']:9.1f} {x['best_ms']:9.1f} {x['pipe_ms']:9.1f} {x['fluid_ms']:9.1f} "
+            f"{x['lop_over_best']:6.3f} {x['lop_over_pipe']:6.3f} {x['lop_over_best_mean']:6.3f} {x['fluid_over_best_mean']:6.3f} "
+            f"{gap} {server_side} {x['planning_s']:6.1f} {x['limit']} {x['slower_buckets']}")
 
 
 def post_robot_ratio(free: dict, pinned: dict) -> float:
@@ -90,19 +103,33 @@ def main() -> None:
     ap.add_argument("--lop", default="target/release/lop")
     ap.add_argument("--extra", default="--bandwidth-scale auto", help="more `lop plan` flags")
     ap.add_argument("--post-robot", action="store_true", help="also plan with the post-processing pinned to the robot")
+    ap.add_argument("--task", action="append", default=[], metavar="MODEL=TASK",
+                    help="plan MODEL with `--task TASK` (repeatable; its profiles must be of the same graph)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object ({\"rows\": [...]}) instead of the table")
     a = ap.parse_args()
-    print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
-          f"{'l/b pb':>6} {'f/b pb':>6} "
-          f"{'closed: mean, sum (n)':>21} {'no-band l/pipe (n)':>11} {'plan s':>6} limit worse")
+    rows = []
+    if not a.json:
+        print(f"{'model / robot / wire':<34} {'lop':>9} {'best':>9} {'pipe':>9} {'fluid':>9} {'l/best':>6} {'l/pipe':>6} "
+              f"{'l/b pb':>6} {'f/b pb':>6} "
+              f"{'closed: mean, sum (n)':>21} {'no-band l/pipe (n)':>11} {'plan s':>6} limit worse")
+    tasks = dict(t.split("=", 1) for t in a.task)
     for run in a.runs:
         model, robot, server = run.rsplit(":", 2)
+        extra = a.extra.split() + (["--task", tasks[model]] if model in tasks else [])
         for wire in a.wires.split(","):
-            v = plan(a.lop, model, robot, server, wire, a.extra.split())
-            line = row(f"{model} {robot.rsplit('/', 1)[-1]} {wire}", v)
+            v = plan(a.lop, model, robot, server, wire, extra)
+            task = f" --task {tasks[model]}" if model in tasks else ""
+            x = stats(f"{model}{task} {robot.rsplit('/', 1)[-1]} {wire}", v)
+            line = row(x)
             if a.post_robot:
-                pinned = plan(a.lop, model, robot, server, wire, a.extra.split() + ["--post-side", "robot"])
-                line += f"  post on robot: {post_robot_ratio(v, pinned):.3f}"
-            print(line, flush=True)
+                pinned = plan(a.lop, model, robot, server, wire, extra + ["--post-side", "robot"])
+                x["post_robot_lop_over_best"] = post_robot_ratio(v, pinned)
+                line += f"  post on robot: {x['post_robot_lop_over_best']:.3f}"
+            rows.append(x)
+            if not a.json:
+                print(line, flush=True)
+    if a.json:
+        print(json.dumps({"rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 # backend of the robot nodes against it (scripts/build-r2r.sh, into target/release/r2r), then
 # builds everything once in release mode (scripts/feature-drift.sh checks that these builds share
 # their dependencies) and runs every test of the workspace with that build
-# (the r2r nodes against rclpy among them).
+# (the r2r nodes against rclpy among them), with --no-fail-fast so that one failing test binary
+# hides no other, and clippy (warnings denied) beside them. With CI set, the network-namespace
+# tests fail instead of skipping where namespaces cannot be made.
 #
 #   scripts/test.sh [--build-fuzz] [CARGO TEST ARGS...]
 #
@@ -42,12 +44,17 @@ wait "$setup_pid" || setup_rc=$?
 wait "$ros_pid" || ros_rc=$?
 [ "$setup_rc" = 0 ] || { echo "test: scripts/setup.sh --test-deps failed (exit $setup_rc)" >&2; exit 1; }
 [ "$ros_rc" = 0 ] || { echo "test: scripts/ros.sh failed (exit $ros_rc)" >&2; exit 1; }
-# nftables for the chaos test's faults in network namespaces (the kernel here has no netem).
-if ! command -v nft >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  echo "test: installing nftables (apt-get)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nftables >&2 \
-    || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nftables >&2; } \
-    || echo "test: nftables could not be installed; the chaos netns test will say so" >&2
+# iproute2 (`ip netns`, `tc`) for the network-namespace tests, which fail under CI (CI set)
+# rather than skip where namespaces cannot be made; nftables for the chaos test's faults in
+# network namespaces (the kernel here has no netem).
+missing=()
+command -v ip >/dev/null && command -v tc >/dev/null || missing+=(iproute2)
+command -v nft >/dev/null || missing+=(nftables)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "test: installing ${missing[*]} (apt-get)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+    || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
+    || echo "test: ${missing[*]} could not be installed; the netns tests will say so" >&2
 fi
 # shellcheck source=env.sh
 . scripts/env.sh
@@ -77,6 +84,12 @@ beside() {
   "${idle[@]}" "$@" >"$log" 2>&1 &
   pids+=($!) names+=("$name") logs+=("$log")
 }
+# Lints (the whole run only): clippy on every crate and target, warnings denied
+# (scripts/clippy.sh: its own copy of the release build, so neither waits on the other's lock).
+if [ $# -eq 0 ]; then
+  phase "cargo clippy --all-targets -- -D warnings at idle priority beside the tests (scripts/clippy.sh, target/clippy.log)"
+  beside "scripts/clippy.sh" target/clippy.log scripts/clippy.sh
+fi
 if [ "$build_fuzz" = 1 ]; then
   phase "the fuzz targets at idle priority beside the tests (scripts/fuzz.sh --build, target/fuzz-build.log)"
   beside "scripts/fuzz.sh --build" target/fuzz-build.log scripts/fuzz.sh --build
@@ -92,12 +105,12 @@ if [ $# -eq 0 ]; then
   skip=(--exact)
   for t in "${lane_tests[@]}"; do skip+=(--skip "$t"); done
   phase "cargo test --release --workspace ${lane[*]} at idle priority beside the others (target/test-beside.log)"
-  beside "cargo test ${lane[*]}" target/test-beside.log cargo test --release --workspace "${lane[@]}"
-  phase "cargo test --release --workspace, but for those ${#lane_tests[@]}"
-  cargo test --release --workspace -- "${skip[@]}" || test_rc=$?
+  beside "cargo test ${lane[*]}" target/test-beside.log cargo test --release --workspace --no-fail-fast "${lane[@]}"
+  phase "cargo test --release --workspace --no-fail-fast, but for those ${#lane_tests[@]}"
+  cargo test --release --workspace --no-fail-fast -- "${skip[@]}" || test_rc=$?
 else
-  phase cargo test --release --workspace "$@"
-  cargo test --release --workspace "$@" || test_rc=$?
+  phase cargo test --release --workspace --no-fail-fast "$@"
+  cargo test --release --workspace --no-fail-fast "$@" || test_rc=$?
 fi
 failed=0
 for i in "${!pids[@]}"; do

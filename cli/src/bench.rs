@@ -16,7 +16,7 @@ use anyhow::Context;
 use lop::plan::Side;
 use lop::planner::PlannerConfig;
 use lop::planner::table::TableSpec;
-use lop::profile::{DeviceKind, Fit, Profile, ProfileCache, ProfileOptions};
+use lop::profile::{DeviceKind, Profile, ProfileCache, ProfileOptions};
 use lop::sim::{SimConfig, Simulator};
 use lop_runtime::bench::{BenchConfig, MethodReport, NetnsBenchOptions, NetnsSummary, OverheadReport};
 use lop_runtime::edge::EdgeCounts;
@@ -50,9 +50,9 @@ pub struct BenchArgs {
     /// ping-pong of the input and output bytes, and server-only through the runtime.
     #[arg(long)]
     pub overhead: bool,
-    /// Use synthetic per-row profiles (the robot --dilation times slower than the server)
-    /// instead of measuring: quick, for tests and smoke runs; the simulator's predictions then
-    /// do not describe this machine.
+    /// Use the synthetic profiles of the configs' `synthetic` (the robot 8x slower than the
+    /// server per byte) instead of measuring: quick, for tests and smoke runs; the simulator's
+    /// predictions then do not describe this machine.
     #[arg(long)]
     pub synthetic_profiles: bool,
     /// Methods, comma-separated: robot-only, server-only, layer, lop.
@@ -69,6 +69,15 @@ pub struct BenchArgs {
     /// The robot is this many times slower than this machine (kernels stretched by waiting).
     #[arg(long, default_value_t = 1.0)]
     pub dilation: f64,
+    /// How a dilated robot's kernels are stretched: `profile` (each lasts what the robot profile
+    /// predicts for it: the emulated robot is its profile, run after run) or `measured` ((K-1)
+    /// times its measured duration: this machine's noise is multiplied by K).
+    #[arg(long, value_enum, default_value = "profile")]
+    pub robot_pace: RobotPace,
+    /// Untimed inferences per method before the timed ones (first runs allocate and prepare
+    /// kernels).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
     /// Multiply the trace by F; `auto` makes the raw input as float32 at the trace's mean rate
     /// take 0.44 x the robot-only compute time (the paper's VGG19 indoor regime).
     #[arg(long, default_value = "auto")]
@@ -109,6 +118,15 @@ pub struct BenchArgs {
     /// Print a line per inference (stderr).
     #[arg(long)]
     pub verbose: bool,
+}
+
+/// How `lop bench` stretches a dilated robot's kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RobotPace {
+    /// Each kernel lasts what the robot profile predicts for it.
+    Profile,
+    /// Each kernel is followed by (K-1) times its measured duration.
+    Measured,
 }
 
 /// The link of `lop bench`.
@@ -219,7 +237,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             args.robot_profile.is_none() && args.server_profile.is_none(),
             "--synthetic-profiles and --robot-profile/--server-profile exclude each other"
         );
-        synthetic_profiles(&graph, args.dilation)?
+        synthetic_profiles(&graph)?
     } else {
         (
             profile(&mut graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation, args.layout)?,
@@ -267,6 +285,8 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         methods: methods.iter().map(|m| m.to_string()).collect(),
         requests: args.requests,
         dilation: args.dilation,
+        paced: args.robot_pace == RobotPace::Profile,
+        warmup: args.warmup,
         input_wire: args.input_wire.wire(),
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| tmp.join("lop-plan-cache")),
         power: Default::default(),
@@ -344,16 +364,15 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Synthetic profiles: time per row proportional to the op's output bytes per row (2 ns per
-/// byte on the server, about this machine's speed, plus 20 us per kernel), the robot `dilation`
-/// times slower.
-fn synthetic_profiles(graph: &lop::Graph, dilation: f64) -> anyhow::Result<(Profile, Profile)> {
-    let fit = |id: usize, k: f64| Fit::new(2e-5 * k, graph.nodes[id].info.bytes_of_rows(1) as f64 * 2e-9 * k);
-    let mut robot = Profile::synthetic(graph, Side::Robot, |id| fit(id, dilation))?;
-    robot.dilation = dilation;
-    let server = Profile::synthetic(graph, Side::Server, |id| fit(id, 1.0))?;
-    eprintln!("synthetic profiles (robot {dilation}x slower than the server); simulated times do not describe this machine");
-    Ok((robot, server))
+/// The configs' synthetic profiles ([`lop::profile::SYNTHETIC`]), the same the edge and the
+/// robot plan with when their config says `synthetic`.
+fn synthetic_profiles(graph: &lop::Graph) -> anyhow::Result<(Profile, Profile)> {
+    let pair = lop::profile::SYNTHETIC.pair(graph)?;
+    eprintln!(
+        "synthetic profiles (the configs' `synthetic`: the robot {}x slower than the server per byte); simulated times do not describe this machine",
+        lop::profile::SYNTHETIC.robot_slowdown
+    );
+    Ok(pair)
 }
 
 /// How a run went besides the methods' reports.
@@ -433,6 +452,7 @@ fn print_report(
             "model": args.model.model,
             "trace": trace,
             "dilation": cfg.dilation,
+            "robot_pace": if cfg.paced { "profile" } else { "measured" },
             "bandwidth_scale": scale,
             "input_wire": args.input_wire.name(),
             "transport": run.transport,
@@ -464,19 +484,27 @@ fn print_report(
         "method", "mean ms", "std", "p50", "p95", "sim ms", "meas/sim", "up B", "down B", "energy J", "fallback", "max err"
     );
     for (m, r) in &ordered {
+        // A ratio measured while the machine changed speed describes the machine: marked.
+        let fidelity = r.fidelity.map_or_else(|| "-".to_string(), |f| format!("{f:.2}{}", if r.steady { "" } else { "!" }));
         println!(
-            "{m:<12} {:>9.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>11.0} {:>11.0} {:>9.3} {:>9} {:>10.1e}",
+            "{m:<12} {:>9.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>11.0} {:>11.0} {:>9.3} {:>9} {:>10.1e}",
             r.mean_ms,
             r.std_ms,
             r.p50_ms,
             r.p95_ms,
             r.sim_mean_ms,
-            r.fidelity.unwrap_or(f64::NAN),
+            fidelity,
             r.bytes_up,
             r.bytes_down,
             r.energy_j,
             r.fallbacks,
             r.max_rel_err
+        );
+    }
+    for (m, r) in ordered.iter().filter(|(_, r)| !r.steady) {
+        println!(
+            "{m}: ! this machine did not hold its speed (calibration kernel {:.2} ms before, {:.2} ms after; {} robot kernels overran their paced time): its meas/sim describes the machine",
+            r.calibration_before_ms, r.calibration_after_ms, r.overruns
         );
     }
     if let Some(r) = lop_ratio {

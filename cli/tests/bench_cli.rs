@@ -118,15 +118,9 @@ fn namespaces() -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Whether `ip netns` works here (root, iproute2); prints why not.
+/// Whether network namespaces work here (root, iproute2); skips loudly, or fails under `CI`.
 fn netns_usable() -> bool {
-    let probe = format!("lopclitest{}", std::process::id());
-    let ok = Command::new("ip").args(["netns", "add", &probe]).status().is_ok_and(|s| s.success());
-    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
-    if !ok {
-        eprintln!("skipping the netns benchmark test: `ip netns add` is unusable here (needs root and iproute2)");
-    }
-    ok
+    lop_runtime::netns::NetnsLink::available_for_test("netns benchmark test")
 }
 
 #[test]

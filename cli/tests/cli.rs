@@ -569,7 +569,7 @@ fn fleet_sim_and_fleet_cost_refuse_bad_input_clearly() {
 async fn watched_edge(session: &zenoh::Session, cache: &str) -> lop_runtime::fleet::ReporterHandle {
     use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
     let g = lop::model::load("zoo:resnet18", &Default::default()).expect("model");
-    let server = lop_runtime::synthetic::synthetic_profile(&g, lop::plan::Side::Server).expect("profile");
+    let server = lop::profile::synthetic_profile(&g, lop::plan::Side::Server).expect("profile");
     let spec = lop::planner::table::TableSpec::latency(vec![0.0, 8.0], 0.001);
     let svc = EdgeService::start(EdgeOptions {
         models: vec![EdgeModel { id: "resnet18".into(), source: "zoo:resnet18".into(), load: Default::default(), server_profile: server }],

@@ -60,7 +60,7 @@ pub enum Error {
 
 /// The synthetic profile (`server_profile: synthetic`; tests and demos): the same function the
 /// robot's configuration uses, so both build the same table.
-pub use lop_runtime::synthetic::synthetic_profile;
+pub use lop::profile::synthetic_profile;
 
 /// The sha256 (hex) of a file's bytes.
 fn file_sha256(path: &std::path::Path) -> Result<String, Error> {

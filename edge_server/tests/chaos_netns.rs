@@ -134,8 +134,7 @@ fn apply_tcp_dropin(link: &NetnsLink) -> bool {
 
 #[test]
 fn partition_flapping_and_loss_lose_no_frame_and_split_resumes_within_2_s() {
-    if let Err(why) = NetnsLink::is_available() {
-        eprintln!("\n!!!!!!!! chaos netns test SKIPPED: network namespaces unavailable: {why} !!!!!!!!\n");
+    if !NetnsLink::available_for_test("chaos netns test") {
         return;
     }
     let has_nft = Command::new("nft").arg("--version").output().is_ok_and(|o| o.status.success());

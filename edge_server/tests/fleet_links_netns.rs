@@ -35,8 +35,7 @@ const DEADLINE: Duration = Duration::from_millis(250);
 
 #[test]
 fn a_fleet_robot_measures_each_edges_path_and_routes_around_the_slow_one() {
-    if let Err(why) = NetnsLink::is_available() {
-        eprintln!("\n!!!!!!!! fleet links netns test SKIPPED: network namespaces unavailable: {why} !!!!!!!!\n");
+    if !NetnsLink::available_for_test("fleet links netns test") {
         return;
     }
     let prefix = format!("lopl{}", std::process::id() % 1_000_000);

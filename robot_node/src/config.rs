@@ -141,7 +141,7 @@ impl ProfileSource {
     pub fn load(&self, graph: &lop::graph::Graph, side: Side) -> Result<Profile> {
         match self {
             ProfileSource::File(path) => Ok(Profile::load(path)?),
-            ProfileSource::Synthetic => Ok(lop_runtime::synthetic::synthetic_profile(graph, side)?),
+            ProfileSource::Synthetic => Ok(lop::profile::synthetic_profile(graph, side)?),
         }
     }
 }

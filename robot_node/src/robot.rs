@@ -15,19 +15,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use lop::ValueInfo;
+use lop::fleet::ModelCost;
 use lop::graph::DType;
 use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop::planner::table::ScheduleTable;
+use lop::profile::Profile;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{ClientOptions, Inference, InferenceStats, Replanner, RobotClient};
 use lop_runtime::exec::Worker;
+use lop_runtime::exec::worker::Loaded;
 use lop_runtime::fleet::{FleetClient, FleetInference, FleetStream, StreamResult};
 use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
 use tokio::sync::watch;
 
-use crate::backend::{CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Qos, SharedRos, Stamp, to_time};
+use crate::backend::{
+    CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Pub, Qos, SharedRos, Stamp, Subscription, to_time,
+};
 use crate::config::{CloudGrid, InputKind, RobotConfig};
 use crate::convert::{self, BevGrid, ConvertError, Fit, ImageTarget, VoxelGrid};
 use crate::error::{Error, Result};
@@ -455,17 +461,87 @@ impl Edges {
 /// # Errors
 /// A model, profile or table that cannot be loaded; topics the backend refuses.
 pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<RobotSummary> {
-    let (stop_tx, mut stop) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
+    let mut stop = stop_on(shutdown);
     if cfg.threads > 0 {
         tch::set_num_threads(cfg.threads);
     }
     let Some((load, origin)) = input_load(&cfg, &ros, &mut stop).await? else {
         return Ok(RobotSummary::default());
     };
+    let model = load_model(&cfg, load, origin).await?;
+    let input = &model.facts.input;
+    let target = resolve_target(&cfg, &input.shape, input.dtype, model.facts.dense_outputs)?;
+    let shape: Vec<i64> = input.shape.iter().map(|&d| d as i64).collect();
+    let (buckets, scale) = (model.facts.table.spec.buckets.clone(), model.facts.table.spec.bandwidth_scale);
+
+    let session = cfg.edge.open().await?;
+    let opts = client_options(&cfg, &model);
+    let (names, model_hash) = (model.facts.names.clone(), model.loaded.hash.clone());
+    let mut client = connect_edges(&cfg, &session, opts, model).await?;
+
+    let shared = Shared::new(&cfg);
+    shared.counters.connected.store(client.connected(), Ordering::Relaxed);
+    ros.on_parameter_set(shared.live.clone());
+    let outlet = Outlet::new(&cfg, &ros, &shared, names, model_hash)?;
+    let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
+    let _input_sub = subscribe_input(&cfg, &ros, &shared)?;
+    let _bw_sub = subscribe_bandwidth(&cfg, &ros, &shared)?;
+    let diag_task = spawn_diagnostics(&cfg, &ros, diagnostics, &shared, stop.clone());
+    tracing::info!(
+        robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
+        topic = %match cfg.input { InputKind::Camera => &cfg.topics.image, InputKind::Lidar => &cfg.topics.cloud },
+        "ready"
+    );
+
+    let selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
+    let mut frames = Frames::new(&cfg, &shared, &outlet, client, target, shape, selector);
+    frames.answer(&mut stop).await;
+    let _ = diag_task.await;
+    // The edge clients go before their session closes.
+    drop(frames);
+    Ok(finish(&session, &shared.counters, &ros).await)
+}
+
+/// A receiver that turns true once `shutdown` resolves (a task waits for it), so that every
+/// loop of the node can watch it.
+fn stop_on(shutdown: impl Future<Output = ()> + Send + 'static) -> watch::Receiver<bool> {
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    stop
+}
+
+/// What the model's worker read from it: the schedule table, the robot's profile, the output
+/// names, the one input, whether an output is dense (detections, maps: frames are letterboxed)
+/// and the model's price list for routing over a fleet.
+struct ModelFacts {
+    table: ScheduleTable,
+    robot_profile: Profile,
+    names: Vec<String>,
+    input: ValueInfo,
+    dense_outputs: bool,
+    cost: ModelCost,
+}
+
+/// The model loaded on its worker thread, with what that worker read from it.
+struct RobotModel {
+    worker: Worker,
+    loaded: Loaded,
+    /// How copies of the model (the replanner's, fleet lanes') load: in the robot profile's
+    /// layout, as the worker's.
+    replan_load: LoadOptions,
+    facts: ModelFacts,
+}
+
+/// Loads the model on its worker thread, then (on that thread) checks the class names, loads
+/// the profiles, sets the robot profile's layout, and loads or builds the schedule table.
+///
+/// # Errors
+/// A model that does not load (with the `model.input_shape` hint when the shape was not
+/// given), profiles or a table that cannot be loaded, a model with more than one input.
+async fn load_model(cfg: &RobotConfig, load: LoadOptions, origin: ShapeOrigin) -> Result<RobotModel> {
     let source = cfg.model_source.clone();
     let at = load.input_shape.clone();
     let replan_load = load.clone();
@@ -484,7 +560,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         (cfg.robot_profile.clone(), cfg.server_profile.clone(), cfg.table.clone(), cfg.cache_dir.clone());
     let class_names = cfg.class_names.clone();
     let model_id = cfg.model_id.clone();
-    let (table, robot_profile, names, input_info, dense_outputs, cost) = worker
+    let facts = worker
         .call(move |g| -> Result<_> {
             check_class_names(g, &class_names)?;
             let robot = robot_p.load(g, Side::Robot)?;
@@ -502,16 +578,17 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             let [input] = inputs[..] else {
                 return Err(Error::Config { what: format!("the model has {} inputs; lop_robot feeds exactly one", inputs.len()) });
             };
-            let dense = g.outputs.iter().any(|&o| g.nodes[o].info.shape.len() >= 3);
-            Ok((table, robot, names, g.nodes[input].info.clone(), dense, cost))
+            let dense_outputs = g.outputs.iter().any(|&o| g.nodes[o].info.shape.len() >= 3);
+            Ok(ModelFacts { table, robot_profile: robot, names, input: g.nodes[input].info.clone(), dense_outputs, cost })
         })
         .await??;
-    let target = resolve_target(&cfg, &input_info.shape, input_info.dtype, dense_outputs)?;
-    let shape: Vec<i64> = input_info.shape.iter().map(|&d| d as i64).collect();
-    let buckets = table.spec.buckets.clone();
-    let scale = table.spec.bandwidth_scale;
+    let replan_load = LoadOptions { layout: facts.robot_profile.layout, ..replan_load };
+    Ok(RobotModel { worker, loaded, replan_load, facts })
+}
 
-    let session = cfg.edge.open().await?;
+/// The edge clients' options from the configuration, with the robot's profile (sent in Hello)
+/// and the replanner.
+fn client_options(cfg: &RobotConfig, model: &RobotModel) -> ClientOptions {
     let mut opts = ClientOptions::new(&cfg.robot_id, &cfg.model_id);
     opts.method = cfg.method.clone();
     opts.dilation = cfg.dilation;
@@ -522,66 +599,91 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     opts.hello_timeout = cfg.hello_timeout;
     opts.retry_interval = cfg.retry_interval;
     // Sent in Hello: an edge that has never seen this robot plans for it (no file to copy).
-    opts.robot_profile = Some(robot_profile.clone());
-    // Copies of the model (the replanner's, fleet lanes') load in the robot profile's layout,
-    // as the worker's.
-    let replan_load = LoadOptions { layout: robot_profile.layout, ..replan_load };
+    opts.robot_profile = Some(model.facts.robot_profile.clone());
     // An edge that planned for another server profile (its own measured one, say) sends it in
     // Welcome: the robot plans that table on a copy of the model, running alone meanwhile.
-    opts.replan = Some(replanner(&cfg, replan_load.clone(), robot_profile));
-    let model_hash = loaded.hash.clone();
-    let mut client = if cfg.edge.fleet() {
-        // One worker per edge used (and one for frames kept on the robot): each loads the model.
-        let source = cfg.model_source.clone();
-        let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
-        drop(worker);
-        tracing::info!(
-            endpoint = %cfg.edge.endpoint,
-            deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,
-            binding = cfg.fleet_deadline_binding,
-            lanes = cfg.fleet_lanes,
-            "fleet mode: frames are routed over the edges found"
-        );
-        if cfg.fleet_lanes > 1 {
-            // Each lane a fleet client with sessions of its own (robot id <robot_id>.lane<k>).
-            let mut lanes = Vec::new();
-            for k in 0..cfg.fleet_lanes {
-                let mut lane_opts = opts.clone();
-                lane_opts.robot_id =
-                    lop_msgs::lane_robot_id(&cfg.robot_id, k).map_err(|e| Error::Config { what: format!("edge.lanes: {e}") })?;
-                let (session, table, cost, loader) = (session.clone(), table.clone(), cost.clone(), loader.clone());
-                let mut lane = FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
-                lane.set_deadline_binding(cfg.fleet_deadline_binding);
-                lanes.push(lane);
-            }
-            let connected = lanes.iter().any(FleetClient::connected);
-            Edges::Stream { stream: Box::new(FleetStream::new(lanes)?), table: Box::new(table), connected }
-        } else {
-            let mut fleet = FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
-            fleet.set_deadline_binding(cfg.fleet_deadline_binding);
-            Edges::Fleet(Box::new(fleet))
+    opts.replan = Some(replanner(cfg, model.replan_load.clone(), model.facts.robot_profile.clone()));
+    opts
+}
+
+/// Connects the robot to its edges: the one edge configured on the model's worker, or (fleet
+/// mode) the fleet, each edge used with a worker of its own that loads the model.
+///
+/// # Errors
+/// A client that cannot be built (the table or a lane's robot id refused).
+async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: ClientOptions, model: RobotModel) -> Result<Edges> {
+    let RobotModel { worker, loaded, replan_load, facts } = model;
+    if !cfg.edge.fleet() {
+        let connector = ZenohConnector::new(session.clone(), &cfg.robot_id);
+        let client = RobotClient::new(connector, opts, worker, loaded.meta, &loaded.hash, facts.table).await?;
+        return Ok(Edges::One(Box::new(client)));
+    }
+    // One worker per edge used (and one for frames kept on the robot): each loads the model.
+    let source = cfg.model_source.clone();
+    let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
+    drop(worker);
+    tracing::info!(
+        endpoint = %cfg.edge.endpoint,
+        deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,
+        binding = cfg.fleet_deadline_binding,
+        lanes = cfg.fleet_lanes,
+        "fleet mode: frames are routed over the edges found"
+    );
+    if cfg.fleet_lanes <= 1 {
+        let mut fleet = FleetClient::new(session.clone(), opts, facts.table, facts.cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
+        fleet.set_deadline_binding(cfg.fleet_deadline_binding);
+        return Ok(Edges::Fleet(Box::new(fleet)));
+    }
+    // Each lane a fleet client with sessions of its own (robot id <robot_id>.lane<k>).
+    let mut lanes = Vec::new();
+    for k in 0..cfg.fleet_lanes {
+        let mut lane_opts = opts.clone();
+        lane_opts.robot_id = lop_msgs::lane_robot_id(&cfg.robot_id, k).map_err(|e| Error::Config { what: format!("edge.lanes: {e}") })?;
+        let (session, table, cost, loader) = (session.clone(), facts.table.clone(), facts.cost.clone(), loader.clone());
+        let mut lane = FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
+        lane.set_deadline_binding(cfg.fleet_deadline_binding);
+        lanes.push(lane);
+    }
+    let connected = lanes.iter().any(FleetClient::connected);
+    Ok(Edges::Stream { stream: Box::new(FleetStream::new(lanes)?), table: Box::new(facts.table), connected })
+}
+
+/// (inference latency, ROS-layer time, plan hash) of recent frames, for /diagnostics'
+/// percentiles.
+type RecentTimes = Mutex<(Recent, Recent, String)>;
+
+/// What the subscriptions, the diagnostics task and the frame loop share.
+struct Shared {
+    counters: Arc<RobotCounters>,
+    live: Arc<LiveSettings>,
+    recent: Arc<RecentTimes>,
+    /// The frame waiting for the model (one slot).
+    mailbox: Arc<Mailbox<Frame>>,
+    /// The latest bandwidth prediction, Mbit/s.
+    latest_mbps: Arc<Mutex<Option<f64>>>,
+}
+
+impl Shared {
+    fn new(cfg: &RobotConfig) -> Shared {
+        Shared {
+            counters: Arc::new(RobotCounters::default()),
+            live: Arc::new(LiveSettings::new(cfg.enabled, &cfg.method, cfg.drop_policy)),
+            recent: Arc::default(),
+            mailbox: Arc::new(Mailbox::new()),
+            latest_mbps: Arc::new(Mutex::new(None)),
         }
-    } else {
-        Edges::One(Box::new(
-            RobotClient::new(ZenohConnector::new(session.clone(), &cfg.robot_id), opts, worker, loaded.meta, &model_hash, table).await?,
-        ))
-    };
+    }
+}
 
-    let counters = Arc::new(RobotCounters::default());
-    counters.connected.store(client.connected(), Ordering::Relaxed);
-    let live = Arc::new(LiveSettings::new(cfg.enabled, &cfg.method, cfg.drop_policy));
-    ros.on_parameter_set(live.clone());
-    // (inference latency, ROS-layer time) of recent frames, for /diagnostics' percentiles.
-    let recent: Arc<Mutex<(Recent, Recent, String)>> = Arc::default();
-    let mailbox: Arc<Mailbox<Frame>> = Arc::new(Mailbox::new());
-    let latest_mbps: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
-
-    let publisher = ros.inference_publisher(&cfg.topics.inference)?;
-    let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
-    let task_pubs = TaskPublishers::new(&ros, &task, &cfg.topics)?;
-    let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
+/// Subscribes the input (camera or LiDAR): the callback only counts the frame, stamps its
+/// arrival and puts it in the mailbox (dropped unread while disabled; `drop_policy` says which
+/// frame a full mailbox keeps, the other counted as dropped-busy).
+///
+/// # Errors
+/// A topic the backend refuses.
+fn subscribe_input(cfg: &RobotConfig, ros: &SharedRos, shared: &Shared) -> Result<Subscription> {
     let put = {
-        let (mailbox, counters, live) = (mailbox.clone(), counters.clone(), live.clone());
+        let (mailbox, counters, live) = (shared.mailbox.clone(), shared.counters.clone(), shared.live.clone());
         move |f: Frame| {
             counters.received.fetch_add(1, Ordering::Relaxed);
             if !live.enabled() {
@@ -597,113 +699,118 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             }
         }
     };
-    let _input_sub = match cfg.input {
+    Ok(match cfg.input {
         InputKind::Camera => {
             ros.subscribe_images(&cfg.topics.image, cfg.input_qos, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?
         }
         InputKind::Lidar => {
             ros.subscribe_clouds(&cfg.topics.cloud, cfg.input_qos, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?
         }
-    };
-    let _bw_sub = {
-        let latest = latest_mbps.clone();
-        ros.subscribe_bandwidth(
-            &cfg.topics.bandwidth,
-            Box::new(move |b| {
-                *latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(b.prediction_mbps);
-            }),
-        )?
-    };
-    let diag_task = {
-        let (counters, mut stop, period, hw) = (counters.clone(), stop.clone(), cfg.diagnostics_period, cfg.robot_id.clone());
-        let (ros, live, recent) = (ros.clone(), live.clone(), recent.clone());
-        let (mut rate_in, mut rate_out) = (Rate::new(), Rate::new());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    _ = tick.tick() => {}
-                }
-                let connected = counters.connected.load(Ordering::Relaxed);
-                let faults = ros.input_faults();
-                let bad = counters.bad_total(faults);
-                let now = Instant::now();
-                let mut values = counters.values(faults);
-                values.extend(live_values(
-                    &live,
-                    &recent.lock().unwrap_or_else(PoisonError::into_inner),
-                    rate_in.per_second(now, counters.received.load(Ordering::Relaxed)),
-                    rate_out.per_second(now, counters.answered.load(Ordering::Relaxed)),
-                ));
-                let paused = if live.enabled() { "" } else { "paused (enabled: false); " };
-                let d = Diagnostics {
-                    stamp: Stamp::now(),
-                    level: if connected { Level::Ok } else { Level::Warn },
-                    name: "lop_robot: inference".into(),
-                    message: if connected {
-                        format!("{paused}edge connected; {bad} bad frames")
-                    } else {
-                        format!("{paused}edge not connected (robot alone); {bad} bad frames")
-                    },
-                    hardware_id: hw.clone(),
-                    values,
-                };
-                if let Err(e) = diagnostics.publish(&d) {
-                    tracing::warn!(error = %e, "publishing diagnostics failed");
-                }
-            }
-        })
-    };
-    tracing::info!(
-        robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
-        topic = %match cfg.input { InputKind::Camera => &cfg.topics.image, InputKind::Lidar => &cfg.topics.cloud },
-        "ready"
-    );
+    })
+}
 
-    let mut selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
-    let mut table_hash = client.table_hash();
-    let model_name = cfg.model_source.clone();
-    let mut method = cfg.method.clone();
-    // Frames in flight on the stream's lanes (fleet mode with edge.lanes > 1), by number.
-    let mut seq = 0u64;
-    let mut waiting: HashMap<u64, FrameMeta> = HashMap::new();
-    // Publishes one answered frame: its outputs decoded, the task's messages, the result and
-    // the window of recent latencies.
-    let publish = async |meta: FrameMeta, r: Inference| {
+/// Subscribes the bandwidth predictions: the latest one picks each frame's bucket.
+///
+/// # Errors
+/// A topic the backend refuses.
+fn subscribe_bandwidth(cfg: &RobotConfig, ros: &SharedRos, shared: &Shared) -> Result<Subscription> {
+    let latest = shared.latest_mbps.clone();
+    ros.subscribe_bandwidth(
+        &cfg.topics.bandwidth,
+        Box::new(move |b| {
+            *latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(b.prediction_mbps);
+        }),
+    )
+}
+
+/// Spawns the task that publishes /diagnostics every `diagnostics_period` until `stop`: the
+/// counters, the live settings, rates and latency percentiles, at level Warn while the edge is
+/// not connected.
+fn spawn_diagnostics(
+    cfg: &RobotConfig,
+    ros: &SharedRos,
+    diagnostics: Pub<Diagnostics>,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (counters, period, hw) = (shared.counters.clone(), cfg.diagnostics_period, cfg.robot_id.clone());
+    let (ros, live, recent) = (ros.clone(), shared.live.clone(), shared.recent.clone());
+    let (mut rate_in, mut rate_out) = (Rate::new(), Rate::new());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = tick.tick() => {}
+            }
+            let connected = counters.connected.load(Ordering::Relaxed);
+            let faults = ros.input_faults();
+            let bad = counters.bad_total(faults);
+            let now = Instant::now();
+            let mut values = counters.values(faults);
+            values.extend(live_values(
+                &live,
+                &recent.lock().unwrap_or_else(PoisonError::into_inner),
+                rate_in.per_second(now, counters.received.load(Ordering::Relaxed)),
+                rate_out.per_second(now, counters.answered.load(Ordering::Relaxed)),
+            ));
+            let paused = if live.enabled() { "" } else { "paused (enabled: false); " };
+            let d = Diagnostics {
+                stamp: Stamp::now(),
+                level: if connected { Level::Ok } else { Level::Warn },
+                name: "lop_robot: inference".into(),
+                message: if connected {
+                    format!("{paused}edge connected; {bad} bad frames")
+                } else {
+                    format!("{paused}edge not connected (robot alone); {bad} bad frames")
+                },
+                hardware_id: hw.clone(),
+                values,
+            };
+            if let Err(e) = diagnostics.publish(&d) {
+                tracing::warn!(error = %e, "publishing diagnostics failed");
+            }
+        }
+    })
+}
+
+/// Where answered frames go out, and what building their messages takes.
+struct Outlet<'a> {
+    cfg: &'a RobotConfig,
+    shared: &'a Shared,
+    // Dropped in field order: the task's publishers, then the result's.
+    task_pubs: TaskPublishers,
+    task: Postprocess,
+    publisher: Pub<InferenceResult>,
+    /// The model's output names.
+    names: Vec<String>,
+    model_hash: String,
+}
+
+impl<'a> Outlet<'a> {
+    /// Declares the result's publisher, then the configured task's.
+    ///
+    /// # Errors
+    /// A topic the backend refuses.
+    fn new(cfg: &'a RobotConfig, ros: &SharedRos, shared: &'a Shared, names: Vec<String>, model_hash: String) -> Result<Outlet<'a>> {
+        let publisher = ros.inference_publisher(&cfg.topics.inference)?;
+        let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
+        let task_pubs = TaskPublishers::new(ros, &task, &cfg.topics)?;
+        Ok(Outlet { cfg, shared, task_pubs, task, publisher, names, model_hash })
+    }
+
+    /// Publishes one answered frame: its outputs decoded, the task's messages, the result and
+    /// the window of recent latencies.
+    async fn publish(&self, meta: FrameMeta, r: Inference) {
         let finished = std::time::SystemTime::now();
         let t_out = Instant::now();
-        let (names, top_k, outs) = (names.clone(), cfg.top_k, r.outputs);
-        let decoded = match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => {
-                counters.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "reading the outputs failed");
-                return;
-            }
-            Err(e) => {
-                counters.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "output task failed");
-                return;
-            }
-        };
+        let Some(decoded) = self.decode(r.outputs).await else { return };
         let out_s = t_out.elapsed().as_secs_f64();
         let t_pub = Instant::now();
         let header = meta.header;
-        let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
         if let Some(first) = decoded.0.first() {
-            let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
-            let failed = match task_messages(&task, &first.data, &shape, &ros_header, &meta.source, &cfg.class_names) {
-                Ok(m) => !task_pubs.publish(m),
-                Err(e) => {
-                    tracing::error!(error = %e, task = task.task_name(), "building the task's messages failed");
-                    true
-                }
-            };
-            if failed {
-                counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
-            }
+            self.publish_task(first, &header, &meta.source);
         }
         let received = meta.received;
         let msg = result_msg(
@@ -711,32 +818,19 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             header,
             (meta.started, finished),
             meta.kind,
-            &model_name,
-            &model_hash,
+            &self.cfg.model_source,
+            &self.model_hash,
             meta.mbps,
             received.elapsed(),
             decoded,
         );
-        if let Err(e) = publisher.publish(&msg) {
+        if let Err(e) = self.publisher.publish(&msg) {
             tracing::warn!(error = %e, "publishing the result failed");
             return;
         }
         let pub_s = t_pub.elapsed().as_secs_f64();
         let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
-        let ros_ns = (ros_s * 1e9) as u64;
-        counters.answered.fetch_add(1, Ordering::Relaxed);
-        if r.stats.fallback {
-            counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-        }
-        {
-            let mut w = recent.lock().unwrap_or_else(PoisonError::into_inner);
-            w.0.push(r.stats.total_s);
-            w.1.push(ros_s);
-            w.2.clone_from(&r.stats.plan_hash);
-        }
-        counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
-        counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
-        counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
+        self.count(&r.stats, ros_s);
         tracing::debug!(
             id = r.stats.id,
             total_ms = r.stats.total_s * 1e3,
@@ -748,51 +842,160 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             fallback = r.stats.fallback,
             "inference published"
         );
-    };
-    // Publishes what the lanes released, in the order given; a failed frame is counted.
-    let publish_released = async |done: Vec<(u64, lop_runtime::Result<Inference>)>, waiting: &mut HashMap<u64, FrameMeta>| {
-        for (s, r) in done {
-            let Some(meta) = waiting.remove(&s) else { continue };
-            match r {
-                Ok(r) => publish(meta, r).await,
-                Err(e) => {
-                    counters.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, "inference failed");
-                }
+    }
+
+    /// The outputs as messages and their top-k, read on the blocking pool; `None` (counted as
+    /// an inference error) when they cannot be read.
+    async fn decode(&self, outs: Vec<Tensor>) -> Option<(Vec<OutputTensor>, Vec<ClassScore>)> {
+        let (names, top_k) = (self.names.clone(), self.cfg.top_k);
+        match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {
+            Ok(Ok(d)) => Some(d),
+            Ok(Err(e)) => {
+                self.shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "reading the outputs failed");
+                None
+            }
+            Err(e) => {
+                self.shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "output task failed");
+                None
             }
         }
-    };
-    loop {
-        // With every lane busy the next frame waits in the mailbox (replaced by a newer one).
-        let (lane_free, in_flight) = (client.lane_free(), client.in_flight());
-        let frame = tokio::select! {
-            _ = stop.changed() => break,
-            f = mailbox.take(), if lane_free => f,
-            done = client.next_done(&counters), if in_flight > 0 => {
-                publish_released(done, &mut waiting).await;
-                continue;
+    }
+
+    /// Publishes the task's messages (detections, keypoints, occupancy, class map) made from
+    /// the first output; a failure is counted in `task_message_errors`.
+    fn publish_task(&self, first: &OutputTensor, header: &crate::backend::Header, source: &Source) {
+        let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
+        let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
+        let failed = match task_messages(&self.task, &first.data, &shape, &ros_header, source, &self.cfg.class_names) {
+            Ok(m) => !self.task_pubs.publish(m),
+            Err(e) => {
+                tracing::error!(error = %e, task = self.task.task_name(), "building the task's messages failed");
+                true
             }
         };
+        if failed {
+            self.shared.counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a published result and keeps its latency and ROS-layer time for /diagnostics.
+    fn count(&self, stats: &InferenceStats, ros_s: f64) {
+        let counters = &self.shared.counters;
+        let ros_ns = (ros_s * 1e9) as u64;
+        counters.answered.fetch_add(1, Ordering::Relaxed);
+        if stats.fallback {
+            counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        {
+            let mut w = self.shared.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            w.0.push(stats.total_s);
+            w.1.push(ros_s);
+            w.2.clone_from(&stats.plan_hash);
+        }
+        counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
+    }
+}
+
+/// The frame loop: the edges, the bucket in force, the method, and (with lanes) the frames in
+/// flight.
+struct Frames<'a> {
+    cfg: &'a RobotConfig,
+    shared: &'a Shared,
+    out: &'a Outlet<'a>,
+    client: Edges,
+    target: Target,
+    /// The model's input shape.
+    shape: Vec<i64>,
+    selector: BucketSelector,
+    /// The hash of the table whose buckets the selector has.
+    table_hash: String,
+    method: String,
+    /// The last frame's number.
+    seq: u64,
+    /// Frames in flight on the stream's lanes (fleet mode with edge.lanes > 1), by number.
+    waiting: HashMap<u64, FrameMeta>,
+}
+
+impl<'a> Frames<'a> {
+    fn new(
+        cfg: &'a RobotConfig,
+        shared: &'a Shared,
+        out: &'a Outlet<'a>,
+        client: Edges,
+        target: Target,
+        shape: Vec<i64>,
+        selector: BucketSelector,
+    ) -> Frames<'a> {
+        let table_hash = client.table_hash();
+        Frames {
+            cfg,
+            shared,
+            out,
+            client,
+            target,
+            shape,
+            selector,
+            table_hash,
+            method: cfg.method.clone(),
+            seq: 0,
+            waiting: HashMap::new(),
+        }
+    }
+
+    /// Answers frames until `stop`: takes the mailbox's frame when a lane is free, and (with
+    /// lanes) publishes the frames released meanwhile.
+    async fn answer(&mut self, stop: &mut watch::Receiver<bool>) {
+        loop {
+            // With every lane busy the next frame waits in the mailbox (replaced by a newer one).
+            let (lane_free, in_flight) = (self.client.lane_free(), self.client.in_flight());
+            let frame = tokio::select! {
+                _ = stop.changed() => break,
+                f = self.shared.mailbox.take(), if lane_free => f,
+                done = self.client.next_done(&self.shared.counters), if in_flight > 0 => {
+                    self.publish_released(done).await;
+                    continue;
+                }
+            };
+            self.step(frame).await;
+        }
+    }
+
+    /// One frame: skipped when `enabled` went false while it waited; else (the method
+    /// following the parameter) converted, inferred and published.
+    async fn step(&mut self, frame: Frame) {
+        let live = &self.shared.live;
         if !live.enabled() {
             // Waiting when `enabled` went false.
-            counters.skipped_disabled.fetch_add(1, Ordering::Relaxed);
-            continue;
+            self.shared.counters.skipped_disabled.fetch_add(1, Ordering::Relaxed);
+            return;
         }
-        if live.method() != method {
-            method = live.method().to_string();
-            client.set_method(&method);
+        if live.method() != self.method {
+            self.method = live.method().to_string();
+            self.client.set_method(&self.method);
         }
+        let Some((input, meta)) = self.convert(frame).await else { return };
+        self.infer(input, meta).await;
+    }
+
+    /// Converts the frame to the model's input on the blocking pool and picks its bucket from
+    /// the latest bandwidth; `None` when it does not convert (counted, logged).
+    async fn convert(&mut self, frame: Frame) -> Option<(Tensor, FrameMeta)> {
+        let counters = &self.shared.counters;
         let started = std::time::SystemTime::now();
         let (received, header, kind) = match &frame {
             Frame::Image(m, t) => (*t, m.header.clone(), 0u8),
             Frame::Cloud(c, t) => (*t, c.header.clone(), 1u8),
         };
-        let source = match (&frame, &target) {
+        let source = match (&frame, &self.target) {
             (Frame::Image(m, _), Target::Image(t)) => Source::Frame { width: m.width, height: m.height, target: *t },
             (Frame::Cloud(..), Target::Voxels(g)) => Source::Voxels(g.clone()),
             _ => Source::Other,
         };
-        let (tgt, shp) = (target.clone(), shape.clone());
+        let (tgt, shp) = (self.target.clone(), self.shape.clone());
         let t_convert = Instant::now();
         let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp)).await;
         let input = match converted {
@@ -800,46 +1003,70 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
             Ok(Err(e)) => {
                 counters.bad_input.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, stamp = ?header.stamp, frame = %header.frame_id, "bad input frame dropped");
-                continue;
+                return None;
             }
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "conversion task failed");
-                continue;
+                return None;
             }
         };
         let convert_s = t_convert.elapsed().as_secs_f64();
-        let mbps = latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(cfg.initial_bandwidth_mbps);
-        let bucket = selector.update(Instant::now(), mbps);
+        let mbps = self.shared.latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(self.cfg.initial_bandwidth_mbps);
+        let bucket = self.selector.update(Instant::now(), mbps);
         counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
-        let meta = FrameMeta { header, received, kind, source, started, mbps, bucket, convert_s };
-        seq += 1;
-        let answered = match client.infer(seq, vec![input], bucket, cfg.fleet_deadline, &counters).await {
+        Some((input, FrameMeta { header, received, kind, source, started, mbps, bucket, convert_s }))
+    }
+
+    /// Runs the frame's inference at its bucket, follows a table planned again for the edge
+    /// (its buckets and scale), and publishes what is answered now (with lanes: what the
+    /// lanes released, the frame waiting its turn).
+    async fn infer(&mut self, input: Tensor, meta: FrameMeta) {
+        let counters = &self.shared.counters;
+        self.seq += 1;
+        let answered = match self.client.infer(self.seq, vec![input], meta.bucket, self.cfg.fleet_deadline, counters).await {
             Ok(a) => a,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "inference failed");
-                continue;
+                return;
             }
         };
-        counters.connected.store(client.connected(), Ordering::Relaxed);
-        if client.table_hash() != table_hash {
+        counters.connected.store(self.client.connected(), Ordering::Relaxed);
+        if self.client.table_hash() != self.table_hash {
             // Planned again for the edge: its buckets and scale are the table's.
-            let (buckets, scale) = client.buckets();
-            selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
-            table_hash = client.table_hash();
+            let (buckets, scale) = self.client.buckets();
+            self.selector = BucketSelector::new(buckets, scale, self.cfg.hysteresis);
+            self.table_hash = self.client.table_hash();
         }
-        counters.edge_frames_dropped.fetch_max(client.dropped_total(), Ordering::Relaxed);
+        counters.edge_frames_dropped.fetch_max(self.client.dropped_total(), Ordering::Relaxed);
         match answered {
-            Answered::Now(r) => publish(meta, r).await,
+            Answered::Now(r) => self.out.publish(meta, r).await,
             Answered::Stream(done) => {
-                waiting.insert(seq, meta);
-                publish_released(done, &mut waiting).await;
+                self.waiting.insert(self.seq, meta);
+                self.publish_released(done).await;
             }
         }
     }
-    let _ = diag_task.await;
-    drop(client);
+
+    /// Publishes what the lanes released, in the order given; a failed frame is counted.
+    async fn publish_released(&mut self, done: Vec<(u64, lop_runtime::Result<Inference>)>) {
+        for (s, r) in done {
+            let Some(meta) = self.waiting.remove(&s) else { continue };
+            match r {
+                Ok(r) => self.out.publish(meta, r).await,
+                Err(e) => {
+                    self.shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, "inference failed");
+                }
+            }
+        }
+    }
+}
+
+/// After the frame loop (the edge clients gone): closes the edge session and logs and returns
+/// the summary of the counters.
+async fn finish(session: &zenoh::Session, counters: &RobotCounters, ros: &SharedRos) -> RobotSummary {
     if let Err(e) = session.close().await {
         tracing::debug!(error = %e, "closing the edge session");
     }
@@ -858,7 +1085,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
         ros_max_s: g(&counters.ros_ns_max) as f64 * 1e-9,
     };
     tracing::info!(?summary, "lop_robot stopped");
-    Ok(summary)
+    summary
 }
 
 /// The /diagnostics values beside the counters: the live settings, the plan of the last result,
@@ -1067,6 +1294,7 @@ mod tests {
             fallback_reason: None,
             total_s: 1.1,
             robot_compute_s: 0.0,
+            robot_overruns: 0,
             robot_wait_s: 1.0,
             server_compute_s: Some(0.1),
             bytes_up: 1_000_000,

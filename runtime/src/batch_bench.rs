@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::exec::Worker;
 use crate::local::Switchboard;
 use crate::shaped::ShapedConfig;
-use crate::synthetic::synthetic_profile;
 use crate::trace::Trace;
+use lop::profile::synthetic_profile;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -71,6 +71,13 @@ pub struct BenchConfig {
     pub requests: usize,
     /// Robot dilation.
     pub dilation: f64,
+    /// Whether the dilated robot is paced by its profile ([`crate::exec::Stretch::Paced`]): each
+    /// robot kernel lasts what `robot` predicts for it, so that this machine's noise, multiplied
+    /// by the dilation, does not make the emulated robot another device than the one planned for.
+    pub paced: bool,
+    /// Untimed inferences per method before its timed ones (first runs allocate, and libtorch
+    /// prepares its kernels for each new shape).
+    pub warmup: usize,
     /// How the raw input travels.
     pub input_wire: InputWire,
     /// Where schedule tables are cached.
@@ -121,6 +128,52 @@ pub struct MethodReport {
     pub dropped_frames: u64,
     /// Worst relative error of the outputs against the unsplit model.
     pub max_rel_err: f64,
+    /// Robot kernels that outlasted their paced duration (this machine slower than the
+    /// emulated robot), over all requests.
+    pub overruns: u64,
+    /// Milliseconds of a fixed calibration kernel on this machine before the method ran
+    /// ([`calibration_ms`]).
+    pub calibration_before_ms: f64,
+    /// The same after it ran.
+    pub calibration_after_ms: f64,
+    /// Whether this machine held its speed during the method: the calibration kernel within
+    /// [`STEADY`] of itself before and after, and no paced kernel overran. When false, the
+    /// measured-over-simulated ratio describes the machine, not the system.
+    pub steady: bool,
+}
+
+/// How far the calibration kernel may drift between before and after a method (as a ratio,
+/// either way) for the machine to count as steady: the benchmark's own fidelity target.
+pub const STEADY: f64 = 1.15;
+
+/// Milliseconds of a fixed kernel (a 64-channel 3x3 convolution over 112x112, the median of
+/// seven runs after two untimed ones), on `worker`'s thread: the machine's speed right now.
+/// Timed before and after each method, it tells a steady machine from one whose speed changed
+/// (another process, a throttled or oversubscribed virtual CPU).
+///
+/// # Errors
+/// libtorch failures.
+pub async fn calibration_ms(worker: &Worker) -> Result<f64> {
+    worker
+        .call(|_| -> Result<f64> {
+            let _guard = tch::no_grad_guard();
+            let opts = (tch::Kind::Float, tch::Device::Cpu);
+            let x = Tensor::ones([1, 64, 112, 112], opts);
+            let w = Tensor::ones([64, 64, 3, 3], opts) * 1e-3;
+            let mut times = Vec::new();
+            for i in 0..9 {
+                let t0 = Instant::now();
+                let y =
+                    x.f_conv2d(&w, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1).map_err(|e| Error::Executor(format!("calibration: {e}")))?;
+                let _ = y.f_sum(tch::Kind::Float).map_err(|e| Error::Executor(format!("calibration: {e}")))?;
+                if i >= 2 {
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            times.sort_by(f64::total_cmp);
+            Ok(times[times.len() / 2])
+        })
+        .await?
 }
 
 /// Modelled robot energy of one inference: computing watts while it computed, transmitting
@@ -164,6 +217,10 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
         fallbacks: stats.iter().filter(|s| s.0.fallback).count(),
         dropped_frames: dropped,
         max_rel_err: err,
+        overruns: stats.iter().map(|s| u64::from(s.0.robot_overruns)).sum(),
+        calibration_before_ms: 0.0,
+        calibration_after_ms: 0.0,
+        steady: true,
     }
 }
 
@@ -300,6 +357,8 @@ fn client_options(cfg: &BenchConfig, method: &str) -> ClientOptions {
     let mut opts = ClientOptions::new(&robot_id(method), &cfg.model_id);
     opts.method = method.to_string();
     opts.dilation = cfg.dilation;
+    opts.paced = cfg.paced && cfg.dilation > 1.0;
+    opts.robot_profile = Some(cfg.robot.clone());
     opts.input_wire = cfg.input_wire;
     opts.hello_timeout = Duration::from_secs(120);
     opts
@@ -324,6 +383,13 @@ async fn run_methods<C: Connector>(
         if !client.connected() && method != "robot-only" {
             tracing::warn!(%method, "the edge did not answer; this method will run on the robot alone");
         }
+        // Untimed: first runs of each plan allocate and prepare kernels (in the trace's first
+        // bucket, where the timed requests start).
+        let first_bucket = cfg.trace.rate_mbps(Duration::ZERO) / 8.0 / cfg.spec.bandwidth_scale;
+        for _ in 0..cfg.warmup {
+            client.infer(inputs.iter().map(|t| t.shallow_clone()).collect(), first_bucket).await?;
+        }
+        let before_ms = calibration_ms(client.worker()).await?;
         let epoch = Instant::now();
         let (mut lat, mut sims, mut stats, mut err) = (Vec::new(), Vec::new(), Vec::new(), 0.0f64);
         let (mut bound_s, mut best_s, mut fluid_s) = (Vec::new(), Vec::new(), Vec::new());
@@ -349,8 +415,19 @@ async fn run_methods<C: Connector>(
                 tokio::time::sleep(cfg.gap).await;
             }
         }
+        let after_ms = calibration_ms(client.worker()).await?;
         let dropped = client.dropped().total();
         let mut report = summarize(&mut lat, &sims, &stats, err, dropped);
+        report.calibration_before_ms = before_ms;
+        report.calibration_after_ms = after_ms;
+        let drift = after_ms / before_ms;
+        report.steady = report.overruns == 0 && drift.is_finite() && (1.0 / STEADY..=STEADY).contains(&drift);
+        if !report.steady {
+            tracing::warn!(
+                %method, before_ms, after_ms, overruns = report.overruns,
+                "this machine did not hold its speed during the method: its measured-over-simulated ratio describes the machine"
+            );
+        }
         let mean_ms = |v: &[f64]| (v.len() == cfg.requests).then(|| v.iter().sum::<f64>() / v.len() as f64 * 1e3);
         report.sim_bound_ms = mean_ms(&bound_s);
         report.fluid_bound_ms = mean_ms(&fluid_s);

@@ -23,7 +23,8 @@ use tokio::task::JoinHandle;
 use crate::bandwidth::upload;
 use crate::error::{Error, Result};
 use crate::exec::{
-    GraphMeta, Incoming, InputWire, SideConfig, SideStats, Stopped, Worker, finish_dilated, outputs, run_side, run_side_racing,
+    GraphMeta, Incoming, InputWire, Pace, SideConfig, SideStats, Stopped, Stretch, Worker, finish_dilated, outputs, run_side,
+    run_side_racing,
 };
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
@@ -51,6 +52,10 @@ pub struct ClientOptions {
     pub method: String,
     /// Robot kernels stretched this many times (emulating a slower robot; 1 = none).
     pub dilation: f64,
+    /// With a dilation over 1: each robot kernel lasts what `robot_profile` predicts for it,
+    /// scaled to the dilation ([`Stretch::Paced`]: the emulated robot is its profile, whatever
+    /// this machine's noise), rather than `dilation` times its measured duration.
+    pub paced: bool,
     /// How the raw input travels.
     pub input_wire: InputWire,
     /// Where the robot computes.
@@ -109,6 +114,7 @@ impl ClientOptions {
             model_id: model_id.into(),
             method: "lop".into(),
             dilation: 1.0,
+            paced: false,
             input_wire: InputWire::Native,
             device: Device::Cpu,
             deadline_factor: 3.0,
@@ -143,6 +149,8 @@ pub struct InferenceStats {
     pub total_s: f64,
     /// Seconds the robot computed (dilation included).
     pub robot_compute_s: f64,
+    /// Robot kernels that took longer than their paced duration ([`ClientOptions::paced`]).
+    pub robot_overruns: u32,
     /// Seconds the robot waited for bands.
     pub robot_wait_s: f64,
     /// Seconds the edge computed (from its Done, when it arrived in time).
@@ -279,6 +287,8 @@ pub struct RobotClient<C: Connector> {
     /// back), and when a split was last tried since: while set, inferences run on the robot
     /// at once, and one every [`SILENT_EDGE_RETRY`] tries the edge again.
     silent: Option<(Instant, Instant)>,
+    /// How the robot's kernels are stretched (from `opts.dilation` and `opts.paced`).
+    stretch: Stretch,
     next_id: u64,
     stats: Arc<FrameStats>,
 }
@@ -345,9 +355,11 @@ impl<C: Connector> RobotClient<C> {
             robot_profile: hello_profile(opts.robot_profile.as_ref(), &table.key.robot_profile_hash)?,
         });
         let book = Arc::new(PlanBook::prepare(&worker, &meta, Arc::new(table), opts.input_wire).await?);
+        let stretch = robot_stretch(&opts, &worker).await?;
         let mut c = RobotClient {
             connector: Arc::new(connector),
             opts,
+            stretch,
             worker,
             meta: Arc::new(meta),
             book,
@@ -389,6 +401,13 @@ impl<C: Connector> RobotClient<C> {
         self.last_connect_error.as_deref()
     }
 
+    /// How long the edge has been silent, while it is: an inference ran out of its deadline with
+    /// not one band back, so inferences run on the robot at once and one every
+    /// [`SILENT_EDGE_RETRY`] tries the edge again. `None` while the edge answers.
+    pub fn edge_silent_for(&self) -> Option<Duration> {
+        self.silent.map(|(since, _)| since.elapsed())
+    }
+
     /// The plans this client runs.
     pub fn book(&self) -> &PlanBook {
         &self.book
@@ -397,6 +416,11 @@ impl<C: Connector> RobotClient<C> {
     /// Frames dropped so far (malformed, stale, duplicate, out of plan, ...).
     pub fn dropped(&self) -> FrameCounts {
         self.stats.snapshot()
+    }
+
+    /// The robot's model worker (its libtorch thread), e.g. to time something there.
+    pub fn worker(&self) -> &Worker {
+        &self.worker
     }
 
     /// Ends the client and returns its model worker (to reuse the loaded model).
@@ -616,7 +640,7 @@ impl<C: Connector> RobotClient<C> {
             side: Side::Robot,
             inference_id: id,
             device: self.opts.device,
-            dilation: self.opts.dilation,
+            stretch: self.stretch.clone(),
             input_wire: self.opts.input_wire,
             // A plan that keeps everything on the robot waits for nothing: no deadline (one
             // would only turn a slow robot's own run into a "fallback" that recomputes it).
@@ -663,7 +687,7 @@ impl<C: Connector> RobotClient<C> {
                     ),
                     None => "edge unreachable".into(),
                 };
-                return Ok((finish_dilated(&mut exec, config.dilation)?, SideStats::default(), Some(why), None));
+                return Ok((finish_dilated(&mut exec, &config.stretch)?, SideStats::default(), Some(why), None));
             }
             let mut last_sent = None;
             let mut send = |b: Vec<u8>| {
@@ -682,14 +706,14 @@ impl<C: Connector> RobotClient<C> {
                     (outputs(&exec)?, stats, Some(why))
                 }
                 Stopped::Finished => (outputs(&exec)?, stats, None),
-                Stopped::DeadlineExceeded => (finish_dilated(&mut exec, config.dilation)?, stats, Some(DEADLINE_EXCEEDED.into())),
+                Stopped::DeadlineExceeded => (finish_dilated(&mut exec, &config.stretch)?, stats, Some(DEADLINE_EXCEEDED.into())),
                 // Forwarded: the caller sends it to the other edge; nothing more to compute.
                 Stopped::Aborted(_)
                     if forwarded_here.as_ref().is_some_and(|sh| lock(sh).forward.as_ref().is_some_and(|f| f.inference_id == id)) =>
                 {
                     (Vec::new(), stats, Some(FORWARDED.into()))
                 }
-                Stopped::Aborted(why) => (finish_dilated(&mut exec, config.dilation)?, stats, Some(why)),
+                Stopped::Aborted(why) => (finish_dilated(&mut exec, &config.stretch)?, stats, Some(why)),
             };
             Ok((outputs, stats, reason, last_sent))
         });
@@ -763,6 +787,7 @@ impl<C: Connector> RobotClient<C> {
             fallback_reason: reason,
             total_s: t0.elapsed().as_secs_f64(),
             robot_compute_s: side.compute_s,
+            robot_overruns: side.overruns,
             robot_wait_s: side.wait_s,
             server_compute_s,
             bytes_up: side.bytes_sent,
@@ -773,6 +798,20 @@ impl<C: Connector> RobotClient<C> {
         };
         Ok(Hopped::Done(Inference { outputs, stats }))
     }
+}
+
+/// How the robot's kernels are stretched: paced by its profile ([`ClientOptions::paced`]),
+/// or by their measured durations.
+async fn robot_stretch(opts: &ClientOptions, worker: &Worker) -> Result<Stretch> {
+    if !opts.paced || opts.dilation <= 1.0 {
+        return Ok(Stretch::measured(opts.dilation));
+    }
+    let Some(profile) = opts.robot_profile.clone() else {
+        return Err(Error::InvalidConfig { what: "a paced robot (paced: true) needs its robot profile".into() });
+    };
+    let dilation = opts.dilation;
+    let pace = worker.call(move |g| Pace::new(g, &profile, dilation)).await??;
+    Ok(Stretch::Paced(Arc::new(pace)))
 }
 
 /// The robot's side of one inference: its outputs, statistics, why it finished alone (if it

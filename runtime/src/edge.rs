@@ -31,7 +31,9 @@ use tokio::sync::{broadcast, mpsc as tmpsc, oneshot, watch};
 
 use crate::error::{Error, Result};
 use crate::exec::worker::Loaded;
-use crate::exec::{BatchConfig, GraphMeta, Incoming, InputWire, Member, SideConfig, SideStats, Stopped, Worker, run_batch, run_side};
+use crate::exec::{
+    BatchConfig, GraphMeta, Incoming, InputWire, Member, SideConfig, SideStats, Stopped, Stretch, Worker, run_batch, run_side,
+};
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
 use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
@@ -198,7 +200,7 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
                 let mut members: Vec<Member<'_>> = jobs
                     .iter()
                     .zip(sends.iter_mut())
-                    .map(|(j, send)| Member { config: j.config, incoming: &j.bands, send: send.as_mut() })
+                    .map(|(j, send)| Member { config: j.config.clone(), incoming: &j.bands, send: send.as_mut() })
                     .collect();
                 let config = BatchConfig { straggler_wait: batching.straggler_wait };
                 let res = run_batch(&mut exec, &jobs[0].meta, &jobs[0].plan.schedule, &mut members, &config);
@@ -308,6 +310,150 @@ async fn spawn_replicas(id: &str, source: &str, load: &LoadOptions, device: Devi
     }
     let loaded = loaded.ok_or_else(|| Error::InvalidConfig { what: "replicas must be at least 1".into() })?;
     Ok((replicas, loaded))
+}
+
+/// Refuses options the edge cannot run with, before anything loads.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for no replicas, a dilation under 1, a zero memory budget; the
+/// table spec's own errors.
+fn check_options(opts: &EdgeOptions) -> Result<()> {
+    if opts.replicas == 0 {
+        return Err(Error::InvalidConfig { what: "replicas must be at least 1".into() });
+    }
+    if !(opts.dilation.is_finite() && opts.dilation >= 1.0) {
+        return Err(Error::InvalidConfig { what: format!("dilation must be >= 1, got {}", opts.dilation) });
+    }
+    opts.spec.check()?;
+    if opts.memory_budget == Some(0) {
+        return Err(Error::InvalidConfig { what: "the memory budget must be more than 0 bytes".into() });
+    }
+    Ok(())
+}
+
+/// Loads every model served, in configuration order (see [`load_model`]).
+///
+/// # Errors
+/// As [`load_model`].
+async fn load_models(opts: &EdgeOptions) -> Result<Vec<Model>> {
+    let mut models = Vec::new();
+    // Preloading under a memory budget: models in configuration order while they fit.
+    let mut budget_left = opts.memory_budget;
+    for m in &opts.models {
+        models.push(load_model(opts, m, &mut budget_left).await?);
+    }
+    Ok(models)
+}
+
+/// Loads one model: one replica first (it tells the model's hash, shapes and size), then the
+/// others when it is warm, i.e. when there is no memory budget or it fits in what `budget_left`
+/// still holds (taken from it); a cold model keeps no replica until placement loads it.
+///
+/// # Errors
+/// A bad model id, a model that does not load, one larger than the whole memory budget, a
+/// server profile that is not one of that model.
+async fn load_model(opts: &EdgeOptions, m: &EdgeModel, budget_left: &mut Option<u64>) -> Result<Model> {
+    lop_msgs::validate_id(&m.id).map_err(|e| Error::InvalidConfig { what: format!("model id '{}': {e}", m.id) })?;
+    // One replica first: it tells the model's hash, shapes and size.
+    let (mut replicas, info) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, 1).await?;
+    let bytes = replicas[0].worker.call(|g| weight_bytes(g)).await? * opts.replicas as u64;
+    if let Some(budget) = opts.memory_budget
+        && bytes > budget
+    {
+        return Err(Error::InvalidConfig {
+            what: format!(
+                "model '{}' takes {:.1} MB warm ({} replicas), more than the memory budget of {:.1} MB: it could never be served",
+                m.id,
+                bytes as f64 / 1e6,
+                opts.replicas,
+                budget as f64 / 1e6
+            ),
+        });
+    }
+    let warm = match budget_left.as_mut() {
+        None => true,
+        Some(left) if bytes <= *left => {
+            *left -= bytes;
+            true
+        }
+        Some(_) => false,
+    };
+    if warm && opts.replicas > 1 {
+        let (more, _) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, opts.replicas - 1).await?;
+        replicas.extend(more);
+    }
+    if m.server_profile.model_hash != info.hash || m.server_profile.role != Side::Server {
+        return Err(Error::InvalidConfig {
+            what: format!("the server profile given for model '{}' is not a server profile of that model", m.id),
+        });
+    }
+    if warm {
+        tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, mb = bytes as f64 / 1e6, "model loaded");
+    } else {
+        replicas.clear();
+        tracing::info!(model = %m.id, hash = %info.hash, mb = bytes as f64 / 1e6, "model cold: past the memory budget until robots ask for it");
+    }
+    Model::new(m, info, bytes, replicas)
+}
+
+impl Model {
+    /// The served model `m` as loaded (`info`), with its replicas (none when cold) and the
+    /// bytes they hold when warm; its server seconds start at its profile's sum.
+    ///
+    /// # Errors
+    /// A model hash that is not a digest.
+    fn new(m: &EdgeModel, info: Loaded, bytes: u64, replicas: Vec<Replica>) -> Result<Model> {
+        let inputs: Vec<usize> = (0..info.meta.len()).filter(|&i| info.meta.is_input(i)).collect();
+        let first = inputs.first().map(|&i| info.meta.info(i).clone());
+        let profiled_s: f64 = m.server_profile.ops.iter().map(|op| op.fit.time(op.out_rows.max(1))).sum();
+        Ok(Model {
+            id: m.id.clone(),
+            source: m.source.clone(),
+            load: m.load.clone(),
+            bytes,
+            demand: std::sync::Mutex::new(Demand { count: 0.0, at: Instant::now() }),
+            hash: digest(&info.hash)?,
+            meta: Arc::new(info.meta),
+            input_dtype: first.as_ref().map(|i| i.dtype),
+            input_shape: first.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
+            replicas: std::sync::RwLock::new(Arc::new(replicas)),
+            server_profile: m.server_profile.clone(),
+            server_s: AtomicU64::new(profiled_s.max(1e-6).to_bits()),
+        })
+    }
+}
+
+impl Inner {
+    /// The service's state for `opts` and its loaded models: every counter at zero, no
+    /// schedule table yet, no forwarding.
+    fn new(opts: EdgeOptions, models: Vec<Model>) -> Inner {
+        let robot_profiles = std::sync::Mutex::new(opts.robot_profiles.clone());
+        Inner {
+            place_now: tokio::sync::Notify::new(),
+            opts,
+            models,
+            robot_profiles,
+            books: std::sync::Mutex::new(HashMap::new()),
+            stats: FrameStats::default(),
+            sessions: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            inferences: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            overloaded: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            batch_counts: Arc::default(),
+            forwarding: std::sync::OnceLock::new(),
+            rate_limited: AtomicU64::new(0),
+            profiles_refused: AtomicU64::new(0),
+            received_profiles: AtomicU64::new(0),
+            shutting_down: AtomicBool::new(false),
+            served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
+            busy_ns: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Weight of the newest measurement in a model's moving mean of server seconds.
@@ -503,106 +649,9 @@ impl EdgeService {
     /// # Errors
     /// A model that does not load, a profile for another model, a bad option.
     pub async fn start(opts: EdgeOptions) -> Result<EdgeService> {
-        if opts.replicas == 0 {
-            return Err(Error::InvalidConfig { what: "replicas must be at least 1".into() });
-        }
-        if !(opts.dilation.is_finite() && opts.dilation >= 1.0) {
-            return Err(Error::InvalidConfig { what: format!("dilation must be >= 1, got {}", opts.dilation) });
-        }
-        opts.spec.check()?;
-        if opts.memory_budget == Some(0) {
-            return Err(Error::InvalidConfig { what: "the memory budget must be more than 0 bytes".into() });
-        }
-        let mut models = Vec::new();
-        // Preloading under a memory budget: models in configuration order while they fit.
-        let mut budget_left = opts.memory_budget;
-        for m in &opts.models {
-            lop_msgs::validate_id(&m.id).map_err(|e| Error::InvalidConfig { what: format!("model id '{}': {e}", m.id) })?;
-            // One replica first: it tells the model's hash, shapes and size.
-            let (mut replicas, info) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, 1).await?;
-            let bytes = replicas[0].worker.call(|g| weight_bytes(g)).await? * opts.replicas as u64;
-            if let Some(budget) = opts.memory_budget
-                && bytes > budget
-            {
-                return Err(Error::InvalidConfig {
-                    what: format!(
-                        "model '{}' takes {:.1} MB warm ({} replicas), more than the memory budget of {:.1} MB: it could never be served",
-                        m.id,
-                        bytes as f64 / 1e6,
-                        opts.replicas,
-                        budget as f64 / 1e6
-                    ),
-                });
-            }
-            let warm = match budget_left.as_mut() {
-                None => true,
-                Some(left) if bytes <= *left => {
-                    *left -= bytes;
-                    true
-                }
-                Some(_) => false,
-            };
-            if warm && opts.replicas > 1 {
-                let (more, _) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, opts.replicas - 1).await?;
-                replicas.extend(more);
-            }
-            if m.server_profile.model_hash != info.hash || m.server_profile.role != Side::Server {
-                return Err(Error::InvalidConfig {
-                    what: format!("the server profile given for model '{}' is not a server profile of that model", m.id),
-                });
-            }
-            let inputs: Vec<usize> = (0..info.meta.len()).filter(|&i| info.meta.is_input(i)).collect();
-            let first = inputs.first().map(|&i| info.meta.info(i).clone());
-            if warm {
-                tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, mb = bytes as f64 / 1e6, "model loaded");
-            } else {
-                replicas.clear();
-                tracing::info!(model = %m.id, hash = %info.hash, mb = bytes as f64 / 1e6, "model cold: past the memory budget until robots ask for it");
-            }
-            let profiled_s: f64 = m.server_profile.ops.iter().map(|op| op.fit.time(op.out_rows.max(1))).sum();
-            models.push(Model {
-                id: m.id.clone(),
-                source: m.source.clone(),
-                load: m.load.clone(),
-                bytes,
-                demand: std::sync::Mutex::new(Demand { count: 0.0, at: Instant::now() }),
-                hash: digest(&info.hash)?,
-                meta: Arc::new(info.meta),
-                input_dtype: first.as_ref().map(|i| i.dtype),
-                input_shape: first.map(|i| i.shape.iter().map(|&d| d as u32).collect()).unwrap_or_default(),
-                replicas: std::sync::RwLock::new(Arc::new(replicas)),
-                server_profile: m.server_profile.clone(),
-                server_s: AtomicU64::new(profiled_s.max(1e-6).to_bits()),
-            });
-        }
-        let robot_profiles = std::sync::Mutex::new(opts.robot_profiles.clone());
-        let svc = EdgeService {
-            inner: Arc::new(Inner {
-                place_now: tokio::sync::Notify::new(),
-                opts,
-                models,
-                robot_profiles,
-                books: std::sync::Mutex::new(HashMap::new()),
-                stats: FrameStats::default(),
-                sessions: AtomicU64::new(0),
-                rejected: AtomicU64::new(0),
-                inferences: AtomicU64::new(0),
-                done: AtomicU64::new(0),
-                aborted: AtomicU64::new(0),
-                cancelled: AtomicU64::new(0),
-                overloaded: AtomicU64::new(0),
-                forwarded: AtomicU64::new(0),
-                late: AtomicU64::new(0),
-                batch_counts: Arc::default(),
-                forwarding: std::sync::OnceLock::new(),
-                rate_limited: AtomicU64::new(0),
-                profiles_refused: AtomicU64::new(0),
-                received_profiles: AtomicU64::new(0),
-                shutting_down: AtomicBool::new(false),
-                served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
-                busy_ns: AtomicU64::new(0),
-            }),
-        };
+        check_options(&opts)?;
+        let models = load_models(&opts).await?;
+        let svc = EdgeService { inner: Arc::new(Inner::new(opts, models)) };
         if svc.inner.opts.memory_budget.is_some() {
             tokio::spawn(placement_loop(Arc::downgrade(&svc.inner)));
         }
@@ -843,6 +892,151 @@ struct Active {
     upload_ns: Arc<AtomicU64>,
 }
 
+/// The answer to a Start as an Error frame.
+fn error_frame(s: &Start, code: ErrorCode, text: String) -> Frame {
+    Frame::Error(ErrorFrame { inference_id: s.inference_id, code, text })
+}
+
+/// A Start this edge serves: its plan and the replica it is queued on (in the snapshot of the
+/// model's replicas it was chosen from).
+struct Admitted {
+    plan: Arc<Prepared>,
+    replicas: Arc<Vec<Replica>>,
+    replica: usize,
+}
+
+/// What ended the server part of an inference: the replica's outcome, or (`Err`) a replica
+/// that dropped the inference without one.
+type JobResult = std::result::Result<Result<(Stopped, SideStats)>, oneshot::error::RecvError>;
+
+/// A queued inference's task: what it needs once its Start is handled, until it ends.
+struct Job {
+    svc: Arc<Inner>,
+    out: tmpsc::UnboundedSender<Vec<u8>>,
+    /// The inference's id.
+    id: u64,
+    /// The model's index.
+    mi: usize,
+    /// [`JOB_QUEUED`], [`JOB_RUNNING`] or [`JOB_RELEASED`] (shared with its [`Active`]).
+    state: Arc<AtomicU8>,
+    replicas: Arc<Vec<Replica>>,
+    replica: usize,
+    robot_id: String,
+    started: Instant,
+    started_wall: std::time::SystemTime,
+    /// The upload as this edge saw it (set by the session's bands), for Done.
+    upload_ns: Arc<AtomicU64>,
+    deadline: Instant,
+}
+
+impl Job {
+    /// Waits for the inference's first band (or its end), runs it on the replica, then gives
+    /// back its place in the replica's count, records it (busy time, the model's server
+    /// seconds, [`EdgeService::served`]) and answers Done or Error.
+    async fn run(self, first_band: oneshot::Receiver<()>, waiting: Waiting, finished: oneshot::Receiver<Result<(Stopped, SideStats)>>) {
+        let res = match tokio::time::timeout_at(tokio::time::Instant::from_std(self.deadline), first_band).await {
+            Ok(Ok(())) => self.on_replica(waiting, finished).await,
+            // Replaced, or its session ended, or its deadline passed, before any band came.
+            why => self.released(why.is_err()),
+        };
+        let ended = Instant::now();
+        if self.state.load(Ordering::SeqCst) != JOB_RELEASED {
+            self.replicas[self.replica].queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        let (stats, outcome) = match &res {
+            Ok(Ok((Stopped::Finished, st))) => (Some(*st), ServedOutcome::Done),
+            Ok(Ok((Stopped::DeadlineExceeded, st))) => (Some(*st), ServedOutcome::DeadlineExceeded),
+            Ok(Ok((Stopped::Aborted(why), st))) => (Some(*st), ServedOutcome::Aborted(why.clone())),
+            Ok(Err(e)) => (None, ServedOutcome::Failed(e.to_string())),
+            Err(_) => (None, ServedOutcome::Failed("the replica failed".into())),
+        };
+        if let Some(st) = stats.filter(|st| st.compute_s.is_finite() && st.compute_s > 0.0) {
+            self.svc.busy_ns.fetch_add((st.compute_s * 1e9) as u64, Ordering::Relaxed);
+            if outcome == ServedOutcome::Done {
+                let cell = &self.svc.models[self.mi].server_s;
+                let old = f64::from_bits(cell.load(Ordering::Relaxed));
+                cell.store((old + SERVER_S_EWMA * (st.compute_s - old)).to_bits(), Ordering::Relaxed);
+            }
+        }
+        let served = Served {
+            inference_id: self.id,
+            robot_id: self.robot_id.clone(),
+            model_id: self.svc.models[self.mi].id.clone(),
+            replica: self.replica,
+            start: self.started,
+            end: ended,
+            start_wall: self.started_wall,
+            server_compute_s: stats.map_or(0.0, |s| s.compute_s),
+            bytes_received: stats.map_or(0, |s| s.bytes_received),
+            bytes_sent: stats.map_or(0, |s| s.bytes_sent),
+            outcome,
+        };
+        if let Ok(b) = self.answer(res).encode() {
+            let _ = self.out.send(b);
+        }
+        // No receiver is not an error: nobody asked.
+        let _ = self.svc.served.send(served);
+    }
+
+    /// Puts the inference in its replica's queue, posts a run for it, and waits for its outcome.
+    async fn on_replica(&self, waiting: Waiting, finished: oneshot::Receiver<Result<(Stopped, SideStats)>>) -> JobResult {
+        let replica = &self.replicas[self.replica];
+        replica.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(waiting);
+        let (queue, batching, counts) = (replica.waiting.clone(), self.svc.opts.batching, self.svc.batch_counts.clone());
+        // Each waiting inference posts one run; a run finds the queue empty when an
+        // earlier one took its inference into a batch. The outcome comes on `finished`.
+        drop(replica.worker.run(move |g: &mut Graph| run_waiting(g, &queue, batching, &counts)));
+        finished.await
+    }
+
+    /// The outcome of an inference that ended before any band came (`expired`: its deadline
+    /// passed); its place in the replica's count is given back unless that was done already.
+    fn released(&self, expired: bool) -> JobResult {
+        if self.state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            self.replicas[self.replica].queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        let stop = if expired { Stopped::DeadlineExceeded } else { Stopped::Aborted("no band before it ended".into()) };
+        Ok(Ok((stop, SideStats::default())))
+    }
+
+    /// The answer to the robot (Done with the server's statistics, or Error), counted as done
+    /// or aborted.
+    fn answer(&self, res: JobResult) -> Frame {
+        let (svc, id) = (&self.svc, self.id);
+        match res {
+            Ok(Ok((Stopped::Finished, st))) => {
+                svc.done.fetch_add(1, Ordering::Relaxed);
+                Frame::Done(Done {
+                    inference_id: id,
+                    stats: DoneStats {
+                        server_compute_ns: (st.compute_s * 1e9) as u64,
+                        server_wait_ns: (st.wait_s * 1e9) as u64,
+                        bytes_received: st.bytes_received,
+                        bytes_sent: st.bytes_sent,
+                        bands_received: st.bands_received,
+                        bands_sent: st.bands_sent,
+                        upload_ns: self.upload_ns.load(Ordering::Relaxed),
+                    },
+                })
+            }
+            Ok(Ok((stop, _))) => {
+                svc.aborted.fetch_add(1, Ordering::Relaxed);
+                let code = if stop == Stopped::DeadlineExceeded { ErrorCode::DeadlineExceeded } else { ErrorCode::Other };
+                Frame::Error(ErrorFrame { inference_id: id, code, text: format!("{stop:?}").chars().take(200).collect() })
+            }
+            Ok(Err(e)) => {
+                svc.aborted.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "server side failed");
+                Frame::Error(ErrorFrame { inference_id: id, code: ErrorCode::Internal, text: e.to_string().chars().take(200).collect() })
+            }
+            Err(_) => {
+                svc.aborted.fetch_add(1, Ordering::Relaxed);
+                Frame::Error(ErrorFrame { inference_id: id, code: ErrorCode::Internal, text: "the replica failed".into() })
+            }
+        }
+    }
+}
+
 struct Session {
     svc: Arc<Inner>,
     out: tmpsc::UnboundedSender<Vec<u8>>,
@@ -1022,6 +1216,9 @@ impl Session {
         }
     }
 
+    /// A Start: dropped when out of place (no session yet, or stale) or over the session's
+    /// Start budget; else it aborts the current inference and is either answered at once
+    /// ([`Session::admit`]) or queued ([`Session::queue`]).
     fn start(&mut self, s: Start) {
         let (Some(book), Some(mi)) = (self.book.clone(), self.model) else {
             self.svc.stats.count(Dropped::Unexpected);
@@ -1031,36 +1228,69 @@ impl Session {
             self.svc.stats.count(Dropped::Stale);
             return;
         }
-        if let Some(a) = self.current.as_mut().filter(|a| !a.charged && !a.received.iter().any(|&r| r)) {
-            a.charged = true;
-            self.starts.charge(EMPTY_START_PENALTY);
-        }
-        if !self.starts.take(tokio::time::Instant::now()) {
-            // A flood: dropped without an answer (an answer per Start would amplify it). The
-            // current inference goes on.
-            if self.svc.rate_limited.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
-                tracing::warn!(robot = %self.robot_id, "Start frames over {MAX_STARTS_PER_S}/s: dropped (counted)");
-            }
+        if !self.take_start() {
             return;
         }
         self.abort_current("a newer inference started");
         self.last_id = s.inference_id;
-        let err = |code, text: String| Frame::Error(ErrorFrame { inference_id: s.inference_id, code, text });
+        if let Some(admitted) = self.admit(&s, &book, mi) {
+            self.queue(&s, mi, admitted);
+        }
+    }
+
+    /// Takes a Start from the session's budget, charging [`EMPTY_START_PENALTY`] first when
+    /// the inference it replaces got no band. False for a flood: the Start is dropped without
+    /// an answer (an answer per Start would amplify it) and the current inference goes on.
+    fn take_start(&mut self) -> bool {
+        if let Some(a) = self.current.as_mut().filter(|a| !a.charged && !a.received.iter().any(|&r| r)) {
+            a.charged = true;
+            self.starts.charge(EMPTY_START_PENALTY);
+        }
+        if self.starts.take(tokio::time::Instant::now()) {
+            return true;
+        }
+        if self.svc.rate_limited.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+            tracing::warn!(robot = %self.robot_id, "Start frames over {MAX_STARTS_PER_S}/s: dropped (counted)");
+        }
+        false
+    }
+
+    /// Whether this edge serves the Start now, on the least busy replica of the model; when it
+    /// does not, the answer is sent and `None` returned: an Error (shutting down, unknown plan,
+    /// the model unloaded, or see [`Session::route`]) or a Forward.
+    fn admit(&self, s: &Start, book: &PlanBook, mi: usize) -> Option<Admitted> {
+        let answer = |f: Frame| -> Option<Admitted> {
+            self.send(f);
+            None
+        };
         if self.svc.shutting_down.load(Ordering::SeqCst) {
-            return self.send(err(ErrorCode::ShuttingDown, "the edge is shutting down".into()));
+            return answer(error_frame(s, ErrorCode::ShuttingDown, "the edge is shutting down".into()));
         }
         let Some(plan) = book.by_hash(&s.plan_hash) else {
-            return self
-                .send(err(ErrorCode::UnknownPlan, format!("no plan {} in table {}", s.plan_hash.to_hex(), book.table_hash.to_hex())));
+            let text = format!("no plan {} in table {}", s.plan_hash.to_hex(), book.table_hash.to_hex());
+            return answer(error_frame(s, ErrorCode::UnknownPlan, text));
         };
         let model = &self.svc.models[mi];
         model.asked();
         let replicas = model.replicas();
         let Some(replica) = replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)) else {
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
-            return self.send(err(ErrorCode::Overloaded, format!("model '{}' was unloaded from this edge (memory budget)", model.id)));
+            let text = format!("model '{}' was unloaded from this edge (memory budget)", model.id);
+            return answer(error_frame(s, ErrorCode::Overloaded, text));
         };
         let ahead = replica.queued.load(Ordering::Relaxed);
+        if let Some(f) = self.route(s, model, ahead) {
+            return answer(f);
+        }
+        let replica = replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        Some(Admitted { plan, replicas, replica })
+    }
+
+    /// Where a Start goes with `ahead` inferences queued before it on the least busy replica:
+    /// `None` to be served here; else the answer: Overloaded when this edge forwarded it
+    /// already, Late when a forwarded one has less time left than this edge needs, a Forward
+    /// to an edge that can meet the deadline, or Overloaded past the work budget.
+    fn route(&self, s: &Start, model: &Model, ahead: usize) -> Option<Frame> {
         let server_s = f64::from_bits(model.server_s.load(Ordering::Relaxed));
         let budget_s = s.deadline_ns as f64 * 1e-9;
         // The frame's own deadline (a fleet robot's); without one, the budget.
@@ -1071,13 +1301,14 @@ impl Session {
         {
             // Only a robot that ignores Forward's rules sends this: never forwarded again.
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
-            return self.send(err(ErrorCode::Overloaded, format!("edge '{}' forwarded this inference already", f.edge_id)));
+            return Some(error_frame(s, ErrorCode::Overloaded, format!("edge '{}' forwarded this inference already", f.edge_id)));
         }
         // A forwarded inference whose deadline leaves less than this edge's own time is late
         // whatever the queue: answered at once, never computed.
         if !s.path.is_empty() && due_s < server_s {
             self.svc.late.fetch_add(1, Ordering::Relaxed);
-            return self.send(err(
+            return Some(error_frame(
+                s,
                 ErrorCode::Late,
                 format!("forwarded by {:?} with {:.0} ms left; this edge needs about {:.0} ms", s.path, due_s * 1e3, server_s * 1e3),
             ));
@@ -1099,20 +1330,27 @@ impl Session {
             if let Some(to) = (f.pick)(&model.id, due_s, &path) {
                 self.svc.forwarded.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(robot = %self.robot_id, %to, ?path, ahead, due_ms = due_s * 1e3, "overloaded: inference forwarded");
-                return self.send(Frame::Forward(Forward { inference_id: s.inference_id, to, path }));
+                return Some(Frame::Forward(Forward { inference_id: s.inference_id, to, path }));
             }
         }
         if ahead > 0 && finish_s > budget_s {
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(robot = %self.robot_id, ahead, server_ms = server_s * 1e3, budget_ms = budget_s * 1e3, "overloaded: inference refused");
-            return self.send(err(
+            return Some(error_frame(
+                s,
                 ErrorCode::Overloaded,
                 format!("{ahead} inference(s) ahead at about {:.0} ms each; the deadline is {:.0} ms away", server_s * 1e3, budget_s * 1e3),
             ));
         }
+        None
+    }
+
+    /// Queues an admitted inference on its replica: counted, its job spawned ([`Job::run`]),
+    /// and it becomes the session's current inference, which the bands go to.
+    fn queue(&mut self, s: &Start, mi: usize, admitted: Admitted) {
+        let Admitted { plan, replicas, replica: replica_ix } = admitted;
         self.svc.inferences.fetch_add(1, Ordering::Relaxed);
-        replica.queued.fetch_add(1, Ordering::Relaxed);
-        let replica_ix = replicas.iter().position(|r| std::ptr::eq(r, replica)).unwrap_or(0);
+        replicas[replica_ix].queued.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(AtomicU8::new(JOB_QUEUED));
         let (bands, band_rx) = mpsc::channel();
         let deadline = Instant::now() + Duration::from_nanos(s.deadline_ns.max(1));
@@ -1120,14 +1358,14 @@ impl Session {
             side: Side::Server,
             inference_id: s.inference_id,
             device: self.svc.opts.device,
-            dilation: self.svc.opts.dilation,
+            stretch: Stretch::measured(self.svc.opts.dilation),
             input_wire: self.input_wire,
             deadline: Some(deadline),
         };
         let (result, finished) = oneshot::channel();
         let waiting = Waiting {
             plan: plan.clone(),
-            meta: model.meta.clone(),
+            meta: self.svc.models[mi].meta.clone(),
             config,
             bands: band_rx,
             out: self.out.clone(),
@@ -1137,104 +1375,22 @@ impl Session {
         // The job goes to the replica with the inference's first band: a Start alone (a robot
         // that never sends, or a flood of Starts) holds no replica.
         let (go, first_band) = oneshot::channel::<()>();
-        let (svc, out, id, mi2, job_state) = (self.svc.clone(), self.out.clone(), s.inference_id, mi, state.clone());
-        let job_replicas = replicas.clone();
-        let (robot_id, started, started_wall) = (self.robot_id.clone(), Instant::now(), std::time::SystemTime::now());
-        let upload_ns = Arc::new(AtomicU64::new(0));
-        let job_upload_ns = upload_ns.clone();
-        tokio::spawn(async move {
-            let res = match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), first_band).await {
-                Ok(Ok(())) => {
-                    let replica = &job_replicas[replica_ix];
-                    replica.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(waiting);
-                    let (queue, batching, counts) = (replica.waiting.clone(), svc.opts.batching, svc.batch_counts.clone());
-                    // Each waiting inference posts one run; a run finds the queue empty when an
-                    // earlier one took its inference into a batch. The outcome comes on `finished`.
-                    drop(replica.worker.run(move |g: &mut Graph| run_waiting(g, &queue, batching, &counts)));
-                    finished.await
-                }
-                // Replaced, or its session ended, or its deadline passed, before any band came.
-                why => {
-                    if job_state.compare_exchange(JOB_QUEUED, JOB_RELEASED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                        job_replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    let stop = if why.is_err() { Stopped::DeadlineExceeded } else { Stopped::Aborted("no band before it ended".into()) };
-                    Ok(Ok((stop, SideStats::default())))
-                }
-            };
-            let ended = Instant::now();
-            if job_state.load(Ordering::SeqCst) != JOB_RELEASED {
-                job_replicas[replica_ix].queued.fetch_sub(1, Ordering::Relaxed);
-            }
-            let (stats, outcome) = match &res {
-                Ok(Ok((Stopped::Finished, st))) => (Some(*st), ServedOutcome::Done),
-                Ok(Ok((Stopped::DeadlineExceeded, st))) => (Some(*st), ServedOutcome::DeadlineExceeded),
-                Ok(Ok((Stopped::Aborted(why), st))) => (Some(*st), ServedOutcome::Aborted(why.clone())),
-                Ok(Err(e)) => (None, ServedOutcome::Failed(e.to_string())),
-                Err(_) => (None, ServedOutcome::Failed("the replica failed".into())),
-            };
-            if let Some(st) = stats.filter(|st| st.compute_s.is_finite() && st.compute_s > 0.0) {
-                svc.busy_ns.fetch_add((st.compute_s * 1e9) as u64, Ordering::Relaxed);
-                if outcome == ServedOutcome::Done {
-                    let cell = &svc.models[mi2].server_s;
-                    let old = f64::from_bits(cell.load(Ordering::Relaxed));
-                    cell.store((old + SERVER_S_EWMA * (st.compute_s - old)).to_bits(), Ordering::Relaxed);
-                }
-            }
-            let served = Served {
-                inference_id: id,
-                robot_id,
-                model_id: svc.models[mi2].id.clone(),
-                replica: replica_ix,
-                start: started,
-                end: ended,
-                start_wall: started_wall,
-                server_compute_s: stats.map_or(0.0, |s| s.compute_s),
-                bytes_received: stats.map_or(0, |s| s.bytes_received),
-                bytes_sent: stats.map_or(0, |s| s.bytes_sent),
-                outcome,
-            };
-            let frame = match res {
-                Ok(Ok((Stopped::Finished, st))) => {
-                    svc.done.fetch_add(1, Ordering::Relaxed);
-                    Frame::Done(Done {
-                        inference_id: id,
-                        stats: DoneStats {
-                            server_compute_ns: (st.compute_s * 1e9) as u64,
-                            server_wait_ns: (st.wait_s * 1e9) as u64,
-                            bytes_received: st.bytes_received,
-                            bytes_sent: st.bytes_sent,
-                            bands_received: st.bands_received,
-                            bands_sent: st.bands_sent,
-                            upload_ns: job_upload_ns.load(Ordering::Relaxed),
-                        },
-                    })
-                }
-                Ok(Ok((stop, _))) => {
-                    svc.aborted.fetch_add(1, Ordering::Relaxed);
-                    let code = if stop == Stopped::DeadlineExceeded { ErrorCode::DeadlineExceeded } else { ErrorCode::Other };
-                    Frame::Error(ErrorFrame { inference_id: id, code, text: format!("{stop:?}").chars().take(200).collect() })
-                }
-                Ok(Err(e)) => {
-                    svc.aborted.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, "server side failed");
-                    Frame::Error(ErrorFrame {
-                        inference_id: id,
-                        code: ErrorCode::Internal,
-                        text: e.to_string().chars().take(200).collect(),
-                    })
-                }
-                Err(_) => {
-                    svc.aborted.fetch_add(1, Ordering::Relaxed);
-                    Frame::Error(ErrorFrame { inference_id: id, code: ErrorCode::Internal, text: "the replica failed".into() })
-                }
-            };
-            if let Ok(b) = frame.encode() {
-                let _ = out.send(b);
-            }
-            // No receiver is not an error: nobody asked.
-            let _ = svc.served.send(served);
-        });
+        let job = Job {
+            svc: self.svc.clone(),
+            out: self.out.clone(),
+            id: s.inference_id,
+            mi,
+            state: state.clone(),
+            replicas: replicas.clone(),
+            replica: replica_ix,
+            robot_id: self.robot_id.clone(),
+            started: Instant::now(),
+            started_wall: std::time::SystemTime::now(),
+            upload_ns: Arc::new(AtomicU64::new(0)),
+            deadline,
+        };
+        let (started, upload_ns) = (job.started, job.upload_ns.clone());
+        tokio::spawn(job.run(first_band, waiting, finished));
         let received = vec![false; plan.schedule.transfers.len()];
         self.current = Some(Active {
             id: s.inference_id,

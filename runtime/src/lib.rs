@@ -73,7 +73,6 @@ pub mod scratch;
 pub mod security;
 pub mod session;
 pub mod shaped;
-pub mod synthetic;
 pub mod table_config;
 pub mod trace;
 pub mod zenoh_link;

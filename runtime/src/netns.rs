@@ -372,6 +372,24 @@ impl NetnsLink {
         added.map(|_| ()).map_err(|e| format!("cannot create a network namespace: {e}"))
     }
 
+    /// For tests that need network namespaces: `true` where they can be made. Where they cannot,
+    /// the test is skipped loudly (`false`, with why on stderr), unless the environment
+    /// variable `CI` is set (to anything but empty, `0` or `false`): then it panics naming
+    /// `test` and why, so that a CI run never passes on tests that did not run.
+    ///
+    /// # Panics
+    /// Under `CI`, when namespaces are unavailable.
+    pub fn available_for_test(test: &str) -> bool {
+        let Err(why) = Self::is_available() else { return true };
+        let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+        assert!(
+            !ci,
+            "{test}: network namespaces are unavailable under CI ({why}); scripts/test.sh installs iproute2, and the tests run as root"
+        );
+        eprintln!("\n!!!!!!!! {test} SKIPPED: network namespaces unavailable: {why} (set CI=1 to fail instead) !!!!!!!!\n");
+        false
+    }
+
     /// Creates both namespaces, the veth pair, the addresses and the shaping qdiscs; removes
     /// stale namespaces of the same names first (left by a crashed run).
     ///

@@ -244,8 +244,9 @@ async fn a_robot_with_another_server_profile_plans_the_edges_table() {
     let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
     // The robot's own idea of the server: 3x slower than the edge's profile says.
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let per_row = |id: usize| lop::profile::Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * 3e-9);
-    let guessed = lop::profile::Profile::synthetic(&g, lop::plan::Side::Server, per_row).unwrap();
+    let slower =
+        lop::profile::SyntheticCosts { server_s_per_byte: 3.0 * lop::profile::SYNTHETIC.server_s_per_byte, ..lop::profile::SYNTHETIC };
+    let guessed = slower.profile(&g, lop::plan::Side::Server).unwrap();
     let (own_table, _) = lop::planner::table::ScheduleTable::build(&g, None, &s.robot, &guessed, &s.spec, 1).unwrap();
     assert_ne!(own_table.hash, s.table.hash, "the two tables must differ for this test");
 
@@ -580,8 +581,22 @@ async fn past_its_deadline_the_robot_races_the_edge_and_the_first_answer_wins() 
             opts.dilation = robot_dilation;
             let mut c = client_with(&s, &board, link, opts).await;
             c.set_method(method);
-            // Warm both sides up (first runs are slow), then the timed frame.
-            c.infer(frame(), 30.0).await.unwrap();
+            // Warm both sides up (first runs are slow: a 40x edge's first frame can take tens of
+            // seconds beside other tests), waiting for the edge as long as it takes, then the
+            // timed frame.
+            let warm = Hop { budget: Some(Duration::from_secs(300)), ..Hop::default() };
+            let Hopped::Done(w) = c.infer_hop(frame(), 30.0, &warm).await.unwrap() else { panic!("forwarded by a lone edge") };
+            // The race below is only a race if the robot still waits for the edge: a warm-up
+            // that outlived its budget would leave the edge marked silent, and the timed frame
+            // would run on the robot without trying the edge.
+            assert!(
+                !w.stats.fallback && c.edge_silent_for().is_none(),
+                "precondition: the warm-up frame must be answered by the edge, and the edge not marked silent \
+                 (fallback: {:?}, silent for {:?}, took {:.1} s)",
+                w.stats.fallback_reason,
+                c.edge_silent_for(),
+                w.stats.total_s
+            );
             let hop = Hop { due: Some(due), ..Hop::default() };
             let Hopped::Done(r) = c.infer_hop(frame(), 30.0, &hop).await.unwrap() else { panic!("forwarded by a lone edge") };
             let what = format!("{method}: edge {edge_dilation}x, robot {robot_dilation}x");

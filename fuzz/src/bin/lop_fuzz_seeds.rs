@@ -8,9 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use hiroz::msg::ZMessage;
 use hiroz_msgs::sensor_msgs::{Image, PointCloud2, PointField};
-use lop::plan::Side;
 use lop::planner::table::{ScheduleTable, TableSpec};
-use lop::profile::{Fit, Profile};
 use lop_msgs::Digest;
 use lop_msgs::load::{EdgeLoad, ModelLoad};
 use lop_msgs::protocol::{Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, Hello, Start, Welcome};
@@ -93,9 +91,7 @@ fn frames() -> Result<()> {
 
 fn table() -> Result<()> {
     let g = lop::model::load(lop_fuzz::TABLE_MODEL, &Default::default())?;
-    let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
-    let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9))?;
-    let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9))?;
+    let (robot, server) = lop::profile::SYNTHETIC.pair(&g)?;
     // One bucket each (a bigger table is slower to parse and reaches no new code): a slow link,
     // where plans keep work on the robot, and a fast one, where they split it.
     for (name, bucket) in [("resnet18-32-slow", 0.5), ("resnet18-32-fast", 50.0)] {

@@ -368,17 +368,14 @@ fn release_cuts_make_server_only_plans_faster() {
 
 /// Every zoo model, detectors and 3D grids included, plans in every bucket without a baseline
 /// search failing, and neither LOSS nor any baseline beats the fluid bound. Profiles are
-/// synthetic (20 us per kernel plus 1 ns, robot 8 ns, per output byte of a row); the
+/// the synthetic ones ([`crate::profile::SYNTHETIC`]); the
 /// occupancy grid is planned at a reduced depth to keep the test short.
 #[test]
 fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
     for name in crate::zoo::names() {
         let model = if *name == "occupancy3d" { "occupancy3d@64x32x64".to_string() } else { name.to_string() };
         let g = crate::zoo::build(&model).expect("zoo model");
-        let gr = &g;
-        let fit = |scale: f64| move |id: usize| Fit::new(2e-5, gr.nodes[id].info.bytes_of_rows(1) as f64 * scale);
-        let r = Profile::synthetic(&g, Side::Robot, fit(8e-9)).expect("robot");
-        let s = Profile::synthetic(&g, Side::Server, fit(1e-9)).expect("server");
+        let (r, s) = crate::profile::SYNTHETIC.pair(&g).expect("profiles");
         let mut sp = spec(vec![1.0, 5.0, 30.0]);
         sp.bandwidth_scale = 1.0;
         let (table, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("a table, whatever the graph");

@@ -7,9 +7,11 @@
 
 pub mod cache;
 pub mod measure;
+pub mod synthetic;
 
 pub use cache::ProfileCache;
 pub use measure::{LayoutChoice, LayoutTrial, ProfileOptions, choose_layout, hardware, profile_graph};
+pub use synthetic::{SYNTHETIC, SyntheticCosts, synthetic_profile};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};

@@ -68,13 +68,13 @@ pub fn run_batch(
     members: &mut [Member<'_>],
     batch: &BatchConfig,
 ) -> Result<Vec<(Stopped, SideStats)>> {
-    let Some(first) = members.first().map(|m| m.config) else { return Ok(Vec::new()) };
+    let Some(first) = members.first().map(|m| m.config.clone()) else { return Ok(Vec::new()) };
     if exec.batch() != members.len() {
         return Err(Error::Executor(format!("a batch of {} samples run for {} members", exec.batch(), members.len())));
     }
     if members.iter().any(|m| {
         let c = &m.config;
-        c.side != first.side || c.device != first.device || c.dilation != first.dilation || c.input_wire != first.input_wire
+        c.side != first.side || c.device != first.device || c.stretch != first.stretch || c.input_wire != first.input_wire
     }) {
         return Err(Error::Executor("batched inferences must share side, device, dilation and input wire".into()));
     }
@@ -126,9 +126,9 @@ pub fn run_batch(
             let c = &schedule.chunks[r.id as usize];
             let t0 = Instant::now();
             exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
-            if first.dilation > 1.0 {
-                std::thread::sleep(t0.elapsed().mul_f64(first.dilation - 1.0));
-            }
+            // A batch's kernel is stretched as one member's would be (batches run on the edge,
+            // whose stretch is measured, never paced).
+            first.stretch.wait_after(c.node, c.rows.len(), t0.elapsed());
             let live = states.iter().filter(|s| s.stop.is_none()).count().max(1);
             let share = t0.elapsed().as_secs_f64() / live as f64;
             for s in states.iter_mut().filter(|s| s.stop.is_none()) {
@@ -366,7 +366,7 @@ mod tests {
                     side: Side::Server,
                     inference_id: k as u64 + 1,
                     device: tch::Device::Cpu,
-                    dilation: 1.0,
+                    stretch: crate::exec::Stretch::None,
                     input_wire: InputWire::Native,
                     deadline: Some(Instant::now() + Duration::from_secs(20)),
                 },

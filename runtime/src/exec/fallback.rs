@@ -11,6 +11,7 @@ use lop::graph::NodeId;
 use lop::ops::Op;
 use tch::Tensor;
 
+use super::stretch::Stretch;
 use crate::error::{Error, Result};
 
 /// Computes every row of every value the outputs depend on that `exec` does not hold (in
@@ -20,19 +21,19 @@ use crate::error::{Error, Result};
 /// # Errors
 /// Engine and libtorch failures.
 pub fn finish_locally(exec: &mut SideExec<'_>) -> Result<Vec<Tensor>> {
-    finish(exec, 1.0)
+    finish(exec, &Stretch::None)
 }
 
-/// [`finish_locally`] for a robot emulating a slower device: each op's compute is stretched to
-/// `dilation` times its measured duration by waiting, as every robot kernel is.
+/// [`finish_locally`] for a robot emulating a slower device: each kernel is stretched as every
+/// robot kernel is ([`Stretch`]).
 ///
 /// # Errors
 /// As [`finish_locally`].
-pub fn finish_dilated(exec: &mut SideExec<'_>, dilation: f64) -> Result<Vec<Tensor>> {
-    finish(exec, dilation)
+pub fn finish_dilated(exec: &mut SideExec<'_>, stretch: &Stretch) -> Result<Vec<Tensor>> {
+    finish(exec, stretch)
 }
 
-fn finish(exec: &mut SideExec<'_>, dilation: f64) -> Result<Vec<Tensor>> {
+fn finish(exec: &mut SideExec<'_>, stretch: &Stretch) -> Result<Vec<Tensor>> {
     let graph = exec.graph();
     let n = graph.nodes.len();
     let mut live = vec![false; n];
@@ -61,12 +62,10 @@ fn finish(exec: &mut SideExec<'_>, dilation: f64) -> Result<Vec<Tensor>> {
         if !live[id] || matches!(node.op, Op::Input | Op::Constant(_)) {
             continue;
         }
-        let t0 = Instant::now();
         for piece in exec.missing(id, &all_rows(id)) {
+            let t0 = Instant::now();
             exec.compute_and_store(id, &piece, 1).map_err(Error::Engine)?;
-        }
-        if dilation > 1.0 {
-            std::thread::sleep(t0.elapsed().mul_f64(dilation - 1.0));
+            stretch.wait_after(id, piece.len(), t0.elapsed());
         }
         for &i in &node.inputs {
             if last_reader[i] == Some(id) && !graph.outputs.contains(&i) && !matches!(graph.nodes[i].op, Op::Input) {

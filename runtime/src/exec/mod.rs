@@ -12,11 +12,13 @@
 mod batch;
 mod fallback;
 mod side;
+pub mod stretch;
 pub mod wire;
 pub mod worker;
 
 pub use batch::{BatchConfig, Member, run_batch};
 pub use fallback::{finish_dilated, finish_locally, outputs};
 pub use side::{Incoming, SideConfig, SideStats, Stopped, run_side, run_side_racing};
+pub use stretch::{Pace, Stretch};
 pub use wire::{Expected, GraphMeta, InputWire, ReceivedBand, encode_band};
 pub use worker::Worker;

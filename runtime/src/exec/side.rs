@@ -14,6 +14,7 @@ use lop::rows::Rows;
 use lop::sim::Schedule;
 use tch::{Device, Tensor};
 
+use super::stretch::Stretch;
 use super::wire::{GraphMeta, InputWire, ReceivedBand, encode_band};
 use crate::error::{Error, Result};
 
@@ -57,10 +58,13 @@ pub struct SideStats {
     /// Bands of the peer's this side computed itself instead of waiting for them (a robot
     /// past a binding frame deadline, [`run_side_racing`]).
     pub stolen: u32,
+    /// Kernels that took longer than their paced duration ([`Stretch::Paced`]): this machine
+    /// could not run them as fast as the emulated device.
+    pub overruns: u32,
 }
 
 /// How to run one side.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SideConfig {
     /// Which side.
     pub side: Side,
@@ -68,9 +72,9 @@ pub struct SideConfig {
     pub inference_id: u64,
     /// Where tensors live.
     pub device: Device,
-    /// Every chunk's compute is stretched to this many times its measured duration by waiting
-    /// (DESIGN.md section 9: a CPU standing in for a slower robot); 1 = none.
-    pub dilation: f64,
+    /// How each chunk's compute is stretched by waiting (DESIGN.md section 9: a CPU standing in
+    /// for a slower robot): not at all, by its measured duration, or to its profile's time.
+    pub stretch: Stretch,
     /// How graph inputs travel.
     pub input_wire: InputWire,
     /// When to give up.
@@ -181,8 +185,8 @@ fn run(
             let c = &schedule.chunks[r.id as usize];
             let t0 = Instant::now();
             exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
-            if config.dilation > 1.0 {
-                std::thread::sleep(t0.elapsed().mul_f64(config.dilation - 1.0));
+            if config.stretch.wait_after(c.node, c.rows.len(), t0.elapsed()) {
+                stats.overruns += 1;
             }
             stats.compute_s += t0.elapsed().as_secs_f64();
             stats.chunks += 1;
@@ -210,8 +214,9 @@ fn run(
             let t0 = Instant::now();
             // After each piece: the stretch of a dilated robot, taking in what arrives meanwhile;
             // the steal ends once the band itself arrives.
-            let mut between = |exec: &mut SideExec<'_>, took: Duration| -> Result<Step> {
-                let until = Instant::now() + took.mul_f64((config.dilation - 1.0).max(0.0));
+            let mut between = |exec: &mut SideExec<'_>, node: NodeId, rows: usize, took: Duration| -> Result<Step> {
+                let (wait, _) = config.stretch.after(node, rows, took);
+                let until = Instant::now() + wait;
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
                     let msg = if left.is_zero() { incoming.try_recv().ok() } else { incoming.recv_timeout(left).ok() };
@@ -355,7 +360,7 @@ fn compute_rows(
     exec: &mut SideExec<'_>,
     id: NodeId,
     rows: &Rows,
-    between: &mut dyn FnMut(&mut SideExec<'_>, Duration) -> Result<Step>,
+    between: &mut dyn FnMut(&mut SideExec<'_>, NodeId, usize, Duration) -> Result<Step>,
 ) -> Result<Step> {
     for piece in exec.missing(id, rows) {
         for (input, need) in exec.needs(id, &piece) {
@@ -373,7 +378,7 @@ fn compute_rows(
         }
         let t0 = Instant::now();
         exec.compute_and_store(id, &piece, 1).map_err(Error::Engine)?;
-        match between(exec, t0.elapsed())? {
+        match between(exec, id, piece.len(), t0.elapsed())? {
             Step::Go => {}
             other => return Ok(other),
         }

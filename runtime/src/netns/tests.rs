@@ -20,13 +20,7 @@ fn prefix() -> String {
 }
 
 fn available() -> bool {
-    match NetnsLink::is_available() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("\n!!!!!!!! netns test SKIPPED: network namespaces unavailable: {why} !!!!!!!!\n");
-            false
-        }
-    }
+    NetnsLink::available_for_test("netns test")
 }
 
 fn ns_exists(name: &str) -> bool {

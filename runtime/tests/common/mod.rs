@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use lop::plan::Side;
 use lop::planner::table::{ScheduleTable, TableSpec};
-use lop::profile::{Fit, Profile};
+use lop::profile::Profile;
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
 
 pub const MODEL: &str = "zoo:resnet18";
@@ -28,9 +27,7 @@ pub fn setup() -> Setup {
 /// [`setup`] for another model.
 pub fn setup_model(source: &str) -> Setup {
     let g = lop::model::load(source, &Default::default()).unwrap();
-    let per_row = |id: usize, scale: f64| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * scale);
-    let robot = Profile::synthetic(&g, Side::Robot, |id| per_row(id, 8e-9)).unwrap();
-    let server = Profile::synthetic(&g, Side::Server, |id| per_row(id, 1e-9)).unwrap();
+    let (robot, server) = lop::profile::SYNTHETIC.pair(&g).unwrap();
     let spec = TableSpec::latency(vec![0.0, 2.0, 8.0, 30.0], 0.001);
     let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 7).unwrap();

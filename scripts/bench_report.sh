@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Measures the guide's figures and rewrites its tables: runs the named benchmarks with the release
+# build, stores each result under docs/results/NAME.json with the command and the machine it ran
+# on (CPU, cores, date, commit), then renders every table of docs/ from the stored results
+# (scripts/render_results.py). The test command checks that the guide's tables equal that
+# rendering, so a figure in the guide is never typed by hand.
+#
+#   scripts/bench_report.sh [NAME ...]      # default: every name below
+#
+# Names:
+#   demo            the demo's `lop bench` of zoo:resnet18 (robot 20x, indoor trace), the robot
+#                   and server profiles measured first and kept in target/bench-report/
+#   demo-detector   the same for zoo:yolo_det with its detection stage
+#   planner         31-bucket tables for both models' profiles against their bounds
+#                   (scripts/bench_planner.py; runs after demo and demo-detector, or measures
+#                   their profiles)
+#   fleet           `lop fleet-sim` at 1000 robots and 50 servers, 90% load
+#
+# Run it on a quiet machine: anything else on the cores shows in the figures.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+all=(demo demo-detector planner fleet)
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=("${all[@]}")
+for n in "${names[@]}"; do
+  case " ${all[*]} " in *" $n "*) ;; *) echo "bench_report: unknown name '$n' (${all[*]})" >&2; exit 2 ;; esac
+done
+scripts/setup.sh
+# shellcheck source=env.sh
+. scripts/env.sh
+cargo build --release -p lop_cli >&2
+lop=target/release/lop
+work=target/bench-report
+mkdir -p "$work" docs/results
+trace=data/traces/indoor.csv
+
+# The machine and the code, recorded with every result.
+machine() {
+  local cpu commit
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+  commit=$(git rev-parse --short=12 HEAD)
+  git diff --quiet HEAD -- . ':!docs' 2>/dev/null || commit="$commit+changes"
+  printf '{"cpu": "%s", "cores": %s, "date": "%s", "commit": "%s"}' \
+    "${cpu:-unknown}" "$(nproc)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit"
+}
+
+# store NAME KIND COMMAND...: runs COMMAND (its stdout is one JSON value) and writes
+# docs/results/NAME.json.
+store() {
+  local name=$1 kind=$2
+  shift 2
+  echo "bench_report: $name: $*" >&2
+  local out="$work/$name.out"
+  "$@" >"$out"
+  python3 - "$name" "$kind" "$(machine)" "$out" "$*" <<'EOF'
+import json, sys
+name, kind, machine, out, command = sys.argv[1:]
+result = json.load(open(out))
+doc = {"name": name, "kind": kind, "command": command.replace("target/release/", ""), "machine": json.loads(machine), "result": result}
+open(f"docs/results/{name}.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+EOF
+}
+
+# profiles MODEL TASK: the robot's (20x) and the server's profile of MODEL with TASK, measured once.
+profiles() {
+  local model=$1 task=$2 tag=${1#zoo:}
+  for role in robot server; do
+    local p="$work/$tag-$role.json"
+    [ -s "$p" ] && continue
+    local dil=1
+    [ "$role" = robot ] && dil=20
+    echo "bench_report: profiling $model as $role (dilation $dil)" >&2
+    "$lop" profile "$model" --task "$task" --role "$role" --dilation "$dil" --out "$p" >&2
+  done
+}
+
+bench() {
+  local name=$1 model=$2 task=$3 tag=${2#zoo:}
+  profiles "$model" "$task"
+  store "$name" bench "$lop" bench "$model" --task "$task" --trace "$trace" --dilation 20 --requests 8 \
+    --robot-profile "$work/$tag-robot.json" --server-profile "$work/$tag-server.json" --json
+}
+
+for n in "${names[@]}"; do
+  case "$n" in
+    demo) bench demo zoo:resnet18 raw ;;
+    demo-detector) bench demo-detector zoo:yolo_det detect ;;
+    planner)
+      profiles zoo:resnet18 raw
+      profiles zoo:yolo_det detect
+      store planner planner python3 scripts/bench_planner.py --lop "$lop" --wires native --json --task zoo:yolo_det=detect \
+        "zoo:resnet18:$work/resnet18-robot.json:$work/resnet18-server.json" \
+        "zoo:yolo_det:$work/yolo_det-robot.json:$work/yolo_det-server.json" ;;
+    fleet) store fleet fleet "$lop" fleet-sim --robots 1000 --servers 50 --load 0.9 --seconds 60 --json ;;
+  esac
+done
+python3 scripts/render_results.py
