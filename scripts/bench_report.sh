@@ -71,7 +71,8 @@ profiles() {
     local dil=1
     [ "$role" = robot ] && dil=20
     echo "bench_report: profiling $model as $role (dilation $dil)" >&2
-    "$lop" profile "$model" --task "$task" --role "$role" --dilation "$dil" --out "$p" >&2
+    # One libtorch thread, as `lop bench` runs both sides.
+    "$lop" --threads 1 profile "$model" --task "$task" --role "$role" --dilation "$dil" --out "$p" >&2
   done
 }
 

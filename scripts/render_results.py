@@ -45,11 +45,16 @@ def render_bench(r):
     """A `lop bench --json` run: one row per method, then LOP over the best baseline."""
     v = r["result"]
     rows = []
-    for name, m in v["methods"].items():
-        steady = m.get("steady")
+    order = ["robot-only", "server-only", "layer", "lop"]
+    for name, m in sorted(v["methods"].items(), key=lambda nm: order.index(nm[0]) if nm[0] in order else len(order)):
+        note = ""
+        if m.get("steady") is False:
+            before, after = m.get("calibration_before_ms") or 0.0, m.get("calibration_after_ms") or 0.0
+            drift = max(before, after) / min(before, after) if min(before, after) > 0 else float("nan")
+            note = f" (! machine drifted {num(drift, '.2f')}x, overran {num(m.get('overrun_ms'), '.1f')} ms)"
         rows.append([
             f"`{name}`", num(m["mean_ms"], ".1f"), num(m["p50_ms"], ".1f"), num(m["sim_mean_ms"], ".1f"),
-            num(m.get("fidelity"), ".2f") + ("" if steady in (None, True) else " (machine unsteady)"),
+            num(m.get("fidelity"), ".2f") + note,
             num(m["bytes_up"], ".0f"), num(m["bytes_down"], ".0f"), m["fallbacks"], num(m["max_rel_err"], ".1e"),
         ])
     pace = f" paced by its profile" if v.get("robot_pace") == "profile" else ""
@@ -66,6 +71,10 @@ def render_bench(r):
         facts.append(f"server-pipelining bound: {v['bound_vs_best_baseline_sim']:.3f}")
     if facts:
         out += ["; ".join(facts) + ".", ""]
+    if any(m.get("steady") is False for m in v["methods"].values()):
+        out += ["`!`: the calibration kernel, timed before and after the method, changed by more than 15%, or "
+                "paced robot kernels overran: the machine changed speed while the method ran, and its "
+                "`meas/sim` describes the machine as much as the system.", ""]
     return out
 
 

@@ -503,8 +503,8 @@ fn print_report(
     }
     for (m, r) in ordered.iter().filter(|(_, r)| !r.steady) {
         println!(
-            "{m}: ! this machine did not hold its speed (calibration kernel {:.2} ms before, {:.2} ms after; {} robot kernels overran their paced time): its meas/sim describes the machine",
-            r.calibration_before_ms, r.calibration_after_ms, r.overruns
+            "{m}: ! this machine did not hold its speed (calibration kernel {:.2} ms before, {:.2} ms after; robot kernels over their paced time: {}, {:.1} ms per request): its meas/sim describes the machine",
+            r.calibration_before_ms, r.calibration_after_ms, r.overruns, r.overrun_ms
         );
     }
     if let Some(r) = lop_ratio {

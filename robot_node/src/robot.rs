@@ -1295,6 +1295,7 @@ mod tests {
             total_s: 1.1,
             robot_compute_s: 0.0,
             robot_overruns: 0,
+            robot_overrun_s: 0.0,
             robot_wait_s: 1.0,
             server_compute_s: Some(0.1),
             bytes_up: 1_000_000,

@@ -131,20 +131,29 @@ pub struct MethodReport {
     /// Robot kernels that outlasted their paced duration (this machine slower than the
     /// emulated robot), over all requests.
     pub overruns: u64,
+    /// Milliseconds per request those kernels took beyond their paced durations (mean): what
+    /// the overruns added to the measured latency.
+    pub overrun_ms: f64,
     /// Milliseconds of a fixed calibration kernel on this machine before the method ran
     /// ([`calibration_ms`]).
     pub calibration_before_ms: f64,
     /// The same after it ran.
     pub calibration_after_ms: f64,
-    /// Whether this machine held its speed during the method: the calibration kernel within
-    /// [`STEADY`] of itself before and after, and no paced kernel overran. When false, the
-    /// measured-over-simulated ratio describes the machine, not the system.
+    /// Whether this machine held its speed during the method: paced robot kernels overran by
+    /// at most [`OVERRUN_SHARE`] of the latency, and, for a method that used the edge (whose
+    /// compute is this machine's, not paced), the calibration kernel stayed within [`STEADY`]
+    /// of itself before and after. When false, the measured-over-simulated ratio describes
+    /// the machine, not the system.
     pub steady: bool,
 }
 
 /// How far the calibration kernel may drift between before and after a method (as a ratio,
 /// either way) for the machine to count as steady: the benchmark's own fidelity target.
 pub const STEADY: f64 = 1.15;
+
+/// The share of a method's mean latency that paced robot kernels may add by overrunning
+/// their targets before the machine counts as unable to hold the emulated robot.
+pub const OVERRUN_SHARE: f64 = 0.02;
 
 /// Milliseconds of a fixed kernel (a 64-channel 3x3 convolution over 112x112, the median of
 /// seven runs after two untimed ones), on `worker`'s thread: the machine's speed right now.
@@ -218,6 +227,7 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
         dropped_frames: dropped,
         max_rel_err: err,
         overruns: stats.iter().map(|s| u64::from(s.0.robot_overruns)).sum(),
+        overrun_ms: stats.iter().map(|s| s.0.robot_overrun_s).sum::<f64>() / n * 1e3,
         calibration_before_ms: 0.0,
         calibration_after_ms: 0.0,
         steady: true,
@@ -421,10 +431,13 @@ async fn run_methods<C: Connector>(
         report.calibration_before_ms = before_ms;
         report.calibration_after_ms = after_ms;
         let drift = after_ms / before_ms;
-        report.steady = report.overruns == 0 && drift.is_finite() && (1.0 / STEADY..=STEADY).contains(&drift);
+        let used_edge = stats.iter().any(|s| s.0.bytes_up > 0 || s.0.bytes_down > 0);
+        let held_robot = report.overrun_ms <= OVERRUN_SHARE * report.mean_ms;
+        let held_speed = drift.is_finite() && (1.0 / STEADY..=STEADY).contains(&drift);
+        report.steady = held_robot && (held_speed || !used_edge);
         if !report.steady {
             tracing::warn!(
-                %method, before_ms, after_ms, overruns = report.overruns,
+                %method, before_ms, after_ms, overruns = report.overruns, overrun_ms = report.overrun_ms,
                 "this machine did not hold its speed during the method: its measured-over-simulated ratio describes the machine"
             );
         }

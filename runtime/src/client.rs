@@ -151,6 +151,8 @@ pub struct InferenceStats {
     pub robot_compute_s: f64,
     /// Robot kernels that took longer than their paced duration ([`ClientOptions::paced`]).
     pub robot_overruns: u32,
+    /// Seconds those kernels took beyond their paced durations, all together.
+    pub robot_overrun_s: f64,
     /// Seconds the robot waited for bands.
     pub robot_wait_s: f64,
     /// Seconds the edge computed (from its Done, when it arrived in time).
@@ -788,6 +790,7 @@ impl<C: Connector> RobotClient<C> {
             total_s: t0.elapsed().as_secs_f64(),
             robot_compute_s: side.compute_s,
             robot_overruns: side.overruns,
+            robot_overrun_s: side.overrun_s,
             robot_wait_s: side.wait_s,
             server_compute_s,
             bytes_up: side.bytes_sent,

@@ -61,6 +61,8 @@ pub struct SideStats {
     /// Kernels that took longer than their paced duration ([`Stretch::Paced`]): this machine
     /// could not run them as fast as the emulated device.
     pub overruns: u32,
+    /// Seconds those kernels took beyond their paced durations, all together.
+    pub overrun_s: f64,
 }
 
 /// How to run one side.
@@ -185,8 +187,10 @@ fn run(
             let c = &schedule.chunks[r.id as usize];
             let t0 = Instant::now();
             exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
-            if config.stretch.wait_after(c.node, c.rows.len(), t0.elapsed()) {
+            let over = config.stretch.wait_after(c.node, c.rows.len(), t0.elapsed());
+            if !over.is_zero() {
                 stats.overruns += 1;
+                stats.overrun_s += over.as_secs_f64();
             }
             stats.compute_s += t0.elapsed().as_secs_f64();
             stats.chunks += 1;

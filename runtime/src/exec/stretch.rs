@@ -75,26 +75,26 @@ impl Stretch {
         }
     }
 
-    /// The wait after a kernel that computed `rows` rows of `node` in `took`, and whether the
-    /// kernel overran its paced duration.
-    pub fn after(&self, node: NodeId, rows: usize, took: Duration) -> (Duration, bool) {
+    /// The wait after a kernel that computed `rows` rows of `node` in `took`, and by how much
+    /// the kernel overran its paced duration (zero when it did not, or is not paced).
+    pub fn after(&self, node: NodeId, rows: usize, took: Duration) -> (Duration, Duration) {
         match self {
-            Stretch::None => (Duration::ZERO, false),
-            Stretch::Measured(k) => (took.mul_f64((k - 1.0).max(0.0)), false),
+            Stretch::None => (Duration::ZERO, Duration::ZERO),
+            Stretch::Measured(k) => (took.mul_f64((k - 1.0).max(0.0)), Duration::ZERO),
             Stretch::Paced(p) => {
                 let target = Duration::from_secs_f64(p.seconds(node, rows));
-                (target.saturating_sub(took), took > target)
+                (target.saturating_sub(took), took.saturating_sub(target))
             }
         }
     }
 
-    /// Waits as [`Stretch::after`] says; returns whether the kernel overran.
-    pub fn wait_after(&self, node: NodeId, rows: usize, took: Duration) -> bool {
-        let (wait, overran) = self.after(node, rows, took);
+    /// Waits as [`Stretch::after`] says; returns the overrun.
+    pub fn wait_after(&self, node: NodeId, rows: usize, took: Duration) -> Duration {
+        let (wait, over) = self.after(node, rows, took);
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
-        overran
+        over
     }
 }
 
@@ -119,13 +119,13 @@ mod tests {
         let stretch = Stretch::Paced(Arc::new(pace));
         assert_eq!(stretch.dilation(), 20.0);
         // A fast kernel waits out the rest of its target; a slow one waits nothing and overruns.
-        let (wait, overran) = stretch.after(op, rows, Duration::from_secs_f64(target / 4.0));
-        assert!(!overran && (wait.as_secs_f64() - target * 0.75).abs() < 1e-6, "{wait:?}");
-        let (wait, overran) = stretch.after(op, rows, Duration::from_secs_f64(target * 2.0));
-        assert!(overran && wait.is_zero());
+        let (wait, over) = stretch.after(op, rows, Duration::from_secs_f64(target / 4.0));
+        assert!(over.is_zero() && (wait.as_secs_f64() - target * 0.75).abs() < 1e-6, "{wait:?}");
+        let (wait, over) = stretch.after(op, rows, Duration::from_secs_f64(target * 2.0));
+        assert!(wait.is_zero() && (over.as_secs_f64() - target).abs() < 1e-6, "{over:?}");
         // Measured: (K - 1) times the kernel's duration.
-        let (wait, overran) = Stretch::measured(3.0).after(op, rows, Duration::from_millis(10));
-        assert!(!overran && wait == Duration::from_millis(20));
+        let (wait, over) = Stretch::measured(3.0).after(op, rows, Duration::from_millis(10));
+        assert!(over.is_zero() && wait == Duration::from_millis(20));
         assert_eq!(Stretch::measured(1.0), Stretch::None);
         assert!(Pace::new(&g, &robot, 0.5).is_err());
     }
