@@ -308,7 +308,7 @@ enum Edges {
 /// What an inference call gives back: the answer, or (with lanes) the frames that can be
 /// published now, by number, in publication order.
 enum Answered {
-    Now(Inference),
+    Now(Box<Inference>),
     Stream(Vec<(u64, lop_runtime::Result<Inference>)>),
 }
 
@@ -433,12 +433,12 @@ impl Edges {
         counters: &RobotCounters,
     ) -> lop_runtime::Result<Answered> {
         match self {
-            Edges::One(c) => Ok(Answered::Now(c.infer(inputs, bucket).await?)),
+            Edges::One(c) => Ok(Answered::Now(Box::new(c.infer(inputs, bucket).await?))),
             Edges::Fleet(f) => {
                 let r = f.infer(inputs, bucket, deadline).await?;
                 counters.fleet_edges_up.store(f.edges_up() as u64, Ordering::Relaxed);
                 counters.set_links(&f.link_estimates());
-                Ok(Answered::Now(routed(r, counters)))
+                Ok(Answered::Now(Box::new(routed(r, counters))))
             }
             Edges::Stream { stream, .. } => {
                 let done = stream.submit(seq, inputs, bucket, deadline).await?;
@@ -1041,7 +1041,7 @@ impl<'a> Frames<'a> {
         }
         counters.edge_frames_dropped.fetch_max(self.client.dropped_total(), Ordering::Relaxed);
         match answered {
-            Answered::Now(r) => self.out.publish(meta, r).await,
+            Answered::Now(r) => self.out.publish(meta, *r).await,
             Answered::Stream(done) => {
                 self.waiting.insert(self.seq, meta);
                 self.publish_released(done).await;
