@@ -167,6 +167,18 @@ fn profile(
     if let Some(p) = path {
         let prof = Profile::load(p).with_context(|| format!("{} profile {}", role.name(), p.display()))?;
         prof.validate(graph, &hash).with_context(|| format!("{} profile {}", role.name(), p.display()))?;
+        // Each side runs with this process's libtorch threads: a profile measured with another
+        // count predicts another speed (a two-thread server profile under-predicted the one-thread
+        // edge of `lop bench` by 13%).
+        let threads = usize::try_from(tch::get_num_threads()).unwrap_or(0);
+        if prof.threads != threads {
+            eprintln!(
+                "warning: the {} profile {} was measured with {} libtorch threads, this run uses {threads}: its times will not describe this run (measure it with `lop --threads {threads} profile ...`)",
+                role.name(),
+                p.display(),
+                prof.threads
+            );
+        }
         return Ok(prof);
     }
     let cache = ProfileCache::new(dir);
