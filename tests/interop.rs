@@ -60,7 +60,7 @@ fn script_command(ros: &str) -> Command {
 }
 
 /// The median ROS-layer time (frame received to result published, minus the inference) these
-/// tests accept, ms. The target is 10 ms (the script's default when run by hand, as the README
+/// tests accept, ms. The target is 10 ms (the script's default when run by hand, as docs/ros2.md
 /// shows); here the tests run beside other tests and builds on two cores (CI's fuzz build and
 /// export tests share them), and a median of three LiDAR sweeps went to 10.2 ms under that load.
 /// So the tests only guard against a gross regression (a copy per point, a blocking wait), which

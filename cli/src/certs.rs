@@ -1,5 +1,5 @@
-//! `lop certs`: a site's CA and certificates for mutual TLS between robots and edges (README,
-//! Security), and the configuration lines that use them.
+//! `lop certs`: a site's CA and certificates for mutual TLS between robots and edges
+//! (docs/security.md), and the configuration lines that use them.
 
 use std::path::PathBuf;
 

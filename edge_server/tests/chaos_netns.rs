@@ -5,8 +5,8 @@
 //! edge, or by the robot alone and marked as a fallback), none is lost, and the robot is back on
 //! split inference within 2 s of the link's return. Bounded: 30 s of frames.
 //!
-//! Both namespaces get `launch/90-lop-tcp.conf`, the sysctl drop-in the README asks robots and
-//! edges on Wi-Fi to install: after a lossy stretch, the return is bounded by TCP's
+//! Both namespaces get `launch/90-lop-tcp.conf`, the sysctl drop-in that docs/ros2.md and
+//! docs/edge.md ask robots and edges on Wi-Fi to install: after a lossy stretch, the return is bounded by TCP's
 //! retransmission backoff, not by LOP (a CI run without it took 2.1 s to split again after the
 //! 30% loss; 75% loss took 0.9 to 2.4 s without it, 0.01 to 0.89 s with it).
 //!
@@ -107,8 +107,8 @@ struct Answer {
     why: Option<String>,
 }
 
-/// Applies `launch/90-lop-tcp.conf`, the sysctl drop-in the README asks robots and edges on
-/// Wi-Fi to install, in both namespaces (each has its own TCP settings), as a deployment would:
+/// Applies `launch/90-lop-tcp.conf`, the sysctl drop-in that docs/ros2.md and docs/edge.md ask
+/// robots and edges on Wi-Fi to install, in both namespaces (each has its own TCP settings), as a deployment would:
 /// the return after the lossy stretch is bounded by TCP's retransmission backoff, which that file
 /// caps. A key marked `-` may be missing from an older kernel; every other key must apply.
 /// Returns whether every key applied (an older kernel lacks the retransmission cap).

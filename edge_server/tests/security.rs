@@ -1,4 +1,4 @@
-//! The real `lop_edge` with the site's security (README, Security) on loopback: mutual TLS with
+//! The real `lop_edge` with the site's security (docs/security.md) on loopback: mutual TLS with
 //! certificates from `lop_runtime::security::certs` (what `lop certs` writes), passwords, and
 //! access control. An authenticated robot is served exactly; a robot without a certificate, with
 //! another CA's, or with a wrong password is refused and the edge logs it; an authenticated robot

@@ -12,7 +12,7 @@
 //! | `lop/v1/edge/<edge>/load`  | edge     | its [`EdgeLoad`](crate::load::EdgeLoad) at 10 Hz |
 //!
 //! Everything a robot publishes lies under `lop/v1/<robot>/`, so that access control can confine
-//! an authenticated robot to its own keys (README, Security). The edge subscribes to [`ALL_HELLO`]
+//! an authenticated robot to its own keys (docs/security.md). The edge subscribes to [`ALL_HELLO`]
 //! and [`ALL_UP`]. The `v1` chunk names the key layout; the frame header carries
 //! the frame format version separately ([`PROTOCOL_VERSION`](crate::protocol::PROTOCOL_VERSION)).
 

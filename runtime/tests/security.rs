@@ -1,4 +1,4 @@
-//! Zenoh sessions with the project's security settings (README, Security), on loopback: mutual
+//! Zenoh sessions with the project's security settings (docs/security.md), on loopback: mutual
 //! TLS with a site's certificates, passwords, and access control that confines each robot to its
 //! own keys. Raw Zenoh sessions play the robots, so that a robot can try what lop_robot never
 //! would (another robot's keys).

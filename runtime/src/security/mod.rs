@@ -1,4 +1,4 @@
-//! Encrypted, authenticated robot-edge links (README, Security): what a node's Zenoh session
+//! Encrypted, authenticated robot-edge links (docs/security.md): what a node's Zenoh session
 //! gets of Zenoh's TLS transport, its user/password authentication and its access control.
 //!
 //! - [`TlsFiles`]: a node's certificate, its key and the site's CA. With them, Zenoh's `tls/`
