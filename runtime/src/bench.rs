@@ -155,6 +155,16 @@ pub const STEADY: f64 = 1.15;
 /// their targets before the machine counts as unable to hold the emulated robot.
 pub const OVERRUN_SHARE: f64 = 0.02;
 
+/// [`MethodReport::steady`] from the report's calibration, overruns and latency: whether the
+/// machine held its speed while the method ran (`used_edge`: some request used the edge, whose
+/// compute is this machine's).
+fn steady(r: &MethodReport, used_edge: bool) -> bool {
+    let drift = r.calibration_after_ms / r.calibration_before_ms;
+    let held_robot = r.overrun_ms <= OVERRUN_SHARE * r.mean_ms;
+    let held_speed = drift.is_finite() && (1.0 / STEADY..=STEADY).contains(&drift);
+    held_robot && (held_speed || !used_edge)
+}
+
 /// Milliseconds of a fixed kernel (a 64-channel 3x3 convolution over 112x112, the median of
 /// seven runs after two untimed ones), on `worker`'s thread: the machine's speed right now.
 /// Timed before and after each method, it tells a steady machine from one whose speed changed
@@ -430,11 +440,8 @@ async fn run_methods<C: Connector>(
         let mut report = summarize(&mut lat, &sims, &stats, err, dropped);
         report.calibration_before_ms = before_ms;
         report.calibration_after_ms = after_ms;
-        let drift = after_ms / before_ms;
         let used_edge = stats.iter().any(|s| s.0.bytes_up > 0 || s.0.bytes_down > 0);
-        let held_robot = report.overrun_ms <= OVERRUN_SHARE * report.mean_ms;
-        let held_speed = drift.is_finite() && (1.0 / STEADY..=STEADY).contains(&drift);
-        report.steady = held_robot && (held_speed || !used_edge);
+        report.steady = steady(&report, used_edge);
         if !report.steady {
             tracing::warn!(
                 %method, before_ms, after_ms, overruns = report.overruns, overrun_ms = report.overrun_ms,
@@ -1053,4 +1060,28 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
 pub fn print_ready() -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{EDGE_READY}").and_then(|_| out.flush()).map_err(|source| Error::Netns { what: "writing to stdout".into(), source })
+}
+
+#[cfg(test)]
+mod steady_tests {
+    use super::*;
+
+    #[test]
+    fn a_method_is_steady_unless_the_machine_drifted_under_it_or_paced_kernels_overran() {
+        let r = |before: f64, after: f64, overrun_ms: f64| MethodReport {
+            mean_ms: 100.0,
+            calibration_before_ms: before,
+            calibration_after_ms: after,
+            overrun_ms,
+            ..MethodReport::default()
+        };
+        assert!(steady(&r(10.0, 11.0, 0.0), true));
+        // Drift either way beyond 15% marks a method that used the edge, not a robot-only one.
+        assert!(!steady(&r(10.0, 12.0, 0.0), true) && !steady(&r(12.0, 10.0, 0.0), true));
+        assert!(steady(&r(10.0, 20.0, 0.0), false));
+        // Overruns past 2% of the latency mark any method.
+        assert!(steady(&r(10.0, 10.0, 1.9), false) && !steady(&r(10.0, 10.0, 2.1), false));
+        // A calibration that could not be timed is no evidence of a steady machine.
+        assert!(!steady(&r(0.0, 10.0, 0.0), true));
+    }
 }

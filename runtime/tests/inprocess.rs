@@ -740,3 +740,40 @@ async fn a_plan_that_does_not_fit_is_refused_naming_its_bucket() {
     };
     assert!(err.contains(&format!("bucket {bucket} (")) && err.contains("lop") && err.contains("2 server cut ends for 1"), "{err}");
 }
+
+/// A paced robot ([`ClientOptions::paced`]) makes every kernel last what its robot profile
+/// predicts, scaled to the dilation: robot-only against a profile of 4 ms kernels at 2x takes at
+/// least twice the profile's whole-model time (stretching measured kernels 2x would take about
+/// twice this machine's compute, far less), and the outputs stay the unsplit model's. Pacing
+/// without a robot profile is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_robot_runs_as_slow_as_its_profile_says() {
+    let _heavy = crate::HEAVY.lock().await;
+    let s = setup();
+    let board = Switchboard::new();
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let slow = lop::profile::SyntheticCosts { kernel_s: 4e-3, ..lop::profile::SYNTHETIC };
+    let profile = slow.profile(&g, lop::plan::Side::Robot).unwrap();
+    let fits = profile.fits(&g).unwrap();
+    let least_s: f64 = (0..g.nodes.len()).filter(|&i| g.is_op(i)).map(|i| 2.0 * fits[i].time(g.nodes[i].info.rows())).sum();
+    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
+    let mut opts = ClientOptions::new("robot-paced", "resnet18");
+    opts.method = "robot-only".into();
+    opts.dilation = 2.0;
+    opts.paced = true;
+    opts.robot_profile = Some(profile);
+    // The robot's table must be planned from the profile it is paced by.
+    let (table, _) =
+        lop::planner::table::ScheduleTable::build(&g, None, opts.robot_profile.as_ref().unwrap(), &s.server, &s.spec, 1).unwrap();
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut c =
+        RobotClient::new(board.connector(link.clone()), opts.clone(), worker, loaded.meta, &loaded.hash, table.clone()).await.unwrap();
+    let r = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 8.0).await.unwrap();
+    assert_exact(&r.outputs, &s.whole, "paced robot-only");
+    assert!(r.stats.total_s >= least_s, "paced: {:.3} s, the profile says at least {least_s:.3} s", r.stats.total_s);
+
+    opts.robot_profile = None;
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let err = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, table).await.err();
+    assert!(err.is_some_and(|e| e.to_string().contains("needs its robot profile")), "pacing without a profile must be refused");
+}

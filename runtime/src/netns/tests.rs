@@ -1,4 +1,4 @@
-//! These tests need root and iproute2; without them they print a loud notice and pass.
+//! These tests need root and iproute2; without them they skip with a loud notice, or fail under `CI`.
 //! Every test uses its own prefix, so they run in parallel; `NetnsLink`'s Drop cleans up even
 //! when an assertion fails.
 
@@ -294,4 +294,15 @@ fn netns_create_removes_stale_namespaces() {
     assert!(link.qdisc_show(NetnsSide::Robot).unwrap().contains("rate 8Mbit"));
     drop(link);
     assert!(!ns_exists(&robot) && !ns_exists(&edge));
+}
+
+#[test]
+fn a_test_without_namespaces_skips_only_outside_ci() {
+    for ci in [None, Some(""), Some("0"), Some("false")] {
+        assert!(super::skip_unless_ci("t", "not root", ci).is_ok(), "{ci:?}");
+    }
+    for ci in ["1", "true", "yes"] {
+        let fail = super::skip_unless_ci("netns test", "not root", Some(ci)).unwrap_err();
+        assert!(fail.contains("netns test") && fail.contains("not root"), "{fail}");
+    }
 }
