@@ -55,6 +55,10 @@ pub enum Error {
     /// A plan or band layout that is not valid for the graph it is applied to.
     #[error("invalid plan: {0}")]
     Plan(String),
+    /// A frame that does not encode or decode with its codec, or a codec a model's input cannot
+    /// take.
+    #[error(transparent)]
+    Codec(#[from] crate::codec::CodecError),
     /// The executor was asked to compute rows whose inputs it does not hold.
     #[error("node '{node}' on {side} needs rows {need:?} of '{value}' but holds {held:?}")]
     MissingRows {

@@ -18,6 +18,8 @@
 //!   frames cross the link as bytes for float-input models too.
 //! - [`postprocess`]: the model's back end (detections with NMS, keypoints, class maps,
 //!   occupancy bits) as the graph's last op, placed by the planner like any other.
+//! - [`codec`]: frame codecs (raw, lossless, JPEG, the camera's JPEG), band by band, with
+//!   the digest of the decoded pixels and their measured costs.
 //! - [`inspect`]: locality statistics.
 //! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
 //! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy)
@@ -30,6 +32,7 @@
 #![deny(missing_docs)]
 
 pub mod baseline;
+pub mod codec;
 pub mod content_hash;
 pub mod error;
 pub mod exec;
