@@ -26,6 +26,7 @@ ddddocr_version=1.6.1
 rapidocr_version=1.4.4
 zenoh_version=1.10.2
 rosbags_version=0.11.9
+skimage_version=0.26.0
 
 test_deps=0
 for arg in "$@"; do
@@ -55,6 +56,16 @@ if [ "$have" != "$torch_version" ]; then
   echo "setup: installing torch==$torch_version into $venv (about 1 minute)" >&2
   "$venv/bin/pip" install --quiet --upgrade pip >&2
   "$venv/bin/pip" install --quiet "torch==$torch_version" >&2
+fi
+
+# Real photographs for benchmarks and the demo (scripts/photos.sh): scikit-image's sample data,
+# without its dependencies (only the pictures are read, by lop itself).
+skimage_installed() {
+  "$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("scikit-image"))' 2>/dev/null || true
+}
+if [ "$(skimage_installed)" != "$skimage_version" ]; then
+  echo "setup: installing scikit-image==$skimage_version (its photographs) into $venv" >&2
+  "$venv/bin/pip" install --quiet --no-deps "scikit-image==$skimage_version" >&2
 fi
 
 if [ "$test_deps" = 1 ]; then

@@ -284,6 +284,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         chunk_order: lop::sim::ChunkOrder::Wavefront,
         chunk_bounds: args.chunk_bounds.chunk_bounds(),
         post_side: args.post_side.side(),
+        frame: Default::default(),
     };
     let cfg = BenchConfig {
         model_id: graph.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_"),

@@ -11,6 +11,8 @@
 //! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
 //! - [`fleet`]: `lop fleet-sim` (routing policies over a simulated fleet), `lop fleet-cost` and
 //!   `lop fleet-watch` (the edges' load reports, live).
+//! - [`frames`]: photographs as frames (`--frames`) and `lop codecs`, every frame codec priced
+//!   on them.
 //! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
 #![deny(missing_docs)]
 
@@ -20,6 +22,7 @@ pub mod bench_edge;
 pub mod bench_exec;
 pub mod certs;
 pub mod fleet;
+pub mod frames;
 pub mod inspect;
 pub mod plan;
 pub mod power;
@@ -137,6 +140,8 @@ pub enum Command {
     FleetCost(fleet::FleetCostArgs),
     /// Watch the fleet as a robot sees it: every edge's load reports, once a second.
     FleetWatch(fleet::FleetWatchArgs),
+    /// Price every frame codec on photographs: bytes against raw, encode and decode time.
+    Codecs(frames::CodecsArgs),
     /// Make a site's CA and the certificates of its edges and robots (mutual TLS).
     Certs(certs::CertsArgs),
 }
@@ -166,5 +171,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::FleetCost(a) => fleet::run_cost(&a),
         Command::FleetWatch(a) => fleet::run_watch(&a),
         Command::Certs(a) => certs::run(&a),
+        Command::Codecs(a) => frames::run_codecs(&a),
     }
 }

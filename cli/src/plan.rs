@@ -269,6 +269,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         chunk_order: args.setup.chunk_order.chunk_order(),
         chunk_bounds: args.setup.chunk_bounds.chunk_bounds(),
         post_side: args.post_side.side(),
+        frame: Default::default(),
     };
     let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));

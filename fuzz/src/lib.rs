@@ -113,7 +113,7 @@ pub fn table(data: &[u8]) {
             for m in ["robot-only", "server-only", "layer-partition", "lop"] {
                 if let Some(p) = e.plan_of(m) {
                     let _ = p.validate(g);
-                    let _ = Schedule::derive(g, p, t.spec.chunk_bounds);
+                    let _ = Schedule::derive(g, p, t.spec.chunk_bounds, t.spec.frame.codec);
                 }
             }
         }

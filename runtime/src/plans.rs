@@ -69,6 +69,7 @@ impl PlanBook {
     /// A plan that does not fit the model; a bad hash in the table.
     pub async fn prepare(worker: &Worker, meta: &GraphMeta, table: Arc<ScheduleTable>, input: InputWire) -> Result<PlanBook> {
         let bounds = table.spec.chunk_bounds;
+        let codec = table.spec.frame.codec;
         let mut plans = Vec::new();
         for (b, e) in table.entries.iter().enumerate() {
             for m in METHODS {
@@ -91,7 +92,7 @@ impl PlanBook {
                 distinct
                     .into_iter()
                     .map(|(h, p, at)| {
-                        Schedule::derive(g, &p, bounds).map(|s| (h, s)).map_err(|e| match e {
+                        Schedule::derive(g, &p, bounds, codec).map(|s| (h, s)).map_err(|e| match e {
                             lop::Error::Plan(m) => lop::Error::Plan(format!("{at}: {m}")),
                             e => e,
                         })

@@ -245,6 +245,7 @@ impl TableSettings {
             chunk_order: self.chunk_order,
             chunk_bounds: self.chunk_bounds,
             post_side: None,
+            frame: Default::default(),
         };
         spec.check().map_err(|e| invalid(format!("table: {e}")))?;
         Ok(spec)

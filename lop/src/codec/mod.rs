@@ -271,27 +271,39 @@ fn dims(codec: &'static str, image: &Image, rows: usize, found: String) -> Codec
 /// Planar `[C, rows, W]` to interleaved `[rows, W, C]`.
 fn interleave(image: &Image, planar: &[u8], rows: usize) -> Vec<u8> {
     let c = image.channels;
-    if c == 1 {
+    if c != 3 {
         return planar.to_vec();
     }
     let plane = rows * image.width;
-    let mut out = vec![0u8; plane * c];
-    for (ch, src) in planar.chunks_exact(plane).enumerate() {
-        for (i, &v) in src.iter().enumerate() {
-            out[i * c + ch] = v;
-        }
+    let (r, rest) = planar.split_at(plane);
+    let (g, b) = rest.split_at(plane);
+    let mut out = vec![0u8; plane * 3];
+    for (((o, &r), &g), &b) in out.chunks_exact_mut(3).zip(r).zip(g).zip(b) {
+        o[0] = r;
+        o[1] = g;
+        o[2] = b;
     }
     out
 }
 
 /// Interleaved `[rows, W, k]` (k >= C) to planar `[C, rows, W]`, keeping the first C channels.
 fn planarize(image: &Image, packed: &[u8], k: usize, rows: usize) -> Vec<u8> {
-    let c = image.channels;
     let plane = rows * image.width;
-    let mut out = vec![0u8; plane * c];
-    for (ch, dst) in out.chunks_exact_mut(plane).enumerate() {
-        for (i, d) in dst.iter_mut().enumerate() {
-            *d = packed[i * k + ch];
+    if image.channels == 1 && k == 1 {
+        return packed[..plane].to_vec();
+    }
+    let mut out = vec![0u8; plane * image.channels];
+    if image.channels == 3 {
+        let (r, rest) = out.split_at_mut(plane);
+        let (g, b) = rest.split_at_mut(plane);
+        for (((p, r), g), b) in packed.chunks_exact(k).zip(r).zip(g).zip(b) {
+            *r = p[0];
+            *g = p[1];
+            *b = p[2];
+        }
+    } else {
+        for (p, o) in packed.chunks_exact(k).zip(out.iter_mut()) {
+            *o = p[0];
         }
     }
     out

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::profile::Profile;
-use crate::sim::{ChunkBounds, ChunkOrder, Link, Objective, RobotPower, SimConfig, Simulator};
+use crate::sim::{ChunkBounds, ChunkOrder, FrameWire, Link, Objective, RobotPower, SimConfig, Simulator};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -80,6 +80,12 @@ pub struct TableSpec {
     /// so tables written before the field existed keep their keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_side: Option<crate::plan::Side>,
+    /// How the frame travels, with its prices ([`crate::sim::FrameWire`], from both profiles'
+    /// measured costs: [`TableSpec::with_frame_codec`]); part of the hash, so robot and edge run
+    /// one codec. Left out of the JSON (and so of the key) for raw frames, so tables written
+    /// before the field existed keep their keys.
+    #[serde(default, skip_serializing_if = "FrameWire::is_raw")]
+    pub frame: FrameWire,
 }
 
 /// Parses a bucket range `FROM:TO:STEP` (MB/s) or a comma-separated list (`0,2,8,30`).
@@ -150,7 +156,29 @@ impl TableSpec {
             chunk_order: ChunkOrder::Wavefront,
             chunk_bounds: ChunkBounds::Aligned,
             post_side: None,
+            frame: FrameWire::raw(),
         }
+    }
+
+    /// The spec with frames coded by `codec`, priced by the robot's and the server's measured
+    /// costs of it (the ratio is the robot's, which saw the frames).
+    ///
+    /// # Errors
+    /// [`Error::Input`] when a profile has not measured the codec, naming the side and the
+    /// command that measures it.
+    pub fn with_frame_codec(mut self, codec: crate::codec::FrameCodec, robot: &Profile, server: &Profile) -> Result<TableSpec> {
+        let cost = |p: &Profile| {
+            p.codec_cost(codec).ok_or_else(|| {
+                Error::Input(format!(
+                    "the {} profile of '{}' has not measured frame codec {codec} (measured: {}); measure it on real frames with `lop profile --frames PATH --frame-codecs {codec}`",
+                    p.role.name(),
+                    p.model,
+                    if p.codecs.is_empty() { "none".to_string() } else { p.codecs.iter().map(|c| c.codec.to_string()).collect::<Vec<_>>().join(", ") }
+                ))
+            })
+        };
+        self.frame = FrameWire::from_costs(&cost(robot)?, &cost(server)?);
+        Ok(self)
     }
 
     /// Checks the buckets and link numbers and the planner configuration.
@@ -188,6 +216,7 @@ impl TableSpec {
             bounds: self.chunk_bounds,
             band_headers: true,
             post_side: self.post_side,
+            frame: self.frame,
         }
     }
 }

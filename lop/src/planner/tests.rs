@@ -138,6 +138,7 @@ fn spec(buckets: Vec<f64>) -> TableSpec {
         chunk_order: crate::sim::ChunkOrder::default(),
         chunk_bounds: crate::sim::ChunkBounds::default(),
         post_side: None,
+        frame: Default::default(),
     }
 }
 

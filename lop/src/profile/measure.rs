@@ -372,6 +372,7 @@ pub fn profile_graph(
         hardware: hardware(),
         layout,
         layout_trials: trials,
+        codecs: Vec::new(),
         ops,
     })
 }

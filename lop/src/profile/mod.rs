@@ -212,6 +212,12 @@ pub struct Profile {
     /// What choosing the layout measured (empty when it was given, or changes nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layout_trials: Vec<measure::LayoutTrial>,
+    /// What each frame codec costs on this side, measured on real frames
+    /// ([`crate::codec::measure_cost`]; `lop profile --frames`): what the simulator prices a
+    /// coded frame's input messages with. Empty in profiles that price raw frames only (left
+    /// out of their JSON and hash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codecs: Vec<crate::codec::CodecCost>,
     /// Per op (every computing node), ascending id.
     pub ops: Vec<OpProfile>,
 }
@@ -252,6 +258,7 @@ impl Profile {
             hardware: Hardware { cpu_model: "synthetic".into(), cores: 0, libtorch: None, cuda_devices: 0 },
             layout: crate::graph::Layout::Nchw,
             layout_trials: Vec::new(),
+            codecs: Vec::new(),
             ops,
         })
     }
@@ -353,6 +360,20 @@ impl Profile {
     /// and its saved-and-loaded copy (JSON float parsing may move the last bit) hash alike.
     pub fn hash(&self) -> String {
         crate::content_hash::json_content_hash(self, 9)
+    }
+
+    /// What `codec` costs on this side, if measured (raw frames cost nothing).
+    pub fn codec_cost(&self, codec: crate::codec::FrameCodec) -> Option<crate::codec::CodecCost> {
+        if codec == crate::codec::FrameCodec::Raw {
+            return Some(crate::codec::CodecCost::raw());
+        }
+        self.codecs.iter().find(|c| c.codec == codec).copied()
+    }
+
+    /// Records `cost`, replacing an earlier measurement of the same codec.
+    pub fn set_codec_cost(&mut self, cost: crate::codec::CodecCost) {
+        self.codecs.retain(|c| c.codec != cost.codec);
+        self.codecs.push(cost);
     }
 
     /// Writes the profile as pretty JSON.

@@ -43,6 +43,10 @@ pub(super) struct Transfer {
     pub start: f64,
     pub end: f64,
     pub arrive: f64,
+    /// When the robot has coded it (a coded frame's band; 0 otherwise): it cannot leave before.
+    pub release: f64,
+    /// Seconds the server decodes it for, after its arrival (a coded frame's band).
+    pub decode_s: f64,
 }
 
 /// The task graph of a plan.
@@ -57,6 +61,8 @@ pub(super) struct Tasks {
     pub final_tasks: Vec<u32>,
     /// Transfers the outputs are assembled from.
     pub final_transfers: Vec<u32>,
+    /// When the robot is done coding the frame and starts computing (0 for raw frames).
+    pub robot_free_at: f64,
 }
 
 /// `need` minus `own` minus every received range.
@@ -85,6 +91,37 @@ fn missing(need: &Rows, own: &Rows, received: &[(Rows, u32)]) -> Vec<Rows> {
     out
 }
 
+/// A coded frame's pieces and cuts moved onto the codec's unit grid
+/// ([`crate::codec::FrameCodec::unit_rows`]): each piece widened to whole units (the whole frame
+/// when the codec has one unit), less what the receiver already holds (itself on the grid), and
+/// each cut moved down to the unit that holds it. The robot holds the whole frame, so it can send
+/// the extra rows; the receiver's chunks wait for the units that hold what they read.
+pub(super) fn align_frame(
+    codec: crate::codec::FrameCodec,
+    rows: usize,
+    pieces: Vec<Rows>,
+    cuts: &[usize],
+    held: &[(Rows, u32)],
+) -> (Vec<Rows>, Vec<usize>) {
+    let unit = codec.unit_rows().unwrap_or(rows.max(1)).max(1);
+    if unit == 1 {
+        return (pieces, cuts.to_vec());
+    }
+    let mut wide: Vec<Rows> = pieces.iter().map(|p| (p.start / unit * unit)..(p.end.div_ceil(unit) * unit).min(rows)).collect();
+    wide.sort_by_key(|r| r.start);
+    let mut merged: Vec<Rows> = Vec::new();
+    for r in wide {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    let out = merged.iter().flat_map(|r| missing(r, &(0..0), held)).collect();
+    let mut grid: Vec<usize> = cuts.iter().map(|&c| (c.div_ceil(unit) * unit).min(rows)).collect();
+    grid.dedup();
+    (out, grid)
+}
+
 fn overlaps(a: &Rows, b: &Rows) -> bool {
     a.start < b.end && b.start < a.end
 }
@@ -105,6 +142,15 @@ impl Builder<'_, '_> {
     /// Creates the transfers that bring `pieces` of value `inp` to `side`, cut at `cuts` and at
     /// the producer's chunk boundaries.
     fn send(&mut self, inp: NodeId, side: Side, pieces: Vec<Rows>, cuts: &[usize], reader: NodeId) -> Result<()> {
+        let aligned;
+        let (pieces, cuts) = if self.sim.holder[inp] == Holder::Input && self.sim.config.frame.codec.is_coded() {
+            let held = &self.received[inp][side_ix(side)];
+            let (p, c) = align_frame(self.sim.config.frame.codec, self.sim.graph.nodes[inp].info.rows(), pieces, cuts, held);
+            aligned = c;
+            (p, &aligned[..])
+        } else {
+            (pieces, cuts)
+        };
         let from = side.other();
         let (first, count) = self.chunks[inp][side_ix(from)];
         let own = self.sim.own(self.plan, inp, from);
@@ -153,6 +199,8 @@ impl Builder<'_, '_> {
                     start: 0.0,
                     end: 0.0,
                     arrive: 0.0,
+                    release: 0.0,
+                    decode_s: 0.0,
                 });
                 self.received[inp][side_ix(side)].push((sub, id));
             }
@@ -262,7 +310,53 @@ pub(super) fn derive(sim: &Simulator<'_>, plan: &Plan) -> Result<Tasks> {
         b.op_side(id, Side::Server)?;
     }
     b.outputs()?;
+    price_frame(sim, &mut b.t);
     Ok(b.t)
+}
+
+/// Times a coded frame: the robot codes each input band in turn before it leaves (for JPEG it
+/// decodes what it encoded, and codes the rows it keeps too, so that it computes on the decoded
+/// frame; with the camera's JPEG passed through it decodes the frame when it computes any of
+/// it), then computes; the server decodes each band as it arrives.
+fn price_frame(sim: &Simulator<'_>, t: &mut Tasks) {
+    use crate::codec::FrameCodec;
+    let f = sim.config.frame;
+    if !f.codec.is_coded() {
+        return;
+    }
+    let mut clock = 0.0;
+    let mut inputs = vec![0usize; sim.graph.nodes.len()];
+    for tr in t.transfers.iter_mut().filter(|tr| tr.producer.is_none() && tr.up && sim.holder[tr.node] == Holder::Input) {
+        let rows = tr.rows.len();
+        inputs[tr.node] += rows;
+        let frame_rows = sim.graph.nodes[tr.node].info.rows();
+        match f.codec {
+            FrameCodec::Passthrough => tr.decode_s = f.server_decode_s_per_row * frame_rows as f64,
+            FrameCodec::Jpeg { .. } => {
+                clock += (f.robot_encode_s_per_row + f.robot_decode_s_per_row) * rows as f64;
+                tr.decode_s = f.server_decode_s_per_row * rows as f64;
+            }
+            _ => {
+                clock += f.robot_encode_s_per_row * rows as f64;
+                tr.decode_s = f.server_decode_s_per_row * rows as f64;
+            }
+        }
+        tr.release = clock;
+    }
+    let robot_computes = t.tasks.iter().any(|k| k.side == Side::Robot);
+    for (id, &sent) in inputs.iter().enumerate() {
+        let frame_rows = sim.graph.nodes[id].info.rows();
+        match f.codec {
+            FrameCodec::Jpeg { .. } if sent > 0 => {
+                clock += (f.robot_encode_s_per_row + f.robot_decode_s_per_row) * frame_rows.saturating_sub(sent) as f64
+            }
+            FrameCodec::Passthrough if robot_computes && sim.holder[id] == Holder::Input => {
+                clock += f.robot_decode_s_per_row * frame_rows as f64
+            }
+            _ => {}
+        }
+    }
+    t.robot_free_at = clock;
 }
 
 #[cfg(test)]

@@ -17,6 +17,10 @@ pub(super) struct Run {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// A side may compute again (the robot, once it has coded the frame).
+    Free(usize),
+    /// A coded input band is ready to leave.
+    Release(u32),
     ComputeDone(u32),
     LinkDone(usize),
     Arrive(u32),
@@ -138,7 +142,7 @@ impl State<'_> {
         let tr = &mut self.t.transfers[w.id as usize];
         tr.start = now;
         tr.end = now + self.overhead + tr.bytes as f64 / self.bandwidth;
-        tr.arrive = tr.end + self.latency;
+        tr.arrive = tr.end + self.latency + tr.decode_s;
         let (end, arrive) = (tr.end, tr.arrive);
         self.link_busy[l] = true;
         self.push(end, Kind::LinkDone(l));
@@ -181,8 +185,17 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
     };
     for id in 0..st.t.transfers.len() {
         if st.t.transfers[id].producer.is_none() {
-            st.enqueue(id as u32, 0.0);
+            match st.t.transfers[id].release {
+                r if r > 0.0 => st.push(r, Kind::Release(id as u32)),
+                _ => st.enqueue(id as u32, 0.0),
+            }
         }
+    }
+    // The robot codes the frame before it computes.
+    if st.t.robot_free_at > 0.0 {
+        st.busy[0] = true;
+        let at = st.t.robot_free_at;
+        st.push(at, Kind::Free(0));
     }
     if st.wavefront {
         for (ti, task) in st.t.tasks.iter().enumerate() {
@@ -196,6 +209,8 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
     while let Some(ev) = st.events.pop() {
         let now = ev.time;
         match ev.kind {
+            Kind::Free(s) => st.busy[s] = false,
+            Kind::Release(id) => st.enqueue(id, now),
             Kind::ComputeDone(ti) => {
                 let s = side_ix(st.t.tasks[ti as usize].side);
                 st.busy[s] = false;

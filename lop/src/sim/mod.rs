@@ -53,6 +53,7 @@ pub use power::RobotPower;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
 pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 
+use crate::codec::{CodecCost, FrameCodec};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, ValueInfo};
 use crate::ops::Op;
@@ -120,6 +121,69 @@ pub struct SimConfig {
     /// table shows what placing the stage gains over keeping it on the robot, where the raw
     /// heads must come down.
     pub post_side: Option<Side>,
+    /// How the frame's rows travel ([`FrameWire`]): raw by default.
+    pub frame: FrameWire,
+}
+
+/// Bytes a coded input band carries besides its code unit: the digest of the decoded pixels
+/// the robot computes on ([`crate::codec::digest`]), which the edge checks.
+pub const CODED_BAND_EXTRA_BYTES: usize = 8;
+
+/// The frame codec as the simulator prices it: the codec (which fixes where input messages may
+/// be cut, [`FrameCodec::unit_rows`]), the coded bytes per raw byte, and each side's seconds per
+/// row. With a codec the robot encodes each input message before it leaves (and, for JPEG,
+/// decodes it and codes the rows it keeps too, so that it computes on the decoded frame; with
+/// the camera's JPEG passed through it decodes the frame when it computes any of it), then
+/// computes; the server decodes each message on arrival. A plan that sends no input rows codes
+/// nothing.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FrameWire {
+    /// The codec.
+    pub codec: FrameCodec,
+    /// Coded bytes over raw bytes (1 for raw).
+    pub ratio: f64,
+    /// The robot's seconds to encode one frame row.
+    pub robot_encode_s_per_row: f64,
+    /// The robot's seconds to decode one frame row.
+    pub robot_decode_s_per_row: f64,
+    /// The server's seconds to decode one frame row.
+    pub server_decode_s_per_row: f64,
+}
+
+impl Default for FrameWire {
+    fn default() -> Self {
+        FrameWire::raw()
+    }
+}
+
+impl FrameWire {
+    /// Whether frames travel raw.
+    pub fn is_raw(&self) -> bool {
+        self.codec == FrameCodec::Raw
+    }
+
+    /// Raw rows: ratio 1, nothing to code.
+    pub fn raw() -> FrameWire {
+        FrameWire {
+            codec: FrameCodec::Raw,
+            ratio: 1.0,
+            robot_encode_s_per_row: 0.0,
+            robot_decode_s_per_row: 0.0,
+            server_decode_s_per_row: 0.0,
+        }
+    }
+
+    /// The codec priced by the robot's and the server's measured costs of it (the ratio is the
+    /// robot's: it sees the frames).
+    pub fn from_costs(robot: &CodecCost, server: &CodecCost) -> FrameWire {
+        FrameWire {
+            codec: robot.codec,
+            ratio: robot.ratio,
+            robot_encode_s_per_row: robot.encode_s_per_row,
+            robot_decode_s_per_row: robot.decode_s_per_row,
+            server_decode_s_per_row: server.decode_s_per_row,
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -132,6 +196,7 @@ impl Default for SimConfig {
             bounds: ChunkBounds::Even,
             band_headers: true,
             post_side: None,
+            frame: FrameWire::raw(),
         }
     }
 }
@@ -242,9 +307,23 @@ impl<'g> Simulator<'g> {
             ("computing watts", p.computing_w),
             ("transmitting watts", p.transmitting_w),
             ("idle watts", p.idle_w),
+            ("frame codec ratio", config.frame.ratio),
+            ("robot encode seconds", config.frame.robot_encode_s_per_row),
+            ("robot decode seconds", config.frame.robot_decode_s_per_row),
+            ("server decode seconds", config.frame.server_decode_s_per_row),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(Error::Input(format!("{what} must be finite and >= 0, got {v}")));
+            }
+        }
+        if config.frame.ratio <= 0.0 {
+            return Err(Error::Input(format!("frame codec ratio must be > 0, got {}", config.frame.ratio)));
+        }
+        if config.frame.codec.is_coded() {
+            for (n, h) in self.graph.nodes.iter().zip(&self.holder) {
+                if *h == Holder::Input {
+                    config.frame.codec.check_input(&n.info)?;
+                }
             }
         }
         self.row_bytes = self
@@ -253,6 +332,10 @@ impl<'g> Simulator<'g> {
             .iter()
             .zip(&self.holder)
             .map(|(n, h)| match (h, config.input_bytes_per_element) {
+                // A coded frame: its bytes per row on average, from the codec's ratio.
+                (Holder::Input, _) if config.frame.codec.is_coded() => {
+                    (n.info.bytes_of_rows(1) as f64 * config.frame.ratio).ceil() as usize
+                }
                 (Holder::Input, Some(b)) => n.info.numel() / n.info.rows().max(1) * b,
                 _ => n.info.bytes_of_rows(1),
             })
@@ -267,9 +350,10 @@ impl<'g> Simulator<'g> {
     }
 
     /// Header bytes of one band message of value `id` (0 when the configuration leaves them
-    /// out).
+    /// out); a coded frame's bands also carry their digest.
     pub fn band_header(&self, id: NodeId) -> usize {
-        if self.config.band_headers { band_header_bytes(self.graph.nodes[id].info.shape.len()) } else { 0 }
+        let coded = if self.holder[id] == Holder::Input && self.config.frame.codec.is_coded() { CODED_BAND_EXTRA_BYTES } else { 0 };
+        if self.config.band_headers { band_header_bytes(self.graph.nodes[id].info.shape.len()) + coded } else { coded }
     }
 
     /// The graph simulated.

@@ -67,12 +67,15 @@ pub struct Schedule {
 
 impl Schedule {
     /// Derives the schedule of `plan` on `graph` with chunks cut by `bounds` (the table's
-    /// [`ChunkBounds`]); no profiles are needed.
+    /// [`ChunkBounds`]) and the frame's messages on `codec`'s unit grid (the table's codec);
+    /// no profiles are needed.
     ///
     /// # Errors
-    /// [`crate::Error::Plan`] when the plan does not fit the graph.
-    pub fn derive(graph: &Graph, plan: &Plan, bounds: ChunkBounds) -> Result<Schedule> {
-        let config = SimConfig { bounds, ..SimConfig::default() };
+    /// [`crate::Error::Plan`] when the plan does not fit the graph; [`crate::Error::Codec`] when
+    /// the codec cannot carry the graph's input.
+    pub fn derive(graph: &Graph, plan: &Plan, bounds: ChunkBounds, codec: crate::codec::FrameCodec) -> Result<Schedule> {
+        let frame = super::FrameWire { codec, ..super::FrameWire::raw() };
+        let config = SimConfig { bounds, frame, ..SimConfig::default() };
         Simulator::untimed(graph, config)?.schedule(plan)
     }
 

@@ -350,3 +350,83 @@ fn band_headers_are_priced_per_message() {
     assert!(with.messages_up > 1, "chunked: {} messages", with.messages_up);
     assert!(with.makespan_s > bare.makespan_s, "{} vs {}", with.makespan_s, bare.makespan_s);
 }
+
+/// A 1-channel u8 image of 20 rows x 8 through norm and a 3x3 conv-like op (relu here: local),
+/// with a server-only plan cut in `k` chunks.
+fn coded(codec: crate::codec::FrameCodec, ratio: f64, enc: f64, dec: f64, srv_dec: f64) -> SimConfig {
+    SimConfig {
+        frame: FrameWire { codec, ratio, robot_encode_s_per_row: enc, robot_decode_s_per_row: dec, server_decode_s_per_row: srv_dec },
+        ..config(1e6, 0.0, 0.0)
+    }
+}
+
+#[test]
+fn a_coded_frame_travels_in_fewer_bytes_on_the_codecs_row_grid() {
+    use crate::codec::FrameCodec;
+    let g = chain(20, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0), (0.001, 0.0), (0.001, 0.0)], &[(0.0, 0.0), (1e-4, 0.0), (1e-4, 0.0)]);
+    let mut plan = Plan::server_only(&g, 20);
+    for id in 1..3 {
+        plan.splits[id].server_chunks = 3;
+    }
+    let raw = Simulator::new(&g, &rp, &sp, config(1e6, 0.0, 0.0)).expect("raw").simulate(&plan).expect("raw run");
+    let input_transfers = |sim: &Simulator<'_>| -> Vec<Rows> {
+        let s = sim.schedule(&plan).expect("schedule");
+        s.transfers.iter().filter(|t| t.node == 0).map(|t| t.rows.clone()).collect()
+    };
+    // Raw: cut where the first op's chunks end (6, 13, 20).
+    let raw_sim = Simulator::new(&g, &rp, &sp, config(1e6, 0.0, 0.0)).expect("raw");
+    assert_eq!(input_transfers(&raw_sim), vec![0..6, 6..13, 13..20]);
+    // JPEG: on 8-row blocks, the last ending at the frame's bottom.
+    let jpeg = Simulator::new(&g, &rp, &sp, coded(FrameCodec::Jpeg { quality: 90 }, 0.25, 0.0, 0.0, 0.0)).expect("jpeg");
+    assert_eq!(input_transfers(&jpeg), vec![0..8, 8..16, 16..20]);
+    // Passthrough: the camera's JPEG is one message.
+    let pass = Simulator::new(&g, &rp, &sp, coded(FrameCodec::Passthrough, 0.25, 0.0, 0.0, 0.0)).expect("pass");
+    assert_eq!(input_transfers(&pass), vec![0..20]);
+    // Lossless keeps the raw cuts; a quarter of the bytes plus each band's digest.
+    let lossless = Simulator::new(&g, &rp, &sp, coded(FrameCodec::Lossless, 0.25, 0.0, 0.0, 0.0)).expect("lossless");
+    assert_eq!(input_transfers(&lossless), vec![0..6, 6..13, 13..20]);
+    let rep = lossless.simulate(&plan).expect("lossless run");
+    assert_eq!(raw.bytes_up, 160);
+    assert_eq!(rep.bytes_up, 2 * 20 + 3 * CODED_BAND_EXTRA_BYTES, "ceil(8 x 0.25) bytes a row, 20 rows, 3 digests");
+    assert!(rep.makespan_s < raw.makespan_s);
+    // The schedule both sides derive from the table's codec cuts the frame the same way.
+    let derived = Schedule::derive(&g, &plan, ChunkBounds::Even, FrameCodec::Jpeg { quality: 90 }).expect("derive");
+    assert_eq!(derived.transfers.iter().filter(|t| t.node == 0).map(|t| t.rows.clone()).collect::<Vec<_>>(), input_transfers(&jpeg));
+}
+
+#[test]
+fn coding_time_is_paid_where_the_runtime_pays_it() {
+    use crate::codec::FrameCodec;
+    let g = chain(16, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp, sp) = profiles(&g, &[(0.0, 0.0), (0.001, 0.0), (0.001, 0.0)], &[(0.0, 0.0), (1e-4, 0.0), (1e-4, 0.0)]);
+    let cost = |cfg: SimConfig, plan: &Plan| Simulator::new(&g, &rp, &sp, cfg).expect("sim").simulate(plan).expect("run").makespan_s;
+    let free = |codec| coded(codec, 0.5, 0.0, 0.0, 0.0);
+    let priced = |codec| coded(codec, 0.5, 1e-3, 2e-3, 4e-3);
+    let robot_only = Plan::robot_only(&g, 16);
+    let server_only = Plan::server_only(&g, 16);
+    // Robot-only sends no rows: JPEG and lossless code nothing; the camera's JPEG must still
+    // be decoded (16 rows x 2 ms) before the robot computes.
+    for codec in [FrameCodec::Lossless, FrameCodec::Jpeg { quality: 80 }] {
+        assert!(close(cost(priced(codec), &robot_only), cost(free(codec), &robot_only)), "{codec}");
+    }
+    let pass = FrameCodec::Passthrough;
+    assert!(close(cost(priced(pass), &robot_only) - cost(free(pass), &robot_only), 16.0 * 2e-3));
+    // Server-only, one message: lossless adds the robot's encode (16 x 1 ms) and the server's
+    // decode (16 x 4 ms); JPEG adds the robot's decode too; the passthrough only the server's.
+    for (codec, extra) in [(FrameCodec::Lossless, 16.0 * 5e-3), (FrameCodec::Jpeg { quality: 80 }, 16.0 * 7e-3), (pass, 16.0 * 4e-3)] {
+        let d = cost(priced(codec), &server_only) - cost(free(codec), &server_only);
+        assert!(close(d, extra), "{codec}: {d} != {extra}");
+    }
+    // A bad price is refused.
+    let bad = SimConfig { frame: FrameWire { ratio: 0.0, ..free(FrameCodec::Lossless).frame }, ..config(1e6, 0.0, 0.0) };
+    assert!(Simulator::new(&g, &rp, &sp, bad).is_err());
+    // A model whose input is not an image cannot take an image codec.
+    let mut b = GraphBuilder::new("float");
+    let x = b.input("x", vec![1, 1, 4, 4], DType::F32);
+    let y = b.add("relu", Op::Unary(crate::ops::UnaryOp::Relu), &[x]).expect("relu");
+    b.output(y);
+    let fg = b.build().expect("graph");
+    let (fr, fs) = profiles(&fg, &[(0.0, 0.0), (0.001, 0.0)], &[(0.0, 0.0), (0.001, 0.0)]);
+    assert!(matches!(Simulator::new(&fg, &fr, &fs, free(FrameCodec::Lossless)), Err(Error::Codec(_))));
+}

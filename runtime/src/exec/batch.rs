@@ -325,7 +325,7 @@ mod tests {
         for s in &mut plan.splits {
             s.server_chunks = 4;
         }
-        let schedule = Schedule::derive(&g, &plan, ChunkBounds::Aligned).unwrap();
+        let schedule = Schedule::derive(&g, &plan, ChunkBounds::Aligned, Default::default()).unwrap();
         let meta = GraphMeta::of(&g);
         let ups = schedule.transfers.iter().filter(|t| t.up).count();
         assert!(ups >= 2, "the frame goes up in bands");
