@@ -86,6 +86,15 @@ pub struct BenchArgs {
     /// float model without --preprocess) or f32 (see `lop plan --help`).
     #[arg(long, alias = "input-dtype", default_value = "native")]
     pub input_wire: InputWireSetting,
+    /// How the frame's rows cross the link, for every method alike: raw, lossless (QOI per
+    /// band), jpeg:Q (the robot encodes at quality Q, 4:4:4; the model's input is the decoded
+    /// frame). Needs --frames: codecs are priced on real photographs.
+    #[arg(long, default_value = "raw")]
+    pub frame_codec: lop::codec::FrameCodec,
+    /// Real frames: a photograph (PNG or JPEG) or a folder of them, fitted to the model's input
+    /// and fed in turn (`scripts/photos.sh` prints one); default: one synthetic input.
+    #[arg(long)]
+    pub frames: Option<PathBuf>,
     /// One-way link latency, milliseconds (default: 1 in-process; 0 over Zenoh, where loopback
     /// and a veth without netem add none of their own).
     #[arg(long)]
@@ -244,7 +253,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     }
     let tmp = std::env::temp_dir();
     let pdir = args.profile_dir.clone().unwrap_or_else(|| tmp.join("lop-profiles"));
-    let (robot, server) = if args.synthetic_profiles {
+    let (mut robot, mut server) = if args.synthetic_profiles {
         anyhow::ensure!(
             args.robot_profile.is_none() && args.server_profile.is_none(),
             "--synthetic-profiles and --robot-profile/--server-profile exclude each other"
@@ -256,6 +265,8 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             profile(&mut graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0, args.layout)?,
         )
     };
+    let frames = real_frames(&graph, args.frames.as_deref())?;
+    price_codec(args.frame_codec, &graph, &frames, &mut robot, &mut server)?;
     let scale = match args.bandwidth_scale.as_str() {
         _ if args.overhead => 1.0,
         "auto" => {
@@ -285,7 +296,8 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         chunk_bounds: args.chunk_bounds.chunk_bounds(),
         post_side: args.post_side.side(),
         frame: Default::default(),
-    };
+    }
+    .with_frame_codec(args.frame_codec, &robot, &server)?;
     let cfg = BenchConfig {
         model_id: graph.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_"),
         source: args.model.model.clone(),
@@ -304,6 +316,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| tmp.join("lop-plan-cache")),
         power: Default::default(),
         gap: Duration::ZERO,
+        frames,
     };
     drop(graph);
     let verbose = args.verbose;
@@ -375,6 +388,62 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let worst = reports.values().map(|r| r.max_rel_err).fold(0.0, f64::max);
     anyhow::ensure!(worst <= 1e-4, "outputs differ from the unsplit model: relative error {worst:e}");
     Ok(0)
+}
+
+/// The photographs at `path` fitted to the model's one image input (none without a path).
+///
+/// # Errors
+/// A model without one uint8 image input; unreadable photographs.
+pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<u8>>> {
+    let Some(path) = path else { return Ok(Vec::new()) };
+    let [input] = graph.inputs()[..] else {
+        anyhow::bail!("--frames needs a model with one input; '{}' has {}", graph.name, graph.inputs().len())
+    };
+    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| {
+        anyhow::anyhow!("--frames needs a uint8 image input [1, C, H, W] (C = 1 or 3; add --preprocess for a float model): {why}")
+    })?;
+    let frames = crate::frames::load(path, &image)?;
+    eprintln!("{} frame(s) from {}, fitted to {}x{}", frames.len(), path.display(), image.width, image.height);
+    Ok(frames.into_iter().map(|(_, f)| f).collect())
+}
+
+/// Measures `codec` on `frames` and records its cost in both profiles (robot and server share
+/// this machine's CPU; the codec is not the dilated part of the emulated robot: a Jetson codes
+/// frames on its CPU cores, not on the GPU the dilation stands for).
+///
+/// # Errors
+/// A coded codec without frames, or with passthrough (the bench has no camera JPEG); codec
+/// failures.
+pub fn price_codec(
+    codec: lop::codec::FrameCodec,
+    graph: &lop::Graph,
+    frames: &[Vec<u8>],
+    robot: &mut Profile,
+    server: &mut Profile,
+) -> anyhow::Result<()> {
+    if !codec.is_coded() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        codec != lop::codec::FrameCodec::Passthrough,
+        "--frame-codec passthrough sends a camera's own JPEG, which the bench has not got: use jpeg:Q (the robot encodes) or lossless"
+    );
+    anyhow::ensure!(
+        !frames.is_empty(),
+        "--frame-codec {codec} needs --frames PATH: codecs are priced on real photographs (scripts/photos.sh prints a folder of them)"
+    );
+    let [input] = graph.inputs()[..] else { anyhow::bail!("--frame-codec needs a model with one image input") };
+    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frame-codec {codec}: {why}"))?;
+    let cost = lop::codec::measure_cost(codec, &image, frames, 8, 3)?;
+    eprintln!(
+        "frame codec {codec}: {:.3} of raw bytes, encode {:.2} ms, decode {:.2} ms a frame",
+        cost.ratio,
+        cost.encode_s_per_row * image.height as f64 * 1e3,
+        cost.decode_s_per_row * image.height as f64 * 1e3
+    );
+    robot.set_codec_cost(cost);
+    server.set_codec_cost(cost);
+    Ok(())
 }
 
 /// The configs' synthetic profiles ([`lop::profile::SYNTHETIC`]), the same the edge and the

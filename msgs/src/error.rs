@@ -165,6 +165,18 @@ pub enum Error {
         /// The shape.
         shape: Vec<u32>,
     },
+    /// A band's coding byte is not a known [`Coding`](crate::protocol::Coding).
+    #[error("unknown band coding {code}")]
+    UnknownCoding {
+        /// The byte.
+        code: u8,
+    },
+    /// A coded band whose dtype is not uint8 (only camera frames are coded).
+    #[error("a coded band must be uint8, found dtype code {dtype}")]
+    CodedDtype {
+        /// The dtype code.
+        dtype: u8,
+    },
     /// A band's payload length is not `product(shape) * dtype size`.
     #[error("band payload has {found} bytes, shape {shape:?} needs {expected}")]
     PayloadSize {

@@ -12,7 +12,8 @@ use lop_msgs::protocol::{
 use lop_msgs::{Digest, Error};
 
 fn band(inference_id: u64, rows: (u32, u32), shape: Vec<u32>, row_axis: u8, dtype: DType) -> Frame {
-    let header = BandHeader { inference_id, tensor_id: 17, row_start: rows.0, row_end: rows.1, row_axis, dtype, shape };
+    let header =
+        BandHeader { inference_id, tensor_id: 17, row_start: rows.0, row_end: rows.1, row_axis, dtype, shape, coding: Default::default() };
     let n: u64 = header.shape.iter().map(|&d| u64::from(d)).product::<u64>() * dtype.size();
     let payload = (0..n).map(|i| (i * 31 % 251) as u8).collect();
     Frame::Band(Band { header, payload })
@@ -161,6 +162,7 @@ fn exact_wire_bytes_of_a_small_band() {
             row_axis: 2,
             dtype: DType::U8,
             shape: vec![1, 1, 2, 1],
+            coding: Default::default(),
         },
         payload: vec![0xaa, 0xbb],
     });
@@ -365,6 +367,7 @@ fn band_errors() {
         row_axis: 0,
         dtype: DType::F32,
         shape: vec![u32::MAX; 8],
+        coding: Default::default(),
     };
     let mut buf = Vec::new();
     assert!(matches!(encode_band_header(&hdr, 0, &mut buf), Err(Error::ShapeOverflow { .. })));

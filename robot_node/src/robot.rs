@@ -1296,6 +1296,8 @@ mod tests {
             robot_compute_s: 0.0,
             robot_overruns: 0,
             robot_overrun_s: 0.0,
+            robot_coding_s: 0.0,
+            frame_coded: false,
             robot_wait_s: 1.0,
             server_compute_s: Some(0.1),
             bytes_up: 1_000_000,

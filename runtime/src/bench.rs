@@ -86,6 +86,27 @@ pub struct BenchConfig {
     pub power: RobotPower,
     /// Pause between inferences (0: back to back).
     pub gap: Duration,
+    /// Real frames (planar uint8 `[C, H, W]` of the model's image input), used in turn; empty:
+    /// one synthetic input. Codecs priced on random pixels would mislead.
+    pub frames: Vec<Vec<u8>>,
+}
+
+/// One input and the unsplit model's outputs on it: as given, and as decoded after the table's
+/// lossy codec (what the robot computes on once its frame crossed coded).
+struct Sample {
+    inputs: Vec<Tensor>,
+    whole: Vec<Tensor>,
+    whole_coded: Vec<Tensor>,
+}
+
+impl Sample {
+    fn inputs(&self) -> Vec<Tensor> {
+        self.inputs.iter().map(|t| t.shallow_clone()).collect()
+    }
+    /// The outputs an inference must equal.
+    fn reference(&self, coded: bool) -> &[Tensor] {
+        if coded { &self.whole_coded } else { &self.whole }
+    }
 }
 
 /// One method's results.
@@ -325,19 +346,49 @@ pub async fn run_with<C: Connector>(
     run_methods(cfg, &mut |m| Ok(connect(m)), progress).await
 }
 
-/// The robot's model worker, synthetic inputs and the unsplit outputs.
-async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Tensor>, Vec<Tensor>)> {
+/// The robot's model worker, one input per frame (or a synthetic one) and the unsplit outputs.
+async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Sample>)> {
     // The robot runs the model as its profile measured it.
     let (source, load) = (cfg.source.clone(), LoadOptions { layout: cfg.robot.layout, ..cfg.load.clone() });
     let (worker, loaded) = Worker::spawn("robot", move || lop::model::load(&source, &load)).await?;
-    let (inputs, whole) = worker
-        .call(|g| -> lop::Result<(Vec<Tensor>, Vec<Tensor>)> {
-            let inputs = lop::exec::synthetic_inputs(g, 1)?;
-            let whole = lop::exec::run_whole(g, &inputs)?.outputs;
-            Ok((inputs, whole))
+    let (frames, codec) = (cfg.frames.clone(), cfg.spec.frame.codec);
+    let samples = worker
+        .call(move |g| -> Result<Vec<Sample>> {
+            let whole = |inputs: &[Tensor]| lop::exec::run_whole(g, inputs).map(|r| r.outputs);
+            if frames.is_empty() {
+                let inputs = lop::exec::synthetic_inputs(g, 1)?;
+                let w = whole(&inputs)?;
+                let wc = w.iter().map(|t| t.shallow_clone()).collect();
+                return Ok(vec![Sample { inputs, whole: w, whole_coded: wc }]);
+            }
+            let [input] = g.inputs()[..] else {
+                return Err(Error::InvalidConfig { what: "real frames need a model with one image input".into() });
+            };
+            let image = lop::codec::Image::of(&g.nodes[input].info)
+                .map_err(|why| Error::InvalidConfig { what: format!("real frames need an image input: {why}") })?;
+            let tensor = |planar: &[u8]| {
+                Tensor::f_from_data_size(planar, &[1, image.channels as i64, image.height as i64, image.width as i64], tch::Kind::Uint8)
+                    .map_err(|e| Error::Executor(format!("frame to tensor: {e}")))
+            };
+            frames
+                .iter()
+                .map(|f| {
+                    let inputs = vec![tensor(f)?];
+                    let w = whole(&inputs)?;
+                    // The decoded frame: one unit coded whole decodes to what the bands give.
+                    let wc = if codec.is_lossy() {
+                        let unit = lop::codec::encode(codec, &image, f, image.height).map_err(lop::Error::from)?;
+                        let decoded = lop::codec::decode(codec, &image, &unit, image.height).map_err(lop::Error::from)?;
+                        whole(&[tensor(&decoded)?])?
+                    } else {
+                        w.iter().map(|t| t.shallow_clone()).collect()
+                    };
+                    Ok(Sample { inputs, whole: w, whole_coded: wc })
+                })
+                .collect()
         })
         .await??;
-    Ok((worker, loaded, inputs, whole))
+    Ok((worker, loaded, samples))
 }
 
 /// Per table entry, simulated seconds: the best of robot-only, server-only and the layer
@@ -394,7 +445,7 @@ async fn run_methods<C: Connector>(
     if cfg.requests == 0 {
         return Err(Error::InvalidConfig { what: "requests must be at least 1".into() });
     }
-    let (mut worker, loaded, inputs, whole) = robot_worker(cfg).await?;
+    let (mut worker, loaded, samples) = robot_worker(cfg).await?;
     let (table, marks) = table(cfg, &worker).await?;
     let mut out = BTreeMap::new();
     for method in &cfg.methods {
@@ -406,8 +457,8 @@ async fn run_methods<C: Connector>(
         // Untimed: first runs of each plan allocate and prepare kernels (in the trace's first
         // bucket, where the timed requests start).
         let first_bucket = cfg.trace.rate_mbps(Duration::ZERO) / 8.0 / cfg.spec.bandwidth_scale;
-        for _ in 0..cfg.warmup {
-            client.infer(inputs.iter().map(|t| t.shallow_clone()).collect(), first_bucket).await?;
+        for w in 0..cfg.warmup {
+            client.infer(samples[w % samples.len()].inputs(), first_bucket).await?;
         }
         let before_ms = calibration_ms(client.worker()).await?;
         let epoch = Instant::now();
@@ -416,9 +467,9 @@ async fn run_methods<C: Connector>(
         for i in 0..cfg.requests {
             let rate = cfg.trace.rate_mbps(epoch.elapsed());
             let bucket_units = rate / 8.0 / cfg.spec.bandwidth_scale;
-            let inputs: Vec<Tensor> = inputs.iter().map(|t| t.shallow_clone()).collect();
-            let r = client.infer(inputs, bucket_units).await?;
-            err = err.max(lop::exec::max_rel_err_all(&r.outputs, &whole)?);
+            let sample = &samples[i % samples.len()];
+            let r = client.infer(sample.inputs(), bucket_units).await?;
+            err = err.max(lop::exec::max_rel_err_all(&r.outputs, sample.reference(r.stats.frame_coded))?);
             progress(method, i, &r.stats, &r.outputs);
             lat.push(r.stats.total_s * 1e3);
             if let Some(p) = r.stats.predicted_s {
@@ -979,7 +1030,8 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
     let endpoint = format!("tcp/127.0.0.1:{}", free_port()?);
     let edge = ZenohEdge::start(start_edge(cfg).await?, &endpoint).await?;
     let robot = ZenohConfig::client(vec![endpoint]).open().await?;
-    let (worker, loaded, inputs, whole) = robot_worker(cfg).await?;
+    let (worker, loaded, samples) = robot_worker(cfg).await?;
+    let (inputs, whole) = (samples[0].inputs(), samples[0].reference(false).iter().map(|t| t.shallow_clone()).collect::<Vec<_>>());
     let (table, _) = table(cfg, &worker).await?;
     // (a) runs on its own model copy, like the edge's replica.
     let (source, load) = (cfg.source.clone(), LoadOptions { layout: cfg.server.layout, ..cfg.load.clone() });

@@ -153,6 +153,12 @@ pub struct InferenceStats {
     pub robot_overruns: u32,
     /// Seconds those kernels took beyond their paced durations, all together.
     pub robot_overrun_s: f64,
+    /// Seconds the robot spent coding its frame for the link (0: raw frames, or no input row
+    /// crossed): under a lossy codec the outputs are then the model's on the decoded frame.
+    pub robot_coding_s: f64,
+    /// Whether the frame crossed coded (so the robot computed on its decoding under a lossy
+    /// codec).
+    pub frame_coded: bool,
     /// Seconds the robot waited for bands.
     pub robot_wait_s: f64,
     /// Seconds the edge computed (from its Done, when it arrived in time).
@@ -638,12 +644,20 @@ impl<C: Connector> RobotClient<C> {
         // it races the edge, which may work until the budget.
         let due = hop.and_then(|h| h.due).map(|d| d.as_secs_f64().min(budget));
         let racing = due.is_some_and(|d| d < budget);
+        let codec = self.book.table.spec.frame.codec;
+        if codec == lop::codec::FrameCodec::Passthrough {
+            return Err(Error::InvalidConfig {
+                what: "frame codec passthrough sends the camera's own JPEG, which RobotClient::infer is not given: use jpeg:Q or lossless"
+                    .into(),
+            });
+        }
         let config = SideConfig {
             side: Side::Robot,
             inference_id: id,
             device: self.opts.device,
             stretch: self.stretch.clone(),
             input_wire: self.opts.input_wire,
+            codec,
             // A plan that keeps everything on the robot waits for nothing: no deadline (one
             // would only turn a slow robot's own run into a "fallback" that recomputes it).
             deadline: plan.uses_link().then(|| t0 + Duration::from_secs_f64(due.unwrap_or(budget))),
@@ -678,6 +692,15 @@ impl<C: Connector> RobotClient<C> {
             let mut exec = SideExec::new(g, Side::Robot);
             for (&i, t) in g.inputs().iter().zip(inputs) {
                 let t = t.f_to_device(config.device).map_err(|e| Error::Executor(format!("input to device: {e}")))?;
+                // A lossy codec replaces the frame's rows by their decoding: on a copy, never on
+                // the caller's tensor.
+                let t = if config.codec.is_lossy() && !alone {
+                    t.f_empty_like()
+                        .and_then(|mut c| c.f_copy_(&t).map(|_| c))
+                        .map_err(|e| Error::Executor(format!("copying the input: {e}")))?
+                } else {
+                    t
+                };
                 exec.insert(i, 0..g.nodes[i].info.rows(), t)?;
             }
             if alone {
@@ -791,6 +814,8 @@ impl<C: Connector> RobotClient<C> {
             robot_compute_s: side.compute_s,
             robot_overruns: side.overruns,
             robot_overrun_s: side.overrun_s,
+            robot_coding_s: side.coding_s,
+            frame_coded: side.coded,
             robot_wait_s: side.wait_s,
             server_compute_s,
             bytes_up: side.bytes_sent,

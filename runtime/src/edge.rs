@@ -444,6 +444,7 @@ impl Inner {
             overloaded: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            input_mismatches: AtomicU64::new(0),
             batch_counts: Arc::default(),
             forwarding: std::sync::OnceLock::new(),
             rate_limited: AtomicU64::new(0),
@@ -522,6 +523,9 @@ pub struct EdgeCounts {
     /// Forwarded inferences that arrived with too little of their deadline left (Error `Late`),
     /// answered at once, never computed.
     pub late: u64,
+    /// Inferences refused because a coded input band did not decode to the robot's pixels
+    /// (Error `InputMismatch`); each is also counted in `aborted`.
+    pub input_mismatches: u64,
     /// Batches run (two inferences of one plan or more at once, [`Batching`]).
     pub batches: u64,
     /// Inferences that ran in those batches.
@@ -620,6 +624,7 @@ struct Inner {
     overloaded: AtomicU64,
     forwarded: AtomicU64,
     late: AtomicU64,
+    input_mismatches: AtomicU64,
     /// Shared with the replicas' worker threads.
     batch_counts: Arc<BatchCounts>,
     rate_limited: AtomicU64,
@@ -688,6 +693,7 @@ impl EdgeService {
             overloaded: l(&i.overloaded),
             forwarded: l(&i.forwarded),
             late: l(&i.late),
+            input_mismatches: l(&i.input_mismatches),
             batches: l(&i.batch_counts.batches),
             batched: l(&i.batch_counts.batched),
             rate_limited: l(&i.rate_limited),
@@ -1023,6 +1029,12 @@ impl Job {
                 svc.aborted.fetch_add(1, Ordering::Relaxed);
                 let code = if stop == Stopped::DeadlineExceeded { ErrorCode::DeadlineExceeded } else { ErrorCode::Other };
                 Frame::Error(ErrorFrame { inference_id: id, code, text: format!("{stop:?}").chars().take(200).collect() })
+            }
+            Ok(Err(Error::InputMismatch(why))) => {
+                svc.aborted.fetch_add(1, Ordering::Relaxed);
+                svc.input_mismatches.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(inference = id, %why, "refused a coded input band");
+                Frame::Error(ErrorFrame { inference_id: id, code: ErrorCode::InputMismatch, text: why.chars().take(200).collect() })
             }
             Ok(Err(e)) => {
                 svc.aborted.fetch_add(1, Ordering::Relaxed);
@@ -1360,6 +1372,8 @@ impl Session {
             device: self.svc.opts.device,
             stretch: Stretch::measured(self.svc.opts.dilation),
             input_wire: self.input_wire,
+            // The server codes nothing: each band's header says how to decode it.
+            codec: Default::default(),
             deadline: Some(deadline),
         };
         let (result, finished) = oneshot::channel();

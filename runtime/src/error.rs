@@ -40,6 +40,10 @@ pub enum Error {
     /// The engine failed (a bad model or plan, or a libtorch error).
     #[error(transparent)]
     Engine(#[from] lop::Error),
+    /// A coded input band that does not decode, or decodes to other pixels than the robot's
+    /// (its digest differs): the edge refuses it (Error `InputMismatch`).
+    #[error("input mismatch: {0}")]
+    InputMismatch(String),
     /// The executor failed outside the engine (tensor conversion, worker threads).
     #[error("executor: {0}")]
     Executor(String),

@@ -144,8 +144,16 @@ mod tests {
             due_ns: 0,
             path: Vec::new(),
         });
-        let header =
-            BandHeader { inference_id: 1, tensor_id: 3, row_start: 0, row_end: 1, row_axis: 0, dtype: DType::U8, shape: vec![1, 2] };
+        let header = BandHeader {
+            inference_id: 1,
+            tensor_id: 3,
+            row_start: 0,
+            row_end: 1,
+            row_axis: 0,
+            dtype: DType::U8,
+            shape: vec![1, 2],
+            coding: Default::default(),
+        };
         let band = Frame::Band(Band { header, payload: vec![0, 0] });
         assert_eq!(Priority::of_frame_bytes(&start.encode().unwrap()), Priority::Control);
         assert_eq!(Priority::of_frame_bytes(&band.encode().unwrap()), Priority::Bulk);
@@ -161,8 +169,16 @@ mod tests {
     fn band_headers_cost_what_the_simulator_prices() {
         for shape in [vec![1, 3, 2, 224], vec![1, 1, 2, 32, 256], vec![1, 5, 2]] {
             let payload = vec![0u8; shape.iter().product::<u32>() as usize];
-            let header =
-                BandHeader { inference_id: 7, tensor_id: 1, row_start: 0, row_end: 2, row_axis: 2, dtype: DType::U8, shape: shape.clone() };
+            let header = BandHeader {
+                inference_id: 7,
+                tensor_id: 1,
+                row_start: 0,
+                row_end: 2,
+                row_axis: 2,
+                dtype: DType::U8,
+                shape: shape.clone(),
+                coding: Default::default(),
+            };
             let encoded = Frame::Band(Band { header, payload: payload.clone() }).encode().expect("band");
             assert_eq!(encoded.len(), payload.len() + lop::sim::band_header_bytes(shape.len()), "shape {shape:?}");
         }

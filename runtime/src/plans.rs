@@ -105,7 +105,7 @@ impl PlanBook {
         let mut by_hash = HashMap::new();
         for ((method, bucket, bucket_mb_s, _, predicted_s), h) in plans.into_iter().zip(hashes) {
             let schedule = schedules.get(&h).cloned().unwrap_or_default();
-            let expect = meta.expectations(&schedule, input)?;
+            let expect = meta.expectations(&schedule, input, codec)?;
             let plan_hash = digest(&h)?;
             let p = Arc::new(Prepared { bucket, bucket_mb_s, plan_hash, schedule, expect, predicted_s });
             by_hash.entry(plan_hash).or_insert_with(|| p.clone());

@@ -150,7 +150,7 @@ pub fn match_band(
         stats.count(Drop::OutOfPlan);
         return None;
     };
-    if e.dtype != h.dtype || e.shape != h.shape {
+    if e.dtype != h.dtype || e.shape != h.shape || e.coding != h.coding {
         stats.count(Drop::OutOfPlan);
         return None;
     }
@@ -162,5 +162,5 @@ pub fn match_band(
     received[ti] = true;
     let start = frame.len() - payload.len();
     let end = frame.len();
-    Some(ReceivedBand { transfer: e.transfer, payload: start..end, dtype: h.dtype, shape: h.shape, frame })
+    Some(ReceivedBand { transfer: e.transfer, payload: start..end, dtype: h.dtype, shape: h.shape, coding: h.coding, frame })
 }

@@ -55,8 +55,16 @@ async fn victim_runs(s: &common::Setup, c: &mut RobotClient<ZenohConnector>, n: 
 /// A band frame of inference `id` whose header declares `declared` body bytes (its real body is
 /// a few bytes): a lie about its length when `declared` is huge.
 fn band_declaring(id: u64, declared: Option<u32>) -> Vec<u8> {
-    let header =
-        BandHeader { inference_id: id, tensor_id: 0, row_start: 0, row_end: 1, row_axis: 2, dtype: DType::U8, shape: vec![1, 1, 1, 4] };
+    let header = BandHeader {
+        inference_id: id,
+        tensor_id: 0,
+        row_start: 0,
+        row_end: 1,
+        row_axis: 2,
+        dtype: DType::U8,
+        shape: vec![1, 1, 1, 4],
+        coding: Default::default(),
+    };
     let mut b = Frame::Band(Band { header, payload: vec![1, 2, 3, 4] }).encode().unwrap();
     assert_eq!(b[..4], FRAME_MAGIC);
     if let Some(len) = declared {

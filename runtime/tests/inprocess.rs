@@ -381,6 +381,7 @@ async fn bad_frames_are_dropped_and_counted() {
                 row_axis: 2,
                 dtype: DType::U8,
                 shape: vec![1, 3, n as u32, 224],
+                coding: Default::default(),
             },
             payload: vec![0; 3 * n * 224],
         })

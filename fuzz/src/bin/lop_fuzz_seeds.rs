@@ -51,8 +51,16 @@ fn frames() -> Result<()> {
         path: vec!["gpu-1".into()],
     });
     let forward = Frame::Forward(Forward { inference_id: 7, to: "gpu-3".into(), path: vec!["gpu-1".into(), "gpu-2".into()] });
-    let header =
-        BandHeader { inference_id: 7, tensor_id: 3, row_start: 0, row_end: 2, row_axis: 2, dtype: DType::F32, shape: vec![1, 2, 2, 3] };
+    let header = BandHeader {
+        inference_id: 7,
+        tensor_id: 3,
+        row_start: 0,
+        row_end: 2,
+        row_axis: 2,
+        dtype: DType::F32,
+        shape: vec![1, 2, 2, 3],
+        coding: Default::default(),
+    };
     let band = Frame::Band(Band { header, payload: (0..48).collect() });
     let done = Frame::Done(Done {
         inference_id: 7,

@@ -182,6 +182,34 @@ impl<'g> SideExec<'g> {
         self.held[id].iter().find(|h| h.rows.start <= rows.start && rows.end <= h.rows.end)
     }
 
+    /// Replaces held rows `rows` of value `id` by `tensor`'s, in place: a robot that codes its
+    /// frame for the link computes on the decoded pixels, which the server decodes too.
+    ///
+    /// # Errors
+    /// [`Error::MissingRows`] when the rows are not all held; libtorch errors (a tensor of
+    /// another shape).
+    pub fn overwrite(&mut self, id: NodeId, rows: &Rows, tensor: &Tensor) -> Result<()> {
+        let info = &self.graph.nodes[id].info;
+        let name = self.graph.nodes[id].name.clone();
+        if !self.missing(id, rows).is_empty() {
+            return Err(Error::Input(format!("rows {rows:?} of '{name}' to overwrite are not all held")));
+        }
+        let Some(axis) = info.row_axis else {
+            return Err(Error::Input(format!("'{name}' has no row axis to overwrite rows of")));
+        };
+        let torch = |source| Error::Torch { node: name.clone(), op: "overwrite", source };
+        for h in &mut self.held[id] {
+            let (a, b) = (h.rows.start.max(rows.start), h.rows.end.min(rows.end));
+            if a >= b {
+                continue;
+            }
+            let mut dst = h.tensor.f_narrow(axis as i64, (a - h.rows.start) as i64, (b - a) as i64).map_err(torch)?;
+            let src = tensor.f_narrow(axis as i64, (a - rows.start) as i64, (b - a) as i64).map_err(torch)?;
+            dst.f_copy_(&src).map_err(torch)?;
+        }
+        Ok(())
+    }
+
     /// Rows `rows` of value `id` as a tensor (to send, or to read an output).
     ///
     /// # Errors

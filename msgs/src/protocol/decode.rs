@@ -3,8 +3,8 @@
 //! Nothing here panics or allocates more than the input's length implies.
 
 use super::{
-    Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Forward, Frame, FrameKind, HEADER_LEN, Hello,
-    MAX_PATH, MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
+    Band, BandHeader, Cancel, Coding, DType, Done, DoneStats, ErrorCode, ErrorFrame, FRAME_MAGIC, Forward, Frame, FrameKind, HEADER_LEN,
+    Hello, MAX_PATH, MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, PROTOCOL_VERSION, Reject, RejectReason, Start, Welcome, rules,
 };
 use crate::{Digest, Error, MAX_ID_LEN, Result, validate_id, validate_robot_id};
 
@@ -234,12 +234,10 @@ fn parse_band<'a>(r: &mut Reader<'a>) -> Result<(BandHeader, &'a [u8])> {
     let row_axis = r.u8("row_axis")?;
     let dtype = r.dtype()?;
     let rank = r.u8("rank")?;
-    let reserved = r.u8("reserved")?;
-    if reserved != 0 {
-        return Err(Error::Reserved { field: "band reserved", value: reserved });
-    }
+    let code = r.u8("coding")?;
+    let coding = Coding::from_u8(code).ok_or(Error::UnknownCoding { code })?;
     let shape = r.dims_n("shape", rank)?;
-    let header = BandHeader { inference_id, tensor_id, row_start, row_end, row_axis, dtype, shape };
+    let header = BandHeader { inference_id, tensor_id, row_start, row_end, row_axis, dtype, shape, coding };
     let payload = r.rest();
     rules::band_payload(&header, payload.len())?;
     Ok((header, payload))

@@ -122,7 +122,7 @@ impl Frame {
 ///
 /// ```
 /// use lop_msgs::protocol::{decode, encode_band_header, Band, BandHeader, DType, Frame};
-/// let header = BandHeader { inference_id: 1, tensor_id: 3, row_start: 4, row_end: 6, row_axis: 2, dtype: DType::U8, shape: vec![1, 1, 2, 2] };
+/// let header = BandHeader { inference_id: 1, tensor_id: 3, row_start: 4, row_end: 6, row_axis: 2, dtype: DType::U8, shape: vec![1, 1, 2, 2], coding: Default::default() };
 /// let payload = [1u8, 2, 3, 4];
 /// let mut wire = Vec::new();
 /// encode_band_header(&header, payload.len(), &mut wire).unwrap();
@@ -217,6 +217,6 @@ fn put_band_header(buf: &mut Vec<u8>, h: &BandHeader) {
     buf.push(h.dtype as u8);
     // Rank checked by `rules::band_payload_len` (<= MAX_RANK).
     buf.push(h.shape.len() as u8);
-    buf.push(0);
+    buf.push(h.coding as u8);
     put_dims(buf, &h.shape);
 }

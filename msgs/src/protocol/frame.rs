@@ -87,6 +87,34 @@ impl DType {
     }
 }
 
+/// How a band's rows are coded (band header offset 23). A coded band holds rows of the model's
+/// uint8 image input: its payload is the 8-byte digest (u64, little-endian) of the pixels the
+/// robot computes on, then one independently decodable code unit of the band's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum Coding {
+    /// Raw elements, `product(shape) * dtype size` bytes.
+    #[default]
+    Raw = 0,
+    /// A QOI image of the rows.
+    Qoi = 1,
+    /// A baseline JPEG of the rows (the robot's encoding, or the camera's own bytes).
+    Jpeg = 2,
+}
+
+impl Coding {
+    /// The coding for a code, if known.
+    pub fn from_u8(b: u8) -> Option<Coding> {
+        Some(match b {
+            0 => Coding::Raw,
+            1 => Coding::Qoi,
+            2 => Coding::Jpeg,
+            _ => return None,
+        })
+    }
+}
+
 /// Why the edge refused a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -155,6 +183,9 @@ pub enum ErrorCode {
     /// A forwarded inference arrived with too little of its deadline left for this edge to
     /// compute its part (or none): answered at once, never computed.
     Late = 8,
+    /// A coded input band did not decode, or decoded to other pixels than the robot's (its
+    /// digest differs): the edge refuses to compute on them; the robot finishes alone.
+    InputMismatch = 9,
     /// Anything else; see the text.
     Other = 0xffff,
 }
@@ -171,6 +202,7 @@ impl ErrorCode {
             6 => ErrorCode::Overloaded,
             7 => ErrorCode::ShuttingDown,
             8 => ErrorCode::Late,
+            9 => ErrorCode::InputMismatch,
             0xffff => ErrorCode::Other,
             _ => return None,
         })
@@ -272,6 +304,8 @@ pub struct BandHeader {
     /// Shape of the band itself (not of the whole tensor), at most
     /// [`MAX_RANK`](super::MAX_RANK) dimensions.
     pub shape: Vec<u32>,
+    /// How the rows are coded ([`Coding::Raw`]: as elements).
+    pub coding: Coding,
 }
 
 /// Either direction: rows `row_start..row_end` of one tensor of one inference.

@@ -13,7 +13,7 @@
 //! | offset | size | field      | value                                              |
 //! |-------:|-----:|------------|----------------------------------------------------|
 //! | 0      | 4    | magic      | `b"LOPF"` ([`FRAME_MAGIC`])                        |
-//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 4); others rejected   |
+//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 5); others rejected   |
 //! | 6      | 1    | kind       | [`FrameKind`] code, below                          |
 //! | 7      | 1    | flags      | reserved, 0                                        |
 //! | 8      | 4    | body_len   | u32, bytes after the header                        |
@@ -58,9 +58,11 @@
 //! |      |         | 20     | 1        | row_axis u8                                        |
 //! |      |         | 21     | 1        | dtype ([`DType`] code)                             |
 //! |      |         | 22     | 1        | rank u8                                            |
-//! |      |         | 23     | 1        | reserved, 0                                        |
+//! |      |         | 23     | 1        | coding ([`Coding`] code; 0: raw elements)          |
 //! |      |         | 24     | 4·rank   | shape dims (of the band)                           |
-//! |      |         | 24+4r  | rest     | payload, `product(shape) · dtype size` bytes       |
+//! |      |         | 24+4r  | rest     | payload: raw, `product(shape) · dtype size` bytes; |
+//! |      |         |        |          | coded (uint8 only), an 8-byte u64 digest of the    |
+//! |      |         |        |          | decoded pixels, then one code unit (>= 1 byte)     |
 //! | 0x06 | Done    | 0      | 8        | inference_id u64                                   |
 //! |      |         | 8      | 8        | server_compute_ns u64                              |
 //! |      |         | 16     | 8        | server_wait_ns u64                                 |
@@ -85,6 +87,9 @@
 //! and Start's `due_ns`, the frame's deadline as distinct from the edge's work budget.
 //! Version 4 added Cancel, with which a robot that finished a frame past its deadline frees the
 //! edge still working on it.
+//! Version 5 added coded bands (the band header's former reserved byte names the [`Coding`]):
+//! a camera frame's rows cross as QOI or JPEG code units with the digest of the pixels the robot
+//! computes on, and Error code `InputMismatch` (9) for a band that does not decode to them.
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other
@@ -103,19 +108,20 @@
 mod decode;
 mod encode;
 mod frame;
-mod rules;
+pub(crate) mod rules;
 
 pub use decode::{DEFAULT_MAX_FRAME_LEN, Header, Limits, check, decode};
 pub use encode::encode_band_header;
 pub use frame::{
-    Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, FrameKind, Hello, Reject, RejectReason, Start,
-    Welcome,
+    Band, BandHeader, Cancel, Coding, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, FrameKind, Hello, Reject,
+    RejectReason, Start, Welcome,
 };
+pub use rules::CODED_DIGEST_LEN;
 
 /// The 4 bytes every frame starts with.
 pub const FRAME_MAGIC: [u8; 4] = *b"LOPF";
 /// Version of the frame format this crate reads and writes.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Most edges a forwarded inference's path may name.
 pub const MAX_PATH: usize = 8;
 /// Length of the frame header.

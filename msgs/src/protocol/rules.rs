@@ -1,6 +1,6 @@
 //! Validity rules shared by the encoder and the decoder, so that whatever encodes also decodes.
 
-use super::{BandHeader, MAX_PATH, MAX_RANK};
+use super::{BandHeader, Coding, DType, MAX_PATH, MAX_RANK};
 use crate::{Error, Result, validate_id};
 
 /// Checks a forwarding path: at most [`MAX_PATH`] edges, each a valid id, none twice.
@@ -61,10 +61,23 @@ pub(super) fn band_payload_len(h: &BandHeader) -> Result<u64> {
         .ok_or_else(|| Error::ShapeOverflow { shape: h.shape.clone() })
 }
 
-/// Checks that a payload has exactly the length the header implies.
+/// Bytes of a coded band's payload before its code unit: the digest.
+pub const CODED_DIGEST_LEN: usize = 8;
+
+/// Checks that a payload has the length the header implies: exactly `product(shape) * dtype
+/// size` for raw rows; for coded rows (uint8 only) the digest and at least one byte.
 pub(super) fn band_payload(h: &BandHeader, payload_len: usize) -> Result<()> {
     let expected = band_payload_len(h)?;
     let found = payload_len as u64;
+    if h.coding != Coding::Raw {
+        if h.dtype != DType::U8 {
+            return Err(Error::CodedDtype { dtype: h.dtype as u8 });
+        }
+        if payload_len <= CODED_DIGEST_LEN {
+            return Err(Error::PayloadSize { expected: CODED_DIGEST_LEN as u64 + 1, found, shape: h.shape.clone() });
+        }
+        return Ok(());
+    }
     if expected != found {
         return Err(Error::PayloadSize { expected, found, shape: h.shape.clone() });
     }

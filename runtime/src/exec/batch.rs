@@ -291,13 +291,13 @@ mod tests {
 
     /// A frame as the I/O side hands it over: decoded and matched to its transfer.
     fn received(meta: &GraphMeta, schedule: &Schedule, frame: Vec<u8>) -> ReceivedBand {
-        let expect = meta.expectations(schedule, InputWire::Native).unwrap();
+        let expect = meta.expectations(schedule, InputWire::Native, Default::default()).unwrap();
         let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&frame).unwrap();
         let up = schedule.transfers.iter().any(|t| t.node == h.tensor_id as usize && t.up && t.rows.start == h.row_start as usize);
         let e = expect.get(&(up, h.tensor_id, h.row_start, h.row_end)).unwrap().clone();
         let start = frame.len() - payload.len();
         let end = frame.len();
-        ReceivedBand { transfer: e.transfer, payload: start..end, dtype: h.dtype, shape: h.shape, frame }
+        ReceivedBand { transfer: e.transfer, payload: start..end, dtype: h.dtype, shape: h.shape, coding: h.coding, frame }
     }
 
     /// Every upward band (the frame's rows) of inference `id` on `inputs`, in schedule order.
@@ -368,6 +368,7 @@ mod tests {
                     device: tch::Device::Cpu,
                     stretch: crate::exec::Stretch::None,
                     input_wire: InputWire::Native,
+                    codec: Default::default(),
                     deadline: Some(Instant::now() + Duration::from_secs(20)),
                 },
                 incoming,

@@ -10,6 +10,7 @@
 //! bands come back through the `send` callback.
 
 mod batch;
+pub mod coded;
 mod fallback;
 mod side;
 pub mod stretch;

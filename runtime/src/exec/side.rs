@@ -63,6 +63,11 @@ pub struct SideStats {
     pub overruns: u32,
     /// Seconds those kernels took beyond their paced durations, all together.
     pub overrun_s: f64,
+    /// Seconds the robot spent coding its frame for the link (encoding its bands, and for a
+    /// lossy codec decoding them and coding the rows it keeps).
+    pub coding_s: f64,
+    /// Whether this side coded its frame's bands (see [`SideConfig::codec`]).
+    pub coded: bool,
 }
 
 /// How to run one side.
@@ -79,6 +84,9 @@ pub struct SideConfig {
     pub stretch: Stretch,
     /// How graph inputs travel.
     pub input_wire: InputWire,
+    /// How the robot codes its frame's bands (the table's codec; the server reads each band's
+    /// coding from its header).
+    pub codec: lop::codec::FrameCodec,
     /// When to give up.
     pub deadline: Option<Instant>,
 }
@@ -160,14 +168,34 @@ fn run(
     let mut uses = Uses::new(graph, schedule, side);
     let _guard = tch::no_grad_guard();
 
-    // Transfers of values held before anything runs (graph inputs) leave at once.
+    // Transfers of values held before anything runs (graph inputs) leave at once, each coded
+    // in turn under a frame codec; then the robot codes the rows it keeps, so that it computes
+    // on the decoded frame.
+    let mut coded_any = false;
     for (i, t) in schedule.transfers.iter().enumerate() {
         if t.from() == side && t.producer.is_none() {
-            if !send_transfer(exec, meta, schedule, config, i, send, &mut stats)? {
+            let sent = if config.codec.is_coded() && meta.is_input(t.node) {
+                let t0 = Instant::now();
+                let frame = super::coded::encode_coded_band(exec, meta, config.inference_id, t.node, &t.rows, config.codec)?;
+                stats.coding_s += t0.elapsed().as_secs_f64();
+                coded_any = true;
+                stats.bands_sent += 1;
+                stats.bytes_sent += frame.len() as u64;
+                send(frame)
+            } else {
+                send_transfer(exec, meta, schedule, config, i, send, &mut stats)?
+            };
+            if !sent {
                 return Ok((Stopped::Aborted("the link is gone".into()), stats));
             }
             uses.sent(exec, t.node);
         }
+    }
+    if coded_any {
+        stats.coded = true;
+        let t0 = Instant::now();
+        super::coded::code_kept_rows(exec, meta, schedule, config.codec)?;
+        stats.coding_s += t0.elapsed().as_secs_f64();
     }
 
     loop {

@@ -32,6 +32,8 @@ pub struct Expected {
     pub dtype: DType,
     /// Wire shape.
     pub shape: Vec<u32>,
+    /// How its rows are coded (a coded frame's input bands; raw otherwise).
+    pub coding: lop_msgs::protocol::Coding,
 }
 
 /// The per-node facts a band needs, copied out of the graph (whose tensors cannot be shared
@@ -91,11 +93,22 @@ impl GraphMeta {
 
     /// For each direction (`true` = up), the expected band of every transfer keyed by
     /// `(tensor id, row start, row end)`.
-    pub fn expectations(&self, schedule: &Schedule, input: InputWire) -> Result<HashMap<(bool, u32, u32, u32), Expected>> {
+    pub fn expectations(
+        &self,
+        schedule: &Schedule,
+        input: InputWire,
+        codec: lop::codec::FrameCodec,
+    ) -> Result<HashMap<(bool, u32, u32, u32), Expected>> {
         let mut out = HashMap::with_capacity(schedule.transfers.len());
         for (i, t) in schedule.transfers.iter().enumerate() {
             let (shape, _) = self.wire_shape(t.node, &t.rows);
-            let e = Expected { transfer: i as u32, dtype: self.wire_dtype(t.node, input)?, shape };
+            let coded = codec.is_coded() && t.up && t.producer.is_none() && self.is_input[t.node];
+            let (dtype, coding) = if coded {
+                (DType::U8, super::coded::coding_of(codec))
+            } else {
+                (self.wire_dtype(t.node, input)?, lop_msgs::protocol::Coding::Raw)
+            };
+            let e = Expected { transfer: i as u32, dtype, shape, coding };
             out.insert((t.up, t.node as u32, t.rows.start as u32, t.rows.end as u32), e);
         }
         Ok(out)
@@ -137,8 +150,16 @@ pub fn encode_band(meta: &GraphMeta, inference_id: u64, id: NodeId, rows: &Rows,
     let (shape, row_axis) = meta.wire_shape(id, rows);
     let numel = t.numel();
     let bytes = numel * kind.elt_size_in_bytes();
-    let header =
-        BandHeader { inference_id, tensor_id: id as u32, row_start: rows.start as u32, row_end: rows.end as u32, row_axis, dtype, shape };
+    let header = BandHeader {
+        inference_id,
+        tensor_id: id as u32,
+        row_start: rows.start as u32,
+        row_end: rows.end as u32,
+        row_axis,
+        dtype,
+        shape,
+        coding: Default::default(),
+    };
     let mut buf = Vec::with_capacity(lop_msgs::protocol::HEADER_LEN + 64 + bytes);
     encode_band_header(&header, bytes, &mut buf)?;
     let start = buf.len();
@@ -160,14 +181,21 @@ pub struct ReceivedBand {
     pub dtype: DType,
     /// Wire shape.
     pub shape: Vec<u32>,
+    /// How its rows are coded.
+    pub coding: lop_msgs::protocol::Coding,
 }
 
 impl ReceivedBand {
-    /// The band as a tensor of node `id`'s dtype and shape for its rows, on `device`.
+    /// The band as a tensor of node `id`'s dtype and shape for its rows, on `device` (a coded
+    /// band decoded, its digest checked: [`super::coded::decode_coded_band`]).
     ///
     /// # Errors
-    /// [`Error::Executor`] for libtorch failures.
+    /// [`Error::Executor`] for libtorch failures; [`Error::InputMismatch`] for a coded band that
+    /// does not decode to the robot's pixels.
     pub fn tensor(&self, meta: &GraphMeta, id: NodeId, rows: &Rows, device: Device) -> Result<Tensor> {
+        if self.coding != lop_msgs::protocol::Coding::Raw {
+            return super::coded::decode_coded_band(meta, id, rows, self.coding, &self.frame[self.payload.clone()], device);
+        }
         let kind = kind_of(self.dtype)?;
         let info = meta.info(id);
         let dims: Vec<i64> = match info.row_axis {

@@ -27,6 +27,7 @@ fn band(tensor_id: u32, payload_len: usize) -> Vec<u8> {
         row_axis: 0,
         dtype: DType::U8,
         shape: vec![1, payload_len as u32],
+        coding: Default::default(),
     };
     Frame::Band(Band { header, payload: vec![tensor_id as u8; payload_len] }).encode().unwrap()
 }

@@ -52,6 +52,7 @@ fn band(id: u64, row: u32, width: u32, fill: u8) -> Vec<u8> {
         row_axis: 1,
         dtype: DType::U8,
         shape: vec![3, 1, width],
+        coding: Default::default(),
     };
     Frame::Band(Band { header, payload: vec![fill; 3 * width as usize] }).encode().unwrap()
 }
