@@ -6,6 +6,7 @@
 //! [`HEAVY`] and run one at a time.
 
 mod bench_switch;
+mod coded_frames;
 mod common;
 mod fleet_discovery;
 mod fleet_edges;
