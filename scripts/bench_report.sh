@@ -15,12 +15,17 @@
 #                   (scripts/bench_planner.py; runs after demo and demo-detector, or measures
 #                   their profiles)
 #   fleet           `lop fleet-sim` at 1000 robots and 50 servers, 90% load
+#   codecs          `lop codecs`: every frame codec on real photographs (scripts/photos.sh),
+#                   640x480, bytes against raw and encode/decode time
+#   frames-raw, frames-jpeg90, frames-lossless
+#                   zoo:yolo_det with its detection stage on those photographs (fitted to
+#                   640x640), the frame crossing raw, as JPEG at quality 90, or lossless (QOI)
 #
 # Run it on a quiet machine: anything else on the cores shows in the figures.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-all=(demo demo-detector planner fleet)
+all=(demo demo-detector planner fleet codecs frames-raw frames-jpeg90 frames-lossless)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 for n in "${names[@]}"; do
@@ -57,7 +62,9 @@ store() {
 import json, sys
 name, kind, machine, out, command = sys.argv[1:]
 result = json.load(open(out))
-doc = {"name": name, "kind": kind, "command": command.replace("target/release/", ""), "machine": json.loads(machine), "result": result}
+import os
+command = command.replace(os.getcwd() + "/", "").replace("target/release/", "")
+doc = {"name": name, "kind": kind, "command": command, "machine": json.loads(machine), "result": result}
 open(f"docs/results/{name}.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 EOF
 }
@@ -78,9 +85,10 @@ profiles() {
 
 bench() {
   local name=$1 model=$2 task=$3 tag=${2#zoo:}
+  shift 3
   profiles "$model" "$task"
   store "$name" bench "$lop" bench "$model" --task "$task" --trace "$trace" --dilation 20 --requests 8 \
-    --robot-profile "$work/$tag-robot.json" --server-profile "$work/$tag-server.json" --json
+    --robot-profile "$work/$tag-robot.json" --server-profile "$work/$tag-server.json" "$@" --json
 }
 
 for n in "${names[@]}"; do
@@ -94,6 +102,10 @@ for n in "${names[@]}"; do
         "zoo:resnet18:$work/resnet18-robot.json:$work/resnet18-server.json" \
         "zoo:yolo_det:$work/yolo_det-robot.json:$work/yolo_det-server.json" ;;
     fleet) store fleet fleet "$lop" fleet-sim --robots 1000 --servers 50 --load 0.9 --seconds 60 --json ;;
+    codecs) store codecs codecs "$lop" codecs --frames "$(scripts/photos.sh)" --json ;;
+    frames-raw) bench frames-raw zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec raw ;;
+    frames-jpeg90) bench frames-jpeg90 zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 ;;
+    frames-lossless) bench frames-lossless zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec lossless ;;
   esac
 done
 python3 scripts/render_results.py

@@ -108,7 +108,20 @@ def render_fleet(r):
     return out
 
 
-RENDERERS = {"bench": render_bench, "planner": render_planner, "fleet": render_fleet}
+def render_codecs(r):
+    """`lop codecs --json`: one row per frame codec on the photographs."""
+    v = r["result"]
+    rows = [[f"`{c['codec']}`", num(c["ratio"], ".3f"), f"{num(c['smaller_min'], '.1f')}x-{num(c['smaller_max'], '.1f')}x",
+             num(c["encode_ms"], ".2f"), num(c["decode_ms"], ".2f"), num(c["encode_ms"] + c["decode_ms"], ".2f")]
+            for c in v["codecs"]]
+    out = [f"{len(v['frames'])} photographs ({', '.join(v['frames'])}) fitted to {v['size']}, each cut in "
+           f"{v['bands']} bands as a plan cuts its input messages; one core.", ""]
+    out += table(["codec", "bytes / raw", "smaller than raw (per photograph)", "encode ms", "decode ms", "encode + decode ms"], rows)
+    out.append("")
+    return out
+
+
+RENDERERS = {"bench": render_bench, "planner": render_planner, "fleet": render_fleet, "codecs": render_codecs}
 
 
 def render(r):

@@ -179,6 +179,10 @@ pub struct PlanArgs {
     /// Planner seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How the frame's rows cross the link: raw, lossless or jpeg:Q, priced by both profiles'
+    /// measured costs of it (`lop profile --frames PATH --frame-codecs C`).
+    #[arg(long, default_value = "raw")]
+    pub frame_codec: lop::codec::FrameCodec,
     /// Search budget multiplier (LNS simulations, beam width).
     #[arg(long, default_value_t = 1)]
     pub budget: usize,
@@ -270,7 +274,8 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         chunk_bounds: args.setup.chunk_bounds.chunk_bounds(),
         post_side: args.post_side.side(),
         frame: Default::default(),
-    };
+    }
+    .with_frame_codec(args.frame_codec, &setup.robot, &setup.server)?;
     let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
     let opts = args.setup.model.load_options();

@@ -57,6 +57,15 @@ pub struct ProfileArgs {
     /// Where to write the profile (JSON).
     #[arg(long)]
     pub out: PathBuf,
+    /// Real photographs (a PNG or JPEG file or a folder; `scripts/photos.sh` prints one) to
+    /// measure frame codecs on, fitted to the model's input.
+    #[arg(long)]
+    pub frames: Option<PathBuf>,
+    /// Frame codecs to measure on --frames, comma-separated (their costs go into the profile;
+    /// the planner prices a coded frame with them). Measured at this machine's speed: a robot
+    /// codes frames on its CPU, not on the accelerator --dilation stands for.
+    #[arg(long, default_value = "lossless,jpeg:90")]
+    pub frame_codecs: String,
 }
 
 /// Measures the model and writes the profile; prints a one-line summary.
@@ -119,6 +128,23 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     for t in &profile.layout_trials {
         eprintln!("layout {:<13} whole {:8.2} ms, 4 bands {:8.2} ms (undilated)", t.layout.name(), t.whole_s * 1e3, t.bands_s * 1e3);
     }
+    let mut profile = profile;
+    if let Some(path) = &args.frames {
+        let frames = crate::bench::real_frames(&graph, Some(path))?;
+        let [input] = graph.inputs()[..] else { anyhow::bail!("--frames needs a model with one image input") };
+        let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frames: {why}"))?;
+        for name in args.frame_codecs.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let codec: lop::codec::FrameCodec = name.parse().with_context(|| format!("--frame-codecs '{}'", args.frame_codecs))?;
+            let cost = lop::codec::measure_cost(codec, &image, &frames, 8, 3)?;
+            eprintln!(
+                "frame codec {codec}: {:.3} of raw bytes, encode {:.2} ms, decode {:.2} ms a frame",
+                cost.ratio,
+                cost.encode_s_per_row * image.height as f64 * 1e3,
+                cost.decode_s_per_row * image.height as f64 * 1e3
+            );
+            profile.set_codec_cost(cost);
+        }
+    }
     profile.save(&args.out)?;
     let retaken = profile.ops.iter().flat_map(|o| &o.samples).filter(|s| s.retakes > 0).count();
     if retaken > 0 {
@@ -177,6 +203,8 @@ mod tests {
             units: 8,
             layout: lop::profile::LayoutChoice::Auto,
             out,
+            frames: None,
+            frame_codecs: "lossless,jpeg:90".into(),
         }
     }
 

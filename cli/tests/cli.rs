@@ -657,3 +657,120 @@ async fn certs_make_a_site_whose_robots_watch_the_fleet_over_tls() {
     assert_eq!(last["edges"][0]["edge"], "watched-edge", "r1 reads the edges' reports over TLS: {text}");
     session.close().await.expect("close");
 }
+
+/// A photograph-like JPEG file (gradients, edges, a little texture), written by the project's
+/// own encoder.
+fn photo(path: &std::path::Path, width: usize, height: usize) {
+    let image = lop::codec::Image { channels: 3, width, height };
+    let planar: Vec<u8> = (0..image.bytes(height))
+        .map(|i| {
+            let (c, y, x) = (i / (width * height), (i / width) % height, i % width);
+            ((x * 3 + y * 2 + c * 70 + if (x / 9 + y / 7) % 2 == 0 { 40 } else { 0 } + (i * 7919) % 5) % 256) as u8
+        })
+        .collect();
+    let jpeg = lop::codec::encode(lop::codec::FrameCodec::Jpeg { quality: 92 }, &image, &planar, height).expect("encode");
+    std::fs::write(path, jpeg).expect("write photo");
+}
+
+#[test]
+fn frames_and_codecs_from_photographs_to_the_plan_and_the_bench() {
+    let dir = scratch("codecs");
+    let pic = dir.join("photo.jpg");
+    photo(&pic, 96, 80);
+    let pic = pic.to_str().expect("utf8");
+    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/traces/indoor.csv");
+    let trace = trace.to_str().expect("utf8");
+    // lop codecs: every codec priced on the photograph.
+    let o = lop(&["codecs", "--frames", pic, "--size", "64x48", "--json"]);
+    ok(&o);
+    let v = stdout_json(&o);
+    let codecs = v["codecs"].as_array().expect("codecs");
+    assert_eq!(codecs.len(), 4, "{v}");
+    for c in codecs {
+        let ratio = c["ratio"].as_f64().expect("ratio");
+        assert!(ratio > 0.0 && ratio < 1.0 && c["encode_ms"].as_f64() > Some(0.0), "{c}");
+    }
+    // Bad input: one clear error each, exit 2.
+    let corrupt = dir.join("corrupt.jpg");
+    std::fs::write(&corrupt, &std::fs::read(pic).expect("read")[..200]).expect("write");
+    for (args, says) in [
+        (vec!["codecs", "--frames", corrupt.to_str().expect("utf8")], "decoding"),
+        (vec!["codecs", "--frames", dir.join("missing.png").to_str().expect("utf8")], "reading"),
+        (vec!["codecs", "--frames", pic, "--codecs", "jpeg:0"], "JPEG quality 0 is outside 1-100"),
+        (vec!["codecs", "--frames", pic, "--size", "64"], "WIDTHxHEIGHT"),
+        (vec!["bench", "zoo:resnet18@64x64", "--trace", trace, "--synthetic-profiles", "--frame-codec", "jpeg:90"], "needs --frames"),
+        (vec!["bench", "zoo:resnet18@64x64", "--trace", trace, "--synthetic-profiles", "--frame-codec", "png"], "unknown frame codec"),
+    ] {
+        let o = lop(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+    // Profiles measure the codecs on the photograph; the plan prices the coded frame with them.
+    let (robot, server) = (dir.join("robot.json"), dir.join("server.json"));
+    for (role, out) in [("robot", &robot), ("server", &server)] {
+        let o = lop(&[
+            "profile",
+            "zoo:resnet18@64x64",
+            "--role",
+            role,
+            "--frames",
+            pic,
+            "--frame-codecs",
+            "lossless,jpeg:90",
+            "--out",
+            out.to_str().expect("utf8"),
+        ]);
+        ok(&o);
+    }
+    let prof: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&robot).expect("robot")).expect("json");
+    let names: Vec<&str> = prof["codecs"].as_array().expect("codecs").iter().filter_map(|c| c["codec"].as_str()).collect();
+    assert_eq!(names, ["lossless", "jpeg:90"]);
+    let plan = |codec: &str| {
+        lop(&[
+            "plan",
+            "zoo:resnet18@64x64",
+            "--robot-profile",
+            robot.to_str().expect("utf8"),
+            "--server-profile",
+            server.to_str().expect("utf8"),
+            "--buckets",
+            "0:4:2",
+            "--frame-codec",
+            codec,
+            "--cache-dir",
+            dir.join("cache").to_str().expect("utf8"),
+            "--out",
+            dir.join(format!("{codec}.table")).to_str().expect("utf8"),
+        ])
+    };
+    ok(&plan("jpeg:90"));
+    let table: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("jpeg:90.table")).expect("table")).expect("json");
+    assert_eq!(table["spec"]["frame"]["codec"], "jpeg:90", "the codec is part of the table");
+    let o = plan("jpeg:75");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code() == Some(2) && err.contains("has not measured frame codec jpeg:75"), "{err}");
+    // The bench on the photograph, lossless: exact, and fewer bytes up than the raw frame.
+    let o = lop(&[
+        "bench",
+        "zoo:resnet18@64x64",
+        "--trace",
+        trace,
+        "--synthetic-profiles",
+        "--frames",
+        pic,
+        "--frame-codec",
+        "lossless",
+        "--methods",
+        "server-only",
+        "--requests",
+        "2",
+        "--json",
+    ]);
+    ok(&o);
+    let v = stdout_json(&o);
+    let m = &v["methods"]["server-only"];
+    assert_eq!(m["max_rel_err"].as_f64(), Some(0.0), "{v}");
+    assert!(m["bytes_up"].as_f64().expect("bytes up") < (3 * 64 * 64) as f64, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

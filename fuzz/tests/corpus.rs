@@ -29,7 +29,7 @@ fn every_committed_input_runs_through_its_target() {
 #[test]
 fn the_seeds_are_inputs_their_readers_accept() {
     use lop_msgs::protocol::decode;
-    for (name, bytes) in inputs("frame").iter().filter(|(n, _)| ["hello", "band", "done"].contains(&n.as_str())) {
+    for (name, bytes) in inputs("frame").iter().filter(|(n, _)| ["hello", "band", "band-coded", "done"].contains(&n.as_str())) {
         assert!(decode(&bytes[1..]).is_ok(), "frame seed {name} does not decode");
     }
     let table = std::fs::read_to_string(lop_fuzz::corpus_dir("table").join("resnet18-32-fast")).unwrap();

@@ -146,6 +146,10 @@ pub struct TableSettings {
     pub prune_larger_than_input: bool,
     /// The robot's power model (energy objectives; default 13.35 / 4.25 / 4.04 W).
     pub robot_power: RobotPower,
+    /// How the frame's rows cross the link (default `raw`; `lossless`, `jpeg:Q`): both ends
+    /// must say the same, and both profiles must have measured the codec (`lop profile
+    /// --frames PATH --frame-codecs C`).
+    pub frame_codec: lop::codec::FrameCodec,
 }
 
 impl Default for TableSettings {
@@ -163,6 +167,7 @@ impl Default for TableSettings {
             budget: 1,
             prune_larger_than_input: false,
             robot_power: RobotPower::default(),
+            frame_codec: lop::codec::FrameCodec::Raw,
         }
     }
 }
@@ -195,7 +200,9 @@ impl TableSettings {
             ScaleSetting::Word(w) if w == "auto" => auto_bandwidth_scale(graph, robot, server)?,
             _ => self.fixed_scale()?,
         };
-        self.build(scale)
+        self.build(scale)?
+            .with_frame_codec(self.frame_codec, robot, server)
+            .map_err(|e| Error::InvalidConfig { what: format!("table.frame_codec: {e}") })
     }
 
     /// The table specification when the bandwidth scale is a number (the edge, which knows no
@@ -245,7 +252,9 @@ impl TableSettings {
             chunk_order: self.chunk_order,
             chunk_bounds: self.chunk_bounds,
             post_side: None,
-            frame: Default::default(),
+            // The codec alone: its prices come from the profiles ([`TableSettings::spec`], or the
+            // edge once it knows the robot's profile).
+            frame: lop::sim::FrameWire { codec: self.frame_codec, ..lop::sim::FrameWire::raw() },
         };
         spec.check().map_err(|e| invalid(format!("table: {e}")))?;
         Ok(spec)
@@ -295,6 +304,32 @@ mod tests {
         InputWireSetting::U8.check(&bytes).map_err(|e| e.to_string())?;
         assert_eq!("u8".parse::<InputWireSetting>(), Ok(InputWireSetting::U8));
         assert!("f16".parse::<InputWireSetting>().is_err());
+        Ok(())
+    }
+
+    /// `frame_codec` names the codec; the spec takes its prices from both profiles (an error
+    /// naming the field when one has not measured it), and its hash depends on the codec only,
+    /// so an edge that knows the codec agrees with a robot whose spec carries the prices.
+    #[test]
+    fn frame_codec_is_priced_by_the_profiles() -> std::result::Result<(), String> {
+        use lop::codec::{CodecCost, FrameCodec};
+        let s = parse(r#"{"frame_codec": "jpeg:90"}"#)?;
+        assert_eq!(s.frame_codec, FrameCodec::Jpeg { quality: 90 });
+        assert!(parse(r#"{"frame_codec": "jpeg:0"}"#).is_err());
+        assert!(parse(r#"{"frame_codec": "gif"}"#).is_err());
+        let graph = lop::zoo::build("resnet18").map_err(|e| e.to_string())?;
+        let (mut robot, mut server) = lop::profile::SYNTHETIC.pair(&graph).map_err(|e| e.to_string())?;
+        let err = s.spec(&graph, &robot, &server).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("table.frame_codec") && err.contains("has not measured frame codec jpeg:90"), "{err}");
+        let cost = CodecCost { codec: FrameCodec::Jpeg { quality: 90 }, ratio: 0.1, encode_s_per_row: 1e-5, decode_s_per_row: 2e-5 };
+        robot.set_codec_cost(cost);
+        server.set_codec_cost(CodecCost { decode_s_per_row: 5e-6, ..cost });
+        let priced = s.spec(&graph, &robot, &server).map_err(|e| e.to_string())?;
+        assert_eq!((priced.frame.ratio, priced.frame.server_decode_s_per_row), (0.1, 5e-6));
+        let unpriced = s.fixed_spec().map_err(|e| e.to_string())?;
+        assert_eq!(unpriced.frame.codec, FrameCodec::Jpeg { quality: 90 });
+        assert_eq!(unpriced.hash(), priced.hash(), "the hash names the codec, not its prices");
+        assert_ne!(unpriced.hash(), TableSettings::default().fixed_spec().map_err(|e| e.to_string())?.hash(), "the codec is in the hash");
         Ok(())
     }
 

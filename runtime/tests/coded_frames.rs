@@ -150,8 +150,16 @@ async fn an_edge_refuses_a_band_whose_pixels_differ() {
     let band = |id, coding: Coding, digest: u64, unit: &[u8]| {
         let mut payload = digest.to_le_bytes().to_vec();
         payload.extend_from_slice(unit);
-        let header =
-            BandHeader { inference_id: id, tensor_id: 0, row_start: 0, row_end: 224, row_axis: 2, dtype: DType::U8, shape: vec![1, 3, 224, 224], coding };
+        let header = BandHeader {
+            inference_id: id,
+            tensor_id: 0,
+            row_start: 0,
+            row_end: 224,
+            row_axis: 2,
+            dtype: DType::U8,
+            shape: vec![1, 3, 224, 224],
+            coding,
+        };
         Frame::Band(Band { header, payload }).encode().unwrap()
     };
     let error_of = async |rx: &mut lop_runtime::ShapedRx, id: u64| loop {

@@ -62,6 +62,22 @@ fn frames() -> Result<()> {
         coding: Default::default(),
     };
     let band = Frame::Band(Band { header, payload: (0..48).collect() });
+    // A camera frame's rows as one QOI unit, with the digest of its pixels.
+    let pixels: Vec<u8> = (0..3 * 2 * 4).map(|i| (i * 11) as u8).collect();
+    let image = lop::codec::Image { channels: 3, width: 4, height: 2 };
+    let mut coded_payload = lop::codec::digest(&pixels).to_le_bytes().to_vec();
+    coded_payload.extend(lop::codec::encode(lop::codec::FrameCodec::Lossless, &image, &pixels, 2)?);
+    let coded_header = BandHeader {
+        inference_id: 7,
+        tensor_id: 0,
+        row_start: 0,
+        row_end: 2,
+        row_axis: 2,
+        dtype: DType::U8,
+        shape: vec![1, 3, 2, 4],
+        coding: lop_msgs::protocol::Coding::Qoi,
+    };
+    let band_coded = Frame::Band(Band { header: coded_header, payload: coded_payload });
     let done = Frame::Done(Done {
         inference_id: 7,
         stats: DoneStats { server_compute_ns: 5, bytes_sent: 9, upload_ns: 4_000_000, ..DoneStats::default() },
@@ -74,6 +90,7 @@ fn frames() -> Result<()> {
         ("welcome", &welcome),
         ("start", &start),
         ("band", &band),
+        ("band-coded", &band_coded),
         ("done", &done),
         ("error", &error),
         ("forward", &forward),

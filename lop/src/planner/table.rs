@@ -201,8 +201,14 @@ impl TableSpec {
     /// Content hash of the spec and of the planner's revision (the table key's `config_hash`;
     /// robots send it in Hello), so that a cached table planned by an older planner is planned
     /// anew.
+    ///
+    /// A coded frame's prices are left out (its codec is in): they come from the two profiles'
+    /// measured costs, whose hashes the table key holds, and an edge configured with the codec
+    /// alone must agree with a robot whose spec carries the prices.
     pub fn hash(&self) -> String {
-        let spec = serde_json::to_string(self).unwrap_or_default();
+        let mut unpriced = self.clone();
+        unpriced.frame = FrameWire { codec: self.frame.codec, ..FrameWire::raw() };
+        let spec = serde_json::to_string(&unpriced).unwrap_or_default();
         hex::encode(Sha256::digest(format!("planner {PLANNER_REVISION}; {spec}").as_bytes()))
     }
 
