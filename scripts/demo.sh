@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: builds `lop` and, on the zoo's ResNet-18 (seeded weights,
-# synthetic 224x224 camera frame), shows its locality, proves random robot/server band layouts
-# reproduce the unsplit output, then starts an edge service and a robot client in one process,
-# joined by an in-process link replaying the bundled indoor Wi-Fi trace, and runs every method
-# (robot-only, server-only, best layer partition, LOP) through the real runtime: a line per
-# inference, then a side-by-side table. The robot stands in for a 20x slower device (dilation).
+# The main job on the embedded default: builds `lop` and, on the zoo's ResNet-18 (seeded weights),
+# shows its locality, proves random robot/server band layouts reproduce the unsplit output, then
+# starts an edge service and a robot client in one process, joined by an in-process link
+# replaying the bundled indoor Wi-Fi trace, and runs every method (robot-only, server-only, best
+# layer partition, LOP) through the real runtime on real photographs (scripts/photos.sh): a line
+# per inference, then a side-by-side table; then the same with the frame crossing as JPEG at
+# quality 90, as a plain offload would ship it. The robot stands in for a 20x slower device
+# (dilation). FRAMES=none runs on a synthetic frame instead (models without a camera input do).
 #
 # A detector or other task model runs with its post-processing stage as the plan's last op
 # (`--task`), and each inference's line shows what the frame's result holds (the detections,
@@ -22,6 +24,11 @@ case "$model" in
   *) default_task=raw ;;
 esac
 task=${TASK:-$default_task}
+case "$model" in
+  zoo:occupancy3d*|zoo:lidar*|*.onnx) default_frames=none ;;
+  *) default_frames=photos ;;
+esac
+frames=${FRAMES:-$default_frames}
 scripts/setup.sh
 # shellcheck source=env.sh
 . scripts/env.sh
@@ -31,5 +38,14 @@ echo "== lop inspect $model --task $task"
 "$lop" inspect "$model" --task "$task"
 echo "== lop verify $model --task $task --plans 2"
 "$lop" verify "$model" --task "$task" --plans 2
-echo "== lop bench $model --task $task --trace data/traces/indoor.csv --dilation 20 --requests 8"
-"$lop" bench "$model" --task "$task" --trace data/traces/indoor.csv --dilation 20 --requests 8 --verbose
+bench=(bench "$model" --task "$task" --trace data/traces/indoor.csv --dilation 20 --requests 8)
+if [ "$frames" = none ]; then
+  echo "== lop ${bench[*]}"
+  "$lop" "${bench[@]}" --verbose
+  exit 0
+fi
+photos=$(scripts/photos.sh)
+echo "== lop ${bench[*]} --frames target/photos (raw frames on the wire)"
+"$lop" "${bench[@]}" --frames "$photos" --verbose
+echo "== lop ${bench[*]} --frames target/photos --frame-codec jpeg:90 (each band a JPEG)"
+"$lop" "${bench[@]}" --frames "$photos" --frame-codec jpeg:90 --verbose

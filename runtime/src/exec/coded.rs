@@ -113,7 +113,7 @@ pub fn code_kept_rows(exec: &mut SideExec<'_>, meta: &GraphMeta, schedule: &Sche
             continue;
         }
         let image = image_of(meta, id)?;
-        let mut kept = vec![0..image.height];
+        let mut kept: Vec<Rows> = std::iter::once(0..image.height).collect();
         for s in &sent {
             kept = kept
                 .into_iter()
