@@ -267,6 +267,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     let frames = real_frames(&graph, args.frames.as_deref())?;
     price_codec(args.frame_codec, &graph, &frames, &mut robot, &mut server)?;
+    let codec_effect = codec_effect(args.frame_codec, &graph, &frames)?;
     let scale = match args.bandwidth_scale.as_str() {
         _ if args.overhead => 1.0,
         "auto" => {
@@ -384,7 +385,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         run.link = format!("in-process link shaped by the trace, {latency_ms} ms one way");
         runtime()?.block_on(lop_runtime::bench::run_in_process(&cfg, progress))?
     };
-    print_report(args, &cfg, scale, &run, &reports)?;
+    print_report(args, &cfg, scale, &run, &reports, codec_effect)?;
     let worst = reports.values().map(|r| r.max_rel_err).fold(0.0, f64::max);
     anyhow::ensure!(worst <= 1e-4, "outputs differ from the unsplit model: relative error {worst:e}");
     Ok(0)
@@ -405,6 +406,34 @@ pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow
     let frames = crate::frames::load(path, &image)?;
     eprintln!("{} frame(s) from {}, fitted to {}x{}", frames.len(), path.display(), image.width, image.height);
     Ok(frames.into_iter().map(|(_, f)| f).collect())
+}
+
+/// How much a lossy codec moves the unsplit model's output: the largest relative difference
+/// ([`lop::exec::max_rel_err_all`]) between its outputs on each frame and on that frame as
+/// decoded (`None` without frames or for an exact codec). A fact for users, printed beside the
+/// table; it is what the codec costs in accuracy, not an error of the split.
+///
+/// # Errors
+/// Codec or libtorch failures.
+pub fn codec_effect(codec: lop::codec::FrameCodec, graph: &lop::Graph, frames: &[Vec<u8>]) -> anyhow::Result<Option<f64>> {
+    if !codec.is_lossy() || frames.is_empty() || codec == lop::codec::FrameCodec::Passthrough {
+        return Ok(None);
+    }
+    let [input] = graph.inputs()[..] else { return Ok(None) };
+    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("{why}"))?;
+    let tensor = |p: &[u8]| {
+        tch::Tensor::f_from_data_size(p, &[1, image.channels as i64, image.height as i64, image.width as i64], tch::Kind::Uint8)
+            .context("frame to tensor")
+    };
+    let mut worst = 0.0f64;
+    for f in frames {
+        let decoded = lop::codec::decode(codec, &image, &lop::codec::encode(codec, &image, f, image.height)?, image.height)?;
+        let a = lop::exec::run_whole(graph, &[tensor(f)?])?.outputs;
+        let b = lop::exec::run_whole(graph, &[tensor(&decoded)?])?.outputs;
+        worst = worst.max(lop::exec::max_rel_err_all(&b, &a)?);
+    }
+    eprintln!("frame codec {codec} moves the unsplit model's output by at most {worst:.3e} (relative) on these frames");
+    Ok(Some(worst))
 }
 
 /// Measures `codec` on `frames` and records its cost in both profiles (robot and server share
@@ -503,6 +532,7 @@ fn print_report(
     scale: f64,
     run: &Run,
     reports: &std::collections::BTreeMap<String, MethodReport>,
+    codec_effect: Option<f64>,
 ) -> anyhow::Result<()> {
     let ordered: Vec<(&str, &MethodReport)> = ["robot-only", "server-only", "layer-partition", "lop"]
         .iter()
@@ -549,6 +579,9 @@ fn print_report(
             "bound_vs_best_baseline_sim": lop_sim.and_then(|x| x.1),
             "netns": run.netns,
             "edge_counts": run.edge,
+            "frame_codec": args.frame_codec.to_string(),
+            "frames": cfg.frames.len(),
+            "codec_output_rel_diff": codec_effect,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
