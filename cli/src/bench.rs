@@ -436,6 +436,24 @@ pub fn codec_effect(codec: lop::codec::FrameCodec, graph: &lop::Graph, frames: &
     Ok(Some(worst))
 }
 
+/// Measures `codec` on `frames` (fitted to the model's one image input), cut in 8 bands, the
+/// fastest of 3 runs; prints what it found.
+///
+/// # Errors
+/// A model without one uint8 image input; codec failures.
+pub fn measure_codec(codec: lop::codec::FrameCodec, graph: &lop::Graph, frames: &[Vec<u8>]) -> anyhow::Result<lop::codec::CodecCost> {
+    let [input] = graph.inputs()[..] else { anyhow::bail!("frame codec {codec} needs a model with one image input") };
+    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("frame codec {codec}: {why}"))?;
+    let cost = lop::codec::measure_cost(codec, &image, frames, 8, 3)?;
+    eprintln!(
+        "frame codec {codec}: {:.3} of raw bytes, encode {:.2} ms, decode {:.2} ms a frame",
+        cost.ratio,
+        cost.encode_s_per_row * image.height as f64 * 1e3,
+        cost.decode_s_per_row * image.height as f64 * 1e3
+    );
+    Ok(cost)
+}
+
 /// Measures `codec` on `frames` and records its cost in both profiles (robot and server share
 /// this machine's CPU; the codec is not the dilated part of the emulated robot: a Jetson codes
 /// frames on its CPU cores, not on the GPU the dilation stands for).
@@ -461,15 +479,7 @@ pub fn price_codec(
         !frames.is_empty(),
         "--frame-codec {codec} needs --frames PATH: codecs are priced on real photographs (scripts/photos.sh prints a folder of them)"
     );
-    let [input] = graph.inputs()[..] else { anyhow::bail!("--frame-codec needs a model with one image input") };
-    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frame-codec {codec}: {why}"))?;
-    let cost = lop::codec::measure_cost(codec, &image, frames, 8, 3)?;
-    eprintln!(
-        "frame codec {codec}: {:.3} of raw bytes, encode {:.2} ms, decode {:.2} ms a frame",
-        cost.ratio,
-        cost.encode_s_per_row * image.height as f64 * 1e3,
-        cost.decode_s_per_row * image.height as f64 * 1e3
-    );
+    let cost = measure_codec(codec, graph, frames)?;
     robot.set_codec_cost(cost);
     server.set_codec_cost(cost);
     Ok(())

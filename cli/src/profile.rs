@@ -131,18 +131,9 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let mut profile = profile;
     if let Some(path) = &args.frames {
         let frames = crate::bench::real_frames(&graph, Some(path))?;
-        let [input] = graph.inputs()[..] else { anyhow::bail!("--frames needs a model with one image input") };
-        let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frames: {why}"))?;
         for name in args.frame_codecs.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let codec: lop::codec::FrameCodec = name.parse().with_context(|| format!("--frame-codecs '{}'", args.frame_codecs))?;
-            let cost = lop::codec::measure_cost(codec, &image, &frames, 8, 3)?;
-            eprintln!(
-                "frame codec {codec}: {:.3} of raw bytes, encode {:.2} ms, decode {:.2} ms a frame",
-                cost.ratio,
-                cost.encode_s_per_row * image.height as f64 * 1e3,
-                cost.decode_s_per_row * image.height as f64 * 1e3
-            );
-            profile.set_codec_cost(cost);
+            profile.set_codec_cost(crate::bench::measure_codec(codec, &graph, &frames)?);
         }
     }
     profile.save(&args.out)?;

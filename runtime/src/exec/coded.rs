@@ -8,7 +8,7 @@ use lop::exec::SideExec;
 use lop::graph::NodeId;
 use lop::rows::Rows;
 use lop::sim::Schedule;
-use lop_msgs::protocol::{BandHeader, CODED_DIGEST_LEN, Coding, DType, encode_band_header};
+use lop_msgs::protocol::{CODED_DIGEST_LEN, Coding, DType, encode_band_header};
 use tch::{Device, Kind, Tensor};
 
 use super::wire::GraphMeta;
@@ -67,25 +67,14 @@ pub fn encode_coded_band(
     let unit = codec::encode(codec, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
     let pixels = if codec.is_lossy() {
         let decoded = codec::decode(codec, &image, &unit, rows.len()).map_err(|e| Error::Engine(e.into()))?;
-        let t = band_tensor(&image, &decoded, rows.len(), Device::Cpu)?;
         let held = exec.extract(id, rows).map_err(Error::Engine)?.device();
-        let t = t.f_to_device(held).map_err(torch("decoded rows to device"))?;
+        let t = band_tensor(&image, &decoded, rows.len(), held)?;
         exec.overwrite(id, rows, &t).map_err(Error::Engine)?;
         decoded
     } else {
         planar
     };
-    let (shape, row_axis) = meta.wire_shape(id, rows);
-    let header = BandHeader {
-        inference_id,
-        tensor_id: id as u32,
-        row_start: rows.start as u32,
-        row_end: rows.end as u32,
-        row_axis,
-        dtype: DType::U8,
-        shape,
-        coding: coding_of(codec),
-    };
+    let header = meta.band_header(inference_id, id, rows, DType::U8, coding_of(codec));
     let mut buf = Vec::with_capacity(lop_msgs::protocol::HEADER_LEN + 64 + CODED_DIGEST_LEN + unit.len());
     encode_band_header(&header, CODED_DIGEST_LEN + unit.len(), &mut buf)?;
     buf.extend_from_slice(&codec::digest(&pixels).to_le_bytes());
@@ -145,7 +134,7 @@ pub fn decode_coded_band(meta: &GraphMeta, id: NodeId, rows: &Rows, coding: Codi
     let codec = match coding {
         Coding::Qoi => FrameCodec::Lossless,
         Coding::Jpeg => FrameCodec::Passthrough,
-        _ => return Err(Error::InputMismatch(format!("band of '{id}' rows {rows:?}: coding {coding:?} is not a frame codec"))),
+        _ => return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: coding {coding:?} is not a frame codec"))),
     };
     let Some((digest, unit)) = payload.split_first_chunk::<CODED_DIGEST_LEN>() else {
         return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: no digest")));

@@ -91,6 +91,22 @@ impl GraphMeta {
         }
     }
 
+    /// The header of a band of rows `rows` of node `id` of inference `inference_id`, its payload
+    /// of `dtype` coded as `coding`.
+    pub fn band_header(&self, inference_id: u64, id: NodeId, rows: &Rows, dtype: DType, coding: lop_msgs::protocol::Coding) -> BandHeader {
+        let (shape, row_axis) = self.wire_shape(id, rows);
+        BandHeader {
+            inference_id,
+            tensor_id: id as u32,
+            row_start: rows.start as u32,
+            row_end: rows.end as u32,
+            row_axis,
+            dtype,
+            shape,
+            coding,
+        }
+    }
+
     /// For each direction (`true` = up), the expected band of every transfer keyed by
     /// `(tensor id, row start, row end)`.
     pub fn expectations(
@@ -147,19 +163,9 @@ pub fn encode_band(meta: &GraphMeta, inference_id: u64, id: NodeId, rows: &Rows,
     let kind = kind_of(dtype)?;
     let t =
         tensor.f_to_device(Device::Cpu).and_then(|t| t.f_to_kind(kind)).and_then(|t| t.f_contiguous()).map_err(torch("band to bytes"))?;
-    let (shape, row_axis) = meta.wire_shape(id, rows);
     let numel = t.numel();
     let bytes = numel * kind.elt_size_in_bytes();
-    let header = BandHeader {
-        inference_id,
-        tensor_id: id as u32,
-        row_start: rows.start as u32,
-        row_end: rows.end as u32,
-        row_axis,
-        dtype,
-        shape,
-        coding: Default::default(),
-    };
+    let header = meta.band_header(inference_id, id, rows, dtype, Default::default());
     let mut buf = Vec::with_capacity(lop_msgs::protocol::HEADER_LEN + 64 + bytes);
     encode_band_header(&header, bytes, &mut buf)?;
     let start = buf.len();
