@@ -154,6 +154,22 @@ fn camera_frames_through_lop_robot_match_the_unsplit_model() {
     check_mode("camera");
 }
 
+/// `sensor_msgs/CompressedImage` from real photographs (`image.transport: compressed`) with the
+/// frame codec `passthrough`: a PNG (exact), JPEGs in both image_transport format styles whose
+/// bytes cross to the edge unchanged, each answered with the unsplit model's output on the frame
+/// as decoded; a truncated JPEG, a mislabelled frame and a compressedDepth frame are counted on
+/// /diagnostics and skipped.
+#[test]
+fn compressed_frames_through_lop_robot_match_the_unsplit_model() {
+    check_mode("compressed");
+}
+
+/// The same compressed frames from rclpy to `lop_robot --backend r2r` on Fast DDS.
+#[test]
+fn compressed_frames_from_rclpy_through_the_r2r_backend_match_the_unsplit_model() {
+    check_with("compressed", "rclpy", &[]);
+}
+
 /// The same frames with `lop_robot` in fleet mode: no edge address, only the site's router; it
 /// finds the edge (`id: site-gpu-1`, single-edge keys off) by its load reports and routes every
 /// frame to it, with the same exact outputs.

@@ -1,4 +1,4 @@
-//! `lop run MODEL --input X.npy --output Y.npy [--split random:SEED]`.
+//! `lop run MODEL --input X.npy|PICTURE.jpg|PICTURE.png --output Y.npy [--split random:SEED]`.
 
 use crate::ModelArgs;
 use anyhow::{Context, bail};
@@ -12,7 +12,9 @@ pub struct RunArgs {
     /// The model.
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Input tensor (`.npy`); for several graph inputs, repeat the flag in order.
+    /// Input tensor (`.npy`), or a JPEG or PNG picture at the model's input size (decoded by the
+    /// decoders lop_robot and lop_edge use: the input a `CompressedImage` frame at that size
+    /// gives); for several graph inputs, repeat the flag in order.
     #[arg(long, required = true)]
     pub input: Vec<PathBuf>,
     /// Output file; with several graph outputs, `Y.0.npy`, `Y.1.npy`, ...
@@ -35,6 +37,31 @@ pub fn output_path(base: &Path, i: usize, n: usize) -> PathBuf {
     base.with_file_name(format!("{stem}.{i}.npy"))
 }
 
+/// A JPEG or PNG file as a `[1, C, H, W]` uint8 tensor (C = 3, RGB; or 1 for a grey PNG), as
+/// decoded by [`lop::codec::photo`]; `None` for a file that is neither (a `.npy`).
+///
+/// # Errors
+/// A picture that does not read or decode.
+fn picture_input(path: &Path) -> anyhow::Result<Option<tch::Tensor>> {
+    let mut head = [0u8; 8];
+    let n = std::io::Read::read(&mut std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?, &mut head)?;
+    if lop::codec::photo::Format::sniff(&head[..n]).is_none() {
+        return Ok(None);
+    }
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let p = lop::codec::photo::decode_picture(&data).with_context(|| format!("decoding {}", path.display()))?;
+    let channels = if p.channels == 1 { 1 } else { 3 };
+    let plane = p.width * p.height;
+    let mut planar = vec![0u8; channels * plane];
+    for (i, px) in p.pixels.chunks_exact(p.channels).enumerate() {
+        for c in 0..channels {
+            planar[c * plane + i] = px[c];
+        }
+    }
+    let dims = [1, channels as i64, p.height as i64, p.width as i64];
+    Ok(Some(tch::Tensor::from_slice(&planar).reshape(dims)))
+}
+
 /// Runs one inference and writes every output.
 ///
 /// # Errors
@@ -44,7 +71,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut inputs = Vec::new();
     for p in &args.input {
         anyhow::ensure!(p.exists(), "input file {} does not exist", p.display());
-        let t = tch::Tensor::read_npy(p).with_context(|| format!("reading {} (a .npy file)", p.display()))?;
+        let t = match picture_input(p)? {
+            Some(t) => t,
+            None => tch::Tensor::read_npy(p).with_context(|| format!("reading {} (a .npy file)", p.display()))?,
+        };
         inputs.push(t);
     }
     // A model with dynamic dimensions takes them from the (first) input array unless

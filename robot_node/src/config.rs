@@ -178,6 +178,29 @@ pub struct ImageSettings {
     pub fit: Option<Fit>,
     /// The padding value of a letterbox (`auto` included).
     pub pad: u8,
+    /// `sensor_msgs/Image` on the image topic, or `sensor_msgs/CompressedImage` on
+    /// `<image topic>/compressed` (image_transport's convention).
+    pub transport: Transport,
+}
+
+/// How camera frames arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// `sensor_msgs/Image` on `topics.image`.
+    #[default]
+    Raw,
+    /// `sensor_msgs/CompressedImage` (JPEG or PNG) on `<topics.image>/compressed`.
+    Compressed,
+}
+
+impl Transport {
+    /// The topic frames arrive on, for the image topic `image`.
+    pub fn topic(self, image: &str) -> String {
+        match self {
+            Transport::Raw => image.to_string(),
+            Transport::Compressed => format!("{}/compressed", image.trim_end_matches('/')),
+        }
+    }
 }
 
 /// Topic names of `lop_robot`.
@@ -473,7 +496,13 @@ impl RobotConfig {
             "letterbox" => Some(Fit::Letterbox { pad }),
             other => return Err(invalid(format!("image.fit must be auto, resize or letterbox, got '{other}'"))),
         };
-        let image = ImageSettings { height: u32_param(p, "image.height", 0)?, width: u32_param(p, "image.width", 0)?, order, fit, pad };
+        let transport = match p.string("image.transport", "raw").as_str() {
+            "raw" => Transport::Raw,
+            "compressed" => Transport::Compressed,
+            other => return Err(invalid(format!("image.transport must be raw or compressed, got '{other}'"))),
+        };
+        let image =
+            ImageSettings { height: u32_param(p, "image.height", 0)?, width: u32_param(p, "image.width", 0)?, order, fit, pad, transport };
         let (x, y, z) =
             (range(p, "cloud.x_range", (0.0, 102.4))?, range(p, "cloud.y_range", (-51.2, 51.2))?, range(p, "cloud.z_range", (-3.0, 1.0))?);
         let (rows, cols, depth) = (u32_param(p, "cloud.rows", 0)?, u32_param(p, "cloud.cols", 0)?, u32_param(p, "cloud.depth", 0)?);

@@ -24,17 +24,18 @@ use lop::planner::table::ScheduleTable;
 use lop::profile::Profile;
 use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{ClientOptions, Inference, InferenceStats, Replanner, RobotClient};
-use lop_runtime::exec::Worker;
 use lop_runtime::exec::worker::Loaded;
+use lop_runtime::exec::{CameraJpeg, Worker};
 use lop_runtime::fleet::{FleetClient, FleetInference, FleetStream, StreamResult};
 use lop_runtime::zenoh_service::ZenohConnector;
 use tch::{Kind, Tensor};
 use tokio::sync::watch;
 
 use crate::backend::{
-    CloudIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Pub, Qos, SharedRos, Stamp, Subscription, to_time,
+    CloudIn, CompressedIn, Diagnostics, ImageIn, InferenceResult, InputFaultCounts, Level, Pub, Qos, SharedRos, Stamp, Subscription,
+    to_time,
 };
-use crate::config::{CloudGrid, InputKind, RobotConfig};
+use crate::config::{CloudGrid, InputKind, RobotConfig, Transport};
 use crate::convert::{self, BevGrid, ConvertError, Fit, ImageTarget, VoxelGrid};
 use crate::error::{Error, Result};
 use crate::input_shape::{self, Resolved, ShapeOrigin};
@@ -48,7 +49,16 @@ use lop_runtime::bandwidth::BucketSelector;
 /// A frame waiting for the model, with its arrival time.
 enum Frame {
     Image(ImageIn, Instant),
+    Compressed(CompressedIn, Instant),
     Cloud(CloudIn, Instant),
+}
+
+/// A frame as the model's input: the tensor, the camera frame's own size (a compressed frame's
+/// is known once decoded), and under `passthrough` the camera's JPEG it is the decoding of.
+struct Converted {
+    input: Tensor,
+    size: Option<(u32, u32)>,
+    camera: Option<CameraJpeg>,
 }
 
 /// Counters of `lop_robot` (also published on /diagnostics).
@@ -203,14 +213,44 @@ fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType, dense_output
     }
 }
 
-/// Converts a frame to the model's input tensor (blocking work: call it on the blocking pool).
-fn to_tensor(frame: &Frame, target: &Target, shape: &[i64]) -> std::result::Result<Tensor, ConvertError> {
+/// The camera's JPEG as the model's input, unchanged (`passthrough`): when it decodes, by the
+/// decoder the edge uses, to exactly the model's input (its size; RGB or grey as the model
+/// takes). `None` otherwise: the frame is then converted as usual and crosses lossless.
+fn passthrough_input(m: &CompressedIn, t: &ImageTarget) -> Option<(Vec<u8>, CameraJpeg)> {
+    let data = (*m.data).as_ref();
+    let colour_ok = t.channels == 1 || (t.channels == 3 && t.order == convert::ChannelOrder::Rgb);
+    let jpeg = Some(lop::codec::photo::Format::Jpeg);
+    if !colour_ok || convert::compressed::parse_format(&m.format).ok() != jpeg || lop::codec::photo::Format::sniff(data) != jpeg {
+        return None;
+    }
+    let image = lop::codec::Image { channels: t.channels as usize, width: t.width as usize, height: t.height as usize };
+    let pixels = lop::codec::decode(lop::codec::FrameCodec::Passthrough, &image, data, image.height).ok()?;
+    Some((pixels, CameraJpeg(Arc::from(data))))
+}
+
+/// Converts a frame to the model's input tensor (blocking work: call it on the blocking pool);
+/// under `passthrough` a compressed frame at the model's size is kept as the camera's JPEG.
+fn to_tensor(frame: &Frame, target: &Target, shape: &[i64], passthrough: bool) -> std::result::Result<Converted, ConvertError> {
     let tensor = |r: std::result::Result<Tensor, tch::TchError>| r.map_err(|e| ConvertError::BadTarget { msg: e.to_string() });
+    let plain = |input| Converted { input, size: None, camera: None };
     match (frame, target) {
         (Frame::Image(m, _), Target::Image(t)) => {
             let view = m.view();
             let chw = convert::image_to_chw(&view, t)?;
-            tensor(Tensor::f_from_slice(&chw).and_then(|t| t.f_reshape(shape)))
+            tensor(Tensor::f_from_slice(&chw).and_then(|t| t.f_reshape(shape))).map(plain)
+        }
+        (Frame::Compressed(m, _), Target::Image(t)) => {
+            let data = (*m.data).as_ref();
+            let _ = convert::compressed::parse_format(&m.format)?;
+            if passthrough && let Some((pixels, camera)) = passthrough_input(m, t) {
+                let input = tensor(Tensor::f_from_slice(&pixels).and_then(|t| t.f_reshape(shape)))?;
+                return Ok(Converted { input, size: Some((t.width, t.height)), camera: Some(camera) });
+            }
+            let picture = convert::compressed::decode(&m.format, data)?;
+            let view = convert::compressed::view(&picture);
+            let chw = convert::image_to_chw(&view, t)?;
+            let input = tensor(Tensor::f_from_slice(&chw).and_then(|t| t.f_reshape(shape)))?;
+            Ok(Converted { input, size: Some((view.width, view.height)), camera: None })
         }
         (Frame::Cloud(c, _), Target::Bev(_) | Target::Voxels(_)) => {
             let fields = c.field_views();
@@ -228,9 +268,9 @@ fn to_tensor(frame: &Frame, target: &Target, shape: &[i64]) -> std::result::Resu
                     ),
                 });
             }
-            tensor(Tensor::f_from_slice(&grid).and_then(|t| t.f_reshape(shape)))
+            tensor(Tensor::f_from_slice(&grid).and_then(|t| t.f_reshape(shape))).map(plain)
         }
-        (Frame::Image(..), _) => Err(ConvertError::BadTarget { msg: "an image for a LiDAR model".into() }),
+        (Frame::Image(..) | Frame::Compressed(..), _) => Err(ConvertError::BadTarget { msg: "an image for a LiDAR model".into() }),
         (Frame::Cloud(..), Target::Image(_)) => Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() }),
     }
 }
@@ -427,13 +467,13 @@ impl Edges {
     async fn infer(
         &mut self,
         seq: u64,
-        inputs: Vec<tch::Tensor>,
+        (inputs, camera): (Vec<tch::Tensor>, Option<CameraJpeg>),
         bucket: f64,
         deadline: Duration,
         counters: &RobotCounters,
     ) -> lop_runtime::Result<Answered> {
         match self {
-            Edges::One(c) => Ok(Answered::Now(Box::new(c.infer(inputs, bucket).await?))),
+            Edges::One(c) => Ok(Answered::Now(Box::new(c.infer_camera(inputs, camera, bucket).await?))),
             Edges::Fleet(f) => {
                 let r = f.infer(inputs, bucket, deadline).await?;
                 counters.fleet_edges_up.store(f.edges_up() as u64, Ordering::Relaxed);
@@ -489,7 +529,7 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     let diag_task = spawn_diagnostics(&cfg, &ros, diagnostics, &shared, stop.clone());
     tracing::info!(
         robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
-        topic = %match cfg.input { InputKind::Camera => &cfg.topics.image, InputKind::Lidar => &cfg.topics.cloud },
+        topic = %match cfg.input { InputKind::Camera => cfg.image.transport.topic(&cfg.topics.image), InputKind::Lidar => cfg.topics.cloud.clone() },
         "ready"
     );
 
@@ -563,7 +603,9 @@ async fn load_model(cfg: &RobotConfig, load: LoadOptions, origin: ShapeOrigin) -
     let facts = worker
         .call(move |g| -> Result<_> {
             check_class_names(g, &class_names)?;
-            let robot = robot_p.load(g, Side::Robot)?;
+            // A coded frame's price on the robot: as its profile measured it, else measured here
+            // now (the profile the edge receives in Hello carries it).
+            let robot = robot_p.load(g, Side::Robot)?.with_codec_measured(table_s.frame_codec, g)?;
             let server = server_p.load(g, Side::Server)?;
             // The model runs as the robot's profile measured it.
             g.set_layout(robot.layout)?;
@@ -629,6 +671,9 @@ async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: Client
         lanes = cfg.fleet_lanes,
         "fleet mode: frames are routed over the edges found"
     );
+    if cfg.table.frame_codec == lop::codec::FrameCodec::Passthrough {
+        tracing::warn!("table.frame_codec passthrough: in fleet mode frames cross lossless (exact), not as the camera's JPEG");
+    }
     if cfg.fleet_lanes <= 1 {
         let mut fleet = FleetClient::new(session.clone(), opts, facts.table, facts.cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
         fleet.set_deadline_binding(cfg.fleet_deadline_binding);
@@ -701,7 +746,13 @@ fn subscribe_input(cfg: &RobotConfig, ros: &SharedRos, shared: &Shared) -> Resul
     };
     Ok(match cfg.input {
         InputKind::Camera => {
-            ros.subscribe_images(&cfg.topics.image, cfg.input_qos, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?
+            let topic = cfg.image.transport.topic(&cfg.topics.image);
+            match cfg.image.transport {
+                Transport::Raw => ros.subscribe_images(&topic, cfg.input_qos, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?,
+                Transport::Compressed => {
+                    ros.subscribe_compressed(&topic, cfg.input_qos, Box::new(move |m| put(Frame::Compressed(m, Instant::now()))))?
+                }
+            }
         }
         InputKind::Lidar => {
             ros.subscribe_clouds(&cfg.topics.cloud, cfg.input_qos, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?
@@ -983,21 +1034,23 @@ impl<'a> Frames<'a> {
 
     /// Converts the frame to the model's input on the blocking pool and picks its bucket from
     /// the latest bandwidth; `None` when it does not convert (counted, logged).
-    async fn convert(&mut self, frame: Frame) -> Option<(Tensor, FrameMeta)> {
+    async fn convert(&mut self, frame: Frame) -> Option<(Converted, FrameMeta)> {
         let counters = &self.shared.counters;
         let started = std::time::SystemTime::now();
         let (received, header, kind) = match &frame {
             Frame::Image(m, t) => (*t, m.header.clone(), 0u8),
+            Frame::Compressed(m, t) => (*t, m.header.clone(), 0u8),
             Frame::Cloud(c, t) => (*t, c.header.clone(), 1u8),
         };
-        let source = match (&frame, &self.target) {
+        let mut source = match (&frame, &self.target) {
             (Frame::Image(m, _), Target::Image(t)) => Source::Frame { width: m.width, height: m.height, target: *t },
             (Frame::Cloud(..), Target::Voxels(g)) => Source::Voxels(g.clone()),
             _ => Source::Other,
         };
         let (tgt, shp) = (self.target.clone(), self.shape.clone());
+        let passthrough = self.cfg.table.frame_codec == lop::codec::FrameCodec::Passthrough;
         let t_convert = Instant::now();
-        let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp)).await;
+        let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp, passthrough)).await;
         let input = match converted {
             Ok(Ok(t)) => t,
             Ok(Err(e)) => {
@@ -1012,6 +1065,9 @@ impl<'a> Frames<'a> {
             }
         };
         let convert_s = t_convert.elapsed().as_secs_f64();
+        if let (Some((width, height)), Target::Image(t)) = (input.size, &self.target) {
+            source = Source::Frame { width, height, target: *t };
+        }
         let mbps = self.shared.latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(self.cfg.initial_bandwidth_mbps);
         let bucket = self.selector.update(Instant::now(), mbps);
         counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
@@ -1021,10 +1077,11 @@ impl<'a> Frames<'a> {
     /// Runs the frame's inference at its bucket, follows a table planned again for the edge
     /// (its buckets and scale), and publishes what is answered now (with lanes: what the
     /// lanes released, the frame waiting its turn).
-    async fn infer(&mut self, input: Tensor, meta: FrameMeta) {
+    async fn infer(&mut self, input: Converted, meta: FrameMeta) {
         let counters = &self.shared.counters;
         self.seq += 1;
-        let answered = match self.client.infer(self.seq, vec![input], meta.bucket, self.cfg.fleet_deadline, counters).await {
+        let Converted { input, camera, .. } = input;
+        let answered = match self.client.infer(self.seq, (vec![input], camera), meta.bucket, self.cfg.fleet_deadline, counters).await {
             Ok(a) => a,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -1194,15 +1251,28 @@ async fn input_load(cfg: &RobotConfig, ros: &SharedRos, stop: &mut watch::Receiv
             origin
         }
         Resolved::NeedsFrame => {
-            tracing::info!(topic = %cfg.topics.image, "the model's input size is dynamic: waiting for the first frame to fix it");
+            let topic = cfg.image.transport.topic(&cfg.topics.image);
+            tracing::info!(%topic, "the model's input size is dynamic: waiting for the first frame to fix it");
             let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, u32)>(1);
-            let _sub = ros.subscribe_images(
-                &cfg.topics.image,
-                Qos::SensorData,
-                Box::new(move |m| {
-                    let _ = tx.try_send((m.height, m.width));
-                }),
-            )?;
+            let _sub = match cfg.image.transport {
+                Transport::Raw => ros.subscribe_images(
+                    &topic,
+                    Qos::SensorData,
+                    Box::new(move |m| {
+                        let _ = tx.try_send((m.height, m.width));
+                    }),
+                )?,
+                Transport::Compressed => ros.subscribe_compressed(
+                    &topic,
+                    Qos::SensorData,
+                    Box::new(move |m| match convert::compressed::dimensions(&m.format, (*m.data).as_ref()) {
+                        Ok((w, h)) => {
+                            let _ = tx.try_send((h, w));
+                        }
+                        Err(e) => tracing::warn!(error = %e, "a first frame that does not fix the input size"),
+                    }),
+                )?,
+            };
             let (height, width) = loop {
                 tokio::select! {
                     _ = stop.changed() => return Ok(None),

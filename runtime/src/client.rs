@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use crate::bandwidth::upload;
 use crate::error::{Error, Result};
 use crate::exec::{
-    GraphMeta, Incoming, InputWire, Pace, SideConfig, SideStats, Stopped, Stretch, Worker, finish_dilated, outputs, run_side,
+    CameraJpeg, GraphMeta, Incoming, InputWire, Pace, SideConfig, SideStats, Stopped, Stretch, Worker, finish_dilated, outputs, run_side,
     run_side_racing,
 };
 use crate::link::{LinkRx, LinkTx};
@@ -602,7 +602,18 @@ impl<C: Connector> RobotClient<C> {
     /// # Errors
     /// Inputs that do not fit the model, engine failures.
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64) -> Result<Inference> {
-        match self.run(inputs, bandwidth_mb_s, None).await? {
+        self.infer_camera(inputs, None, bandwidth_mb_s).await
+    }
+
+    /// As [`RobotClient::infer`], with the camera's own JPEG of the frame: under the frame codec
+    /// `passthrough` the frame crosses as those bytes, unchanged. `inputs` must then be their
+    /// decoding by [`lop::codec::decode`] (the edge checks the digest and refuses other pixels).
+    /// Without one (or under another codec) the frame is coded as the table says.
+    ///
+    /// # Errors
+    /// As [`RobotClient::infer`].
+    pub async fn infer_camera(&mut self, inputs: Vec<Tensor>, camera: Option<CameraJpeg>, bandwidth_mb_s: f64) -> Result<Inference> {
+        match self.run(inputs, camera, bandwidth_mb_s, None).await? {
             Hopped::Done(inference) => Ok(inference),
             // Not reached: without a hop a Forward is finished on the robot like any refusal.
             Hopped::Forwarded { .. } => Err(Error::Protocol("an inference not sent as a hop was forwarded".into())),
@@ -616,10 +627,10 @@ impl<C: Connector> RobotClient<C> {
     /// # Errors
     /// As [`RobotClient::infer`].
     pub async fn infer_hop(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, hop: &Hop) -> Result<Hopped> {
-        self.run(inputs, bandwidth_mb_s, Some(hop)).await
+        self.run(inputs, None, bandwidth_mb_s, Some(hop)).await
     }
 
-    async fn run(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, hop: Option<&Hop>) -> Result<Hopped> {
+    async fn run(&mut self, inputs: Vec<Tensor>, camera: Option<CameraJpeg>, bandwidth_mb_s: f64, hop: Option<&Hop>) -> Result<Hopped> {
         let t0 = Instant::now();
         let method = self.opts.method.clone();
         let plan = self
@@ -645,12 +656,6 @@ impl<C: Connector> RobotClient<C> {
         let due = hop.and_then(|h| h.due).map(|d| d.as_secs_f64().min(budget));
         let racing = due.is_some_and(|d| d < budget);
         let codec = self.book.table.spec.frame.codec;
-        if codec == lop::codec::FrameCodec::Passthrough {
-            return Err(Error::InvalidConfig {
-                what: "frame codec passthrough sends the camera's own JPEG, which RobotClient::infer is not given: use jpeg:Q or lossless"
-                    .into(),
-            });
-        }
         let config = SideConfig {
             side: Side::Robot,
             inference_id: id,
@@ -658,6 +663,7 @@ impl<C: Connector> RobotClient<C> {
             stretch: self.stretch.clone(),
             input_wire: self.opts.input_wire,
             codec,
+            camera: camera.filter(|_| codec == lop::codec::FrameCodec::Passthrough),
             // A plan that keeps everything on the robot waits for nothing: no deadline (one
             // would only turn a slow robot's own run into a "fallback" that recomputes it).
             deadline: plan.uses_link().then(|| t0 + Duration::from_secs_f64(due.unwrap_or(budget))),
@@ -694,7 +700,7 @@ impl<C: Connector> RobotClient<C> {
                 let t = t.f_to_device(config.device).map_err(|e| Error::Executor(format!("input to device: {e}")))?;
                 // A lossy codec replaces the frame's rows by their decoding: on a copy, never on
                 // the caller's tensor.
-                let t = if config.codec.is_lossy() && !alone {
+                let t = if matches!(config.codec, lop::codec::FrameCodec::Jpeg { .. }) && !alone {
                     t.f_empty_like()
                         .and_then(|mut c| c.f_copy_(&t).map(|_| c))
                         .map_err(|e| Error::Executor(format!("copying the input: {e}")))?

@@ -1374,6 +1374,7 @@ impl Session {
             input_wire: self.input_wire,
             // The server codes nothing: each band's header says how to decode it.
             codec: Default::default(),
+            camera: None,
             deadline: Some(deadline),
         };
         let (result, finished) = oneshot::channel();

@@ -150,7 +150,7 @@ pub fn match_band(
         stats.count(Drop::OutOfPlan);
         return None;
     };
-    if e.dtype != h.dtype || e.shape != h.shape || e.coding != h.coding {
+    if e.dtype != h.dtype || e.shape != h.shape || !e.accepts(h.coding) {
         stats.count(Drop::OutOfPlan);
         return None;
     }

@@ -308,7 +308,8 @@ mod tests {
     }
 
     /// `frame_codec` names the codec; the spec takes its prices from both profiles (an error
-    /// naming the field when one has not measured it), and its hash depends on the codec only,
+    /// naming the field when the robot's has not measured it; a server's derived from the
+    /// robot's), and its hash depends on the codec only,
     /// so an edge that knows the codec agrees with a robot whose spec carries the prices.
     #[test]
     fn frame_codec_is_priced_by_the_profiles() -> std::result::Result<(), String> {
@@ -323,6 +324,11 @@ mod tests {
         assert!(err.contains("table.frame_codec") && err.contains("has not measured frame codec jpeg:90"), "{err}");
         let cost = CodecCost { codec: FrameCodec::Jpeg { quality: 90 }, ratio: 0.1, encode_s_per_row: 1e-5, decode_s_per_row: 2e-5 };
         robot.set_codec_cost(cost);
+        // A server that has not measured it decodes at the robot's speed scaled by the profiles.
+        let derived = s.spec(&graph, &robot, &server).map_err(|e| e.to_string())?;
+        let speed = server.whole_model_s() / robot.whole_model_s();
+        assert!(speed < 1.0, "the synthetic server is the faster side");
+        assert!((derived.frame.server_decode_s_per_row - 2e-5 * speed).abs() < 1e-12, "{:?}", derived.frame);
         server.set_codec_cost(CodecCost { decode_s_per_row: 5e-6, ..cost });
         let priced = s.spec(&graph, &robot, &server).map_err(|e| e.to_string())?;
         assert_eq!((priced.frame.ratio, priced.frame.server_decode_s_per_row), (0.1, 5e-6));

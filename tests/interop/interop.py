@@ -42,6 +42,14 @@ Modes:
                  no detection; every /lop/detections (vision_msgs/Detection2DArray, the real Jazzy
                  type hash in the ROS graph) equals the unsplit model's detection rows (`lop run
                  --task`) mapped back into the frame's pixels, class names from a file.
+  --mode compressed
+                 zoo:resnet18 on sensor_msgs/CompressedImage (`image.transport: compressed`, topic
+                 <image>/compressed) with `table.frame_codec: passthrough`: real photographs
+                 (scikit-image's) as a 640x480 PNG (exact; converted as Image frames are, then
+                 lossless on the wire) and as 224x224 JPEGs in both image_transport format styles
+                 (the camera's bytes go to the edge unchanged; reference: `lop run` on the JPEG,
+                 decoded as lop_robot and lop_edge decode it); a truncated JPEG, a PNG labelled
+                 jpeg and a compressedDepth frame, each counted on /diagnostics.
   --mode load    camera at --fps for --duration s (default 30 fps, 60 s) of 640x480 rgb8 frames:
                  RSS of lop_robot at start, middle and end, answered + dropped == sent, ROS-layer
                  latency percentiles. Not part of the CI test.
@@ -56,6 +64,7 @@ setup problem (missing binaries, a process that did not start).
 import argparse
 import hashlib
 import importlib.util
+import io
 import json
 import math
 import os
@@ -447,6 +456,10 @@ class Harness:
         self.procs = []
         self.sent_at = {}  # stamp sec -> monotonic time just before publishing
         self.image_topic = "/front/image_raw" if args.ros == "rclpy" else "/camera/image_raw"
+        self.compressed = args.mode == "compressed"
+        # image_transport's convention: compressed frames on <image topic>/compressed.
+        self.input_topic = self.image_topic + "/compressed" if self.compressed else self.image_topic
+        self.input_type = "sensor_msgs/msg/CompressedImage" if self.compressed else "sensor_msgs/msg/Image"
         self.namespace = "/robot1"
         self.robot_node = f"{self.namespace.strip('/')}/lop_robot"
         self.peer = None
@@ -542,6 +555,8 @@ class Harness:
                 f"table_cache: {os.path.join(self.cache, 'edge-tables')}\n"
                 f"profile_cache: {os.path.join(self.cache, 'edge-profiles')}\n"
                 f"table:\n  buckets: {buckets}\n"
+                + ("  frame_codec: passthrough\n" if self.compressed else "")
+                +
                 "hello_timeout_s: 60\ntable_wait_s: 60\nshutdown_grace_s: 2\nlog: info\ngpu_energy:\n  enabled: false\n"
             )
         robot_yaml = os.path.join(self.work, "robot.yaml")
@@ -567,9 +582,14 @@ class Harness:
                     else ""
                 )
                 + f'    table:\n      buckets: "0,2,8,30"\n'
+                # Compressed mode: the whole frame to the edge, as the camera's own JPEG.
+                + ('      frame_codec: "passthrough"\n    method: "server-only"\n' if self.compressed else "")
+                +
                 f'    cache_dir: "{os.path.join(self.cache, "robot-tables")}"\n'
                 f'    input: "{input_kind}"\n'
                 f'    image:\n      fit: "letterbox"\n      pad: {self.pad}\n'
+                + ('      transport: "compressed"\n' if self.compressed else "")
+                +
                 "    diagnostics_period_s: 0.2\n"
                 "    hello_timeout_ms: 30000.0\n"
                 # The synthetic server profile predicts a GPU-fast edge; on this CPU the edge is
@@ -588,7 +608,8 @@ class Harness:
         # rclpy mode: the camera topic remapped as a launch file would (`--ros-args -r`).
         backend = ["--backend", "r2r"] if self.rclpy else []
         # And in a namespace of its own (`-r __ns:=`): topics stay absolute, services move.
-        remap = ["--ros-args", "-r", f"/camera/image_raw:={self.image_topic}", "-r", f"__ns:={self.namespace}"] if self.rclpy else []
+        base = "/camera/image_raw/compressed" if self.compressed else "/camera/image_raw"
+        remap = ["--ros-args", "-r", f"{base}:={self.input_topic}", "-r", f"__ns:={self.namespace}"] if self.rclpy else []
         robot = Proc(
             "lop_robot",
             [os.path.join(self.node_bin, "lop_robot"), *backend, "--config", robot_yaml, *remap],
@@ -627,7 +648,7 @@ class Harness:
             # Load mode: a reliable publisher (congestion control "block"), so that no frame is lost
             # on the way and lop_robot must account for every one; else sensor-data QoS (best effort).
             reliable = self.args.mode == "load"
-            self.input = self.peer.publisher(self.image_topic, "sensor_msgs/msg/Image", sensor_data=not reliable)
+            self.input = self.peer.publisher(self.input_topic, self.input_type, sensor_data=not reliable)
         if self.rclpy:
             # DDS discovery takes up to a few seconds: frames published before lop_robot's
             # subscription matches are lost by design, not by lop_robot.
@@ -703,7 +724,7 @@ class Harness:
             ("MP", "/diagnostics", "diagnostic_msgs/msg/DiagnosticArray"),
             ("MS", "/lop/bandwidth", "lop_msgs/msg/Bandwidth"),
             *([("MP", "/lop/detections", "vision_msgs/msg/Detection2DArray")] if self.detect else []),
-            ("MS", "/lidar/points", "sensor_msgs/msg/PointCloud2") if self.lidar else ("MS", self.image_topic, "sensor_msgs/msg/Image"),
+            ("MS", "/lidar/points", "sensor_msgs/msg/PointCloud2") if self.lidar else ("MS", self.input_topic, self.input_type),
         ]
         for kind, topic, type_name in want:
             e = self.peer.wait_for_entity(kind, topic, "lop_robot", 30.0)
@@ -741,12 +762,21 @@ class Harness:
         return found[0] if found else None
 
     def reference(self, tensor):
-        """The unsplit model's outputs on `tensor` (lop run, whole), cached by content."""
-        key = hashlib.sha256(tensor.tobytes() + str(tensor.dtype).encode() + str(tensor.shape).encode()).hexdigest()
-        if key not in self.refs:
+        """The unsplit model's outputs on `tensor` (lop run, whole), cached by content; a `bytes`
+        tensor is a JPEG or PNG file at the model's size, which `lop run` decodes as lop_robot and
+        lop_edge do."""
+        if isinstance(tensor, bytes):
+            key = hashlib.sha256(tensor).hexdigest()
+            x = os.path.join(self.work, f"ref-{key[:12]}.picture")
+            with open(x, "wb") as f:
+                f.write(tensor)
+        else:
+            key = hashlib.sha256(tensor.tobytes() + str(tensor.dtype).encode() + str(tensor.shape).encode()).hexdigest()
             x = os.path.join(self.work, f"ref-{key[:12]}.npy")
+        if key not in self.refs:
             y = os.path.join(self.work, f"ref-{key[:12]}-out.npy")
-            np.save(x, tensor)
+            if not isinstance(tensor, bytes):
+                np.save(x, tensor)
             r = subprocess.run(
                 [os.path.join(self.bin, "lop"), "run", self.model, *self.task_args(), "--input", x, "--output", y],
                 env=child_env(),
@@ -791,6 +821,8 @@ class Harness:
             msg = self.types.point_cloud2(
                 sec, 7, frame_id, frame["fields"], frame["width"], frame["height"], frame["point_step"], frame["row_step"], frame["data"]
             )
+        elif "format" in frame:
+            msg = self.types.compressed_image(sec, 7, frame_id, frame["format"], frame["data"])
         else:
             msg = self.types.image(sec, 7, frame_id, frame["width"], frame["height"], frame["encoding"], frame["step"], frame["data"])
         self.sent_at[sec] = time.monotonic()
@@ -959,6 +991,54 @@ class Harness:
         if self.rclpy:
             self.check_side_topics(done, (c3, conv(c3)))
             self.run_parameters(c3, conv(c3))
+        return done
+
+    def run_compressed(self):
+        """CompressedImage frames from real photographs under `passthrough` (see --mode compressed)."""
+        from PIL import Image as PILImage  # noqa: PLC0415 (the test venv's; rclpy mode appends it)
+
+        spec = importlib.util.find_spec("skimage")
+        check(spec is not None, "scikit-image (its photographs) is not installed: run scripts/setup.sh")
+        data = os.path.join(os.path.dirname(spec.origin), "data")
+
+        def coded(name, size, kind, quality=90):
+            img = PILImage.open(os.path.join(data, name)).convert("RGB").resize(size, PILImage.BILINEAR)
+            buf = io.BytesIO()
+            img.save(buf, format=kind, **({"quality": quality} if kind == "JPEG" else {}))
+            return img, buf.getvalue()
+
+        cat, cat_png = coded("chelsea.png", (640, 480), "PNG")
+        rgb = np.asarray(cat, dtype=np.uint8)
+        png_ref = image_to_chw(640, 480, "rgb8", 640 * 3, rgb.tobytes(), 224, 224)
+        _, coffee_jpeg = coded("coffee.png", (224, 224), "JPEG")
+        _, astro_jpeg = coded("astronaut.png", (224, 224), "JPEG", quality=75)
+        frames = [
+            ({"format": "bgr8; png compressed bgr8", "data": cat_png}, png_ref, 501, "cmp_png_640x480"),
+            ({"format": "rgb8; jpeg compressed bgr8", "data": coffee_jpeg}, coffee_jpeg, 502, "cmp_jpeg_224"),
+            ({"format": "jpeg", "data": astro_jpeg}, astro_jpeg, 503, "cmp_jpeg_224_plain_format"),
+        ]
+        done = self.exact_frames(frames, 0)
+        raw = 3 * 224 * 224
+        for (frame, _ref, _sec, frame_id), (_, m, _e, _t, _a) in zip(frames, done):
+            size = len(frame["data"])
+            if frame_id.startswith("cmp_jpeg") and m.bytes_up > 0:
+                # The camera's JPEG crossed unchanged: its bytes plus band headers, not raw pixels.
+                check(m.bytes_up < size + 2048, f"{frame_id}: {m.bytes_up} B up for a {size} B JPEG (raw frame {raw} B)")
+            log(f"{frame_id}: {size} B {frame['format'].split(';')[-1].strip()} -> {m.bytes_up} B up (method {m.method})")
+        check(any(m.bytes_up > 0 for _f, m, _e, _t, _a in done[1:]), "no JPEG frame went to the edge; this test needs the link")
+        sent = len(frames)
+        d = self.wait_diag(lambda v: int(v["frames_answered"]) == sent, 10.0)
+        check(d is not None, f"no /diagnostics with {sent} answered frames")
+        for k, (fmt, payload, frame_id) in enumerate([
+            ("jpeg", coffee_jpeg[: len(coffee_jpeg) // 2], "cmp_truncated_jpeg"),
+            ("jpeg", cat_png, "cmp_png_labelled_jpeg"),
+            ("16UC1; compressedDepth png", cat_png, "cmp_compressed_depth"),
+        ]):
+            d = self.bad_frame({"format": fmt, "data": payload}, 510 + k, frame_id, d)
+            sent += 1
+        done += self.exact_frames([({"format": "jpeg", "data": coffee_jpeg}, coffee_jpeg, 520, "cmp_jpeg_after_bad")], 0)
+        sent += 1
+        self.final_counts(sent, len(done))
         return done
 
     def check_side_topics(self, done, spare):
@@ -1281,7 +1361,7 @@ class Harness:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--mode", choices=["camera", "lidar", "detect", "load"], required=True)
+    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load"], required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
     ap.add_argument("--ros", choices=["zenoh", "rclpy"], default="zenoh", help="the ROS peer (see Peers above)")
     ap.add_argument("--zenoh-mode", choices=["peer", "client"], default="peer", help="the Zenoh peer's session mode (peer: as rmw_zenoh nodes)")
@@ -1337,7 +1417,7 @@ def main(argv=None):
         h = Harness(args)
         h.start()
         h.check_graph()
-        done = {"camera": h.run_camera, "lidar": h.run_lidar, "detect": h.run_detect, "load": h.run_load}[args.mode]()
+        done = {"camera": h.run_camera, "compressed": h.run_compressed, "lidar": h.run_lidar, "detect": h.run_detect, "load": h.run_load}[args.mode]()
         if done and args.show_message:
             _fid, m, _err, _rt, att = done[0]
             print(f"--- /lop/inference as decoded by the Python peer (key {h.results.expected_key}, seq {att[0]}):")

@@ -152,6 +152,11 @@ class MsgTypes:
             data=data,
         )
 
+    def compressed_image(self, sec, nanosec, frame_id, fmt, data):
+        return self.cls("sensor_msgs/msg/CompressedImage")(
+            header=self.header(sec, nanosec, frame_id), format=fmt, data=np.frombuffer(bytes(data), dtype=np.uint8)
+        )
+
     def point_cloud2(self, sec, nanosec, frame_id, fields, width, height, point_step, row_step, data, is_dense=True):
         """fields: [(name, offset, datatype, count)]."""
         field_cls = self.cls("sensor_msgs/msg/PointField")

@@ -79,6 +79,12 @@ class Types:
         m.data = bytes(data)
         return m
 
+    def compressed_image(self, sec, nanosec, frame_id, fmt, data):
+        m = msg_class("sensor_msgs/msg/CompressedImage")()
+        m.header = self.header(sec, nanosec, frame_id)
+        m.format, m.data = fmt, bytes(data)
+        return m
+
     def point_cloud2(self, sec, nanosec, frame_id, fields, width, height, point_step, row_step, data, is_dense=True):
         field_cls = msg_class("sensor_msgs/msg/PointField")
         m = msg_class("sensor_msgs/msg/PointCloud2")()

@@ -63,6 +63,7 @@ UNBOUNDED_SEQUENCE_OFFSET = 144
 # Jazzy hashes this implementation must reproduce (--self-test).
 KNOWN_JAZZY_HASHES = {
     "sensor_msgs/msg/Image": "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47",
+    "sensor_msgs/msg/CompressedImage": "RIHS01_15640771531571185e2efc8a100baf923961a4d15d5569652e6cb6691e8e371a",
     "sensor_msgs/msg/PointCloud2": "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5",
     "std_msgs/msg/Header": "RIHS01_f49fb3ae2cf070f793645ff749683ac6b06203e41c891e17701b1cb597ce6a01",
     "std_msgs/msg/String": "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18",

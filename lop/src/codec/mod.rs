@@ -17,7 +17,7 @@ pub mod jpeg;
 pub mod lossless;
 pub mod photo;
 
-pub use cost::{CodecCost, measure as measure_cost};
+pub use cost::{CodecCost, measure as measure_cost, sample_frame};
 
 use crate::graph::{DType, ValueInfo};
 use std::fmt;

@@ -166,6 +166,48 @@ pub fn fit(picture: &Picture, image: &Image) -> Vec<u8> {
     out
 }
 
+/// The width and height of a PNG or JPEG picture from its headers alone.
+///
+/// # Errors
+/// [`CodecError::Corrupt`] for bytes that are neither, or whose headers do not decode.
+pub fn dimensions(data: &[u8]) -> Result<(usize, usize), CodecError> {
+    let corrupt = |codec: &'static str, why: String| CodecError::Corrupt { codec, why };
+    let found = std::panic::catch_unwind(|| match Format::sniff(data) {
+        Some(Format::Png) => {
+            let mut dec = zune_png::PngDecoder::new(data);
+            Some(dec.decode_headers().map_err(|e| corrupt("PNG", format!("{e:?}"))).map(|()| dec.get_dimensions()))
+        }
+        Some(Format::Jpeg) => {
+            let mut dec = zune_jpeg::JpegDecoder::new(data);
+            Some(
+                dec.decode_headers()
+                    .map_err(|e| corrupt("JPEG", format!("{e:?}")))
+                    .map(|()| dec.info().map(|i| (usize::from(i.width), usize::from(i.height)))),
+            )
+        }
+        None => None,
+    })
+    .map_err(|_| corrupt("picture", "the decoder panicked".into()))?;
+    match found {
+        Some(Ok(Some((w, h)))) if w > 0 && h > 0 => Ok((w, h)),
+        Some(Err(e)) => Err(e),
+        Some(Ok(_)) => Err(corrupt("picture", "no size in the headers".into())),
+        None => Err(corrupt("picture", "neither PNG nor JPEG (unknown magic bytes)".into())),
+    }
+}
+
+/// `picture` as a PNG file (8-bit grey, RGB or RGBA): an exact compressed frame, for tests and
+/// tools that publish `sensor_msgs/CompressedImage`.
+pub fn encode_png(picture: &Picture) -> Vec<u8> {
+    let space = match picture.channels {
+        1 => ColorSpace::Luma,
+        4 => ColorSpace::RGBA,
+        _ => ColorSpace::RGB,
+    };
+    let options = zune_jpeg::zune_core::options::EncoderOptions::new(picture.width, picture.height, space, BitDepth::Eight);
+    zune_png::PngEncoder::new(&picture.pixels, options).encode()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +228,11 @@ mod tests {
         for target in [Image { channels: 3, width: 40, height: 10 }, Image { channels: 1, width: 7, height: 33 }] {
             assert_eq!(fit(&pic, &target).len(), target.bytes(target.height));
         }
+        assert_eq!(dimensions(&data).expect("size"), (24, 16));
+        let png = encode_png(&pic);
+        assert_eq!(dimensions(&png).expect("size"), (24, 16));
+        assert_eq!(decode_picture(&png).expect("png"), pic, "PNG is exact");
+        assert!(dimensions(b"GIF89a....").is_err());
         assert!(decode_picture(b"GIF89a....").is_err());
         assert!(decode_picture(&data[..data.len() / 2]).is_err());
     }

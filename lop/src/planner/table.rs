@@ -161,23 +161,28 @@ impl TableSpec {
     }
 
     /// The spec with frames coded by `codec`, priced by the robot's and the server's measured
-    /// costs of it (the ratio is the robot's, which saw the frames).
+    /// costs of it (the ratio is the robot's, which saw the frames). A server profile that has
+    /// not measured the codec decodes at the robot's measured speed scaled by how much faster
+    /// the server computes the model (both profiles' whole-model times): both sides derive the
+    /// same price from the same two profiles, so their tables agree.
     ///
     /// # Errors
-    /// [`Error::Input`] when a profile has not measured the codec, naming the side and the
-    /// command that measures it.
+    /// [`Error::Input`] when the robot's profile has not measured the codec, naming the command
+    /// that measures it.
     pub fn with_frame_codec(mut self, codec: crate::codec::FrameCodec, robot: &Profile, server: &Profile) -> Result<TableSpec> {
-        let cost = |p: &Profile| {
-            p.codec_cost(codec).ok_or_else(|| {
-                Error::Input(format!(
-                    "the {} profile of '{}' has not measured frame codec {codec} (measured: {}); measure it on real frames with `lop profile --frames PATH --frame-codecs {codec}`",
-                    p.role.name(),
-                    p.model,
-                    if p.codecs.is_empty() { "none".to_string() } else { p.codecs.iter().map(|c| c.codec.to_string()).collect::<Vec<_>>().join(", ") }
-                ))
-            })
-        };
-        self.frame = FrameWire::from_costs(&cost(robot)?, &cost(server)?);
+        let robot_cost = robot.codec_cost(codec).ok_or_else(|| {
+            Error::Input(format!(
+                "the robot profile of '{}' has not measured frame codec {codec} (measured: {}); measure it on real frames with `lop profile --frames PATH --frame-codecs {codec}`",
+                robot.model,
+                if robot.codecs.is_empty() { "none".to_string() } else { robot.codecs.iter().map(|c| c.codec.to_string()).collect::<Vec<_>>().join(", ") }
+            ))
+        })?;
+        let server_cost = server.codec_cost(codec).unwrap_or_else(|| {
+            let speed = server.whole_model_s() / robot.whole_model_s();
+            let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
+            crate::codec::CodecCost { decode_s_per_row: robot_cost.decode_s_per_row * speed, ..robot_cost }
+        });
+        self.frame = FrameWire::from_costs(&robot_cost, &server_cost);
         Ok(self)
     }
 

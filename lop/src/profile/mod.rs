@@ -362,6 +362,11 @@ impl Profile {
         crate::content_hash::json_content_hash(self, 9)
     }
 
+    /// Seconds the whole model takes on this side by the profile (every op at its full rows).
+    pub fn whole_model_s(&self) -> f64 {
+        self.ops.iter().map(|op| op.fit.time(op.out_rows.max(1))).sum()
+    }
+
     /// What `codec` costs on this side, if measured (raw frames cost nothing).
     pub fn codec_cost(&self, codec: crate::codec::FrameCodec) -> Option<crate::codec::CodecCost> {
         if codec == crate::codec::FrameCodec::Raw {
@@ -374,6 +379,35 @@ impl Profile {
     pub fn set_codec_cost(&mut self, cost: crate::codec::CodecCost) {
         self.codecs.retain(|c| c.codec != cost.codec);
         self.codecs.push(cost);
+    }
+
+    /// This profile with `codec`'s price: as measured, or (when the profile has none) measured
+    /// now on this machine on [`crate::codec::sample_frame`] of the graph's image input, logged
+    /// as such. `lop profile --frames` measures it on real frames instead.
+    ///
+    /// # Errors
+    /// [`Error::Input`] for a coded frame on a graph whose input is not a uint8 image; codec
+    /// failures.
+    pub fn with_codec_measured(mut self, codec: crate::codec::FrameCodec, graph: &crate::Graph) -> Result<Profile> {
+        if self.codec_cost(codec).is_some() {
+            return Ok(self);
+        }
+        let input = graph.inputs().first().map(|&i| graph.nodes[i].info.clone());
+        let image = input
+            .as_ref()
+            .ok_or_else(|| "the model has no input".to_string())
+            .and_then(crate::codec::Image::of)
+            .map_err(|why| Error::Input(format!("frame codec {codec} needs a uint8 image input: {why}")))?;
+        let frame = crate::codec::sample_frame(&image);
+        let cost = crate::codec::measure_cost(codec, &image, std::slice::from_ref(&frame), 4, 3)?;
+        tracing::warn!(
+            %codec,
+            role = self.role.name(),
+            ratio = cost.ratio,
+            "the profile has no price for the frame codec: measured on a built-in sample frame (measure on real frames with `lop profile --frames`)"
+        );
+        self.set_codec_cost(cost);
+        Ok(self)
     }
 
     /// Writes the profile as pretty JSON.

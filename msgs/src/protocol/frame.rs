@@ -99,8 +99,11 @@ pub enum Coding {
     Raw = 0,
     /// A QOI image of the rows.
     Qoi = 1,
-    /// A baseline JPEG of the rows (the robot's encoding, or the camera's own bytes).
+    /// A baseline JPEG of the rows, encoded by the robot.
     Jpeg = 2,
+    /// The camera's own JPEG of the whole frame, passed through unchanged (any JPEG the
+    /// decoder reads: chroma subsampling, no restart markers).
+    Camera = 3,
 }
 
 impl Coding {
@@ -110,6 +113,7 @@ impl Coding {
             0 => Coding::Raw,
             1 => Coding::Qoi,
             2 => Coding::Jpeg,
+            3 => Coding::Camera,
             _ => return None,
         })
     }

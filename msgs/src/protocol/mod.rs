@@ -90,6 +90,7 @@
 //! Version 5 added coded bands (the band header's former reserved byte names the [`Coding`]):
 //! a camera frame's rows cross as QOI or JPEG code units with the digest of the pixels the robot
 //! computes on, and Error code `InputMismatch` (9) for a band that does not decode to them.
+//! Coding 3 (`Camera`, the camera's own JPEG of the whole frame) came within version 5.
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other

@@ -15,13 +15,14 @@ use hiroz::parameter::{ParameterDescriptor, ParameterType, ParameterValue, SetPa
 use hiroz::pubsub::ZPub;
 use hiroz::qos::{QosHistory, QosProfile, QosReliability};
 use hiroz_msgs::diagnostic_msgs::{DiagnosticArray, DiagnosticStatus, KeyValue};
-use hiroz_msgs::sensor_msgs::{Image, PointCloud2};
+use hiroz_msgs::sensor_msgs::{CompressedImage, Image, PointCloud2};
 use hiroz_msgs::std_msgs::Header as RosHeader;
 use zenoh::Wait as _;
 
 use super::{
-    Bandwidth, Callback, CloudIn, Detection2DArray, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult, InputFault,
-    InputFaultCounts, InputFaults, KeypointsArray, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Subscription, from_time, to_time,
+    Bandwidth, Callback, CloudIn, CompressedIn, Detection2DArray, Diagnostics, Header, ImageIn, InferenceEnergy, InferenceResult,
+    InputFault, InputFaultCounts, InputFaults, KeypointsArray, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Subscription,
+    from_time, to_time,
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
@@ -326,6 +327,11 @@ pub fn image_in(m: Image) -> ImageIn {
     }
 }
 
+/// A decoded `sensor_msgs/CompressedImage` as the node's input (see [`image_in`]).
+pub fn compressed_in(m: CompressedImage) -> CompressedIn {
+    CompressedIn { header: header(&m.header), format: m.format, data: payload(m.data) }
+}
+
 /// A decoded `sensor_msgs/PointCloud2` as the node's input (see [`image_in`]).
 pub fn cloud_in(m: PointCloud2) -> CloudIn {
     CloudIn {
@@ -388,6 +394,10 @@ impl Ros for HirozRos {
 
     fn subscribe_images(&self, topic: &str, q: Qos, cb: Callback<ImageIn>) -> Result<Subscription> {
         self.subscribe_input(topic, q, move |m: Image| cb(image_in(m)))
+    }
+
+    fn subscribe_compressed(&self, topic: &str, q: Qos, cb: Callback<CompressedIn>) -> Result<Subscription> {
+        self.subscribe_input(topic, q, move |m: CompressedImage| cb(compressed_in(m)))
     }
 
     fn subscribe_clouds(&self, topic: &str, q: Qos, cb: Callback<CloudIn>) -> Result<Subscription> {

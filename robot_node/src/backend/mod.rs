@@ -112,6 +112,27 @@ impl std::fmt::Debug for ImageIn {
     }
 }
 
+/// A received `sensor_msgs/msg/CompressedImage` (image_transport's `compressed` transport).
+pub struct CompressedIn {
+    /// Header.
+    pub header: Header,
+    /// The `format` field as image_transport writes it: `jpeg` or `png` on its own, or
+    /// `<source encoding>; <jpeg|png> compressed <encoding>` (Jazzy's compressed_image_transport).
+    pub format: String,
+    /// The picture's bytes (a whole JPEG or PNG file).
+    pub data: Payload,
+}
+
+impl std::fmt::Debug for CompressedIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompressedIn")
+            .field("header", &self.header)
+            .field("format", &self.format)
+            .field("bytes", &(*self.data).as_ref().len())
+            .finish()
+    }
+}
+
 /// One field of a point cloud's points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PointFieldIn {
@@ -386,6 +407,12 @@ pub trait Ros: Send + Sync + 'static {
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn subscribe_images(&self, topic: &str, qos: Qos, cb: Callback<ImageIn>) -> Result<Subscription>;
+    /// Subscribes to `sensor_msgs/CompressedImage` (input faults as for
+    /// [`Ros::subscribe_images`]).
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn subscribe_compressed(&self, topic: &str, qos: Qos, cb: Callback<CompressedIn>) -> Result<Subscription>;
     /// Subscribes to `sensor_msgs/PointCloud2` (input faults as for [`Ros::subscribe_images`]).
     ///
     /// # Errors

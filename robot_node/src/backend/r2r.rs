@@ -15,7 +15,7 @@ use futures::StreamExt as _;
 use r2r::QosProfile;
 
 use super::{
-    Bandwidth, Callback, CloudIn, Detection2DArray, Diagnostics, Header, Image, ImageIn, InferenceEnergy, InferenceResult,
+    Bandwidth, Callback, CloudIn, CompressedIn, Detection2DArray, Diagnostics, Header, Image, ImageIn, InferenceEnergy, InferenceResult,
     InputFaultCounts, KeypointsArray, PointCloud2, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Stamp, Subscription,
 };
 use crate::config::RosSettings;
@@ -323,6 +323,23 @@ impl Ros for R2rRos {
                     encoding: m.encoding,
                     is_bigendian: m.is_bigendian != 0,
                     step: m.step,
+                    data: Box::new(VecPayload(m.data)),
+                });
+            }
+        });
+        Ok(Subscription::new(AbortOnDrop(task)))
+    }
+
+    fn subscribe_compressed(&self, topic: &str, q: Qos, cb: Callback<CompressedIn>) -> Result<Subscription> {
+        let mut stream = self
+            .node()
+            .subscribe::<r2r::sensor_msgs::msg::CompressedImage>(topic, qos(q))
+            .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
+        let task = self.runtime.spawn(async move {
+            while let Some(m) = stream.next().await {
+                cb(CompressedIn {
+                    header: Header { stamp: stamp(&m.header.stamp), frame_id: m.header.frame_id },
+                    format: m.format,
                     data: Box::new(VecPayload(m.data)),
                 });
             }

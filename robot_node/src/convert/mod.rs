@@ -1,11 +1,13 @@
 //! Sensor messages to model inputs, without any ROS types: the ROS adapters fill the `*View`
 //! structs from `sensor_msgs/Image` and `sensor_msgs/PointCloud2` and call these functions.
 //!
+//! - [`compressed`]: `CompressedImage` frames (JPEG, PNG) decoded to what [`image`] reads.
 //! - [`image`]: camera frames to CHW `u8` tensors (normalisation stays inside the model graph,
 //!   so images leave here raw, which is also what goes on the wire).
 //! - [`cloud`]: point clouds to bird's-eye-view grids and occupancy voxel grids (CHW `f32`).
 
 pub mod cloud;
+pub mod compressed;
 pub mod image;
 
 pub use cloud::{
@@ -45,6 +47,12 @@ pub enum ConvertError {
     },
     /// A target or grid that cannot be produced (bad channels, ranges, or size).
     BadTarget {
+        /// What is wrong.
+        msg: String,
+    },
+    /// A compressed frame that cannot be read: an unknown `format`, bytes of another format
+    /// than it says, or a picture that does not decode.
+    Compressed {
         /// What is wrong.
         msg: String,
     },
@@ -90,6 +98,7 @@ impl fmt::Display for ConvertError {
             ConvertError::StepTooSmall { step, need } => write!(f, "image step {step} is smaller than a row of pixels ({need} bytes)"),
             ConvertError::DataTooShort { len, need } => write!(f, "data has {len} bytes, the header implies {need}"),
             ConvertError::BadTarget { msg } => write!(f, "bad conversion target: {msg}"),
+            ConvertError::Compressed { msg } => write!(f, "compressed frame: {msg}"),
             ConvertError::MissingField { name } => write!(f, "point cloud has no '{name}' field"),
             ConvertError::UnsupportedField { name, datatype } => write!(f, "point field '{name}' has unsupported datatype {datatype}"),
             ConvertError::FieldOutsidePoint { name, offset, size, point_step } => {

@@ -369,6 +369,7 @@ mod tests {
                     stretch: crate::exec::Stretch::None,
                     input_wire: InputWire::Native,
                     codec: Default::default(),
+                    camera: None,
                     deadline: Some(Instant::now() + Duration::from_secs(20)),
                 },
                 incoming,

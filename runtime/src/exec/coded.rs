@@ -19,9 +19,15 @@ pub fn coding_of(codec: FrameCodec) -> Coding {
     match codec {
         FrameCodec::Raw => Coding::Raw,
         FrameCodec::Lossless => Coding::Qoi,
-        FrameCodec::Jpeg { .. } | FrameCodec::Passthrough => Coding::Jpeg,
+        FrameCodec::Jpeg { .. } => Coding::Jpeg,
+        FrameCodec::Passthrough => Coding::Camera,
     }
 }
+
+/// The camera's own JPEG of a frame (`passthrough`): the whole frame, whose decoding (by
+/// [`lop::codec::decode`]) is the model's input the robot computes on.
+#[derive(Debug, Clone)]
+pub struct CameraJpeg(pub std::sync::Arc<[u8]>);
 
 fn torch(what: &'static str) -> impl Fn(tch::TchError) -> Error {
     move |e| Error::Executor(format!("{what}: {e}"))
@@ -52,18 +58,32 @@ fn band_tensor(image: &Image, planar: &[u8], rows: usize, device: Device) -> Res
 /// For a lossy codec it first replaces the rows it holds by their decoding, so that it computes
 /// on what the server decodes; the frame carries the digest of those pixels.
 ///
+/// Under `passthrough` the band is `camera` itself when it carries the whole frame (the robot
+/// holds its decoding already); without a camera JPEG, or for part of a frame, the rows go
+/// lossless, which is exact too.
+///
 /// # Errors
 /// Codec failures (a frame the codec cannot hold), libtorch failures.
 pub fn encode_coded_band(
     exec: &mut SideExec<'_>,
     meta: &GraphMeta,
     inference_id: u64,
-    id: NodeId,
-    rows: &Rows,
+    (id, rows): (NodeId, &Rows),
     codec: FrameCodec,
+    camera: Option<&CameraJpeg>,
 ) -> Result<Vec<u8>> {
     let image = image_of(meta, id)?;
     let planar = rows_bytes(exec, id, rows)?;
+    if codec == FrameCodec::Passthrough {
+        let whole = rows.start == 0 && rows.end == image.height;
+        return Ok(match camera.filter(|_| whole) {
+            Some(jpeg) => coded_frame(meta, inference_id, (id, rows), Coding::Camera, &planar, &jpeg.0),
+            None => {
+                let unit = codec::encode(FrameCodec::Lossless, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
+                coded_frame(meta, inference_id, (id, rows), Coding::Qoi, &planar, &unit)
+            }
+        }?);
+    }
     let unit = codec::encode(codec, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
     let pixels = if codec.is_lossy() {
         let decoded = codec::decode(codec, &image, &unit, rows.len()).map_err(|e| Error::Engine(e.into()))?;
@@ -74,11 +94,23 @@ pub fn encode_coded_band(
     } else {
         planar
     };
-    let header = meta.band_header(inference_id, id, rows, DType::U8, coding_of(codec));
+    coded_frame(meta, inference_id, (id, rows), coding_of(codec), &pixels, &unit)
+}
+
+/// A coded Band frame: the header, the digest of `pixels` (what the robot computes on), `unit`.
+fn coded_frame(
+    meta: &GraphMeta,
+    inference_id: u64,
+    (id, rows): (NodeId, &Rows),
+    coding: Coding,
+    pixels: &[u8],
+    unit: &[u8],
+) -> Result<Vec<u8>> {
+    let header = meta.band_header(inference_id, id, rows, DType::U8, coding);
     let mut buf = Vec::with_capacity(lop_msgs::protocol::HEADER_LEN + 64 + CODED_DIGEST_LEN + unit.len());
     encode_band_header(&header, CODED_DIGEST_LEN + unit.len(), &mut buf)?;
-    buf.extend_from_slice(&codec::digest(&pixels).to_le_bytes());
-    buf.extend_from_slice(&unit);
+    buf.extend_from_slice(&codec::digest(pixels).to_le_bytes());
+    buf.extend_from_slice(unit);
     Ok(buf)
 }
 
@@ -89,7 +121,9 @@ pub fn encode_coded_band(
 /// # Errors
 /// As [`encode_coded_band`].
 pub fn code_kept_rows(exec: &mut SideExec<'_>, meta: &GraphMeta, schedule: &Schedule, codec: FrameCodec) -> Result<()> {
-    if !codec.is_lossy() {
+    // Only the robot's own lossy encoding changes pixels: a passthrough robot holds the
+    // camera JPEG's decoding (or exact rows) already.
+    if !matches!(codec, FrameCodec::Jpeg { .. }) {
         return Ok(());
     }
     for id in 0..meta.len() {
@@ -133,7 +167,7 @@ pub fn decode_coded_band(meta: &GraphMeta, id: NodeId, rows: &Rows, coding: Codi
     let image = image_of(meta, id)?;
     let codec = match coding {
         Coding::Qoi => FrameCodec::Lossless,
-        Coding::Jpeg => FrameCodec::Passthrough,
+        Coding::Jpeg | Coding::Camera => FrameCodec::Passthrough,
         _ => return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: coding {coding:?} is not a frame codec"))),
     };
     let Some((digest, unit)) = payload.split_first_chunk::<CODED_DIGEST_LEN>() else {
@@ -191,7 +225,7 @@ mod tests {
             let bands = [8..16, 16..40];
             let mut server_rows = Vec::new();
             for rows in &bands {
-                let bytes = encode_coded_band(&mut exec, &meta, 9, 0, rows, codec).unwrap();
+                let bytes = encode_coded_band(&mut exec, &meta, 9, (0, rows), codec, None).unwrap();
                 let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&bytes).unwrap();
                 assert_eq!(h.coding, coding_of(codec));
                 let raw = 3 * rows.len() * 24;
@@ -241,7 +275,7 @@ mod tests {
         let meta = GraphMeta::of(&g);
         let mut exec = SideExec::new(&g, lop::Side::Robot);
         exec.insert(0, 0..40, frame()).unwrap();
-        let bytes = encode_coded_band(&mut exec, &meta, 1, 0, &(0..16), FrameCodec::Lossless).unwrap();
+        let bytes = encode_coded_band(&mut exec, &meta, 1, (0, &(0..16)), FrameCodec::Lossless, None).unwrap();
         let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&bytes).unwrap();
         let mut wrong = payload.to_vec();
         wrong[0] ^= 1; // the digest

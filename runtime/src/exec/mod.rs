@@ -18,6 +18,7 @@ pub mod wire;
 pub mod worker;
 
 pub use batch::{BatchConfig, Member, run_batch};
+pub use coded::CameraJpeg;
 pub use fallback::{finish_dilated, finish_locally, outputs};
 pub use side::{Incoming, SideConfig, SideStats, Stopped, run_side, run_side_racing};
 pub use stretch::{Pace, Stretch};

@@ -87,6 +87,8 @@ pub struct SideConfig {
     /// How the robot codes its frame's bands (the table's codec; the server reads each band's
     /// coding from its header).
     pub codec: lop::codec::FrameCodec,
+    /// The camera's own JPEG of the frame, sent unchanged under `passthrough` (robot only).
+    pub camera: Option<super::coded::CameraJpeg>,
     /// When to give up.
     pub deadline: Option<Instant>,
 }
@@ -176,7 +178,14 @@ fn run(
         if t.from() == side && t.producer.is_none() {
             let sent = if config.codec.is_coded() && meta.is_input(t.node) {
                 let t0 = Instant::now();
-                let frame = super::coded::encode_coded_band(exec, meta, config.inference_id, t.node, &t.rows, config.codec)?;
+                let frame = super::coded::encode_coded_band(
+                    exec,
+                    meta,
+                    config.inference_id,
+                    (t.node, &t.rows),
+                    config.codec,
+                    config.camera.as_ref(),
+                )?;
                 stats.coding_s += t0.elapsed().as_secs_f64();
                 coded_any = true;
                 stats.bands_sent += 1;

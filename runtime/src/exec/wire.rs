@@ -36,6 +36,16 @@ pub struct Expected {
     pub coding: lop_msgs::protocol::Coding,
 }
 
+impl Expected {
+    /// Whether a band coded as `coding` fits: the expected coding, or, where the camera's own
+    /// JPEG is expected (`passthrough`), the lossless code a robot sends for a frame it holds
+    /// no camera JPEG of (a raw camera topic, a frame not at the model's size).
+    pub fn accepts(&self, coding: lop_msgs::protocol::Coding) -> bool {
+        use lop_msgs::protocol::Coding;
+        coding == self.coding || (self.coding == Coding::Camera && coding == Coding::Qoi)
+    }
+}
+
 /// The per-node facts a band needs, copied out of the graph (whose tensors cannot be shared
 /// across threads): shapes, dtypes, row axes, and which nodes are graph inputs.
 #[derive(Debug, Clone)]
