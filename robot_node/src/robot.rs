@@ -94,6 +94,9 @@ pub struct RobotCounters {
     pub ros_ns_sum: AtomicU64,
     /// Bucket in force (table MB/s, as f64 bits).
     pub bucket_bits: AtomicU64,
+    /// Coded frames: the running estimate of their size over raw (f64 bits; 0 until one went
+    /// up), which moves where the table is read when it departs from the table's price.
+    pub frame_ratio_bits: AtomicU64,
     /// Frames from the edge dropped by the client (malformed, stale, ...).
     pub edge_frames_dropped: AtomicU64,
     /// Fleet mode: edges up in the robot's view at the last frame.
@@ -145,6 +148,7 @@ impl RobotCounters {
             ("fleet_frames_late".into(), g(&self.fleet_late).to_string()),
             ("fleet_link_mbps".into(), self.fleet_link_mbps.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()),
             ("bucket_mb_s".into(), f64::from_bits(g(&self.bucket_bits)).to_string()),
+            ("frame_ratio".into(), format!("{:.4}", f64::from_bits(g(&self.frame_ratio_bits)))),
             ("ros_latency_ms_last".into(), ms(g(&self.ros_ns_last))),
             ("ros_latency_ms_max".into(), ms(g(&self.ros_ns_max))),
             ("ros_latency_ms_mean".into(), ms(g(&self.ros_ns_sum).checked_div(answered).unwrap_or(0))),
@@ -1097,6 +1101,13 @@ impl<'a> Frames<'a> {
             self.table_hash = self.client.table_hash();
         }
         counters.edge_frames_dropped.fetch_max(self.client.dropped_total(), Ordering::Relaxed);
+        let ratio = match &answered {
+            Answered::Now(r) => r.stats.frame_ratio,
+            Answered::Stream(done) => done.iter().rev().find_map(|(_, r)| r.as_ref().ok().and_then(|i| i.stats.frame_ratio)),
+        };
+        if let Some(ratio) = ratio {
+            counters.frame_ratio_bits.store(ratio.to_bits(), Ordering::Relaxed);
+        }
         match answered {
             Answered::Now(r) => self.out.publish(meta, *r).await,
             Answered::Stream(done) => {

@@ -432,6 +432,8 @@ fn client_options(cfg: &BenchConfig, method: &str) -> ClientOptions {
     opts.robot_profile = Some(cfg.robot.clone());
     opts.input_wire = cfg.input_wire;
     opts.hello_timeout = Duration::from_secs(120);
+    // Each bucket runs the plan its simulation priced.
+    opts.follow_frame_ratio = false;
     opts
 }
 

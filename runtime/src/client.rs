@@ -76,6 +76,10 @@ pub struct ClientOptions {
     /// Plans the robot's table again when the edge's differs (see [`Replanner`]); `None`: such
     /// an edge is never used.
     pub replan: Option<Replanner>,
+    /// Reads the table at the effective bandwidth the frames' running size ratio gives
+    /// ([`crate::frame_ratio::FrameRatio`]; default on). Benchmarks that compare each bucket's
+    /// plan with its simulation turn it off.
+    pub follow_frame_ratio: bool,
 }
 
 /// How often a robot whose edge went silent tries it again (every other inference meanwhile
@@ -124,6 +128,7 @@ impl ClientOptions {
             limits: Limits::default(),
             robot_profile: None,
             replan: None,
+            follow_frame_ratio: true,
         }
     }
 }
@@ -159,6 +164,9 @@ pub struct InferenceStats {
     /// Whether the frame crossed coded (so the robot computed on its decoding under a lossy
     /// codec).
     pub frame_coded: bool,
+    /// The running estimate of the coded frames' size over their raw size, after this frame
+    /// ([`crate::frame_ratio::FrameRatio`]; `None` until a coded frame went up).
+    pub frame_ratio: Option<f64>,
     /// Seconds the robot waited for bands.
     pub robot_wait_s: f64,
     /// Seconds the edge computed (from its Done, when it arrived in time).
@@ -268,6 +276,13 @@ impl Drop for Conn {
     }
 }
 
+/// The running ratio estimate for `book`'s table: its frames priced at the table's ratio (1 for
+/// raw frames).
+fn frame_ratio_of(book: &PlanBook) -> crate::frame_ratio::FrameRatio {
+    let frame = &book.table.spec.frame;
+    crate::frame_ratio::FrameRatio::new(if frame.codec.is_coded() { frame.ratio } else { 1.0 })
+}
+
 fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -279,6 +294,8 @@ pub struct RobotClient<C: Connector> {
     worker: Worker,
     meta: Arc<GraphMeta>,
     book: Arc<PlanBook>,
+    /// How much the frames sent shrink, against the table's price: where the table is read.
+    ratio: crate::frame_ratio::FrameRatio,
     hello: Frame,
     conn: Option<Conn>,
     pending: Option<JoinHandle<Result<Conn>>>,
@@ -370,6 +387,7 @@ impl<C: Connector> RobotClient<C> {
             stretch,
             worker,
             meta: Arc::new(meta),
+            ratio: frame_ratio_of(&book),
             book,
             hello,
             conn: None,
@@ -532,6 +550,8 @@ impl<C: Connector> RobotClient<C> {
         match PlanBook::prepare(&self.worker, &self.meta, Arc::new(table), self.opts.input_wire).await {
             Ok(book) => {
                 tracing::info!(server_profile = %hash, table = %book.table_hash.to_hex(), "schedule table planned for the edge; connecting");
+                // The frames seen so far still tell how they code.
+                self.ratio = self.ratio.repriced(frame_ratio_of(&book).priced());
                 self.book = Arc::new(book);
                 self.last_attempt = None;
             }
@@ -635,7 +655,7 @@ impl<C: Connector> RobotClient<C> {
         let method = self.opts.method.clone();
         let plan = self
             .book
-            .get(&method, bandwidth_mb_s)
+            .get(&method, if self.opts.follow_frame_ratio { self.ratio.effective_mb_s(bandwidth_mb_s) } else { bandwidth_mb_s })
             .ok_or_else(|| Error::InvalidConfig { what: format!("no plans for method '{method}'") })?;
         let id = self.next_id;
         self.next_id += 1;
@@ -808,6 +828,7 @@ impl<C: Connector> RobotClient<C> {
         if let Some(r) = &reason {
             tracing::warn!(inference = id, reason = %r, "finished on the robot alone");
         }
+        self.ratio.record(side.input_coded_bytes, side.input_raw_bytes);
         let stats = InferenceStats {
             id,
             method,
@@ -822,6 +843,7 @@ impl<C: Connector> RobotClient<C> {
             robot_overrun_s: side.overrun_s,
             robot_coding_s: side.coding_s,
             frame_coded: side.coded,
+            frame_ratio: self.ratio.seen(),
             robot_wait_s: side.wait_s,
             server_compute_s,
             bytes_up: side.bytes_sent,

@@ -64,6 +64,7 @@ pub mod edge;
 mod error;
 pub mod exec;
 pub mod fleet;
+pub mod frame_ratio;
 pub mod link;
 pub mod local;
 pub mod netns;

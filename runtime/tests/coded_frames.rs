@@ -43,7 +43,7 @@ fn setup(codec: FrameCodec) -> (Setup, Vec<tch::Tensor>) {
     let tensor = |p: &[u8]| tch::Tensor::from_slice(p).reshape([1, 3, 224, 224]);
     let inputs = vec![tensor(&planar)];
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-    let decoded = if codec.is_lossy() {
+    let decoded = if matches!(codec, FrameCodec::Jpeg { .. }) {
         lop::codec::decode(codec, &IMAGE, &lop::codec::encode(codec, &IMAGE, &planar, 224).unwrap(), 224).unwrap()
     } else {
         planar
@@ -198,4 +198,88 @@ async fn an_edge_refuses_a_band_whose_pixels_differ() {
     let c = svc.counts();
     assert_eq!(c.input_mismatches, 2, "{c:?}");
     assert_eq!((c.dropped.out_of_plan, c.dropped.malformed), (1, 1), "{c:?}");
+}
+
+/// `passthrough`: the camera's own JPEG crosses unchanged (its bytes and a band header), and the
+/// output is the unsplit model's on its decoding; a frame without a camera JPEG crosses lossless
+/// (exact); a camera JPEG that is not the frame the robot holds is refused by the edge, and the
+/// robot finishes that frame alone on its own pixels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_sends_the_camera_jpeg_unchanged() {
+    let _heavy = crate::HEAVY.lock().await;
+    use lop_runtime::exec::CameraJpeg;
+    let (s, _) = setup(FrameCodec::Passthrough);
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let edge = board.plug(edge(&s, &dir).await);
+    let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
+    let mut opts = ClientOptions::new("robot-1", "resnet18");
+    opts.hello_timeout = Duration::from_secs(5);
+    opts.deadline_slack = Duration::from_secs(3);
+    opts.method = "server-only".into();
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    assert!(c.connected());
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    // A camera's JPEG: 4:4:4 here, whole, no restart markers; the input is its decoding.
+    let camera = lop::codec::encode(FrameCodec::Jpeg { quality: 80 }, &IMAGE, &frame(), 224).unwrap();
+    let decoded = lop::codec::decode(FrameCodec::Passthrough, &IMAGE, &camera, 224).unwrap();
+    let tensor = |p: &[u8]| tch::Tensor::from_slice(p).reshape([1, 3, 224, 224]);
+    let whole = lop::exec::run_whole(&g, &[tensor(&decoded)]).unwrap().outputs;
+    let jpeg = CameraJpeg(std::sync::Arc::from(camera.as_slice()));
+    let r = c.infer_camera(vec![tensor(&decoded)], Some(jpeg.clone()), 30.0).await.unwrap();
+    assert!(!r.stats.fallback, "{:?}", r.stats.fallback_reason);
+    assert!(r.stats.frame_coded);
+    let n = camera.len() as u64;
+    assert!(r.stats.bytes_up > n && r.stats.bytes_up < n + 512, "{} bytes up for a {n}-byte JPEG", r.stats.bytes_up);
+    assert_exact(&r.outputs, &whole, "passthrough");
+    // No camera JPEG: lossless, exact, larger than the JPEG, smaller than raw.
+    let r = c.infer(vec![tensor(&frame())], 30.0).await.unwrap();
+    assert!(!r.stats.fallback, "{:?}", r.stats.fallback_reason);
+    assert!(r.stats.bytes_up > n + 512 && r.stats.bytes_up < IMAGE.bytes(224) as u64, "{} bytes up", r.stats.bytes_up);
+    assert_exact(&r.outputs, &s.whole, "passthrough without a camera JPEG");
+    // A camera JPEG of another frame than the robot holds: refused, finished on the robot.
+    let r = c.infer_camera(vec![tensor(&frame())], Some(jpeg), 30.0).await.unwrap();
+    assert!(r.stats.fallback, "the edge computed on other pixels than the robot's");
+    assert_exact(&r.outputs, &s.whole, "a refused passthrough frame");
+    let counts = edge.service().counts();
+    assert_eq!(counts.input_mismatches, 1, "{counts:?}");
+}
+
+/// The robot reads the table at an effective bandwidth when its frames code larger than the
+/// table priced them: a table priced at 1% of raw, frames that code at about half, read at the
+/// lowest bucket after the first frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_coding_larger_than_priced_read_the_table_lower() {
+    let _heavy = crate::HEAVY.lock().await;
+    let codec = FrameCodec::Lossless;
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let (mut robot, mut server) = lop::profile::SYNTHETIC.pair(&g).unwrap();
+    let measured = lop::codec::measure_cost(codec, &IMAGE, &[frame()], 8, 1).unwrap();
+    let cheap = CodecCost { ratio: 0.01, ..measured };
+    robot.set_codec_cost(cheap);
+    server.set_codec_cost(cheap);
+    let spec = TableSpec::latency(vec![0.0, 2.0, 8.0, 30.0], 0.001).with_frame_codec(codec, &robot, &server).unwrap();
+    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
+    let inputs = vec![tch::Tensor::from_slice(&frame()).reshape([1, 3, 224, 224])];
+    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
+    let s = Setup { robot, server, spec, table, inputs, whole };
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let _edge = board.plug(edge(&s, &dir).await);
+    let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
+    let mut opts = ClientOptions::new("robot-1", "resnet18");
+    opts.hello_timeout = Duration::from_secs(5);
+    opts.deadline_slack = Duration::from_secs(3);
+    opts.method = "server-only".into();
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    let first = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
+    assert_eq!(first.stats.bucket_mb_s, 30.0, "nothing seen yet: the table read at the link's bandwidth");
+    let seen = first.stats.frame_ratio.expect("a coded frame went up");
+    assert!(seen > 0.1, "lossless on this frame: {seen}");
+    let second = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
+    // 30 MB/s x 0.01 / ratio seen, bounded to 1/8: 3.75 MB/s, the 2 MB/s bucket.
+    assert_eq!(second.stats.bucket_mb_s, 2.0, "frames coding {seen:.3} of raw against 0.01 priced");
+    assert_exact(&second.outputs, &s.whole, "read lower");
 }

@@ -68,6 +68,11 @@ pub struct SideStats {
     pub coding_s: f64,
     /// Whether this side coded its frame's bands (see [`SideConfig::codec`]).
     pub coded: bool,
+    /// Bytes of the coded input bands sent (whole frames), and of the pixels they carry: the
+    /// frame's coded size over its raw size ([`crate::frame_ratio::FrameRatio`]).
+    pub input_coded_bytes: u64,
+    /// See `input_coded_bytes`.
+    pub input_raw_bytes: u64,
 }
 
 /// How to run one side.
@@ -188,6 +193,8 @@ fn run(
                 )?;
                 stats.coding_s += t0.elapsed().as_secs_f64();
                 coded_any = true;
+                stats.input_coded_bytes += frame.len() as u64;
+                stats.input_raw_bytes += meta.wire_shape(t.node, &t.rows).0.iter().map(|&d| u64::from(d)).product::<u64>();
                 stats.bands_sent += 1;
                 stats.bytes_sent += frame.len() as u64;
                 send(frame)
