@@ -12,6 +12,9 @@
 # (`--task`), and each inference's line shows what the frame's result holds (the detections,
 # as class, score and box in input pixels): zoo:yolo_det and zoo:pose_hr get `detect` and
 # `pose`, zoo:occupancy3d gets `occupancy`; TASK=... overrides it (TASK=raw: the raw head).
+# The zoo's detectors have seeded weights (their boxes mean nothing), so the detector demo ends
+# with a trained one: ddddocr's character detector (scripts/ddddocr.sh) on a photographed page
+# of text (scikit-image's page.png), through the same runtime, printing its real detections.
 # Usage: scripts/demo.sh [zoo:MODEL | path/to/model.onnx]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,3 +52,10 @@ echo "== lop ${bench[*]} --frames target/photos (raw frames on the wire)"
 "$lop" "${bench[@]}" --frames "$photos" --verbose
 echo "== lop ${bench[*]} --frames target/photos --frame-codec jpeg:90 (each band a JPEG)"
 "$lop" "${bench[@]}" --frames "$photos" --frame-codec jpeg:90 --verbose
+if [ "$model" = zoo:yolo_det ] && [ "${DETECTOR:-ddddocr}" = ddddocr ]; then
+  detector=$(scripts/ddddocr.sh)
+  page=$(dirname "$(readlink -f "$photos/astronaut.png")")/page.png
+  echo "== a trained detector on a photograph: ddddocr's common_det.onnx (characters) on $page"
+  "$lop" bench "$detector" --task "detect;score=0.25;iou=0.45;max=20" --preprocess "raw;bgr" --frames "$page" \
+    --methods server-only,lop --trace data/traces/indoor.csv --dilation 20 --requests 2 --verbose
+fi

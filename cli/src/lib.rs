@@ -16,6 +16,7 @@
 //! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
 #![deny(missing_docs)]
 
+pub mod activations;
 pub mod bench;
 pub mod bench_batch;
 pub mod bench_edge;

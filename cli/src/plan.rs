@@ -207,6 +207,10 @@ pub struct PlanArgs {
     /// Draw latency against bandwidth for every method.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Also study the values that cross the link in each bucket's plan on these real frames
+    /// (a picture or a folder): how they compress (LZ4) and the most coding them could save.
+    #[arg(long)]
+    pub activations: Option<PathBuf>,
 }
 
 /// Parses `FROM:TO:STEP` (or a comma-separated list) into bucket values.
@@ -347,6 +351,13 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     }
     let fluid_s: Vec<Option<f64>> = fluid.iter().map(|f| f.map(|f| f.bound_s)).collect();
     let means = mean_ratios(&table.entries, &bounds, &fluid_s);
+    let activations = match &args.activations {
+        Some(path) => {
+            let frames = crate::bench::real_frames(&setup.graph, Some(path))?;
+            Some(crate::activations::study(&setup.graph, &table, &frames, 0.03)?)
+        }
+        None => None,
+    };
     let summary = serde_json::json!({
         "model": table.model,
         "table": args.out.display().to_string(),
@@ -363,6 +374,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         "post_side": spec.post_side.map_or("auto", |s| s.name()),
         "mean_ratios": means,
         "buckets": rows,
+        "activations": activations,
     });
     if args.json {
         println!("{summary}");
@@ -391,6 +403,9 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             );
         }
         println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());
+        if let Some(study) = &activations {
+            crate::activations::print(study);
+        }
         let budget: Vec<String> =
             rows.iter().filter(|r| r["layer_search"]["status"] == "budget").map(|r| r["bucket_mb_s"].to_string()).collect();
         if !budget.is_empty() {

@@ -745,6 +745,41 @@ fn frames_and_codecs_from_photographs_to_the_plan_and_the_bench() {
         ])
     };
     ok(&plan("jpeg:90"));
+    // The study of crossing activations on the photograph: each crossing value measured, each
+    // bucket bounded, and a verdict.
+    let o = lop(&[
+        "plan",
+        "zoo:resnet18@64x64",
+        "--robot-profile",
+        robot.to_str().expect("utf8"),
+        "--server-profile",
+        server.to_str().expect("utf8"),
+        "--buckets",
+        "0:4:2",
+        "--cache-dir",
+        dir.join("cache").to_str().expect("utf8"),
+        "--out",
+        dir.join("activations.table").to_str().expect("utf8"),
+        "--activations",
+        pic,
+        "--json",
+    ]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let study = &v["activations"];
+    assert_eq!(study["buckets"].as_array().map(Vec::len), Some(3), "{study}");
+    for b in study["buckets"].as_array().expect("buckets") {
+        let bound = b["saving_bound"].as_f64().expect("bound");
+        assert!((0.0..1.0).contains(&bound), "{b}");
+        if b["activation_bytes"].as_u64() == Some(0) {
+            assert_eq!(bound, 0.0, "nothing crosses, nothing to save: {b}");
+        }
+    }
+    for value in study["values"].as_array().expect("values") {
+        let (zeros, ratio) = (value["zeros"].as_f64().expect("zeros"), value["lz4_ratio"].as_f64().expect("ratio"));
+        assert!((0.0..=1.0).contains(&zeros) && ratio > 0.0 && ratio < 1.2, "{value}");
+    }
+    assert!(study["worth_building"].is_boolean(), "{study}");
     let table: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("jpeg:90.table")).expect("table")).expect("json");
     assert_eq!(table["spec"]["frame"]["codec"], "jpeg:90", "the codec is part of the table");
     let o = plan("jpeg:75");

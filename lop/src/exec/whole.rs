@@ -21,6 +21,15 @@ pub struct WholeRun {
 /// # Errors
 /// [`Error::Input`] for inputs that do not match; libtorch errors naming the node.
 pub fn run_whole(graph: &Graph, inputs: &[Tensor]) -> Result<WholeRun> {
+    run_whole_seeing(graph, inputs, |_, _| {})
+}
+
+/// [`run_whole`], showing `see` every value as it is computed (inputs included), before it is
+/// released: for studies of what the values hold (how the ones that cross the link compress).
+///
+/// # Errors
+/// As [`run_whole`].
+pub fn run_whole_seeing(graph: &Graph, inputs: &[Tensor], mut see: impl FnMut(usize, &Tensor)) -> Result<WholeRun> {
     check_inputs(graph, inputs)?;
     let _guard = tch::no_grad_guard();
     let consumers = graph.consumers();
@@ -55,6 +64,7 @@ pub fn run_whole(graph: &Graph, inputs: &[Tensor]) -> Result<WholeRun> {
         };
         if !matches!(node.op, Op::Constant(_)) {
             live += tensor_bytes(&t);
+            see(id, &t);
         }
         values[id] = Some(t);
         peak = peak.max(live);
