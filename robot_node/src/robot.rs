@@ -1379,6 +1379,7 @@ mod tests {
             robot_overrun_s: 0.0,
             robot_coding_s: 0.0,
             frame_coded: false,
+            frame_ratio: None,
             robot_wait_s: 1.0,
             server_compute_s: Some(0.1),
             bytes_up: 1_000_000,

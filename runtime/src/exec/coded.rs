@@ -76,13 +76,13 @@ pub fn encode_coded_band(
     let planar = rows_bytes(exec, id, rows)?;
     if codec == FrameCodec::Passthrough {
         let whole = rows.start == 0 && rows.end == image.height;
-        return Ok(match camera.filter(|_| whole) {
+        return match camera.filter(|_| whole) {
             Some(jpeg) => coded_frame(meta, inference_id, (id, rows), Coding::Camera, &planar, &jpeg.0),
             None => {
                 let unit = codec::encode(FrameCodec::Lossless, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
                 coded_frame(meta, inference_id, (id, rows), Coding::Qoi, &planar, &unit)
             }
-        }?);
+        };
     }
     let unit = codec::encode(codec, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
     let pixels = if codec.is_lossy() {
