@@ -19,6 +19,8 @@ use lop_msgs::ros::{ALL_TYPES, RosType};
 /// The Jazzy hashes DESIGN.md section 8 fixes.
 const IMAGE_HASH: &str = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47";
 const POINTCLOUD2_HASH: &str = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5";
+/// `sensor_msgs/msg/CompressedImage` in Jazzy (rosidl's `CompressedImage.json`).
+const COMPRESSED_IMAGE_HASH: &str = "RIHS01_15640771531571185e2efc8a100baf923961a4d15d5569652e6cb6691e8e371a";
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -143,13 +145,15 @@ fn python_hash_changes_when_a_field_changes() {
 #[test]
 fn hiroz_msgs_types_robot_node_uses_have_the_jazzy_hashes() {
     use hiroz_msgs::ros::diagnostic_msgs::DiagnosticArray;
-    use hiroz_msgs::ros::sensor_msgs::{Image, PointCloud2};
+    use hiroz_msgs::ros::sensor_msgs::{CompressedImage, Image, PointCloud2};
 
     let python = python_hashes(&[
         "--type",
         "sensor_msgs/msg/Image",
         "--type",
         "sensor_msgs/msg/PointCloud2",
+        "--type",
+        "sensor_msgs/msg/CompressedImage",
         "--type",
         "diagnostic_msgs/msg/DiagnosticArray",
         "--type",
@@ -159,9 +163,14 @@ fn hiroz_msgs_types_robot_node_uses_have_the_jazzy_hashes() {
     assert_eq!(rust_info::<PointCloud2>(), ("sensor_msgs::msg::dds_::PointCloud2_".to_string(), POINTCLOUD2_HASH.to_string()));
     assert_eq!(python["sensor_msgs/msg/Image"], IMAGE_HASH);
     assert_eq!(python["sensor_msgs/msg/PointCloud2"], POINTCLOUD2_HASH);
+    assert_eq!(
+        rust_info::<CompressedImage>(),
+        ("sensor_msgs::msg::dds_::CompressedImage_".to_string(), COMPRESSED_IMAGE_HASH.to_string())
+    );
+    assert_eq!(python["sensor_msgs/msg/CompressedImage"], COMPRESSED_IMAGE_HASH);
     assert_eq!(python["diagnostic_msgs/msg/DiagnosticArray"], rust_info::<DiagnosticArray>().1);
     assert_eq!(python["std_msgs/msg/Header"], rust_info::<Header>().1);
-    assert_eq!(rep2011(&["--self-test"]).lines().filter(|l| l.starts_with("ok ")).count(), 5);
+    assert_eq!(rep2011(&["--self-test"]).lines().filter(|l| l.starts_with("ok ")).count(), 6);
 }
 
 fn sample_result() -> InferenceResult {
