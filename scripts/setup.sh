@@ -111,6 +111,17 @@ PY
       exit 1
     fi
   fi
+  # A real Prometheus server and promtool for the metrics test (Debian's package).
+  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+      echo "setup: installing prometheus (Debian's package: the server and promtool)" >&2
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2 \
+        || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2; }
+    else
+      echo "setup: prometheus is missing: install Debian's prometheus package (apt-get install prometheus)" >&2
+      exit 1
+    fi
+  fi
 fi
 extra=""
 [ "$test_deps" = 1 ] && extra=", test peers"

@@ -130,6 +130,9 @@ pub struct EdgeConfig {
     /// GPU energy per served inference through NVML.
     #[serde(default)]
     pub gpu_energy: GpuEnergySection,
+    /// The operators' HTTP endpoints: Prometheus `/metrics`, `/health/live`, `/health/ready`.
+    #[serde(default)]
+    pub metrics: MetricsSection,
     /// The file this was read from (set by [`EdgeConfig::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -313,6 +316,31 @@ pub struct GpuEnergySection {
     /// Power readings per second.
     #[serde(default = "default_rate")]
     pub rate_hz: f64,
+}
+
+/// The operators' HTTP endpoints ([`crate::http`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Serve them.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Address and port (loopback by default: a local Prometheus or agent scrapes it).
+    #[serde(default = "default_metrics_listen")]
+    pub listen: String,
+    /// Listen beyond loopback (the endpoints carry no authentication).
+    #[serde(default)]
+    pub allow_remote_metrics: bool,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection { enabled: true, listen: default_metrics_listen(), allow_remote_metrics: false }
+    }
+}
+
+fn default_metrics_listen() -> String {
+    "127.0.0.1:9464".into()
 }
 
 impl Default for GpuEnergySection {
@@ -586,8 +614,32 @@ impl EdgeConfig {
         if !(g.rate_hz.is_finite() && g.rate_hz > 0.0 && g.rate_hz <= 10_000.0) {
             return Err(self.invalid("gpu_energy.rate_hz", format!("{} is not in (0, 10000]", g.rate_hz)));
         }
+        self.metrics_addr()?;
         self.table_spec()?;
         Ok(())
+    }
+
+    /// Where the operators' endpoints listen (`None`: turned off).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `metrics.listen` for an address that does not parse, or
+    /// one beyond loopback without `metrics.allow_remote_metrics`.
+    pub fn metrics_addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        let m = &self.metrics;
+        if !m.enabled {
+            return Ok(None);
+        }
+        let addr: std::net::SocketAddr =
+            m.listen.parse().map_err(|e| self.invalid("metrics.listen", format!("'{}' is not an address:port ({e})", m.listen)))?;
+        if !addr.ip().is_loopback() && !m.allow_remote_metrics {
+            return Err(self.invalid(
+                "metrics.listen",
+                format!(
+                    "{addr} is beyond loopback and the endpoints carry no authentication: set metrics.allow_remote_metrics: true to serve them there"
+                ),
+            ));
+        }
+        Ok(Some(addr))
     }
 
     /// The input shapes model `i` is served at: `[None]` (its own static shape), its

@@ -163,6 +163,8 @@ mod tests {
             server_compute_s: 0.01,
             bytes_received: 0,
             bytes_sent: 0,
+            upload_s: 0.0,
+            queue_s: 0.0,
             outcome: ServedOutcome::Done,
         }
     }

@@ -5,11 +5,18 @@
 //! [`prepare`]), runs the service on a Zenoh session until SIGTERM or Ctrl-C ([`run`]), and
 //! reports the GPU energy of every served inference through NVML when there is one ([`energy`]).
 //!
+//! Operators watch it through [`http`] (Prometheus `/metrics` from [`metrics`], `/health/live`,
+//! `/health/ready`) and systemd through [`notify`] (`READY=1`, `STOPPING=1`, and `WATCHDOG=1`
+//! while the serving runtime's heartbeat is fresh).
+//!
 //! Shutdown: the service refuses new sessions and inferences, running inferences get
 //! `shutdown_grace_s` to finish, the Zenoh session closes, totals are logged, and [`run`] returns.
 
 pub mod config;
 pub mod energy;
+pub mod http;
+pub mod metrics;
+pub mod notify;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,6 +63,9 @@ pub enum Error {
     /// The runtime failed (Zenoh, the service).
     #[error(transparent)]
     Runtime(#[from] lop_runtime::Error),
+    /// The operators' endpoints could not listen (`metrics.listen`).
+    #[error("{0}")]
+    Metrics(std::io::Error),
 }
 
 /// The synthetic profile (`server_profile: synthetic`; tests and demos): the same function the
@@ -218,20 +228,69 @@ pub fn run(cfg: EdgeConfig) -> Result<RunSummary, Error> {
     if let Some(t) = cfg.threads {
         tch::set_num_threads(t);
     }
-    let opts = prepare(&cfg)?;
+    let metrics_addr = cfg.metrics_addr()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("lop-edge").build().map_err(|source| Error::Io {
         what: "tokio runtime",
         path: "-".into(),
         source,
     })?;
-    let shutdown = async {
-        match wait_for_signal().await {
-            Ok(sig) => tracing::info!(signal = sig, "shutting down"),
-            Err(e) => tracing::error!(error = %e, "cannot wait for signals; shutting down"),
+    rt.block_on(async {
+        // The endpoints answer from the start: not ready while the models load.
+        let ops = Arc::new(http::OpsState::new(metrics::Metrics::new()));
+        let endpoints = match metrics_addr {
+            Some(addr) => {
+                let listener = http::bind(addr).await.map_err(Error::Metrics)?;
+                tracing::info!(%addr, "metrics and health endpoints: /metrics, /health/live, /health/ready");
+                Some(tokio::spawn(http::serve(listener, ops.clone())))
+            }
+            None => None,
+        };
+        let heart = tokio::spawn(heartbeat(ops.clone(), None));
+        let prepared = {
+            let cfg = cfg.clone();
+            tokio::task::spawn_blocking(move || prepare(&cfg)).await.map_err(|e| Error::Io {
+                what: "model preparation",
+                path: "-".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+        };
+        heart.abort();
+        let opts = prepared?;
+        let shutdown = async {
+            match wait_for_signal().await {
+                Ok(sig) => tracing::info!(signal = sig, "shutting down"),
+                Err(e) => tracing::error!(error = %e, "cannot wait for signals; shutting down"),
+            }
+        };
+        let summary = serve(cfg, opts, ops, shutdown).await;
+        if let Some(e) = endpoints {
+            e.abort();
         }
-    };
-    rt.block_on(serve(cfg, opts, shutdown))
+        summary
+    })
 }
+
+/// Beats `ops`' heartbeat every [`HEARTBEAT_PERIOD`] from the serving runtime, after taking the
+/// service's locks in turn (`svc`), and tells systemd's watchdog while the beat is fresh.
+async fn heartbeat(ops: Arc<http::OpsState>, svc: Option<(EdgeService, Arc<notify::Notifier>)>) {
+    let period = svc.as_ref().and_then(|(_, n)| n.watchdog()).map_or(HEARTBEAT_PERIOD, |w| (w / 2).min(HEARTBEAT_PERIOD));
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tick.tick().await;
+        if let Some((svc, notifier)) = &svc {
+            svc.heartbeat();
+            ops.beat();
+            if notifier.watchdog().is_some() && ops.alive() {
+                notifier.notify("WATCHDOG=1");
+            }
+        } else {
+            ops.beat();
+        }
+    }
+}
+
+/// How often the serving runtime beats.
+pub const HEARTBEAT_PERIOD: Duration = Duration::from_secs(1);
 
 async fn wait_for_signal() -> std::io::Result<&'static str> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -245,12 +304,21 @@ async fn wait_for_signal() -> std::io::Result<&'static str> {
 ///
 /// # Errors
 /// The service or the Zenoh session failing to start.
-pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<RunSummary, Error> {
+pub async fn serve(
+    cfg: EdgeConfig,
+    opts: EdgeOptions,
+    ops: Arc<http::OpsState>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<RunSummary, Error> {
+    tokio::pin!(shutdown);
     let device = opts.device;
+    let notifier = Arc::new(notify::Notifier::from_env());
     let svc = EdgeService::start(opts).await?;
+    ops.metrics.attach(svc.clone());
+    let heart = tokio::spawn(heartbeat(ops.clone(), Some((svc.clone(), notifier.clone()))));
     let (stop_tx, stop_rx) = oneshot::channel();
     let meter = gpu_meter(&cfg, device);
-    let accounting = tokio::spawn(account(svc.served(), meter, stop_rx));
+    let accounting = tokio::spawn(account(svc.served(), meter, ops.clone(), stop_rx));
     let zcfg = cfg.zenoh_config()?;
     for warning in cfg.listen_plan()?.warnings {
         tracing::warn!("{warning}");
@@ -298,9 +366,22 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         models = ?svc.model_ids(),
         replicas = cfg.replicas,
         device = %cfg.device,
-        "lop_edge ready"
+        "lop_edge serving"
     );
-    shutdown.await;
+    // Ready once the tables of the robot profiles it was given are planned (robots whose
+    // profile comes in a Hello get theirs on first contact, running alone meanwhile).
+    let tables = tokio::select! {
+        n = svc.prepare_tables() => Some(n),
+        () = &mut shutdown => None,
+    };
+    if let Some(tables) = tables {
+        ops.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+        notifier.notify("READY=1");
+        tracing::info!(edge = %edge_id, tables, "lop_edge ready");
+        shutdown.await;
+    }
+    ops.ready.store(false, std::sync::atomic::Ordering::SeqCst);
+    notifier.notify("STOPPING=1");
     // Leave the fleet first, so robots route elsewhere while running inferences finish.
     drop(reporter);
     svc.shutdown();
@@ -322,6 +403,7 @@ pub async fn serve(cfg: EdgeConfig, opts: EdgeOptions, shutdown: impl std::futur
         }
     }
     let counts = svc.counts();
+    heart.abort();
     drop(svc);
     let _ = stop_tx.send(());
     let gpu_energy = match tokio::time::timeout(Duration::from_secs(5), accounting).await {
@@ -420,6 +502,7 @@ fn log_served(s: &Served) {
 async fn account<S: IntervalEnergy>(
     mut served: broadcast::Receiver<Served>,
     mut meter: Option<Meter<S>>,
+    ops: Arc<http::OpsState>,
     mut stop: oneshot::Receiver<()>,
 ) -> Option<EnergyTotals> {
     let mut tick = tokio::time::interval(Duration::from_millis(20));
@@ -447,6 +530,7 @@ async fn account<S: IntervalEnergy>(
             r = served.recv() => match r {
                 Ok(s) => {
                     log_served(&s);
+                    ops.metrics.observe(&s);
                     if let Some(m) = meter.as_mut() {
                         m.offer(s, Instant::now());
                     }
@@ -460,6 +544,7 @@ async fn account<S: IntervalEnergy>(
     }
     while let Ok(s) = served.try_recv() {
         log_served(&s);
+        ops.metrics.observe(&s);
         if let Some(m) = meter.as_mut() {
             m.offer(s, Instant::now());
         }

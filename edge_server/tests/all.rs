@@ -12,6 +12,7 @@ mod common;
 mod config;
 mod fleet;
 mod lop_edge;
+mod operations;
 mod security;
 mod soak;
 

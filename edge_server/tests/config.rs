@@ -88,6 +88,8 @@ fn bad_values_name_their_field() {
         ("max_batch: 0\n", "max_batch"),
         ("max_batch: 65\n", "max_batch"),
         ("layout: nhwc\n", "unknown layout 'nhwc' (auto, nchw, channels_last)"),
+        ("metrics:\n  listen: 0.0.0.0:9464\n", "metrics.listen"),
+        ("metrics:\n  listen: localhost\n", "metrics.listen"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");
@@ -105,6 +107,10 @@ fn bad_values_name_their_field() {
     }
     let msg = load_err(&dir, "models:\n  - id: 'bad id!'\n    source: zoo:resnet18\n");
     assert!(msg.contains("models[0].id"), "{msg}");
+    // Beyond loopback only when asked for.
+    let cfg = write(&dir, &format!("{m}metrics:\n  listen: 0.0.0.0:9464\n  allow_remote_metrics: true\n"));
+    let loaded = edge_server::EdgeConfig::load(&cfg).expect("remote metrics allowed");
+    assert_eq!(loaded.metrics_addr().expect("addr"), Some("0.0.0.0:9464".parse().expect("addr")));
     let msg = load_err(&dir, "models: []\n");
     assert!(msg.contains("models"), "{msg}");
 }

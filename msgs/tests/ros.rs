@@ -163,10 +163,7 @@ fn hiroz_msgs_types_robot_node_uses_have_the_jazzy_hashes() {
     assert_eq!(rust_info::<PointCloud2>(), ("sensor_msgs::msg::dds_::PointCloud2_".to_string(), POINTCLOUD2_HASH.to_string()));
     assert_eq!(python["sensor_msgs/msg/Image"], IMAGE_HASH);
     assert_eq!(python["sensor_msgs/msg/PointCloud2"], POINTCLOUD2_HASH);
-    assert_eq!(
-        rust_info::<CompressedImage>(),
-        ("sensor_msgs::msg::dds_::CompressedImage_".to_string(), COMPRESSED_IMAGE_HASH.to_string())
-    );
+    assert_eq!(rust_info::<CompressedImage>(), ("sensor_msgs::msg::dds_::CompressedImage_".to_string(), COMPRESSED_IMAGE_HASH.to_string()));
     assert_eq!(python["sensor_msgs/msg/CompressedImage"], COMPRESSED_IMAGE_HASH);
     assert_eq!(python["diagnostic_msgs/msg/DiagnosticArray"], rust_info::<DiagnosticArray>().1);
     assert_eq!(python["std_msgs/msg/Header"], rust_info::<Header>().1);

@@ -129,7 +129,8 @@ type BookResult = std::result::Result<Arc<PlanBook>, String>;
 /// A plan book, ready or being built (its result arrives on the channel).
 enum BookSlot {
     Ready(Arc<PlanBook>),
-    Building(watch::Receiver<Option<BookResult>>),
+    /// Being loaded or planned since the instant.
+    Building(watch::Receiver<Option<BookResult>>, Instant),
 }
 
 struct Replica {
@@ -264,6 +265,39 @@ struct Model {
     /// Recent mean server compute seconds per inference (f64 bits): the profile's sum at
     /// first, then a moving average of measured inferences.
     server_s: AtomicU64,
+    /// Its inferences that did not run here: refused as overloaded, forwarded, late; and
+    /// those the robot cancelled.
+    refusals: ModelRefusals,
+}
+
+/// Per model: inferences refused or cancelled (see [`ModelStats`]).
+#[derive(Debug, Default)]
+struct ModelRefusals {
+    overloaded: AtomicU64,
+    forwarded: AtomicU64,
+    late: AtomicU64,
+    cancelled: AtomicU64,
+}
+
+/// One model's state and counts now, for metrics ([`EdgeService::model_stats`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ModelStats {
+    /// The model's id.
+    pub id: String,
+    /// Whether its replicas are loaded.
+    pub warm: bool,
+    /// Its warm replicas.
+    pub replicas: usize,
+    /// Replicas with an inference queued or running.
+    pub replicas_busy: usize,
+    /// Inferences refused at once (Error `Overloaded`).
+    pub overloaded: u64,
+    /// Inferences forwarded to another edge.
+    pub forwarded: u64,
+    /// Forwarded inferences that arrived too late (Error `Late`).
+    pub late: u64,
+    /// Inferences the robot cancelled.
+    pub cancelled: u64,
 }
 
 impl Model {
@@ -419,6 +453,7 @@ impl Model {
             replicas: std::sync::RwLock::new(Arc::new(replicas)),
             server_profile: m.server_profile.clone(),
             server_s: AtomicU64::new(profiled_s.max(1e-6).to_bits()),
+            refusals: ModelRefusals::default(),
         })
     }
 }
@@ -436,6 +471,8 @@ impl Inner {
             books: std::sync::Mutex::new(HashMap::new()),
             stats: FrameStats::default(),
             sessions: AtomicU64::new(0),
+            open_sessions: AtomicU64::new(0),
+            rejects: std::array::from_fn(|_| AtomicU64::new(0)),
             rejected: AtomicU64::new(0),
             inferences: AtomicU64::new(0),
             done: AtomicU64::new(0),
@@ -588,6 +625,12 @@ pub struct Served {
     pub bytes_received: u64,
     /// Bytes of bands the server sent for it.
     pub bytes_sent: u64,
+    /// Seconds from its Start's arrival to its last band's, as the edge saw the upload (0
+    /// before any band).
+    pub upload_s: f64,
+    /// Seconds it was on the edge but neither computing nor waiting for bands: its wait for
+    /// the replica (queue) and the edge's own overhead.
+    pub queue_s: f64,
     /// How it ended.
     pub outcome: ServedOutcome,
 }
@@ -616,6 +659,10 @@ struct Inner {
     books: std::sync::Mutex<HashMap<BookKey, BookSlot>>,
     stats: FrameStats,
     sessions: AtomicU64,
+    /// Sessions open now (links served, welcomed or not).
+    open_sessions: AtomicU64,
+    /// Hellos refused, by [`RejectReason`] code.
+    rejects: [AtomicU64; 256],
     rejected: AtomicU64,
     inferences: AtomicU64,
     done: AtomicU64,
@@ -720,6 +767,90 @@ impl EdgeService {
             .collect()
     }
 
+    /// Every model's state and refusals now (in configuration order).
+    pub fn model_stats(&self) -> Vec<ModelStats> {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        self.inner
+            .models
+            .iter()
+            .map(|m| {
+                let replicas = m.replicas();
+                ModelStats {
+                    id: m.id.clone(),
+                    warm: !replicas.is_empty(),
+                    replicas: replicas.len(),
+                    replicas_busy: replicas.iter().filter(|r| r.queued.load(Ordering::Relaxed) > 0).count(),
+                    overloaded: l(&m.refusals.overloaded),
+                    forwarded: l(&m.refusals.forwarded),
+                    late: l(&m.refusals.late),
+                    cancelled: l(&m.refusals.cancelled),
+                }
+            })
+            .collect()
+    }
+
+    /// Hellos refused so far, by reason (every reason, zeros included).
+    pub fn rejects(&self) -> Vec<(RejectReason, u64)> {
+        (0..=u8::MAX)
+            .filter_map(RejectReason::from_u8)
+            .map(|r| (r, self.inner.rejects.get(r as usize).map_or(0, |c| c.load(Ordering::Relaxed))))
+            .collect()
+    }
+
+    /// Sessions open now.
+    pub fn open_sessions(&self) -> u64 {
+        self.inner.open_sessions.load(Ordering::Relaxed)
+    }
+
+    /// Schedule tables being loaded or planned now, and how long the oldest has taken so far.
+    pub fn tables_building(&self) -> (usize, Duration) {
+        let books = self.inner.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        books.values().fold((0, Duration::ZERO), |(n, oldest), slot| match slot {
+            BookSlot::Building(_, since) => (n + 1, oldest.max(since.elapsed())),
+            BookSlot::Ready(_) => (n, oldest),
+        })
+    }
+
+    /// Plans (or loads from the cache) the schedule tables of the robot profiles in the
+    /// configured profiles folder, for each model whose profile they are, and waits for them;
+    /// returns how many are ready. A table that fails is logged and not counted.
+    pub async fn prepare_tables(&self) -> usize {
+        let Some(dir) = self.inner.opts.profiles_dir.clone() else { return 0 };
+        let Ok(entries) = std::fs::read_dir(&dir) else { return 0 };
+        let mut waits = Vec::new();
+        for path in entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")) {
+            let Ok(p) = Profile::load(&path) else { continue };
+            if p.role != Side::Robot {
+                continue;
+            }
+            for (mi, m) in self.inner.models.iter().enumerate() {
+                if p.model_hash == m.server_profile.model_hash && !m.replicas().is_empty() {
+                    tracing::info!(model = %m.id, profile = %path.display(), "preparing the schedule table of a configured robot profile");
+                    waits.push(Inner::book(&self.inner, mi, p.clone(), InputWire::Native));
+                }
+            }
+        }
+        let mut ready = 0;
+        for mut rx in waits {
+            if let Ok(r) = rx.wait_for(Option::is_some).await
+                && matches!(&*r, Some(Ok(_)))
+            {
+                ready += 1;
+            }
+        }
+        ready
+    }
+
+    /// Takes the service's locks in turn and lets go: a serving loop that deadlocked on one
+    /// would hang here, so the edge's heartbeat (and systemd's watchdog) stops.
+    pub fn heartbeat(&self) {
+        drop(self.inner.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        drop(self.inner.robot_profiles.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for m in &self.inner.models {
+            drop(m.replicas());
+        }
+    }
+
     /// Seconds of server compute spent on every inference so far (a monotonic counter: its
     /// growth over a period is the busy time of that period).
     pub fn busy_s(&self) -> f64 {
@@ -779,6 +910,8 @@ impl EdgeService {
 
     /// Serves one robot session over a link until the robot closes it or the link breaks.
     pub async fn serve<T: LinkTx + 'static, R: LinkRx>(&self, tx: T, mut rx: R) {
+        self.inner.open_sessions.fetch_add(1, Ordering::Relaxed);
+        let _open = OpenSession(&self.inner.open_sessions);
         let (out, mut out_rx) = tmpsc::unbounded_channel::<Vec<u8>>();
         let writer = tokio::spawn(async move {
             while let Some(b) = out_rx.recv().await {
@@ -822,6 +955,15 @@ impl EdgeService {
         s.abort_current("the session ended");
         drop(s);
         let _ = writer.await;
+    }
+}
+
+/// Counts an open session until dropped.
+struct OpenSession<'a>(&'a AtomicU64);
+
+impl Drop for OpenSession<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -975,6 +1117,8 @@ impl Job {
             server_compute_s: stats.map_or(0.0, |s| s.compute_s),
             bytes_received: stats.map_or(0, |s| s.bytes_received),
             bytes_sent: stats.map_or(0, |s| s.bytes_sent),
+            upload_s: self.upload_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+            queue_s: stats.map_or(0.0, |s| (ended.saturating_duration_since(self.started).as_secs_f64() - s.compute_s - s.wait_s).max(0.0)),
             outcome,
         };
         if let Ok(b) = self.answer(res).encode() {
@@ -1078,6 +1222,9 @@ impl Session {
     fn reject_with(&self, reason: RejectReason, text: String, server_profile: Vec<u8>) {
         tracing::info!(?reason, %text, "rejecting a session");
         self.svc.rejected.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = self.svc.rejects.get(reason as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
         let text: String = text.chars().take(200).collect();
         self.send(Frame::Reject(Reject { reason, text, server_profile }));
     }
@@ -1111,6 +1258,9 @@ impl Session {
         if self.current.as_ref().is_some_and(|a| a.id == id) && self.abort_current("cancelled by the robot") {
             tracing::debug!(inference = id, "cancelled by the robot");
             self.svc.cancelled.fetch_add(1, Ordering::Relaxed);
+            if let Some(m) = self.model.and_then(|mi| self.svc.models.get(mi)) {
+                m.refusals.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
         } else {
             self.svc.stats.count(Dropped::Stale);
         }
@@ -1287,6 +1437,7 @@ impl Session {
         let replicas = model.replicas();
         let Some(replica) = replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)) else {
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
+            model.refusals.overloaded.fetch_add(1, Ordering::Relaxed);
             let text = format!("model '{}' was unloaded from this edge (memory budget)", model.id);
             return answer(error_frame(s, ErrorCode::Overloaded, text));
         };
@@ -1313,12 +1464,14 @@ impl Session {
         {
             // Only a robot that ignores Forward's rules sends this: never forwarded again.
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
+            model.refusals.overloaded.fetch_add(1, Ordering::Relaxed);
             return Some(error_frame(s, ErrorCode::Overloaded, format!("edge '{}' forwarded this inference already", f.edge_id)));
         }
         // A forwarded inference whose deadline leaves less than this edge's own time is late
         // whatever the queue: answered at once, never computed.
         if !s.path.is_empty() && due_s < server_s {
             self.svc.late.fetch_add(1, Ordering::Relaxed);
+            model.refusals.late.fetch_add(1, Ordering::Relaxed);
             return Some(error_frame(
                 s,
                 ErrorCode::Late,
@@ -1341,12 +1494,14 @@ impl Session {
             path.push(f.edge_id.clone());
             if let Some(to) = (f.pick)(&model.id, due_s, &path) {
                 self.svc.forwarded.fetch_add(1, Ordering::Relaxed);
+                model.refusals.forwarded.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(robot = %self.robot_id, %to, ?path, ahead, due_ms = due_s * 1e3, "overloaded: inference forwarded");
                 return Some(Frame::Forward(Forward { inference_id: s.inference_id, to, path }));
             }
         }
         if ahead > 0 && finish_s > budget_s {
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
+            model.refusals.overloaded.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(robot = %self.robot_id, ahead, server_ms = server_s * 1e3, budget_ms = budget_s * 1e3, "overloaded: inference refused");
             return Some(error_frame(
                 s,
@@ -1515,11 +1670,11 @@ impl Inner {
         let mut books = this.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match books.get(&key) {
             Some(BookSlot::Ready(b)) => return watch::channel(Some(Ok(b.clone()))).1,
-            Some(BookSlot::Building(rx)) => return rx.clone(),
+            Some(BookSlot::Building(rx, _)) => return rx.clone(),
             None => {}
         }
         let (tx, rx) = watch::channel(None);
-        books.insert(key.clone(), BookSlot::Building(rx.clone()));
+        books.insert(key.clone(), BookSlot::Building(rx.clone(), Instant::now()));
         drop(books);
         let inner = this.clone();
         tokio::spawn(async move {
