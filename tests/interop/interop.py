@@ -558,6 +558,7 @@ class Harness:
                 + ("  frame_codec: passthrough\n" if self.compressed else "")
                 +
                 "hello_timeout_s: 60\ntable_wait_s: 60\nshutdown_grace_s: 2\nlog: info\ngpu_energy:\n  enabled: false\n"
+                f"metrics:\n  listen: 127.0.0.1:{free_port()}\n"
             )
         robot_yaml = os.path.join(self.work, "robot.yaml")
         input_kind = "lidar" if self.lidar else "camera"

@@ -26,6 +26,12 @@ impl Edge {
     /// [`Edge::start`] through `program`, a command that runs `lop_edge` (inside a network
     /// namespace, say) and takes its arguments after its own.
     pub fn start_with(mut program: Command, config: &std::path::Path) -> Edge {
+        // Several edges run at once in these tests: each its own metrics port unless its
+        // configuration names one (the default, 9464, would be taken by the first).
+        let text = std::fs::read_to_string(config).unwrap();
+        if !text.lines().any(|l| l.starts_with("metrics:")) {
+            std::fs::write(config, format!("{text}\nmetrics:\n  listen: 127.0.0.1:{}\n", free_port())).unwrap();
+        }
         let mut child =
             program.arg("--config").arg(config).env_remove("LOP_LOG").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
