@@ -52,6 +52,18 @@ fn setup(codec: FrameCodec) -> (Setup, Vec<tch::Tensor>) {
     (Setup { robot, server, spec, table, inputs, whole }, whole_decoded)
 }
 
+/// A robot client of `s`'s table over a 200 MB/s in-process link to `board`'s edge, running
+/// `method`.
+async fn robot_client(board: &Switchboard, s: &Setup, method: &str) -> RobotClient<lop_runtime::local::LocalConnector> {
+    let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
+    let mut opts = ClientOptions::new("robot-1", "resnet18");
+    opts.hello_timeout = Duration::from_secs(5);
+    opts.deadline_slack = Duration::from_secs(3);
+    opts.method = method.into();
+    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coded_frames_give_the_unsplit_output_on_the_decoded_frame() {
     // One at a time with the binary's other process-starting tests (tests/all.rs).
@@ -61,12 +73,7 @@ async fn coded_frames_give_the_unsplit_output_on_the_decoded_frame() {
         let dir = tempdir();
         let board = Switchboard::new();
         let edge = board.plug(edge(&s, &dir).await);
-        let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
-        let mut opts = ClientOptions::new("robot-1", "resnet18");
-        opts.hello_timeout = Duration::from_secs(5);
-        opts.deadline_slack = Duration::from_secs(3);
-        let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
-        let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+        let mut c = robot_client(&board, &s, "lop").await;
         assert!(c.connected());
         let raw_bytes = 3 * 224 * 224;
         let mut coded = 0;
@@ -212,13 +219,7 @@ async fn passthrough_sends_the_camera_jpeg_unchanged() {
     let dir = tempdir();
     let board = Switchboard::new();
     let edge = board.plug(edge(&s, &dir).await);
-    let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
-    let mut opts = ClientOptions::new("robot-1", "resnet18");
-    opts.hello_timeout = Duration::from_secs(5);
-    opts.deadline_slack = Duration::from_secs(3);
-    opts.method = "server-only".into();
-    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
-    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    let mut c = robot_client(&board, &s, "server-only").await;
     assert!(c.connected());
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     // A camera's JPEG: 4:4:4 here, whole, no restart markers; the input is its decoding.
@@ -267,13 +268,7 @@ async fn frames_coding_larger_than_priced_read_the_table_lower() {
     let dir = tempdir();
     let board = Switchboard::new();
     let _edge = board.plug(edge(&s, &dir).await);
-    let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap()).with_latency(Duration::from_millis(1));
-    let mut opts = ClientOptions::new("robot-1", "resnet18");
-    opts.hello_timeout = Duration::from_secs(5);
-    opts.deadline_slack = Duration::from_secs(3);
-    opts.method = "server-only".into();
-    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
-    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    let mut c = robot_client(&board, &s, "server-only").await;
     let first = c.infer(s.inputs.iter().map(|t| t.shallow_clone()).collect(), 30.0).await.unwrap();
     assert_eq!(first.stats.bucket_mb_s, 30.0, "nothing seen yet: the table read at the link's bandwidth");
     let seen = first.stats.frame_ratio.expect("a coded frame went up");
