@@ -107,9 +107,10 @@ async fn three_lanes_spread_a_stream_over_two_edges_in_frame_order() {
         r3 / r1
     );
     assert!(used.len() == 2, "the stream used both edges: {used:?}");
-    // Measured alone 1.3x to 1.8x (the figure is printed above); the bound only catches a
-    // stream that does not spread at all.
-    assert!(r3 >= 1.2 * r1, "three lanes {r3:.1}/s against one lane {r1:.1}/s");
+    // Measured alone 1.3x to 1.8x, and 1.19x once in CI beside other work (the figure is printed
+    // above). Three lanes held to one edge's pace would run at most 1.0x: the bound only catches
+    // a stream that does not spread at all.
+    assert!(r3 >= 1.1 * r1, "three lanes {r3:.1}/s against one lane {r1:.1}/s");
 
     for (session, task, reports) in edges {
         drop(reports);
