@@ -15,6 +15,8 @@
 #                   (scripts/bench_planner.py; runs after demo and demo-detector, or measures
 #                   their profiles)
 #   fleet           `lop fleet-sim` at 1000 robots and 50 servers, 90% load
+#   fleet-site      `lop fleet-sim` at 10,000 robots and 500 servers, 90% load, each robot
+#                   hearing one shard's site digest (edges reporting at 50 Hz, digests at 20 Hz)
 #   codecs          `lop codecs`: every frame codec on real photographs (scripts/photos.sh),
 #                   640x480, bytes against raw and encode/decode time
 #   frames-raw, frames-jpeg90, frames-lossless
@@ -25,7 +27,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-all=(demo demo-detector planner fleet codecs frames-raw frames-jpeg90 frames-lossless)
+all=(demo demo-detector planner fleet fleet-site codecs frames-raw frames-jpeg90 frames-lossless)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 for n in "${names[@]}"; do
@@ -102,6 +104,8 @@ for n in "${names[@]}"; do
         "zoo:resnet18:$work/resnet18-robot.json:$work/resnet18-server.json" \
         "zoo:yolo_det:$work/yolo_det-robot.json:$work/yolo_det-server.json" ;;
     fleet) store fleet fleet "$lop" fleet-sim --robots 1000 --servers 50 --load 0.9 --seconds 60 --json ;;
+    fleet-site) store fleet-site fleet "$lop" fleet-sim --robots 10000 --servers 500 --load 0.9 --seconds 60 --hear site \
+      --shard-size 50 --shards-heard 1 --report-period-s 0.02 --digest-period-s 0.05 --json ;;
     codecs) store codecs codecs "$lop" codecs --frames "$(scripts/photos.sh)" --json ;;
     frames-raw) bench frames-raw zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec raw ;;
     frames-jpeg90) bench frames-jpeg90 zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 ;;

@@ -99,6 +99,13 @@ def render_fleet(r):
             for name, p in v["policies"].items()]
     out = [f"{v['robots']} robots, {v['servers']} servers, load {v['load']}, {v['seconds']} s simulated "
            f"(seed {v['seed']}), {v['wall_s']:.1f} s wall.", ""]
+    hearing = v.get("hearing")
+    if isinstance(hearing, dict) and "site" in hearing:
+        h = hearing["site"]
+        out[0] += (f" Each robot hears the site digests of {h['shards']} shard(s) of at most {h['shard_size']} servers "
+                   f"every {h['digest_period_s'] * 1e3:.0f} ms ({v['servers_heard']:.0f} servers, "
+                   f"{v['report_msgs_per_robot_s']:.0f} load messages per second), the servers reporting every "
+                   f"{v['report_period_s'] * 1e3:.0f} ms to the aggregator.")
     out += table(["policy", "goodput/s", "goodput / offered", "p99 ms", "decision p99 us", "robot-only", "late"], rows)
     out.append("")
     ratios = v.get("ratios", {})

@@ -3,7 +3,7 @@
 
 use crate::ModelArgs;
 use anyhow::Context;
-use lop::fleet::{BandwidthTrace, Fleet, FleetSpec, ModelCost, Policy, PolicyReport};
+use lop::fleet::{BandwidthTrace, Fleet, FleetSpec, Hearing, ModelCost, Policy, PolicyReport};
 use lop_runtime::table_config::InputWireSetting;
 use lop_runtime::trace::Trace;
 use std::collections::BTreeMap;
@@ -49,6 +49,19 @@ pub struct FleetSimArgs {
     /// Seconds between a server's load reports (10 Hz in the runtime).
     #[arg(long, default_value_t = 0.1)]
     pub report_period_s: f64,
+    /// What each robot hears of the servers' load: `every` server's report (the runtime's
+    /// `direct` view), or the `site` aggregate's digests of its shards (`fleet.hear: site`).
+    #[arg(long, default_value = "every", value_parser = ["every", "site"])]
+    pub hear: String,
+    /// With `--hear site`: servers per shard, at most.
+    #[arg(long, default_value_t = 50)]
+    pub shard_size: usize,
+    /// With `--hear site`: shards each robot hears.
+    #[arg(long, default_value_t = 1)]
+    pub shards_heard: usize,
+    /// With `--hear site`: seconds between the aggregator's digests.
+    #[arg(long, default_value_t = 0.05)]
+    pub digest_period_s: f64,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -154,6 +167,10 @@ pub fn run_sim(args: &FleetSimArgs) -> anyhow::Result<i32> {
         None => parse_costs(DEFAULT_COSTS, "(built in)")?,
     };
     let traces = traces(&args.traces)?;
+    let hearing = match args.hear.as_str() {
+        "site" => Hearing::Site { shard_size: args.shard_size, shards: args.shards_heard, digest_period_s: args.digest_period_s },
+        _ => Hearing::Every,
+    };
     let spec = |load: f64| FleetSpec {
         robots: args.robots,
         servers: args.servers,
@@ -163,17 +180,20 @@ pub fn run_sim(args: &FleetSimArgs) -> anyhow::Result<i32> {
         latency_s: args.latency_ms / 1e3,
         report_period_s: args.report_period_s,
         power: lop::sim::RobotPower::default(),
+        hearing,
     };
     let started = Instant::now();
     let fleet = Fleet::generate(spec(args.load), costs.clone(), traces.clone()).context("generating the fleet")?;
     eprintln!(
-        "fleet-sim: {} robots, {} servers, {} models, load {:.2}, {} s simulated, {} frames per policy",
+        "fleet-sim: {} robots, {} servers, {} models, load {:.2}, {} s simulated, {} frames per policy; each robot hears {:.0} servers, {:.0} load messages/s",
         args.robots,
         args.servers,
         costs.len(),
         args.load,
         args.seconds,
-        (fleet.offered() * args.seconds).round()
+        (fleet.offered() * args.seconds).round(),
+        fleet.servers_heard(),
+        fleet.messages_per_robot_s()
     );
     let attainable = fleet.attainable();
     let reports = run_policies(&fleet);
@@ -195,6 +215,10 @@ pub fn run_sim(args: &FleetSimArgs) -> anyhow::Result<i32> {
             "load": args.load,
             "seconds": args.seconds,
             "seed": args.seed,
+            "hearing": hearing,
+            "report_period_s": args.report_period_s,
+            "servers_heard": fleet.servers_heard(),
+            "report_msgs_per_robot_s": fleet.messages_per_robot_s(),
             "models": costs.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
             "attainable": attainable,
             "policies": reports,
@@ -224,6 +248,17 @@ pub fn run_sim(args: &FleetSimArgs) -> anyhow::Result<i32> {
         );
     }
     println!("attainable (each frame alone on the fastest server or its robot): {attainable:.1}/s");
+    println!(
+        "each robot hears {:.0} servers: {:.0} load messages per second ({})",
+        fleet.servers_heard(),
+        fleet.messages_per_robot_s(),
+        match hearing {
+            Hearing::Every => "every server's report".to_string(),
+            Hearing::Site { shard_size, shards, digest_period_s } => {
+                format!("site digests every {:.0} ms: {shards} of shards of at most {shard_size}", digest_period_s * 1e3)
+            }
+        }
+    );
     let show = |k: &str| ratios[k].as_f64().map_or("-".into(), |v| format!("{v:.3}"));
     println!(
         "lop / nearest {}, lop / least-queue {}, lop / round-robin {}, lop / attainable {}; {:.1} s wall",

@@ -11,6 +11,7 @@
 //! - [`simulate`]: `lop simulate`, one plan's simulated timeline as SVG.
 //! - [`fleet`]: `lop fleet-sim` (routing policies over a simulated fleet), `lop fleet-cost` and
 //!   `lop fleet-watch` (the edges' load reports, live).
+//! - [`fleet_rss`]: `lop fleet-rss`, a fleet robot's memory with 1, 3, 10 edges up.
 //! - [`frames`]: photographs as frames (`--frames`) and `lop codecs`, every frame codec priced
 //!   on them.
 //! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
@@ -23,6 +24,7 @@ pub mod bench_edge;
 pub mod bench_exec;
 pub mod certs;
 pub mod fleet;
+pub mod fleet_rss;
 pub mod frames;
 pub mod inspect;
 pub mod plan;
@@ -141,6 +143,8 @@ pub enum Command {
     FleetCost(fleet::FleetCostArgs),
     /// Watch the fleet as a robot sees it: every edge's load reports, once a second.
     FleetWatch(fleet::FleetWatchArgs),
+    /// A fleet robot's memory (VmRSS, VmHWM) with 1, 3, 10 edges up: its edge sessions share one model.
+    FleetRss(fleet_rss::FleetRssArgs),
     /// Price every frame codec on photographs: bytes against raw, encode and decode time.
     Codecs(frames::CodecsArgs),
     /// Make a site's CA and the certificates of its edges and robots (mutual TLS).
@@ -171,6 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::FleetSim(a) => fleet::run_sim(&a),
         Command::FleetCost(a) => fleet::run_cost(&a),
         Command::FleetWatch(a) => fleet::run_watch(&a),
+        Command::FleetRss(a) => fleet_rss::run(&a, args.threads),
         Command::Certs(a) => certs::run(&a),
         Command::Codecs(a) => frames::run_codecs(&a),
     }

@@ -811,3 +811,34 @@ fn frames_and_codecs_from_photographs_to_the_plan_and_the_bench() {
     assert!(m["bytes_up"].as_f64().expect("bytes up") < (3 * 64 * 64) as f64, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lop fleet-rss`: a fleet robot with ten edges up opens a session with each at its first frame,
+/// and those sessions share one model worker, so that its resident set stays within 1.2x of the
+/// same robot's with one edge up. Were every session to load its own copy of the model, the ten
+/// edges' robot would hold nine more copies of resnet18 (about 45 MiB each) and go past the bound.
+#[test]
+fn fleet_rss_ten_edge_sessions_share_one_model() {
+    let cache = scratch("fleet-rss-cache");
+    let out = lop(&["fleet-rss", "--edges", "1,10", "--frames", "3", "--json", "--cache-dir", cache.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    let runs = v["runs"].as_array().expect("runs");
+    let run = |n: u64| runs.iter().find(|r| r["edges"].as_u64() == Some(n)).unwrap_or_else(|| panic!("no run with {n} edges: {v}"));
+    let (one, ten) = (run(1), run(10));
+    assert_eq!(one["sessions"], 1, "{v}");
+    assert_eq!(ten["sessions"], 10, "one session with each edge: {v}");
+    assert_eq!(ten["edges_with_session"], 10, "{v}");
+    for r in [one, ten] {
+        assert_eq!(r["robot"]["frames"], 3, "{v}");
+        assert!(r["robot"]["max_rel_err"].as_f64().is_some_and(|e| e <= 1e-5), "{v}");
+    }
+    let mib = |r: &serde_json::Value| r["rss_mib"].as_f64().expect("rss_mib");
+    let ratio = mib(ten) / mib(one);
+    eprintln!(
+        "fleet-rss: robot VmRSS {:.1} MiB with 1 edge, {:.1} MiB with 10: {ratio:.3}x (peak {:.3}x)",
+        mib(one),
+        mib(ten),
+        ten["hwm_ratio"].as_f64().unwrap_or(f64::NAN)
+    );
+    assert!(ratio <= 1.2, "RSS with 10 edges is {ratio:.3}x the RSS with 1: {v}");
+}

@@ -133,6 +133,9 @@ pub struct EdgeConfig {
     /// The operators' HTTP endpoints: Prometheus `/metrics`, `/health/live`, `/health/ready`.
     #[serde(default)]
     pub metrics: MetricsSection,
+    /// How this edge reports its load to the site, and whether it runs the site's aggregator.
+    #[serde(default)]
+    pub site: SiteSection,
     /// The file this was read from (set by [`EdgeConfig::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -331,6 +334,50 @@ pub struct MetricsSection {
     /// Listen beyond loopback (the endpoints carry no authentication).
     #[serde(default)]
     pub allow_remote_metrics: bool,
+}
+
+/// The site's hearing ([`lop_runtime::fleet::site`]).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSection {
+    /// Milliseconds between this edge's load reports (10 to 1000). Robots hearing every edge
+    /// take each one; at a large site only the aggregator does, and faster reports make its
+    /// digests fresher.
+    #[serde(default = "default_report_period_ms")]
+    pub report_period_ms: f64,
+    /// Run the site's aggregator here: every edge's reports republished as one digest per shard
+    /// of edges for robots with `edge.hear: site`. One edge of the site (or two, for redundancy).
+    #[serde(default)]
+    pub aggregate: bool,
+    /// Edges per shard, at most (1 to 256).
+    #[serde(default = "default_shard_size")]
+    pub shard_size: usize,
+    /// Milliseconds between digests (10 to 1000): what each robot hears per shard.
+    #[serde(default = "default_digest_period_ms")]
+    pub digest_period_ms: f64,
+}
+
+impl Default for SiteSection {
+    fn default() -> Self {
+        SiteSection {
+            report_period_ms: default_report_period_ms(),
+            aggregate: false,
+            shard_size: default_shard_size(),
+            digest_period_ms: default_digest_period_ms(),
+        }
+    }
+}
+
+fn default_report_period_ms() -> f64 {
+    lop_runtime::fleet::REPORT_PERIOD.as_secs_f64() * 1e3
+}
+
+fn default_shard_size() -> usize {
+    lop_runtime::fleet::DEFAULT_SHARD_SIZE
+}
+
+fn default_digest_period_ms() -> f64 {
+    50.0
 }
 
 impl Default for MetricsSection {
@@ -615,6 +662,15 @@ impl EdgeConfig {
             return Err(self.invalid("gpu_energy.rate_hz", format!("{} is not in (0, 10000]", g.rate_hz)));
         }
         self.metrics_addr()?;
+        let site = &self.site;
+        for (name, v) in [("site.report_period_ms", site.report_period_ms), ("site.digest_period_ms", site.digest_period_ms)] {
+            if !(v.is_finite() && (10.0..=1000.0).contains(&v)) {
+                return Err(self.invalid(name, format!("{v} is not a number of milliseconds in [10, 1000]")));
+            }
+        }
+        if !(1..=lop_msgs::site::MAX_DIGEST_EDGES).contains(&site.shard_size) {
+            return Err(self.invalid("site.shard_size", format!("{} is not in [1, {}]", site.shard_size, lop_msgs::site::MAX_DIGEST_EDGES)));
+        }
         self.table_spec()?;
         Ok(())
     }

@@ -165,6 +165,7 @@ mod tests {
             bytes_sent: 0,
             upload_s: 0.0,
             queue_s: 0.0,
+            batch: 1,
             outcome: ServedOutcome::Done,
         }
     }

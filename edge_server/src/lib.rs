@@ -336,7 +336,7 @@ pub async fn serve(
     }
     // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
     let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await?;
-    // The fleet: a liveliness token and a load report at 10 Hz, so robots find this edge.
+    // The fleet: a liveliness token and a load report (10 Hz by default), so robots find this edge.
     let gpu_memory = match device {
         tch::Device::Cuda(i) => {
             lop_power::nvml::GpuMemory::open(i as u32).map_err(|e| tracing::info!("GPU free memory not reported: {e}")).ok()
@@ -347,10 +347,24 @@ pub async fn serve(
         &session,
         &edge_id,
         svc.clone(),
-        lop_runtime::fleet::REPORT_PERIOD,
+        Duration::from_secs_f64(cfg.site.report_period_ms / 1e3),
         Box::new(move || gpu_memory.as_ref().and_then(|g| g.free_bytes())),
     )
     .await?;
+    // The site's aggregator, where configured: digests of shards for robots hearing the site.
+    let _aggregator = if cfg.site.aggregate {
+        Some(
+            lop_runtime::fleet::start_aggregator(
+                &session,
+                cfg.site.shard_size,
+                Duration::from_secs_f64(cfg.site.digest_period_ms / 1e3),
+                lop_runtime::fleet::STALE_AFTER,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     // Inferences it cannot serve in time go to an edge of its own view of the fleet.
     if cfg.max_forwards > 0 {
         let forwarding = lop_runtime::fleet::forwarding(&session, &edge_id, cfg.max_forwards, lop_runtime::fleet::STALE_AFTER).await?;

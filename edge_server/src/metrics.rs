@@ -52,7 +52,13 @@ pub struct Metrics {
     compute_s: Seconds,
     queue_s: Seconds,
     upload_s: Seconds,
+    batch: Family<ModelLabel, Histogram, fn() -> Histogram>,
     service: Arc<OnceLock<EdgeService>>,
+}
+
+/// Batch sizes 1 to 64 (`max_batch` is at most 64), one bucket per power of two.
+fn batch_sizes() -> Histogram {
+    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
 }
 
 impl Default for Metrics {
@@ -81,9 +87,15 @@ impl Metrics {
         let compute_s = hist(&mut registry, "compute_seconds", "Seconds the server computed a served inference's chunks");
         let queue_s = hist(&mut registry, "queue_seconds", "Seconds a served inference waited for its replica (and the edge's overhead)");
         let upload_s = hist(&mut registry, "upload_seconds", "Seconds from a served inference's Start to its last band's arrival");
+        let batch: Family<ModelLabel, Histogram, fn() -> Histogram> = Family::new_with_constructor(batch_sizes);
+        registry.register(
+            "batch_size",
+            "Inferences computed together in the batch each served inference ran in (Triton's inference count over execution count)",
+            batch.clone(),
+        );
         let service = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(ServiceCollector { service: service.clone() }));
-        Metrics { registry, inferences, bytes_in, bytes_out, inference_s, compute_s, queue_s, upload_s, service }
+        Metrics { registry, inferences, bytes_in, bytes_out, inference_s, compute_s, queue_s, upload_s, batch, service }
     }
 
     /// Reads the service's own figures at each scrape from now on (once; later calls are
@@ -105,6 +117,9 @@ impl Metrics {
         self.queue_s.get_or_create(&model).observe(s.queue_s);
         if s.upload_s > 0.0 {
             self.upload_s.get_or_create(&model).observe(s.upload_s);
+        }
+        if s.batch > 0 {
+            self.batch.get_or_create(&model).observe(f64::from(s.batch));
         }
     }
 

@@ -90,6 +90,10 @@ fn bad_values_name_their_field() {
         ("layout: nhwc\n", "unknown layout 'nhwc' (auto, nchw, channels_last)"),
         ("metrics:\n  listen: 0.0.0.0:9464\n", "metrics.listen"),
         ("metrics:\n  listen: localhost\n", "metrics.listen"),
+        ("site:\n  report_period_ms: 5\n", "site.report_period_ms"),
+        ("site:\n  digest_period_ms: .nan\n", "site.digest_period_ms"),
+        ("site:\n  shard_size: 0\n", "site.shard_size"),
+        ("site:\n  shard_size: 257\n", "site.shard_size"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");

@@ -178,6 +178,9 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     };
     assert_eq!(done, Some(frames as f64), "Prometheus's view of the answered inferences");
     assert_eq!(q("lop_edge_inference_seconds_count{model=\"resnet18\"}"), Some(frames as f64));
+    // One robot, one frame at a time: every inference ran alone, in a batch of one.
+    assert_eq!(q("lop_edge_batch_size_bucket{model=\"resnet18\",le=\"1.0\"}"), Some(frames as f64));
+    assert_eq!(q("lop_edge_batch_size_sum{model=\"resnet18\"}"), Some(frames as f64));
     let sum = q("lop_edge_compute_seconds_sum{model=\"resnet18\"}").unwrap_or(0.0);
     assert!(sum > 0.0, "compute seconds {sum}");
     let received = q("lop_edge_received_bytes_total{model=\"resnet18\"}").unwrap_or(0.0);

@@ -140,6 +140,15 @@ pub fn edge_load(edge: &str) -> Result<String> {
     Ok(format!("{KEY_PREFIX}/{EDGE_CHUNK}/{edge}/load"))
 }
 
+/// The key of a site digest of shard `shard`: `lop/v1/site/digest/<shard>` ([`crate::site`]).
+///
+/// ```
+/// assert_eq!(lop_msgs::key::site_digest(3), "lop/v1/site/digest/3");
+/// ```
+pub fn site_digest(shard: usize) -> String {
+    format!("{KEY_PREFIX}/site/digest/{shard}")
+}
+
 /// An edge's fleet liveliness token: `lop/v1/edge/<edge>/alive`.
 ///
 /// # Errors

@@ -38,6 +38,7 @@ pub mod load;
 pub mod protocol;
 #[cfg(feature = "ros")]
 pub mod ros;
+pub mod site;
 /// Where the generated code finds `SizeEstimation` (hiroz-msgs' trait, so that nested std_msgs
 /// types and ours share one).
 #[cfg(feature = "ros")]

@@ -240,6 +240,10 @@ pub struct RobotConfig {
     /// (they forward what they cannot finish by it) and the robot's wait (past it the robot
     /// computes the bands it would wait for, and takes each from whichever side has it first).
     pub fleet_deadline_binding: bool,
+    /// Fleet mode (`edge.hear`): `None` hears every edge's load report (small sites);
+    /// `Some(n)` hears the site aggregator's digests of `n` shards (`edge.hear: site`,
+    /// `edge.shards_heard`), for sites of hundreds of edges.
+    pub fleet_site_shards: Option<usize>,
     /// Fleet mode (`edge.lanes`): frames in flight at once, each lane with sessions of its own
     /// (`<robot_id>.lane<k>`), so that a camera faster than one edge is spread over several;
     /// results are published in frame order. 1: one frame at a time.
@@ -429,6 +433,21 @@ impl RobotConfig {
             return Err(invalid(format!("edge.deadline_ms must be positive, got {deadline_ms}")));
         }
         let deadline_binding = p.bool("edge.deadline_binding", true)?;
+        let hear = p.string("edge.hear", "direct");
+        let shards_heard = p.int("edge.shards_heard", 1)?;
+        let fleet_site_shards = match hear.as_str() {
+            "direct" => None,
+            "site" if (1..=16).contains(&shards_heard) => Some(shards_heard as usize),
+            "site" => return Err(invalid(format!("edge.shards_heard must be 1 to 16, got {shards_heard}"))),
+            other => {
+                return Err(invalid(format!(
+                    "edge.hear must be direct (every edge's report) or site (the site aggregator's digests), got '{other}'"
+                )));
+            }
+        };
+        if fleet_site_shards.is_some() && !edge.fleet() {
+            return Err(invalid("edge.hear is site: the site's digests route a fleet's frames; set edge.mode: fleet".to_string()));
+        }
         let robot_id = p.string("robot_id", "robot");
         lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
         if lanes > 1 {
@@ -542,6 +561,7 @@ impl RobotConfig {
             fleet_deadline: Duration::from_secs_f64(deadline_ms / 1e3),
             fleet_deadline_binding: deadline_binding,
             fleet_lanes: lanes as usize,
+            fleet_site_shards,
             robot_id,
             model_source,
             model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess, ..Default::default() },

@@ -673,6 +673,7 @@ async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: Client
         deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,
         binding = cfg.fleet_deadline_binding,
         lanes = cfg.fleet_lanes,
+        site_shards_heard = ?cfg.fleet_site_shards,
         "fleet mode: frames are routed over the edges found"
     );
     if cfg.table.frame_codec == lop::codec::FrameCodec::Passthrough {
@@ -681,6 +682,9 @@ async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: Client
     if cfg.fleet_lanes <= 1 {
         let mut fleet = FleetClient::new(session.clone(), opts, facts.table, facts.cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
         fleet.set_deadline_binding(cfg.fleet_deadline_binding);
+        if let Some(shards) = cfg.fleet_site_shards {
+            fleet.hear_site(shards).await?;
+        }
         return Ok(Edges::Fleet(Box::new(fleet)));
     }
     // Each lane a fleet client with sessions of its own (robot id <robot_id>.lane<k>).
@@ -691,6 +695,9 @@ async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: Client
         let (session, table, cost, loader) = (session.clone(), facts.table.clone(), facts.cost.clone(), loader.clone());
         let mut lane = FleetClient::new(session, lane_opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
         lane.set_deadline_binding(cfg.fleet_deadline_binding);
+        if let Some(shards) = cfg.fleet_site_shards {
+            lane.hear_site(shards).await?;
+        }
         lanes.push(lane);
     }
     let connected = lanes.iter().any(FleetClient::connected);

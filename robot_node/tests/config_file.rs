@@ -59,6 +59,19 @@ fn command_line_overrides_and_bad_values() {
     assert!(!RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &loose).unwrap()).unwrap().fleet_deadline_binding);
     let lanes = RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.lanes:=4"].map(String::from)).unwrap();
     assert_eq!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &lanes).unwrap()).unwrap().fleet_lanes, 4);
+    assert_eq!(cfg.fleet_site_shards, None, "robots hear every edge by default");
+    let site =
+        RosArgs::parse(&["-p", "edge.mode:=fleet", "-p", "edge.hear:=site", "-p", "edge.shards_heard:=2"].map(String::from)).unwrap();
+    assert_eq!(RobotConfig::from_params(&mut Params::load("lop_robot", Some(&file), &site).unwrap()).unwrap().fleet_site_shards, Some(2));
+    for (bad, says) in [
+        (&["-p", "edge.mode:=fleet", "-p", "edge.hear:=some"][..], "edge.hear"),
+        (&["-p", "edge.mode:=fleet", "-p", "edge.hear:=site", "-p", "edge.shards_heard:=0"], "edge.shards_heard"),
+        (&["-p", "edge.hear:=site"], "edge.mode: fleet"),
+    ] {
+        let args = RosArgs::parse(&bad.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let err = RobotConfig::from_params(&mut Params::load("lop_robot", None, &args).unwrap()).err().map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.contains(says)), "{bad:?}: {err:?}");
+    }
     // Lanes spread frames over a fleet: with one edge configured they are an error, as is a
     // robot id that leaves no room for the lanes' ids or is itself a lane's.
     for bad in [

@@ -208,8 +208,10 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
                 drop(members);
                 match res {
                     Ok(outcomes) => {
-                        for (j, o) in jobs.into_iter().zip(outcomes) {
-                            let _ = j.result.send(Ok(o));
+                        let n = jobs.len() as u32;
+                        for (j, (stop, mut st)) in jobs.into_iter().zip(outcomes) {
+                            st.batch = n;
+                            let _ = j.result.send(Ok((stop, st)));
                         }
                     }
                     Err(e) => {
@@ -229,7 +231,11 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
         let mut exec = SideExec::new(graph, Side::Server);
         let out = j.out.clone();
         let mut send = |b: Vec<u8>| out.send(b).is_ok();
-        let _ = j.result.send(run_side(&mut exec, &j.meta, &j.plan.schedule, &j.config, &j.bands, &mut send));
+        let res = run_side(&mut exec, &j.meta, &j.plan.schedule, &j.config, &j.bands, &mut send).map(|(stop, mut st)| {
+            st.batch = 1;
+            (stop, st)
+        });
+        let _ = j.result.send(res);
     }
 }
 
@@ -631,6 +637,8 @@ pub struct Served {
     /// Seconds it was on the edge but neither computing nor waiting for bands: its wait for
     /// the replica (queue) and the edge's own overhead.
     pub queue_s: f64,
+    /// Inferences computed together in the batch it ran in (1: alone; 0: it never ran).
+    pub batch: u32,
     /// How it ended.
     pub outcome: ServedOutcome,
 }
@@ -1119,6 +1127,7 @@ impl Job {
             bytes_sent: stats.map_or(0, |s| s.bytes_sent),
             upload_s: self.upload_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             queue_s: stats.map_or(0.0, |s| (ended.saturating_duration_since(self.started).as_secs_f64() - s.compute_s - s.wait_s).max(0.0)),
+            batch: stats.map_or(0, |s| s.batch),
             outcome,
         };
         if let Ok(b) = self.answer(res).encode() {

@@ -11,6 +11,7 @@ mod common;
 mod fleet_discovery;
 mod fleet_edges;
 mod fleet_routing;
+mod fleet_site;
 mod fleet_stream;
 mod hostile_peers;
 mod inprocess;

@@ -9,25 +9,13 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{MODEL, edge, free_port, setup, tempdir};
+use common::{MODEL, edge, free_port, setup, tempdir, within};
 use lop_msgs::load::{EdgeLoad, ModelLoad};
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::fleet::{FleetView, LoadReporter, REPORT_PERIOD, STALE_AFTER, start_reporter};
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::{ZenohConnector, serve_zenoh};
-
-/// Polls `cond` every 10 ms for at most `limit`; the time it took, or `None`.
-async fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if cond() {
-            return Some(t0.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    None
-}
 
 fn ids(view: &FleetView) -> Vec<String> {
     view.edges().into_iter().map(|e| e.load.edge).collect()

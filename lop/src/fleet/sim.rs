@@ -10,6 +10,9 @@
 //! - Servers report their queued seconds every `report_period_s` (the 10 Hz load message);
 //!   a robot sees the last report, drained by the time since, plus its own sends after it. So
 //!   every policy routes on the same stale knowledge, as a real robot would.
+//! - What a robot hears ([`Hearing`]): every server's report, or the digests of its shards
+//!   (`super::shard`), which carry each report half a period later (the aggregator's mean phase)
+//!   and only for the shard's servers; a robot routes over the servers it hears.
 //! - A frame the policy keeps on the robot waits for the robot's previous ones.
 //! - Results of a frequency-sensitive stream (30 fps cameras) are published in frame order: a
 //!   frame waits for its predecessors unless it is late, in which case it is published flagged
@@ -91,6 +94,42 @@ pub struct FleetSpec {
     pub report_period_s: f64,
     /// The robots' power figures (for their energy).
     pub power: RobotPower,
+    /// What each robot hears of the servers' load.
+    pub hearing: Hearing,
+}
+
+/// What each robot hears of the servers' load reports.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hearing {
+    /// Every server's report, as it is published (the runtime's `direct` view: small sites).
+    Every,
+    /// The site's aggregate: servers in capacity-balanced shards of at most `shard_size`
+    /// ([`super::shard::partition`]); each robot hears the digests of `shards` of them
+    /// ([`super::shard::robot_shards`]), one message per shard and digest period, and routes
+    /// over their servers only. A digest carries each server's last report, made half a report
+    /// period before on average (servers and aggregator tick at unrelated phases).
+    Site {
+        /// Servers per shard, at most.
+        shard_size: usize,
+        /// Shards each robot hears.
+        shards: usize,
+        /// Seconds between the aggregator's digests.
+        digest_period_s: f64,
+    },
+}
+
+impl Hearing {
+    /// Load messages each robot receives per second, with `servers` servers reporting every
+    /// `period_s` (and under [`Hearing::Site`], the aggregator's digest period).
+    pub fn messages_per_robot_s(self, servers: usize, period_s: f64) -> f64 {
+        match self {
+            Hearing::Every => servers as f64 / period_s,
+            Hearing::Site { shard_size, shards, digest_period_s } => {
+                shards.min(servers.div_ceil(shard_size.max(1)).max(1)) as f64 / digest_period_s
+            }
+        }
+    }
 }
 
 impl Default for FleetSpec {
@@ -104,6 +143,7 @@ impl Default for FleetSpec {
             latency_s: 0.002,
             report_period_s: 0.1,
             power: RobotPower::default(),
+            hearing: Hearing::Every,
         }
     }
 }
@@ -146,6 +186,24 @@ pub struct Fleet {
     traces: Vec<BandwidthTrace>,
     robots: Vec<RobotSpec>,
     speeds: Vec<f64>,
+    /// The servers each robot hears, ascending (every server under [`Hearing::Every`]).
+    heard: Heard,
+}
+
+/// The servers each robot hears.
+#[derive(Debug, Clone)]
+enum Heard {
+    Every(Vec<u32>),
+    Shards(Vec<Vec<u32>>),
+}
+
+impl Heard {
+    fn of(&self, robot: usize) -> &[u32] {
+        match self {
+            Heard::Every(all) => all,
+            Heard::Shards(per_robot) => &per_robot[robot],
+        }
+    }
 }
 
 /// What one policy achieved.
@@ -192,6 +250,13 @@ impl Fleet {
         if !(spec.latency_s.is_finite() && spec.latency_s >= 0.0 && spec.report_period_s.is_finite() && spec.report_period_s > 0.0) {
             return Err(Error::Input("latency must be >= 0 and the report period > 0".into()));
         }
+        if let Hearing::Site { shard_size, shards, digest_period_s } = spec.hearing
+            && (shard_size == 0 || shards == 0 || !(digest_period_s.is_finite() && digest_period_s > 0.0))
+        {
+            return Err(Error::Input(format!(
+                "site hearing needs a shard size and shards heard >= 1 and a digest period > 0 (got {shard_size}, {shards}, {digest_period_s} s)"
+            )));
+        }
         for m in &models {
             m.check()?;
         }
@@ -227,7 +292,31 @@ impl Fleet {
             let (back, _) = offload_finish(m, 0.0, 0.0, fastest, bw, spec.latency_s);
             r.deadline_s *= back;
         }
-        Ok(Fleet { spec, models, traces, robots, speeds })
+        let heard = match spec.hearing {
+            Hearing::Every => Heard::Every((0..spec.servers as u32).collect()),
+            Hearing::Site { shard_size, shards, .. } => {
+                let parts = super::shard::partition(&speeds, shard_size);
+                let per_robot = (0..robots.len())
+                    .map(|i| {
+                        let mut list: Vec<u32> =
+                            super::shard::robot_shards(super::shard::robot_hash(&format!("robot-{i}")), parts.len(), shards)
+                                .into_iter()
+                                .flat_map(|s| parts[s].iter().map(|&j| j as u32))
+                                .collect();
+                        list.sort_unstable();
+                        list
+                    })
+                    .collect();
+                Heard::Shards(per_robot)
+            }
+        };
+        // A robot's home (static assignment's server) is one it hears.
+        if let Heard::Shards(per_robot) = &heard {
+            for (i, (r, list)) in robots.iter_mut().zip(per_robot).enumerate() {
+                r.home = list[i % list.len()] as usize;
+            }
+        }
+        Ok(Fleet { spec, models, traces, robots, speeds, heard })
     }
 
     /// The generated robots.
@@ -281,21 +370,51 @@ impl Fleet {
         }
     }
 
+    /// Load messages each robot receives per second (see [`Hearing`]).
+    pub fn messages_per_robot_s(&self) -> f64 {
+        self.spec.hearing.messages_per_robot_s(self.speeds.len(), self.spec.report_period_s)
+    }
+
+    /// Servers each robot hears, on average.
+    pub fn servers_heard(&self) -> f64 {
+        (0..self.robots.len()).map(|i| self.heard.of(i).len()).sum::<usize>() as f64 / self.robots.len().max(1) as f64
+    }
+
     /// Simulates the fleet under `policy`.
     pub fn run(&self, policy: Policy) -> PolicyReport {
         let n_s = self.speeds.len();
         let spec = &self.spec;
         let power = spec.power;
         let mut rng = Rng::new(spec.seed ^ 0x5eed_f1ee7 ^ ((policy as u64 + 1) * 0x9e37_79b9));
-        let mut routers: Vec<Router> = self.robots.iter().map(|r| Router::new(policy, r.home)).collect();
+        // Each robot's heard servers, and where its slots start in the per-(robot, heard server)
+        // arrays; routers index the servers a robot hears.
+        let mut offsets = Vec::with_capacity(self.robots.len() + 1);
+        offsets.push(0usize);
+        for i in 0..self.robots.len() {
+            offsets.push(offsets[i] + self.heard.of(i).len());
+        }
+        let mut routers: Vec<Router> = self
+            .robots
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Router::new(policy, self.heard.of(i).iter().position(|&j| j as usize == r.home).unwrap_or(0)))
+            .collect();
         let mut free_at = vec![0.0f64; n_s];
-        // The last load reports: queued seconds at `report_t`.
-        let mut reported = vec![0.0f64; n_s];
-        let mut report_t = 0.0f64;
-        let mut report_ix = 0u32;
-        // Each robot's own sends since the last report, per server.
-        let mut own = vec![0.0f64; self.robots.len() * n_s];
-        let mut own_ix = vec![u32::MAX; self.robots.len() * n_s];
+        // The reports the robots see: queued seconds at `seen_t` (snapshot number `seen_ix`),
+        // taken every `tick` and heard `lag` later. Direct: every report, as it is made. Site: a
+        // digest every digest period, of reports made half a report period before on average.
+        let (tick, lag) = match spec.hearing {
+            Hearing::Every => (spec.report_period_s, 0.0),
+            Hearing::Site { digest_period_s, .. } => (digest_period_s, spec.report_period_s / 2.0),
+        };
+        let mut seen = vec![0.0f64; n_s];
+        let (mut seen_t, mut seen_ix) = (0.0f64, 0u32);
+        // Snapshots taken and not yet heard (digests on their way), oldest first.
+        let mut on_the_way: std::collections::VecDeque<(f64, u32, Vec<f64>)> = std::collections::VecDeque::new();
+        let mut taken = 0u32;
+        // Each robot's own sends since the report it sees, per heard server.
+        let mut own = vec![0.0f64; offsets[self.robots.len()]];
+        let mut own_ix = vec![u32::MAX; offsets[self.robots.len()]];
         let mut robot_free = vec![0.0f64; self.robots.len()];
         let mut last_published = vec![0.0f64; self.robots.len()];
         let mut latencies: Vec<f32> = Vec::new();
@@ -303,12 +422,17 @@ impl Fleet {
         let mut views: Vec<ServerView> = Vec::with_capacity(n_s);
         let (mut good, mut robot_only, mut late, mut frames) = (0usize, 0usize, 0usize, 0usize);
         let mut energy = power.idle_w * spec.seconds * self.robots.len() as f64;
+        let mut next_report_t = tick;
         self.for_each_frame(|i, r, t| {
-            while report_t + spec.report_period_s <= t {
-                report_t += spec.report_period_s;
-                report_ix += 1;
-                for (q, f) in reported.iter_mut().zip(&free_at) {
-                    *q = (f - report_t).max(0.0);
+            while next_report_t <= t {
+                let snapshot: Vec<f64> = free_at.iter().map(|f| (f - next_report_t).max(0.0)).collect();
+                taken += 1;
+                on_the_way.push_back((next_report_t, taken, snapshot));
+                next_report_t += tick;
+            }
+            while on_the_way.front().is_some_and(|(at, _, _)| at + lag <= t) {
+                if let Some((at, ix, v)) = on_the_way.pop_front() {
+                    (seen, seen_t, seen_ix) = (v, at, ix);
                 }
             }
             let m = &self.models[r.model];
@@ -316,13 +440,16 @@ impl Fleet {
             let deadline = t + r.deadline_s;
             let started = Instant::now();
             views.clear();
-            let since = t - report_t;
-            for (j, (&queued, &speed)) in reported.iter().zip(&self.speeds).enumerate() {
-                let slot = i * n_s + j;
-                let mine = if own_ix[slot] == report_ix { own[slot] } else { 0.0 };
+            let since = t - seen_t;
+            let heard = self.heard.of(i);
+            let base = offsets[i];
+            for (k, &j) in heard.iter().enumerate() {
+                let j = j as usize;
+                let slot = base + k;
+                let mine = if own_ix[slot] == seen_ix { own[slot] } else { 0.0 };
                 views.push(ServerView {
-                    queued_s: (queued - since).max(0.0) + mine,
-                    speed,
+                    queued_s: (seen[j] - since).max(0.0) + mine,
+                    speed: self.speeds[j],
                     bytes_per_s: bw,
                     latency_s: spec.latency_s,
                     warm: true,
@@ -332,12 +459,13 @@ impl Fleet {
             let choice = routers[i].choose(m, t, deadline, robot_back, &views, &mut rng);
             decisions.push(started.elapsed().as_secs_f32() * 1e6);
             let back = match choice {
-                Choice::Server(j) => {
+                Choice::Server(k) => {
+                    let j = heard[k] as usize;
                     let (back, done) = offload_finish(m, t, free_at[j], self.speeds[j], bw, spec.latency_s);
                     free_at[j] = done;
-                    let slot = i * n_s + j;
-                    if own_ix[slot] != report_ix {
-                        own_ix[slot] = report_ix;
+                    let slot = base + k;
+                    if own_ix[slot] != seen_ix {
+                        own_ix[slot] = seen_ix;
                         own[slot] = 0.0;
                     }
                     own[slot] += m.server_s / self.speeds[j];

@@ -177,10 +177,17 @@ fn dilation_wait(took: std::time::Duration, dilation: f64) {
     }
 }
 
-fn sync(device: DeviceKind) {
-    if device == DeviceKind::Cuda {
-        tch::Cuda::synchronize(0);
+/// Waits for the kernels queued on `device`: the CUDA device the tensors are on (not always
+/// device 0: an edge serving `cuda:1` measures there), nothing on the CPU.
+fn sync(device: tch::Device) {
+    if let tch::Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
     }
+}
+
+/// The device `inputs` are on (where the graph was moved too), else `kind`'s.
+fn device_of(inputs: &[Tensor], kind: DeviceKind) -> tch::Device {
+    inputs.first().map_or(kind.device(), Tensor::device)
 }
 
 /// Computes every value of `graph` whole and keeps them all (inputs from `inputs`).
@@ -237,6 +244,7 @@ impl LayoutTrial {
 /// As [`profile_graph`].
 pub fn choose_layout(graph: &mut Graph, inputs: &[Tensor], device: DeviceKind) -> Result<(Layout, Vec<LayoutTrial>)> {
     let _guard = tch::no_grad_guard();
+    let device = device_of(inputs, device);
     let was = graph.layout();
     if !graph.set_layout(was)? {
         return Ok((Layout::Nchw, Vec::new()));
@@ -308,6 +316,7 @@ pub fn profile_graph(
         None => choose_layout(graph, inputs, opts.device)?,
     };
     let graph = &*graph;
+    let device = device_of(inputs, opts.device);
     let values = all_values(graph, inputs)?;
     let ids: Vec<usize> = (0..graph.nodes.len()).filter(|&id| graph.is_op(id)).collect();
     let mut ops = Vec::with_capacity(ids.len());
@@ -323,14 +332,14 @@ pub fn profile_graph(
             for _ in 0..opts.warmup {
                 let t = Instant::now();
                 drop(node.op.compute(&bands, &node.info, &range).map_err(torch)?);
-                sync(opts.device);
+                sync(device);
                 dilation_wait(t.elapsed(), opts.dilation);
             }
             let mut times = Vec::with_capacity(opts.runs);
             for _ in 0..opts.runs {
                 let t = Instant::now();
                 let out = node.op.compute(&bands, &node.info, &range).map_err(torch)?;
-                sync(opts.device);
+                sync(device);
                 let took = t.elapsed();
                 times.push(took.as_secs_f64());
                 drop(out);

@@ -27,7 +27,8 @@ pub const PROFILE_VERSION: u32 = 1;
 pub enum DeviceKind {
     /// The CPU.
     Cpu,
-    /// CUDA device 0.
+    /// A CUDA device: the profile is measured on the one its graph and inputs are on (an edge
+    /// serving `cuda:1` measures and synchronises there); [`DeviceKind::device`] names device 0.
     Cuda,
 }
 

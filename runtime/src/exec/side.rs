@@ -73,6 +73,9 @@ pub struct SideStats {
     pub input_coded_bytes: u64,
     /// See `input_coded_bytes`.
     pub input_raw_bytes: u64,
+    /// Inferences computed together in the batch this one ran in (1: alone; 0: not run on a
+    /// server replica).
+    pub batch: u32,
 }
 
 /// How to run one side.

@@ -2,7 +2,7 @@
 //! between threads) and runs jobs on it: a warm model replica. Async code hands it closures and
 //! awaits their results without blocking the executor.
 
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use lop::graph::Graph;
@@ -24,10 +24,16 @@ pub struct Loaded {
     pub meta: GraphMeta,
 }
 
-/// A thread with a model, running one job at a time. Dropping it lets the queued jobs finish
-/// and joins the thread.
-#[derive(Debug)]
+/// A thread with a model, running one job at a time. Clones share the thread and its one copy
+/// of the model (a fleet robot's sessions with every edge use one worker); dropping the last
+/// clone lets the queued jobs finish and joins the thread.
+#[derive(Debug, Clone)]
 pub struct Worker {
+    thread: Arc<WorkerThread>,
+}
+
+#[derive(Debug)]
+struct WorkerThread {
     tx: Option<mpsc::Sender<Job>>,
     handle: Option<JoinHandle<()>>,
 }
@@ -66,14 +72,14 @@ impl Worker {
             })
             .map_err(|e| Error::Executor(format!("starting worker thread '{name}': {e}")))?;
         let loaded = ready_rx.await.map_err(|_| Error::Executor(format!("worker '{name}' died while loading")))?.map_err(Error::Engine)?;
-        Ok((Worker { tx: Some(tx), handle: Some(handle) }, loaded))
+        Ok((Worker { thread: Arc::new(WorkerThread { tx: Some(tx), handle: Some(handle) }) }, loaded))
     }
 
     /// Queues `job`; its result comes through the returned receiver (which errors if the job
     /// panicked or the worker is gone).
     pub fn run<R: Send + 'static>(&self, job: impl FnOnce(&mut Graph) -> R + Send + 'static) -> oneshot::Receiver<R> {
         let (tx, rx) = oneshot::channel();
-        if let Some(q) = &self.tx {
+        if let Some(q) = &self.thread.tx {
             let _ = q.send(Box::new(move |g: &mut Graph| {
                 let _ = tx.send(job(g));
             }));
@@ -90,7 +96,7 @@ impl Worker {
     }
 }
 
-impl Drop for Worker {
+impl Drop for WorkerThread {
     fn drop(&mut self) {
         self.tx.take();
         if let Some(h) = self.handle.take() {

@@ -1,7 +1,7 @@
 //! A robot in a fleet: no edge address, only a Zenoh session. Each inference is routed by
 //! EPARA's rule (`lop::fleet::route`) over the edges of the robot's [`FleetView`], with one
-//! [`RobotClient`] per edge it has used (its own session, schedule table and model worker), or
-//! run on the robot when no edge fits the deadline. Nothing is lost: an edge that fails a frame
+//! [`RobotClient`] per edge it has used (its own session and schedule table; one model worker
+//! shared by all), or run on the robot when no edge fits the deadline. Nothing is lost: an edge that fails a frame
 //! leaves it to the robot (the client's exact fallback), and leaves the view within a second.
 
 use std::collections::HashMap;
@@ -21,7 +21,7 @@ use crate::exec::Worker;
 use crate::exec::worker::Loaded;
 use crate::zenoh_service::ZenohConnector;
 
-/// Loads the model for one more worker thread (one per edge client).
+/// Loads the model for the fleet client's worker thread (one, shared by every edge client).
 pub type ModelLoader = Arc<dyn Fn() -> lop::Result<lop::Graph> + Send + Sync>;
 
 /// The name of the key space of the robot's own client, which no edge serves: it runs the
@@ -83,6 +83,8 @@ pub struct FleetClient {
     robot_s: f64,
     rng: lop::Rng,
     clients: HashMap<String, RobotClient<ZenohConnector>>,
+    /// The model worker every client shares (started with the first).
+    worker: Option<(Worker, Loaded)>,
     alone: Option<RobotClient<ZenohConnector>>,
     warned_no_model: bool,
     /// Edges up in the view at the last frame.
@@ -104,7 +106,7 @@ impl FleetClient {
     /// ids, method, deadlines; give it a `replan` so that a table is planned for each edge's
     /// server profile); `table` the robot's own table (planned for any server); `cost` the
     /// model's price list for routing (from the robot's profile, `ModelCost::derive`); `loader`
-    /// loads the model for each edge client's worker.
+    /// loads the model for the worker every edge client shares.
     ///
     /// # Errors
     /// [`Error::Zenoh`] when the fleet view cannot subscribe; [`Error::InvalidConfig`] for a bad
@@ -132,12 +134,24 @@ impl FleetClient {
             home: None,
             rng: lop::Rng::new(seed),
             clients: HashMap::new(),
+            worker: None,
             alone: None,
             warned_no_model: false,
             edges_up: 0,
             links: EdgeLinks::new(),
             binding: true,
         })
+    }
+
+    /// Hears the site's digests of `shards` shards instead of every edge's report
+    /// ([`FleetView::site`]; `edge.hear: site`): for sites of hundreds of edges, where a robot
+    /// would otherwise receive ten reports a second from each.
+    ///
+    /// # Errors
+    /// As [`FleetView::site`].
+    pub async fn hear_site(&mut self, shards: usize) -> Result<()> {
+        self.view = FleetView::site(&self.session, &self.template.robot_id, shards, self.view.stale_after()).await?;
+        Ok(())
     }
 
     /// The fleet as this robot sees it.
@@ -215,10 +229,22 @@ impl FleetClient {
         &self.table
     }
 
-    async fn client(&self, keys: SessionKeys, opts: ClientOptions) -> Result<RobotClient<ZenohConnector>> {
+    /// The robot's one model worker, started at the first session: every edge client (and the
+    /// robot-alone one) shares it, so the model is held once however many edges are up. Frames
+    /// of one client run one at a time, so sharing the thread costs no parallelism.
+    async fn worker(&mut self) -> Result<(Worker, Loaded)> {
+        if let Some(w) = &self.worker {
+            return Ok(w.clone());
+        }
         let loader = self.loader.clone();
-        let name = format!("fleet-{}", keys.edge().unwrap_or("edge"));
-        let (worker, loaded): (Worker, Loaded) = Worker::spawn(&name, move || loader()).await?;
+        let name = format!("fleet-{}", self.template.robot_id);
+        let w: (Worker, Loaded) = Worker::spawn(&name, move || loader()).await?;
+        self.worker = Some(w.clone());
+        Ok(w)
+    }
+
+    async fn client(&mut self, keys: SessionKeys, opts: ClientOptions) -> Result<RobotClient<ZenohConnector>> {
+        let (worker, loaded) = self.worker().await?;
         let connector = ZenohConnector::to_edge(self.session.clone(), &self.template.robot_id, keys);
         RobotClient::new(connector, opts, worker, loaded.meta, &loaded.hash, self.table.clone()).await
     }

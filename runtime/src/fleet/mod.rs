@@ -5,12 +5,14 @@
 //! order ([`stream`]). An edge that cannot serve an inference in time forwards it to another
 //! edge of its own view ([`forward`]). The routing decision itself is the engine's
 //! (`lop::fleet::route`), shared with the fleet simulator; the link it prices to each edge is
-//! measured per edge ([`links`]).
+//! measured per edge ([`links`]). At a large site an aggregator republishes the reports as one
+//! digest per shard of edges ([`site`]), and robots hear only their shards' digests.
 
 pub mod client;
 pub mod forward;
 pub mod links;
 pub mod report;
+pub mod site;
 pub mod stream;
 pub mod view;
 
@@ -18,6 +20,7 @@ pub use client::{AloneWhy, FleetClient, FleetInference, ModelLoader, Routed};
 pub use forward::{forwarding, pick_edge};
 pub use links::EdgeLinks;
 pub use report::{LoadReporter, ReporterHandle, start_reporter};
+pub use site::{AggregatorHandle, DEFAULT_SHARD_SIZE, start_aggregator};
 pub use stream::{FleetStream, StreamResult};
 pub use view::{EdgeSeen, FleetView, ViewCounts};
 

@@ -6,13 +6,21 @@
 //! withdraws the token at once; a killed process or a cut link stops the reports, and the edge
 //! leaves the view when its last report turns stale. Reports that are malformed, out of order,
 //! or from an edge without a token are ignored and counted.
+//!
+//! At a large site a robot hears the site's digests instead ([`FleetView::site`]): one message
+//! per period for each shard it listens to (`lop::fleet::shard`), published by the site's
+//! aggregator ([`super::site`]). Then an edge is in the view while its shard's last digest lists
+//! it with a report younger than the staleness limit (the aggregator lists only edges whose token
+//! it sees).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lop_msgs::key::{ALL_EDGE_LOADS, ALL_EDGE_TOKENS, edge_of};
+use lop::fleet::shard::{robot_hash, robot_shards};
+use lop_msgs::key::{ALL_EDGE_LOADS, ALL_EDGE_TOKENS, edge_of, site_digest};
 use lop_msgs::load::EdgeLoad;
+use lop_msgs::site::LoadDigest;
 use zenoh::sample::{Sample, SampleKind};
 
 use crate::error::{Error, Result};
@@ -30,6 +38,8 @@ pub struct ViewCounts {
     pub unknown: u64,
     /// Edges that left (token withdrawn, or reports gone stale).
     pub departures: u64,
+    /// Site digests taken (site view only).
+    pub digests: u64,
 }
 
 /// One edge as the view sees it.
@@ -46,9 +56,24 @@ struct State {
     /// Liveliness tokens present per edge (an edge may hold several: its load reporter's and
     /// its session acceptor's share the key).
     tokens: HashMap<String, u32>,
-    /// The last report taken per edge, and when.
+    /// The last report taken per edge, and when it was made (as near as the view knows).
     last: HashMap<String, (EdgeLoad, Instant)>,
     counts: ViewCounts,
+    /// Hearing the site's digests instead of every edge: which shards.
+    site: Option<SiteHearing>,
+}
+
+/// What a site view listens to.
+#[derive(Debug)]
+struct SiteHearing {
+    robot_hash: u64,
+    heard: usize,
+    /// The site's shard count, from the last digest (0: none heard yet).
+    shards: usize,
+    /// The shards to listen to: shard 0 until a digest gives the count.
+    wanted: Vec<usize>,
+    /// The edges each heard shard's last digest listed, and that digest's number.
+    listed: HashMap<usize, (u64, Vec<String>)>,
 }
 
 impl State {
@@ -109,6 +134,72 @@ impl State {
         self.counts.reports += 1;
     }
 
+    fn on_digest(&mut self, key_shard: usize, payload: &[u8], now: Instant, stale_after: Duration) {
+        let Some(site) = self.site.as_mut() else { return };
+        let digest = match LoadDigest::decode(payload) {
+            Ok(d) if usize::from(d.shard) == key_shard => d,
+            Ok(_) | Err(_) => {
+                self.counts.malformed += 1;
+                return;
+            }
+        };
+        let shards = usize::from(digest.shards);
+        if shards != site.shards {
+            site.shards = shards;
+            site.wanted = robot_shards(site.robot_hash, shards, site.heard);
+            tracing::info!(shards, hearing = ?site.wanted, "fleet: the site has {shards} shards; hearing {:?}", site.wanted);
+            let wanted = site.wanted.clone();
+            let gone: Vec<String> = site.listed.iter().filter(|(s, _)| !wanted.contains(s)).flat_map(|(_, (_, e))| e.clone()).collect();
+            site.listed.retain(|s, _| wanted.contains(s));
+            for e in gone {
+                if self.last.remove(&e).is_some() {
+                    self.counts.departures += 1;
+                }
+            }
+        }
+        let Some(site) = self.site.as_mut() else { return };
+        if !site.wanted.contains(&key_shard) {
+            return;
+        }
+        // A digest older than the last one taken for this shard (from a second aggregator
+        // behind the first, say) only adds reports newer than those held.
+        let newest = site.listed.get(&key_shard).is_none_or(|(seq, _)| digest.seq > *seq);
+        let ids: Vec<String> = digest.edges.iter().map(|(l, _)| l.edge.clone()).collect();
+        if newest {
+            let before = site.listed.insert(key_shard, (digest.seq, ids.clone())).map(|(_, e)| e).unwrap_or_default();
+            for e in before.iter().filter(|e| !ids.contains(e)) {
+                if self.last.remove(e).is_some() {
+                    self.counts.departures += 1;
+                    tracing::info!(edge = %e, "fleet: edge gone (no longer in its shard's digest)");
+                }
+            }
+        }
+        self.counts.digests += 1;
+        for (load, age_ms) in digest.edges {
+            let made = now.checked_sub(Duration::from_millis(u64::from(age_ms))).unwrap_or(now);
+            if let Some((last, at)) = self.last.get(&load.edge)
+                && last.seq >= load.seq
+                && now.saturating_duration_since(*at) <= stale_after
+            {
+                continue;
+            }
+            if !self.last.contains_key(&load.edge) {
+                tracing::info!(edge = %load.edge, shard = key_shard, "fleet: edge in the site digest");
+            }
+            self.counts.reports += 1;
+            self.last.insert(load.edge.clone(), (load, made));
+        }
+    }
+
+    /// Whether `edge` counts as up: its token seen (direct view), or listed by a heard shard's
+    /// digest (site view).
+    fn up(&self, edge: &str) -> bool {
+        match &self.site {
+            None => self.tokens.contains_key(edge),
+            Some(site) => site.listed.values().any(|(_, e)| e.iter().any(|x| x == edge)),
+        }
+    }
+
     fn expire(&mut self, now: Instant, stale_after: Duration) {
         let before = self.last.len();
         self.last.retain(|edge, (_, at)| {
@@ -128,6 +219,16 @@ pub struct FleetView {
     state: Arc<Mutex<State>>,
     stale_after: Duration,
     _subscribers: Arc<Vec<zenoh::pubsub::Subscriber<()>>>,
+    /// The site view's task that follows the shards to hear (aborted with the last clone).
+    _follow: Option<Arc<AbortOnDrop>>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl std::fmt::Debug for FleetView {
@@ -169,7 +270,55 @@ impl FleetView {
             })
             .await
             .map_err(|e| Error::Zenoh(format!("subscribing {ALL_EDGE_LOADS}: {e}")))?;
-        Ok(FleetView { state, stale_after, _subscribers: Arc::new(vec![tokens, loads]) })
+        Ok(FleetView { state, stale_after, _subscribers: Arc::new(vec![tokens, loads]), _follow: None })
+    }
+
+    /// A view of a large site: the robot `robot_id` hears the digests of `heard` shards (chosen
+    /// by its id, `lop::fleet::shard::robot_shards`) from the site's aggregator, one message per
+    /// shard and period, instead of every edge's report. Until the first digest it listens to
+    /// shard 0 to learn the shard count.
+    ///
+    /// # Errors
+    /// [`Error::Zenoh`] when the first subscription fails; [`Error::InvalidConfig`] for no
+    /// shard heard.
+    pub async fn site(session: &zenoh::Session, robot_id: &str, heard: usize, stale_after: Duration) -> Result<FleetView> {
+        if heard == 0 {
+            return Err(Error::InvalidConfig { what: "a site view hears at least one shard".into() });
+        }
+        let site = SiteHearing { robot_hash: robot_hash(robot_id), heard, shards: 0, wanted: vec![0], listed: HashMap::new() };
+        let state = Arc::new(Mutex::new(State { site: Some(site), ..State::default() }));
+        let mut current = vec![0usize];
+        let first = subscribe_digests(session, &state, &current, stale_after).await?;
+        let (st, session) = (state.clone(), session.clone());
+        let follow = tokio::spawn(async move {
+            // Held until replaced: dropping a subscriber undeclares it.
+            let mut _subs = first;
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let wanted = st.lock().map(|s| s.site.as_ref().map(|h| h.wanted.clone()).unwrap_or_default()).unwrap_or_default();
+                if wanted.is_empty() || wanted == current {
+                    continue;
+                }
+                match subscribe_digests(&session, &st, &wanted, stale_after).await {
+                    Ok(new) => {
+                        _subs = new;
+                        current = wanted;
+                    }
+                    Err(e) => tracing::warn!("fleet: following the site's shards: {e}"),
+                }
+            }
+        });
+        Ok(FleetView { state, stale_after, _subscribers: Arc::new(Vec::new()), _follow: Some(Arc::new(AbortOnDrop(follow))) })
+    }
+
+    /// How old a report may be before its edge leaves the view.
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after
+    }
+
+    /// The shards a site view hears now (empty for a direct view).
+    pub fn shards_heard(&self) -> Vec<usize> {
+        self.state.lock().ok().and_then(|s| s.site.as_ref().map(|h| h.wanted.clone())).unwrap_or_default()
     }
 
     /// The edges up now, each with its last report, sorted by id.
@@ -180,7 +329,7 @@ impl FleetView {
         let mut out: Vec<EdgeSeen> = st
             .last
             .iter()
-            .filter(|(edge, _)| st.tokens.contains_key(*edge))
+            .filter(|(edge, _)| st.up(edge))
             .map(|(_, (l, at))| EdgeSeen { load: l.clone(), age: now.saturating_duration_since(*at) })
             .collect();
         out.sort_by(|a, b| a.load.edge.cmp(&b.load.edge));
@@ -191,6 +340,31 @@ impl FleetView {
     pub fn counts(&self) -> ViewCounts {
         self.state.lock().map(|s| s.counts).unwrap_or_default()
     }
+}
+
+/// Subscribes the digests of `shards`, each taken into `state`.
+async fn subscribe_digests(
+    session: &zenoh::Session,
+    state: &Arc<Mutex<State>>,
+    shards: &[usize],
+    stale_after: Duration,
+) -> Result<Vec<zenoh::pubsub::Subscriber<()>>> {
+    let mut subs = Vec::new();
+    for &shard in shards {
+        let s = state.clone();
+        let key = site_digest(shard);
+        let sub = session
+            .declare_subscriber(&key)
+            .callback(move |sample: Sample| {
+                if let Ok(mut st) = s.lock() {
+                    st.on_digest(shard, &sample.payload().to_bytes(), Instant::now(), stale_after);
+                }
+            })
+            .await
+            .map_err(|e| Error::Zenoh(format!("subscribing {key}: {e}")))?;
+        subs.push(sub);
+    }
+    Ok(subs)
 }
 
 #[cfg(test)]

@@ -88,3 +88,15 @@ pub fn tempdir() -> std::path::PathBuf {
     let thread = format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
     lop_runtime::scratch::scratch_dir("lop-rt-test", &thread)
 }
+
+/// Polls `cond` every 10 ms for at most `limit`; the time it took, or `None`.
+pub async fn within(limit: std::time::Duration, mut cond: impl FnMut() -> bool) -> Option<std::time::Duration> {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if cond() {
+            return Some(t0.elapsed());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
+}
