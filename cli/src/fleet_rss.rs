@@ -381,7 +381,7 @@ async fn start_edge(id: &str, endpoint: &str, setup: &Setup) -> anyhow::Result<E
         spec: setup.spec.clone(),
         cache_dir: setup.cache.clone(),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![lop_runtime::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: Duration::from_secs(5),
         table_wait: Duration::from_secs(60),

@@ -580,7 +580,7 @@ async fn watched_edge(session: &zenoh::Session, cache: &str) -> lop_runtime::fle
         spec,
         cache_dir: scratch(cache),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![lop_runtime::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: std::time::Duration::from_secs(5),
         table_wait: std::time::Duration::from_secs(5),

@@ -85,6 +85,11 @@ pub struct EdgeConfig {
     /// Where the server computes: `cpu`, `cuda` (GPU 0) or `cuda:N`.
     #[serde(default = "default_device")]
     pub device: String,
+    /// Several devices instead of `device` (e.g. `[cuda:0, cuda:1]`): `replicas` replicas of
+    /// every model on each, a server profile measured on each, and every inference sent to the
+    /// replica that will finish it first. `cpu:N` names stand for groups of CPU replicas.
+    #[serde(default)]
+    pub devices: Vec<String>,
     /// Warm replicas per model (concurrent inferences per model).
     #[serde(default = "default_replicas")]
     pub replicas: usize,
@@ -739,21 +744,57 @@ impl EdgeConfig {
     /// # Errors
     /// A bad name, or CUDA (that GPU) not available.
     pub fn device(&self) -> Result<tch::Device, ConfigError> {
-        let d = self.device.trim();
+        Ok(self.devices()?[0].1)
+    }
+
+    /// Every device the edge computes on, with its name: `device`, or each of `devices`
+    /// (`cuda` read as `cuda:0`).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `device` or `devices[i]` for a name that is not a device,
+    /// a CUDA device that is not there, a device listed twice, or both fields set.
+    pub fn devices(&self) -> Result<Vec<(String, tch::Device)>, ConfigError> {
+        if self.devices.is_empty() {
+            let d = self.parse_device("device", &self.device)?;
+            return Ok(vec![(self.device.trim().to_string(), d)]);
+        }
+        if self.device != default_device() {
+            return Err(self.invalid("devices", format!("set device ('{}') or devices, not both", self.device)));
+        }
+        let mut out: Vec<(String, tch::Device)> = Vec::new();
+        for (i, name) in self.devices.iter().enumerate() {
+            let field = format!("devices[{i}]");
+            let d = self.parse_device(&field, name)?;
+            let name = match name.trim() {
+                "cuda" => "cuda:0".to_string(),
+                "cpu" => "cpu:0".to_string(),
+                n => n.to_string(),
+            };
+            if out.iter().any(|(n, _)| *n == name) {
+                return Err(self.invalid(field, format!("'{name}' is listed twice")));
+            }
+            out.push((name, d));
+        }
+        Ok(out)
+    }
+
+    fn parse_device(&self, field: &str, name: &str) -> Result<tch::Device, ConfigError> {
+        let d = name.trim();
         let ordinal = match d {
             "cpu" => return Ok(tch::Device::Cpu),
             "cuda" => 0,
+            _ if d.strip_prefix("cpu:").is_some_and(|n| n.parse::<usize>().is_ok()) => return Ok(tch::Device::Cpu),
             _ => match d.strip_prefix("cuda:").map(str::parse::<usize>) {
                 Some(Ok(n)) => n,
-                _ => return Err(self.invalid("device", format!("'{d}' is not cpu, cuda or cuda:N"))),
+                _ => return Err(self.invalid(field, format!("'{d}' is not cpu, cpu:N, cuda or cuda:N"))),
             },
         };
         if !tch::Cuda::is_available() {
-            return Err(self.invalid("device", format!("'{d}': CUDA is not available (no GPU, driver or CUDA-enabled libtorch)")));
+            return Err(self.invalid(field, format!("'{d}': CUDA is not available (no GPU, driver or CUDA-enabled libtorch)")));
         }
         let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
         if ordinal >= count {
-            return Err(self.invalid("device", format!("'{d}': no CUDA device {ordinal} ({count} present)")));
+            return Err(self.invalid(field, format!("'{d}': no CUDA device {ordinal} ({count} present)")));
         }
         Ok(tch::Device::Cuda(ordinal))
     }

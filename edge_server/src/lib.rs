@@ -26,7 +26,7 @@ use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop::profile::{DeviceKind, Profile, ProfileCache, ProfileOptions};
 use lop_power::Ring;
-use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served};
+use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served, ServerDevice};
 use lop_runtime::zenoh_link::EdgeAcceptor;
 use lop_runtime::zenoh_service::serve_zenoh;
 use sha2::{Digest, Sha256};
@@ -84,7 +84,8 @@ fn file_sha256(path: &std::path::Path) -> Result<String, Error> {
 /// # Errors
 /// Missing or mismatching models, bad profiles, unwritable caches.
 pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
-    let device = cfg.device()?;
+    let named = cfg.devices()?;
+    let device = named[0].1;
     let spec = cfg.table_spec()?;
     for (what, dir) in [("table cache", &cfg.table_cache), ("profile cache", &cfg.profile_cache)] {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io { what, path: dir.clone(), source })?;
@@ -117,6 +118,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
             models.push(prepare_variant(cfg, i, &source, load, file_sha.as_deref(), device)?);
         }
     }
+    let devices = device_speeds(cfg, &named, &models)?;
     Ok(EdgeOptions {
         models,
         robot_profiles: Vec::new(),
@@ -124,7 +126,7 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
         spec,
         cache_dir: cfg.table_cache.clone(),
         replicas: cfg.replicas,
-        device,
+        devices,
         limits: lop_msgs::protocol::Limits { max_frame_len: cfg.max_frame_bytes },
         hello_timeout: Duration::from_secs_f64(cfg.hello_timeout_s),
         table_wait: Duration::from_secs_f64(cfg.table_wait_s),
@@ -188,6 +190,39 @@ fn prepare_variant(
     // The replicas run the model as its profile measured it.
     let load = LoadOptions { layout: server_profile.layout, ..load };
     Ok(EdgeModel { id: m.id.clone(), source: source.load_name(), load, server_profile })
+}
+
+/// The edge's devices with their speeds: on a device other than the first (another GPU, not a
+/// CPU group standing in), every model whose profile is measured is measured there too
+/// (cached), and the device's speed is the first device's profiled seconds over its own, all
+/// models together; 1 where nothing is measured.
+fn device_speeds(cfg: &EdgeConfig, named: &[(String, tch::Device)], models: &[EdgeModel]) -> Result<Vec<ServerDevice>, Error> {
+    let profiled_s = |p: &Profile| p.ops.iter().map(|op| op.fit.time(op.out_rows.max(1))).sum::<f64>();
+    let mut out = Vec::with_capacity(named.len());
+    for (name, device) in named {
+        let mut speed = 1.0;
+        if *device != named[0].1 {
+            let (mut first, mut here) = (0.0, 0.0);
+            for m in models {
+                let measured = cfg.models.iter().find(|e| e.id == m.id).is_some_and(|e| matches!(e.server_profile, ProfileSource::Measure));
+                if !measured {
+                    continue;
+                }
+                let engine = |source| Error::Model { id: m.id.clone(), source: Box::new(source) };
+                let mut graph = lop::model::load(&m.source, &m.load).map_err(engine)?;
+                let hash = graph.content_hash().map_err(engine)?;
+                let p = measured_profile(cfg, &m.id, &mut graph, &hash, *device)?;
+                first += profiled_s(&m.server_profile);
+                here += profiled_s(&p);
+            }
+            if first > 0.0 && here > 0.0 {
+                speed = first / here;
+            }
+        }
+        tracing::info!(device = %name, speed, "server device");
+        out.push(ServerDevice { name: name.clone(), device: *device, speed });
+    }
+    Ok(out)
 }
 
 /// The server profile of a model measured on `device`, or the cached one.
@@ -311,7 +346,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<RunSummary, Error> {
     tokio::pin!(shutdown);
-    let device = opts.device;
+    let device = opts.devices.first().map_or(tch::Device::Cpu, |d| d.device);
     let notifier = Arc::new(notify::Notifier::from_env());
     let svc = EdgeService::start(opts).await?;
     ops.metrics.attach(svc.clone());

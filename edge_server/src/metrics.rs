@@ -53,6 +53,7 @@ pub struct Metrics {
     queue_s: Seconds,
     upload_s: Seconds,
     batch: Family<ModelLabel, Histogram, fn() -> Histogram>,
+    device_inferences: Family<[(&'static str, String); 1], Counter>,
     service: Arc<OnceLock<EdgeService>>,
 }
 
@@ -93,9 +94,11 @@ impl Metrics {
             "Inferences computed together in the batch each served inference ran in (Triton's inference count over execution count)",
             batch.clone(),
         );
+        let device_inferences = Family::<[(&'static str, String); 1], Counter>::default();
+        registry.register("device_inferences", "Inferences the edge served, by the device that computed them", device_inferences.clone());
         let service = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(ServiceCollector { service: service.clone() }));
-        Metrics { registry, inferences, bytes_in, bytes_out, inference_s, compute_s, queue_s, upload_s, batch, service }
+        Metrics { registry, inferences, bytes_in, bytes_out, inference_s, compute_s, queue_s, upload_s, batch, device_inferences, service }
     }
 
     /// Reads the service's own figures at each scrape from now on (once; later calls are
@@ -117,6 +120,9 @@ impl Metrics {
         self.queue_s.get_or_create(&model).observe(s.queue_s);
         if s.upload_s > 0.0 {
             self.upload_s.get_or_create(&model).observe(s.upload_s);
+        }
+        if !s.device.is_empty() {
+            self.device_inferences.get_or_create(&[("device", s.device.clone())]).inc();
         }
         if s.batch > 0 {
             self.batch.get_or_create(&model).observe(f64::from(s.batch));
@@ -250,6 +256,25 @@ impl Collector for ServiceCollector {
         )?;
         family(&mut encoder, "replicas", "Warm replicas of the model", G, &per_model(&|m| m.replicas as f64))?;
         family(&mut encoder, "replicas_busy", "Replicas with an inference queued or running", G, &per_model(&|m| m.replicas_busy as f64))?;
+        let devices = svc.device_loads();
+        let per_device = |f: &dyn Fn(&lop_runtime::edge::DeviceLoad) -> f64| -> Vec<([(&str, String); 1], f64)> {
+            devices.iter().map(|d| ([("device", d.name.clone())], f(d))).collect()
+        };
+        family(&mut encoder, "device_replicas", "Warm replicas on the device, every model's", G, &per_device(&|d| d.replicas as f64))?;
+        family(
+            &mut encoder,
+            "device_queued",
+            "Inferences queued or running on the device's replicas",
+            G,
+            &per_device(&|d| d.queued as f64),
+        )?;
+        family(
+            &mut encoder,
+            "device_speed",
+            "The device's speed relative to the first device (measured profiles)",
+            G,
+            &per_device(&|d| d.speed),
+        )?;
         let rejects: Vec<([(&str, String); 1], f64)> =
             svc.rejects().into_iter().map(|(r, n)| ([("reason", format!("{r:?}").to_lowercase())], n as f64)).collect();
         family(&mut encoder, "hellos_refused", "Hellos refused, by reason", C, &rejects)?;

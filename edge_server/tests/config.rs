@@ -40,6 +40,10 @@ fn defaults_and_relative_paths() {
     assert_eq!(cfg.table_cache, std::path::absolute(&dir).expect("abs").join("cache/tables"));
     assert_eq!(cfg.model_source(0).expect("zoo"), ModelSource::Zoo("zoo:resnet18".into()));
     assert_eq!(cfg.device().expect("cpu"), tch::Device::Cpu);
+    assert_eq!(cfg.devices().expect("one"), [("cpu".to_string(), tch::Device::Cpu)]);
+    let two = EdgeConfig::load(&write(&dir, "models:\n  - id: r18\n    source: zoo:resnet18\ndevices: [cpu:0, cpu:1]\n")).expect("two");
+    let names: Vec<String> = two.devices().expect("two").into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["cpu:0", "cpu:1"]);
     let spec = cfg.table_spec().expect("spec");
     assert_eq!(spec.buckets.len(), 31);
     assert_eq!(spec.input_bytes_per_element, None);
@@ -94,6 +98,11 @@ fn bad_values_name_their_field() {
         ("site:\n  digest_period_ms: .nan\n", "site.digest_period_ms"),
         ("site:\n  shard_size: 0\n", "site.shard_size"),
         ("site:\n  shard_size: 257\n", "site.shard_size"),
+        ("devices: [cpu:0, cpu]\n", "devices[1]"),
+        ("devices: [cpu:0, cpu]\n", "listed twice"),
+        ("devices: [cpu:0, gpu]\n", "devices[1]"),
+        ("devices: [cuda:7]\n", "devices[0]"),
+        ("device: cuda:1\ndevices: [cpu:0]\n", "not both"),
     ] {
         let msg = load_err(&dir, &format!("{m}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");

@@ -181,6 +181,9 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     // One robot, one frame at a time: every inference ran alone, in a batch of one.
     assert_eq!(q("lop_edge_batch_size_bucket{model=\"resnet18\",le=\"1.0\"}"), Some(frames as f64));
     assert_eq!(q("lop_edge_batch_size_sum{model=\"resnet18\"}"), Some(frames as f64));
+    // The one device, named as configured, computed them all.
+    assert_eq!(q("lop_edge_device_inferences_total{device=\"cpu\"}"), Some(frames as f64));
+    assert_eq!(q("lop_edge_device_replicas{device=\"cpu\"}"), q("sum(lop_edge_replicas)"));
     let sum = q("lop_edge_compute_seconds_sum{model=\"resnet18\"}").unwrap_or(0.0);
     assert!(sum > 0.0, "compute seconds {sum}");
     let received = q("lop_edge_received_bytes_total{model=\"resnet18\"}").unwrap_or(0.0);

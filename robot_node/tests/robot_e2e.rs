@@ -271,7 +271,7 @@ async fn lanes_keep_frames_in_flight_over_two_edges_and_publish_in_order() {
             spec: spec.clone(),
             cache_dir: dir.clone(),
             replicas: 1,
-            device: tch::Device::Cpu,
+            devices: vec![lop_runtime::edge::ServerDevice::only(tch::Device::Cpu)],
             limits: Default::default(),
             hello_timeout: Duration::from_secs(10),
             table_wait: Duration::from_secs(60),

@@ -101,7 +101,7 @@ pub async fn run_edge_batching(cfg: &EdgeBatchBench, max_batch: usize) -> Result
         spec,
         cache_dir: cfg.cache_dir.clone(),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![crate::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: Duration::from_secs(60),
         table_wait: Duration::from_secs(600),

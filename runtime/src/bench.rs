@@ -288,7 +288,7 @@ fn edge_options(
         spec: spec.clone(),
         cache_dir: cache_dir.to_path_buf(),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![crate::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: Duration::from_secs(120),
         // The benchmark's robot waits for its table rather than run alone.

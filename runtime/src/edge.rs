@@ -64,10 +64,11 @@ pub struct EdgeOptions {
     pub spec: TableSpec,
     /// Where schedule tables are cached.
     pub cache_dir: PathBuf,
-    /// Warm replicas per model (concurrent inferences per model).
+    /// Warm replicas per model on each device (concurrent inferences per model and device).
     pub replicas: usize,
-    /// Where the server computes.
-    pub device: Device,
+    /// Where the server computes: one device or several (each with `replicas` replicas of every
+    /// warm model; an inference goes to the replica that will finish it first).
+    pub devices: Vec<ServerDevice>,
     /// Frame size limit.
     pub limits: Limits,
     /// How long a session may take to send Hello.
@@ -87,6 +88,56 @@ pub struct EdgeOptions {
     /// Batching across robots: concurrent inferences of one plan queued on a replica run as
     /// one batch.
     pub batching: Batching,
+}
+
+/// One device an edge computes on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerDevice {
+    /// Its name in the configuration and the metrics (`cuda:1`, or `cpu:0`, `cpu:1` for CPU
+    /// replica groups standing in for devices).
+    pub name: String,
+    /// Where libtorch runs its replicas.
+    pub device: Device,
+    /// Its speed relative to the first device (measured profiles' time on the first over
+    /// theirs on it; 1 when not measured): an inference there takes the model's server seconds
+    /// over this.
+    pub speed: f64,
+}
+
+impl ServerDevice {
+    /// The one device of an edge, named as the configuration names it (`cpu`, `cuda:N`).
+    pub fn only(device: Device) -> ServerDevice {
+        let name = match device {
+            Device::Cuda(i) => format!("cuda:{i}"),
+            _ => "cpu".to_string(),
+        };
+        ServerDevice { name, device, speed: 1.0 }
+    }
+}
+
+/// One device's share of the edge's work now ([`EdgeService::device_loads`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceLoad {
+    /// Its name.
+    pub name: String,
+    /// Its speed relative to the first device.
+    pub speed: f64,
+    /// Warm replicas on it, every model's.
+    pub replicas: usize,
+    /// Inferences queued or running on them.
+    pub queued: usize,
+}
+
+/// Which replica an inference goes to: the one that will finish it first, given each replica's
+/// queued inferences and its device's speed (`(queued + 1) / speed`, ties to the first);
+/// `None` for no replica.
+pub fn finishes_first(replicas: impl IntoIterator<Item = (usize, f64)>) -> Option<usize> {
+    replicas
+        .into_iter()
+        .enumerate()
+        .map(|(i, (queued, speed))| (i, (queued as f64 + 1.0) / speed.max(1e-9)))
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+        .map(|(i, _)| i)
 }
 
 /// Batching across robots (EPARA's multi-request batching): inferences of the same model and
@@ -135,6 +186,8 @@ enum BookSlot {
 
 struct Replica {
     worker: Worker,
+    /// Its device (index into [`EdgeOptions::devices`]).
+    device: usize,
     queued: AtomicUsize,
     /// Inferences whose first band has come, waiting for the worker; it takes them in order,
     /// each with the others of its plan up to [`Batching::max`].
@@ -333,20 +386,23 @@ fn weight_bytes(g: &Graph) -> u64 {
     g.nodes.iter().flat_map(|n| n.op.weights()).map(|t| t.numel() as u64 * t.kind().elt_size_in_bytes() as u64).sum()
 }
 
-/// Spawns `n` replicas of a model (each a thread that loads its own copy on `device`).
-async fn spawn_replicas(id: &str, source: &str, load: &LoadOptions, device: Device, n: usize) -> Result<(Vec<Replica>, Loaded)> {
+/// Spawns `n` replicas of a model on each of `devices` (each a thread that loads its own copy
+/// on its device), device by device.
+async fn spawn_replicas(id: &str, source: &str, load: &LoadOptions, devices: &[ServerDevice], n: usize) -> Result<(Vec<Replica>, Loaded)> {
     let mut replicas = Vec::new();
     let mut loaded = None;
-    for r in 0..n {
-        let (source, load) = (source.to_string(), load.clone());
-        let (worker, info) = Worker::spawn(&format!("edge-{id}-{r}"), move || {
-            let mut g = lop::model::load(&source, &load)?;
-            g.to_device(device)?;
-            Ok(g)
-        })
-        .await?;
-        replicas.push(Replica { worker, queued: AtomicUsize::new(0), waiting: Arc::default() });
-        loaded = Some(info);
+    for (d, dev) in devices.iter().enumerate() {
+        for r in 0..n {
+            let (source, load, device) = (source.to_string(), load.clone(), dev.device);
+            let (worker, info) = Worker::spawn(&format!("edge-{id}-{}-{r}", dev.name), move || {
+                let mut g = lop::model::load(&source, &load)?;
+                g.to_device(device)?;
+                Ok(g)
+            })
+            .await?;
+            replicas.push(Replica { worker, device: d, queued: AtomicUsize::new(0), waiting: Arc::default() });
+            loaded = Some(info);
+        }
     }
     let loaded = loaded.ok_or_else(|| Error::InvalidConfig { what: "replicas must be at least 1".into() })?;
     Ok((replicas, loaded))
@@ -360,6 +416,17 @@ async fn spawn_replicas(id: &str, source: &str, load: &LoadOptions, device: Devi
 fn check_options(opts: &EdgeOptions) -> Result<()> {
     if opts.replicas == 0 {
         return Err(Error::InvalidConfig { what: "replicas must be at least 1".into() });
+    }
+    if opts.devices.is_empty() {
+        return Err(Error::InvalidConfig { what: "an edge needs at least one device".into() });
+    }
+    for (i, d) in opts.devices.iter().enumerate() {
+        if opts.devices[..i].iter().any(|e| e.name == d.name) {
+            return Err(Error::InvalidConfig { what: format!("device '{}' is listed twice", d.name) });
+        }
+        if !(d.speed.is_finite() && d.speed > 0.0) {
+            return Err(Error::InvalidConfig { what: format!("device '{}': speed {} must be > 0", d.name, d.speed) });
+        }
     }
     if !(opts.dilation.is_finite() && opts.dilation >= 1.0) {
         return Err(Error::InvalidConfig { what: format!("dilation must be >= 1, got {}", opts.dilation) });
@@ -395,8 +462,8 @@ async fn load_models(opts: &EdgeOptions) -> Result<Vec<Model>> {
 async fn load_model(opts: &EdgeOptions, m: &EdgeModel, budget_left: &mut Option<u64>) -> Result<Model> {
     lop_msgs::validate_id(&m.id).map_err(|e| Error::InvalidConfig { what: format!("model id '{}': {e}", m.id) })?;
     // One replica first: it tells the model's hash, shapes and size.
-    let (mut replicas, info) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, 1).await?;
-    let bytes = replicas[0].worker.call(|g| weight_bytes(g)).await? * opts.replicas as u64;
+    let (mut replicas, info) = spawn_replicas(&m.id, &m.source, &m.load, &opts.devices[..1], 1).await?;
+    let bytes = replicas[0].worker.call(|g| weight_bytes(g)).await? * (opts.replicas * opts.devices.len()) as u64;
     if let Some(budget) = opts.memory_budget
         && bytes > budget
     {
@@ -418,9 +485,19 @@ async fn load_model(opts: &EdgeOptions, m: &EdgeModel, budget_left: &mut Option<
         }
         Some(_) => false,
     };
-    if warm && opts.replicas > 1 {
-        let (more, _) = spawn_replicas(&m.id, &m.source, &m.load, opts.device, opts.replicas - 1).await?;
-        replicas.extend(more);
+    if warm {
+        if opts.replicas > 1 {
+            let (more, _) = spawn_replicas(&m.id, &m.source, &m.load, &opts.devices[..1], opts.replicas - 1).await?;
+            replicas.extend(more);
+        }
+        if opts.devices.len() > 1 {
+            let (more, _) = spawn_replicas(&m.id, &m.source, &m.load, &opts.devices[1..], opts.replicas).await?;
+            // Their device indices count from the second device.
+            replicas.extend(more.into_iter().map(|mut r| {
+                r.device += 1;
+                r
+            }));
+        }
     }
     if m.server_profile.model_hash != info.hash || m.server_profile.role != Side::Server {
         return Err(Error::InvalidConfig {
@@ -428,7 +505,8 @@ async fn load_model(opts: &EdgeOptions, m: &EdgeModel, budget_left: &mut Option<
         });
     }
     if warm {
-        tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, mb = bytes as f64 / 1e6, "model loaded");
+        let devices: Vec<&str> = opts.devices.iter().map(|d| d.name.as_str()).collect();
+        tracing::info!(model = %m.id, hash = %info.hash, replicas = opts.replicas, ?devices, mb = bytes as f64 / 1e6, "model loaded");
     } else {
         replicas.clear();
         tracing::info!(model = %m.id, hash = %info.hash, mb = bytes as f64 / 1e6, "model cold: past the memory budget until robots ask for it");
@@ -639,6 +717,8 @@ pub struct Served {
     pub queue_s: f64,
     /// Inferences computed together in the batch it ran in (1: alone; 0: it never ran).
     pub batch: u32,
+    /// The device it ran on (its name in [`EdgeOptions::devices`]; empty when it never ran).
+    pub device: String,
     /// How it ended.
     pub outcome: ServedOutcome,
 }
@@ -703,8 +783,8 @@ impl std::fmt::Debug for EdgeService {
 }
 
 impl EdgeService {
-    /// Loads every model on its replicas (each replica a thread with its own copy, on
-    /// `opts.device`) and checks each server profile against its model.
+    /// Loads every model on its replicas (each replica a thread with its own copy, `replicas`
+    /// on each of `opts.devices`) and checks each server profile against its model.
     ///
     /// # Errors
     /// A model that does not load, a profile for another model, a bad option.
@@ -773,6 +853,22 @@ impl EdgeService {
                 }
             })
             .collect()
+    }
+
+    /// Every device's warm replicas and the inferences queued on them now (in configuration
+    /// order).
+    pub fn device_loads(&self) -> Vec<DeviceLoad> {
+        let mut loads: Vec<DeviceLoad> =
+            self.inner.opts.devices.iter().map(|d| DeviceLoad { name: d.name.clone(), speed: d.speed, replicas: 0, queued: 0 }).collect();
+        for m in &self.inner.models {
+            for r in m.replicas().iter() {
+                if let Some(l) = loads.get_mut(r.device) {
+                    l.replicas += 1;
+                    l.queued += r.queued.load(Ordering::Relaxed);
+                }
+            }
+        }
+        loads
     }
 
     /// Every model's state and refusals now (in configuration order).
@@ -1109,9 +1205,11 @@ impl Job {
         if let Some(st) = stats.filter(|st| st.compute_s.is_finite() && st.compute_s > 0.0) {
             self.svc.busy_ns.fetch_add((st.compute_s * 1e9) as u64, Ordering::Relaxed);
             if outcome == ServedOutcome::Done {
+                // In the first device's seconds: a faster device's inference counts for more.
+                let speed = self.replicas.get(self.replica).and_then(|r| self.svc.opts.devices.get(r.device)).map_or(1.0, |d| d.speed);
                 let cell = &self.svc.models[self.mi].server_s;
                 let old = f64::from_bits(cell.load(Ordering::Relaxed));
-                cell.store((old + SERVER_S_EWMA * (st.compute_s - old)).to_bits(), Ordering::Relaxed);
+                cell.store((old + SERVER_S_EWMA * (st.compute_s * speed - old)).to_bits(), Ordering::Relaxed);
             }
         }
         let served = Served {
@@ -1128,6 +1226,11 @@ impl Job {
             upload_s: self.upload_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             queue_s: stats.map_or(0.0, |s| (ended.saturating_duration_since(self.started).as_secs_f64() - s.compute_s - s.wait_s).max(0.0)),
             batch: stats.map_or(0, |s| s.batch),
+            device: stats
+                .and_then(|_| self.replicas.get(self.replica))
+                .and_then(|r| self.svc.opts.devices.get(r.device))
+                .map(|d| d.name.clone())
+                .unwrap_or_default(),
             outcome,
         };
         if let Ok(b) = self.answer(res).encode() {
@@ -1444,7 +1547,10 @@ impl Session {
         let model = &self.svc.models[mi];
         model.asked();
         let replicas = model.replicas();
-        let Some(replica) = replicas.iter().min_by_key(|r| r.queued.load(Ordering::Relaxed)) else {
+        let devices = &self.svc.opts.devices;
+        let first =
+            finishes_first(replicas.iter().map(|r| (r.queued.load(Ordering::Relaxed), devices.get(r.device).map_or(1.0, |d| d.speed))));
+        let Some(replica) = first.and_then(|i| replicas.get(i)) else {
             self.svc.overloaded.fetch_add(1, Ordering::Relaxed);
             model.refusals.overloaded.fetch_add(1, Ordering::Relaxed);
             let text = format!("model '{}' was unloaded from this edge (memory budget)", model.id);
@@ -1533,7 +1639,7 @@ impl Session {
         let config = SideConfig {
             side: Side::Server,
             inference_id: s.inference_id,
-            device: self.svc.opts.device,
+            device: self.svc.opts.devices.get(replicas[replica_ix].device).map_or(Device::Cpu, |d| d.device),
             stretch: Stretch::measured(self.svc.opts.dilation),
             input_wire: self.input_wire,
             // The server codes nothing: each band's header says how to decode it.
@@ -1763,7 +1869,7 @@ impl Inner {
         for (i, m) in self.models.iter().enumerate() {
             if chosen[i] && !candidates[i].warm {
                 let started = Instant::now();
-                match spawn_replicas(&m.id, &m.source, &m.load, self.opts.device, self.opts.replicas).await {
+                match spawn_replicas(&m.id, &m.source, &m.load, &self.opts.devices, self.opts.replicas).await {
                     Ok((replicas, _)) => {
                         m.set_replicas(replicas);
                         tracing::info!(model = %m.id, demand_per_s = candidates[i].demand, seconds = started.elapsed().as_secs_f64(), "placement: model loaded");
@@ -1781,6 +1887,19 @@ mod tests {
 
     /// The Start budget: a burst, then the sustained rate; an empty inference costs its penalty,
     /// and the debt is bounded, so a session that stops flooding recovers.
+    #[test]
+    fn an_inference_goes_where_it_finishes_first() {
+        // Idle replicas: the first; a queue: the other; a device twice as fast takes two
+        // queued before an idle one of half its speed.
+        assert_eq!(finishes_first([(0, 1.0), (0, 1.0)]), Some(0));
+        assert_eq!(finishes_first([(1, 1.0), (0, 1.0)]), Some(1));
+        assert_eq!(finishes_first([(0, 1.0), (1, 2.0)]), Some(0));
+        assert_eq!(finishes_first([(0, 0.5), (2, 2.0)]), Some(1));
+        assert_eq!(finishes_first([(0, 0.5), (4, 2.0)]), Some(0));
+        assert_eq!(finishes_first(Vec::<(usize, f64)>::new()), None);
+        assert_eq!(ServerDevice::only(Device::Cuda(1)).name, "cuda:1");
+    }
+
     #[test]
     fn start_budget_is_a_bounded_token_bucket() {
         let t0 = tokio::time::Instant::now();

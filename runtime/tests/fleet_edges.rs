@@ -185,7 +185,7 @@ fn options(big: &Setup, small: &Setup, cache: &std::path::Path, budget: u64) -> 
         spec: big.spec.clone(),
         cache_dir: cache.to_path_buf(),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![lop_runtime::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: Duration::from_secs(5),
         table_wait: Duration::from_secs(60),

@@ -778,3 +778,63 @@ async fn a_paced_robot_runs_as_slow_as_its_profile_says() {
     let err = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, table).await.err();
     assert!(err.is_some_and(|e| e.to_string().contains("needs its robot profile")), "pacing without a profile must be refused");
 }
+
+/// One edge, two devices (CPU replica groups standing in for GPUs): every model has a replica on
+/// each, and an inference goes to the one that will finish it first. Of equal speed, concurrent
+/// robots spread over both; with the second four times faster, two at once both go to it (the
+/// second would wait one inference there, a quarter of one on the first). Every output exact;
+/// a device listed twice or of no speed is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_with_two_devices_sends_each_inference_where_it_finishes_first() {
+    let _heavy = crate::HEAVY.lock().await;
+    use lop_runtime::edge::{EdgeService, ServerDevice};
+    let s = setup();
+    let dir = tempdir();
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    let frames: Vec<Vec<tch::Tensor>> = (0..2).map(|k| lop::exec::synthetic_inputs(&g, 300 + k).unwrap()).collect();
+    let wholes: Vec<Vec<tch::Tensor>> = frames.iter().map(|f| lop::exec::run_whole(&g, f).unwrap().outputs).collect();
+    let cpu = |name: &str, speed: f64| ServerDevice { name: name.into(), device: tch::Device::Cpu, speed };
+    for (speeds, expect) in [([1.0, 1.0], ["cpu:0", "cpu:1"]), ([1.0, 4.0], ["cpu:1", "cpu:1"])] {
+        let board = Switchboard::new();
+        let mut opts = common::edge_options(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 6.0);
+        opts.devices = vec![cpu("cpu:0", speeds[0]), cpu("cpu:1", speeds[1])];
+        let edge = board.plug(EdgeService::start(opts).await.unwrap());
+        let loads = edge.service().device_loads();
+        assert_eq!(loads.iter().map(|d| (d.name.as_str(), d.replicas)).collect::<Vec<_>>(), [("cpu:0", 1), ("cpu:1", 1)]);
+        let mut served = edge.service().served();
+        let mut robots = Vec::new();
+        for k in 0..2 {
+            let id = format!("robot-{k}");
+            let (worker, loaded) = Worker::spawn(&id, || lop::model::load(MODEL, &Default::default())).await.unwrap();
+            let mut o = ClientOptions::new(&id, "resnet18");
+            o.hello_timeout = Duration::from_secs(5);
+            o.deadline_slack = Duration::from_secs(30);
+            o.method = "server-only".into();
+            let link = ShapedConfig::symmetric(Trace::constant(200.0).unwrap());
+            robots.push(RobotClient::new(board.connector(link), o, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap());
+        }
+        let [r0, r1] = robots.as_mut_slice() else { unreachable!() };
+        let frame = |k: usize| frames[k].iter().map(|t| t.shallow_clone()).collect::<Vec<_>>();
+        let (a, b) = tokio::join!(r0.infer(frame(0), 30.0), async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            r1.infer(frame(1), 30.0).await
+        });
+        for (k, r) in [a, b].into_iter().enumerate() {
+            let r = r.unwrap();
+            assert!(!r.stats.fallback, "robot {k}: {:?}", r.stats.fallback_reason);
+            assert_exact(&r.outputs, &wholes[k], &format!("speeds {speeds:?}, robot {k}"));
+        }
+        let mut devices: Vec<String> = Vec::new();
+        while let Ok(x) = served.try_recv() {
+            devices.push(x.device);
+        }
+        devices.sort();
+        assert_eq!(devices, expect, "speeds {speeds:?}");
+    }
+    let mut twice = common::edge_options(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 1.0);
+    twice.devices = vec![cpu("cpu:0", 1.0), cpu("cpu:0", 1.0)];
+    assert!(EdgeService::start(twice).await.unwrap_err().to_string().contains("listed twice"));
+    let mut slow = common::edge_options(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 1.0);
+    slow.devices = vec![cpu("cpu:0", 0.0)];
+    assert!(EdgeService::start(slow).await.unwrap_err().to_string().contains("speed"));
+}

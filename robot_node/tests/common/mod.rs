@@ -56,7 +56,7 @@ pub async fn start_edge(
         spec,
         cache_dir: cache_dir.to_path_buf(),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![lop_runtime::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: Duration::from_secs(10),
         table_wait: Duration::from_secs(60),

@@ -64,7 +64,7 @@ pub fn edge_options(s: &Setup, cache: &std::path::Path, robot_profiles: Vec<Prof
         spec: s.spec.clone(),
         cache_dir: cache.to_path_buf(),
         replicas: 1,
-        device: tch::Device::Cpu,
+        devices: vec![lop_runtime::edge::ServerDevice::only(tch::Device::Cpu)],
         limits: Default::default(),
         hello_timeout: Duration::from_secs(5),
         table_wait,
