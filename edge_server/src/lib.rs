@@ -347,6 +347,22 @@ pub async fn serve(
 ) -> Result<RunSummary, Error> {
     tokio::pin!(shutdown);
     let device = opts.devices.first().map_or(tch::Device::Cpu, |d| d.device);
+    // Every CUDA device's NVML figures in /metrics, where NVML answers.
+    let gpus: Vec<(String, lop_power::nvml::GpuGauges)> = opts
+        .devices
+        .iter()
+        .filter_map(|d| match d.device {
+            tch::Device::Cuda(i) => match lop_power::nvml::GpuGauges::open(i as u32) {
+                Ok(g) => Some((d.name.clone(), g)),
+                Err(e) => {
+                    tracing::info!(device = %d.name, "no NVML figures in /metrics: {e}");
+                    None
+                }
+            },
+            _ => None,
+        })
+        .collect();
+    ops.metrics.attach_gpus(gpus);
     let notifier = Arc::new(notify::Notifier::from_env());
     let svc = EdgeService::start(opts).await?;
     ops.metrics.attach(svc.clone());

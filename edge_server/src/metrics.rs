@@ -12,6 +12,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use lop_power::nvml::{GpuGaugeReading, GpuGauges};
 use lop_runtime::edge::{EdgeService, Served};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
@@ -54,6 +55,7 @@ pub struct Metrics {
     upload_s: Seconds,
     batch: Family<ModelLabel, Histogram, fn() -> Histogram>,
     device_inferences: Family<[(&'static str, String); 1], Counter>,
+    gpus: Arc<OnceLock<Vec<(String, GpuGauges)>>>,
     service: Arc<OnceLock<EdgeService>>,
 }
 
@@ -98,13 +100,34 @@ impl Metrics {
         registry.register("device_inferences", "Inferences the edge served, by the device that computed them", device_inferences.clone());
         let service = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(ServiceCollector { service: service.clone() }));
-        Metrics { registry, inferences, bytes_in, bytes_out, inference_s, compute_s, queue_s, upload_s, batch, device_inferences, service }
+        let gpus = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(GpuCollector { gpus: gpus.clone() }));
+        Metrics {
+            registry,
+            inferences,
+            bytes_in,
+            bytes_out,
+            inference_s,
+            compute_s,
+            queue_s,
+            upload_s,
+            batch,
+            device_inferences,
+            gpus,
+            service,
+        }
     }
 
     /// Reads the service's own figures at each scrape from now on (once; later calls are
     /// ignored).
     pub fn attach(&self, svc: EdgeService) {
         let _ = self.service.set(svc);
+    }
+
+    /// Reads these GPUs (each named as its device) at every scrape from now on (once; later
+    /// calls are ignored).
+    pub fn attach_gpus(&self, gpus: Vec<(String, GpuGauges)>) {
+        let _ = self.gpus.set(gpus);
     }
 
     /// Records one served inference.
@@ -186,6 +209,35 @@ mod tests {
         let open = "# HELP a Things.\n# TYPE a counter\na_total{m=\"x\"} 3\n# HELP b Level.\n# TYPE b gauge\nb 1.0\n# EOF\n";
         let text = openmetrics_to_text(open);
         assert_eq!(text, "# HELP a_total Things.\n# TYPE a_total counter\na_total{m=\"x\"} 3\n# HELP b Level.\n# TYPE b gauge\nb 1.0\n");
+    }
+}
+
+/// The GPUs' NVML figures, read at each scrape (none without NVML).
+#[derive(Debug)]
+struct GpuCollector {
+    gpus: Arc<OnceLock<Vec<(String, GpuGauges)>>>,
+}
+
+impl Collector for GpuCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(gpus) = self.gpus.get().filter(|g| !g.is_empty()) else { return Ok(()) };
+        let readings: Vec<(String, GpuGaugeReading)> = gpus.iter().filter_map(|(n, g)| g.read().map(|r| (n.clone(), r))).collect();
+        let of = |f: &dyn Fn(&GpuGaugeReading) -> Option<f64>| -> Vec<([(&str, String); 1], f64)> {
+            readings.iter().filter_map(|(n, r)| f(r).map(|v| ([("device", n.clone())], v))).collect()
+        };
+        use MetricType::{Counter as C, Gauge as G};
+        family(
+            &mut encoder,
+            "gpu_utilization",
+            "Share of the last sample period a kernel ran on the GPU (NVML)",
+            G,
+            &of(&|r| Some(r.utilisation)),
+        )?;
+        family(&mut encoder, "gpu_memory_used_bytes", "GPU memory in use (NVML)", G, &of(&|r| Some(r.memory_used_bytes as f64)))?;
+        family(&mut encoder, "gpu_memory_total_bytes", "GPU memory in all (NVML)", G, &of(&|r| Some(r.memory_total_bytes as f64)))?;
+        family(&mut encoder, "gpu_power_watts", "GPU power now (NVML)", G, &of(&|r| r.power_w))?;
+        family(&mut encoder, "gpu_energy_joules", "GPU energy counter since the driver loaded (NVML)", C, &of(&|r| r.energy_j))?;
+        Ok(())
     }
 }
 

@@ -121,6 +121,63 @@ impl GpuMemory {
     }
 }
 
+/// What [`GpuGauges::read`] finds: one GPU's state now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuGaugeReading {
+    /// Share of the last sample period a kernel ran, 0 to 1.
+    pub utilisation: f64,
+    /// Memory in use, bytes.
+    pub memory_used_bytes: u64,
+    /// Memory in all, bytes.
+    pub memory_total_bytes: u64,
+    /// Power now, watts (`None`: not reported).
+    pub power_w: Option<f64>,
+    /// The energy counter, joules since the driver loaded (`None`: before Volta).
+    pub energy_j: Option<f64>,
+}
+
+/// One GPU's utilisation, memory, power and energy, read when asked: the edge's per-device
+/// metrics at each scrape.
+pub struct GpuGauges {
+    nvml: Nvml,
+    index: u32,
+}
+
+impl std::fmt::Debug for GpuGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuGauges").field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl GpuGauges {
+    /// Initialises NVML for GPU `index`, reading it once.
+    ///
+    /// # Errors
+    /// [`Error::NotAvailable`] without the library, driver or device.
+    pub fn open(index: u32) -> Result<Self> {
+        let nvml = Nvml::init().map_err(unavailable)?;
+        let g = GpuGauges { nvml, index };
+        if g.read().is_none() {
+            return Err(Error::not_available(NAME, format!("GPU {index}: no utilisation or memory reading")));
+        }
+        Ok(g)
+    }
+
+    /// The GPU now; `None` when utilisation or memory cannot be read.
+    pub fn read(&self) -> Option<GpuGaugeReading> {
+        let dev = self.nvml.device_by_index(self.index).ok()?;
+        let util = dev.utilization_rates().ok()?;
+        let mem = dev.memory_info().ok()?;
+        Some(GpuGaugeReading {
+            utilisation: f64::from(util.gpu.min(100)) / 100.0,
+            memory_used_bytes: mem.used,
+            memory_total_bytes: mem.total,
+            power_w: dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0),
+            energy_j: dev.total_energy_consumption().ok().map(|mj| mj as f64 / 1000.0),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +195,16 @@ mod tests {
         }
         // An absurd index is never a panic.
         if let Err(e) = NvmlSource::open(4096) {
+            assert!(e.is_not_available(), "{e}");
+        }
+        match GpuGauges::open(0) {
+            Ok(g) => {
+                let r = g.read().expect("reads");
+                assert!((0.0..=1.0).contains(&r.utilisation) && r.memory_used_bytes <= r.memory_total_bytes, "{r:?}");
+            }
+            Err(e) => assert!(e.is_not_available(), "{e}"),
+        }
+        if let Err(e) = GpuGauges::open(4096) {
             assert!(e.is_not_available(), "{e}");
         }
     }
