@@ -271,7 +271,8 @@ pub fn run(cfg: EdgeConfig) -> Result<RunSummary, Error> {
     })?;
     rt.block_on(async {
         // The endpoints answer from the start: not ready while the models load.
-        let ops = Arc::new(http::OpsState::new(metrics::Metrics::new()));
+        let registry = if metrics_addr.is_some() { metrics::Metrics::new() } else { metrics::Metrics::off() };
+        let ops = Arc::new(http::OpsState::new(registry));
         let endpoints = match metrics_addr {
             Some(addr) => {
                 let listener = http::bind(addr).await.map_err(Error::Metrics)?;

@@ -56,6 +56,8 @@ pub struct Metrics {
     batch: Family<ModelLabel, Histogram, fn() -> Histogram>,
     device_inferences: Family<[(&'static str, String); 1], Counter>,
     gpus: Arc<OnceLock<Vec<(String, GpuGauges)>>>,
+    /// Whether served inferences are recorded (`metrics.enabled`).
+    on: bool,
     service: Arc<OnceLock<EdgeService>>,
 }
 
@@ -114,6 +116,7 @@ impl Metrics {
             batch,
             device_inferences,
             gpus,
+            on: true,
             service,
         }
     }
@@ -124,6 +127,12 @@ impl Metrics {
         let _ = self.service.set(svc);
     }
 
+    /// A registry that records nothing: the edge with `metrics.enabled: false`, which serves no
+    /// endpoint and so spends nothing on its figures.
+    pub fn off() -> Metrics {
+        Metrics { on: false, ..Metrics::new() }
+    }
+
     /// Reads these GPUs (each named as its device) at every scrape from now on (once; later
     /// calls are ignored).
     pub fn attach_gpus(&self, gpus: Vec<(String, GpuGauges)>) {
@@ -132,6 +141,9 @@ impl Metrics {
 
     /// Records one served inference.
     pub fn observe(&self, s: &Served) {
+        if !self.on {
+            return;
+        }
         let model = ModelLabel { model: s.model_id.clone() };
         self.inferences.get_or_create(&Outcome { model: s.model_id.clone(), outcome: s.outcome.as_str().into() }).inc();
         self.bytes_in.get_or_create(&model).inc_by(s.bytes_received);
