@@ -166,6 +166,7 @@ mod tests {
             upload_s: 0.0,
             queue_s: 0.0,
             batch: 1,
+            download_s: 0.0,
             device: "cpu".into(),
             outcome: ServedOutcome::Done,
         }

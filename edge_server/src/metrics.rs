@@ -53,6 +53,7 @@ pub struct Metrics {
     compute_s: Seconds,
     queue_s: Seconds,
     upload_s: Seconds,
+    download_s: Seconds,
     batch: Family<ModelLabel, Histogram, fn() -> Histogram>,
     device_inferences: Family<[(&'static str, String); 1], Counter>,
     gpus: Arc<OnceLock<Vec<(String, GpuGauges)>>>,
@@ -92,6 +93,11 @@ impl Metrics {
         let compute_s = hist(&mut registry, "compute_seconds", "Seconds the server computed a served inference's chunks");
         let queue_s = hist(&mut registry, "queue_seconds", "Seconds a served inference waited for its replica (and the edge's overhead)");
         let upload_s = hist(&mut registry, "upload_seconds", "Seconds from a served inference's Start to its last band's arrival");
+        let download_s = hist(
+            &mut registry,
+            "download_seconds",
+            "Seconds from a served inference's first result band out to its end (its download as the edge sees it)",
+        );
         let batch: Family<ModelLabel, Histogram, fn() -> Histogram> = Family::new_with_constructor(batch_sizes);
         registry.register(
             "batch_size",
@@ -113,6 +119,7 @@ impl Metrics {
             compute_s,
             queue_s,
             upload_s,
+            download_s,
             batch,
             device_inferences,
             gpus,
@@ -155,6 +162,9 @@ impl Metrics {
         self.queue_s.get_or_create(&model).observe(s.queue_s);
         if s.upload_s > 0.0 {
             self.upload_s.get_or_create(&model).observe(s.upload_s);
+        }
+        if s.download_s > 0.0 {
+            self.download_s.get_or_create(&model).observe(s.download_s);
         }
         if !s.device.is_empty() {
             self.device_inferences.get_or_create(&[("device", s.device.clone())]).inc();

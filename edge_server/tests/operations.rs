@@ -181,6 +181,8 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     // One robot, one frame at a time: every inference ran alone, in a batch of one.
     assert_eq!(q("lop_edge_batch_size_bucket{model=\"resnet18\",le=\"1.0\"}"), Some(frames as f64));
     assert_eq!(q("lop_edge_batch_size_sum{model=\"resnet18\"}"), Some(frames as f64));
+    // Every inference sent its result bands: a download span each.
+    assert_eq!(q("lop_edge_download_seconds_count{model=\"resnet18\"}"), Some(frames as f64));
     // The one device, named as configured, computed them all.
     assert_eq!(q("lop_edge_device_inferences_total{device=\"cpu\"}"), Some(frames as f64));
     assert_eq!(q("lop_edge_device_replicas{device=\"cpu\"}"), q("sum(lop_edge_replicas)"));

@@ -204,6 +204,8 @@ struct Waiting {
     out: tmpsc::UnboundedSender<Vec<u8>>,
     state: Arc<AtomicU8>,
     result: oneshot::Sender<Result<(Stopped, SideStats)>>,
+    /// When its first result band went out (the start of its download, as the edge sees it).
+    first_out: Arc<std::sync::OnceLock<Instant>>,
 }
 
 /// Batches run so far (two inferences or more) and the inferences in them.
@@ -247,8 +249,11 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
                 let mut sends: Vec<Box<dyn FnMut(Vec<u8>) -> bool>> = jobs
                     .iter()
                     .map(|j| {
-                        let out = j.out.clone();
-                        Box::new(move |b: Vec<u8>| out.send(b).is_ok()) as Box<dyn FnMut(Vec<u8>) -> bool>
+                        let (out, first_out) = (j.out.clone(), j.first_out.clone());
+                        Box::new(move |b: Vec<u8>| {
+                            first_out.get_or_init(Instant::now);
+                            out.send(b).is_ok()
+                        }) as Box<dyn FnMut(Vec<u8>) -> bool>
                     })
                     .collect();
                 let mut members: Vec<Member<'_>> = jobs
@@ -282,8 +287,11 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
     }
     for j in jobs {
         let mut exec = SideExec::new(graph, Side::Server);
-        let out = j.out.clone();
-        let mut send = |b: Vec<u8>| out.send(b).is_ok();
+        let (out, first_out) = (j.out.clone(), j.first_out.clone());
+        let mut send = |b: Vec<u8>| {
+            first_out.get_or_init(Instant::now);
+            out.send(b).is_ok()
+        };
         let res = run_side(&mut exec, &j.meta, &j.plan.schedule, &j.config, &j.bands, &mut send).map(|(stop, mut st)| {
             st.batch = 1;
             (stop, st)
@@ -717,6 +725,9 @@ pub struct Served {
     pub queue_s: f64,
     /// Inferences computed together in the batch it ran in (1: alone; 0: it never ran).
     pub batch: u32,
+    /// Seconds from its first result band out to its end: its download as the edge sees it
+    /// (0 when it sent none).
+    pub download_s: f64,
     /// The device it ran on (its name in [`EdgeOptions::devices`]; empty when it never ran).
     pub device: String,
     /// How it ended.
@@ -1178,6 +1189,8 @@ struct Job {
     started_wall: std::time::SystemTime,
     /// The upload as this edge saw it (set by the session's bands), for Done.
     upload_ns: Arc<AtomicU64>,
+    /// When its first result band went out (set on the replica's thread).
+    first_out: Arc<std::sync::OnceLock<Instant>>,
     deadline: Instant,
 }
 
@@ -1226,6 +1239,7 @@ impl Job {
             upload_s: self.upload_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             queue_s: stats.map_or(0.0, |s| (ended.saturating_duration_since(self.started).as_secs_f64() - s.compute_s - s.wait_s).max(0.0)),
             batch: stats.map_or(0, |s| s.batch),
+            download_s: self.first_out.get().map_or(0.0, |f| ended.saturating_duration_since(*f).as_secs_f64()),
             device: stats
                 .and_then(|_| self.replicas.get(self.replica))
                 .and_then(|r| self.svc.opts.devices.get(r.device))
@@ -1648,6 +1662,7 @@ impl Session {
             deadline: Some(deadline),
         };
         let (result, finished) = oneshot::channel();
+        let first_out = Arc::new(std::sync::OnceLock::new());
         let waiting = Waiting {
             plan: plan.clone(),
             meta: self.svc.models[mi].meta.clone(),
@@ -1656,6 +1671,7 @@ impl Session {
             out: self.out.clone(),
             state: state.clone(),
             result,
+            first_out: first_out.clone(),
         };
         // The job goes to the replica with the inference's first band: a Start alone (a robot
         // that never sends, or a flood of Starts) holds no replica.
@@ -1672,6 +1688,7 @@ impl Session {
             started: Instant::now(),
             started_wall: std::time::SystemTime::now(),
             upload_ns: Arc::new(AtomicU64::new(0)),
+            first_out,
             deadline,
         };
         let (started, upload_ns) = (job.started, job.upload_ns.clone());
