@@ -3,7 +3,7 @@
 //! (`lop_msgs::site`), so that a robot of a large site hears one message per period and shard
 //! ([`FleetView::site`]) instead of every edge's ten a second. Shards are capacity-balanced
 //! (`lop::fleet::shard::partition`): robots hashed evenly over them meet even load. Any process
-//! on the site can run it (`lop_edge` does with `fleet.aggregate: true`); a second one for
+//! on the site can run it (`lop_edge` does with `site.aggregate: true`); a second one for
 //! redundancy doubles what robots hear, and their views keep the newest report of each edge.
 
 use std::collections::HashMap;
@@ -77,7 +77,7 @@ pub async fn start_aggregator(
     stale_after: Duration,
 ) -> Result<AggregatorHandle> {
     if shard_size == 0 || shard_size > MAX_DIGEST_EDGES {
-        return Err(Error::InvalidConfig { what: format!("fleet.shard_size {shard_size}: must be 1 to {MAX_DIGEST_EDGES}") });
+        return Err(Error::InvalidConfig { what: format!("site.shard_size {shard_size}: must be 1 to {MAX_DIGEST_EDGES}") });
     }
     let view = FleetView::new(session, stale_after).await?;
     let session = session.clone();

@@ -74,6 +74,8 @@ struct SiteHearing {
     wanted: Vec<usize>,
     /// The edges each heard shard's last digest listed, and that digest's number.
     listed: HashMap<usize, (u64, Vec<String>)>,
+    /// When a digest of a wanted shard last came (`None`: since the last fall-back).
+    last_digest: Option<Instant>,
 }
 
 impl State {
@@ -175,6 +177,7 @@ impl State {
             }
         }
         self.counts.digests += 1;
+        site.last_digest = Some(now);
         for (load, age_ms) in digest.edges {
             let made = now.checked_sub(Duration::from_millis(u64::from(age_ms))).unwrap_or(now);
             if let Some((last, at)) = self.last.get(&load.edge)
@@ -189,6 +192,22 @@ impl State {
             self.counts.reports += 1;
             self.last.insert(load.edge.clone(), (load, made));
         }
+    }
+
+    /// A site view whose shards have gone silent for `silence` (the site shrank and they are
+    /// gone, or the aggregator moved) listens to shard 0 again to learn the shard count; true
+    /// when it fell back.
+    fn fall_back_if_silent(&mut self, now: Instant, silence: Duration) -> bool {
+        let Some(site) = self.site.as_mut() else { return false };
+        let since = site.last_digest.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        if site.wanted == [0] || since <= silence {
+            return false;
+        }
+        tracing::warn!(shards = ?site.wanted, "fleet: no site digest for {} ms; listening to shard 0 again", since.as_millis());
+        site.shards = 0;
+        site.wanted = vec![0];
+        site.last_digest = None;
+        true
     }
 
     /// Whether `edge` counts as up: its token seen (direct view), or listed by a heard shard's
@@ -285,7 +304,8 @@ impl FleetView {
         if heard == 0 {
             return Err(Error::InvalidConfig { what: "a site view hears at least one shard".into() });
         }
-        let site = SiteHearing { robot_hash: robot_hash(robot_id), heard, shards: 0, wanted: vec![0], listed: HashMap::new() };
+        let site =
+            SiteHearing { robot_hash: robot_hash(robot_id), heard, shards: 0, wanted: vec![0], listed: HashMap::new(), last_digest: None };
         let state = Arc::new(Mutex::new(State { site: Some(site), ..State::default() }));
         let mut current = vec![0usize];
         let first = subscribe_digests(session, &state, &current, stale_after).await?;
@@ -295,7 +315,13 @@ impl FleetView {
             let mut _subs = first;
             loop {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                let wanted = st.lock().map(|s| s.site.as_ref().map(|h| h.wanted.clone()).unwrap_or_default()).unwrap_or_default();
+                let wanted = st
+                    .lock()
+                    .map(|mut s| {
+                        s.fall_back_if_silent(Instant::now(), stale_after * 4);
+                        s.site.as_ref().map(|h| h.wanted.clone()).unwrap_or_default()
+                    })
+                    .unwrap_or_default();
                 if wanted.is_empty() || wanted == current {
                     continue;
                 }
@@ -395,6 +421,38 @@ mod tests {
         // After a silence, a restarted edge counting from 1 again is taken.
         st.on_report("a", &report("a", 1), t0 + Duration::from_millis(600), stale);
         assert_eq!(st.counts.reports, 2);
+    }
+
+    fn digest(shard: u16, shards: u16, seq: u64, edges: &[&str]) -> Vec<u8> {
+        let loads = edges.iter().map(|e| (EdgeLoad::decode(&report(e, seq)).expect("report"), 10)).collect();
+        LoadDigest { shard, shards, seq, edges: loads }.encode().expect("digest")
+    }
+
+    #[test]
+    fn a_site_view_follows_its_shard_and_falls_back_when_it_goes_silent() {
+        let hash = robot_hash("r");
+        let mut st = State {
+            site: Some(SiteHearing { robot_hash: hash, heard: 1, shards: 0, wanted: vec![0], listed: HashMap::new(), last_digest: None }),
+            ..State::default()
+        };
+        let (t0, stale) = (Instant::now(), Duration::from_millis(500));
+        // Shard 0 of 3 tells the count; the view then wants its own shard.
+        st.on_digest(0, &digest(0, 3, 1, &["a"]), t0, stale);
+        let mine = robot_shards(hash, 3, 1);
+        assert_eq!(st.site.as_ref().map(|s| s.wanted.clone()), Some(mine.clone()));
+        let k = mine[0] as u16;
+        st.on_digest(mine[0], &digest(k, 3, 2, &["b", "c"]), t0, stale);
+        assert!(st.up("b") && st.up("c"));
+        // An edge its shard's next digest omits is gone; a digest on the wrong key is malformed.
+        st.on_digest(mine[0], &digest(k, 3, 3, &["c"]), t0, stale);
+        assert!(!st.up("b") && st.up("c") && !st.last.contains_key("b"));
+        st.on_digest(mine[0], &digest((k + 1) % 3, 3, 4, &["c"]), t0, stale);
+        assert_eq!(st.counts.malformed, 1);
+        // Silence (the site shrank: the shard is gone): back to shard 0, unless it was shard 0.
+        assert!(!st.fall_back_if_silent(t0 + Duration::from_secs(1), Duration::from_secs(2)));
+        let fell = st.fall_back_if_silent(t0 + Duration::from_secs(3), Duration::from_secs(2));
+        assert_eq!(fell, mine != [0]);
+        assert_eq!(st.site.as_ref().map(|s| s.wanted.clone()), Some(vec![0]));
     }
 
     #[test]
