@@ -224,6 +224,9 @@ pub struct RobotTopics {
     pub occupancy: String,
     /// Class maps out (`model.task: segment`): `sensor_msgs/Image`, `mono8` class ids.
     pub segmentation: String,
+    /// Instance maps out (`model.task: segment-instance`): `sensor_msgs/Image`, `mono8`, the
+    /// frame's size, 0 background and `k` the detection whose `Detection2D.id` is `"k"`.
+    pub instances: String,
 }
 
 /// Configuration of `lop_robot`.
@@ -553,6 +556,7 @@ impl RobotConfig {
             keypoints: p.string("topics.keypoints", "/lop/keypoints"),
             occupancy: p.string("topics.occupancy", "/lop/occupancy"),
             segmentation: p.string("topics.segmentation", "/lop/segmentation"),
+            instances: p.string("topics.instances", "/lop/instances"),
         };
         let top_k = p.int("top_k", 5)?;
         Ok(RobotConfig {

@@ -2,7 +2,9 @@
 //! `vision_msgs/Detection2DArray` with boxes in the input frame's pixels (the letterbox or resize
 //! undone), keypoints as `lop_msgs/KeypointsArray`, occupied voxels as a `sensor_msgs/PointCloud2`
 //! of voxel centres (x, y, z float32, metres, in the cloud's frame), class maps as a `mono8`
-//! `sensor_msgs/Image`. Pure conversions: no ROS calls here.
+//! `sensor_msgs/Image`, and instance masks (`segment-instance`) as a `mono8` instance-id image in
+//! the frame's own pixels (the letterbox undone, nearest pixel): 0 is background, `k` is the
+//! detection whose `Detection2D.id` is `"k"`. Pure conversions: no ROS calls here.
 
 use hiroz_msgs::ros::geometry_msgs::PoseWithCovariance;
 use hiroz_msgs::ros::sensor_msgs::{Image, PointCloud2, PointField};
@@ -24,6 +26,17 @@ pub struct TaskMessages {
     pub occupancy: Option<PointCloud2>,
     /// `segment`.
     pub segmentation: Option<Image>,
+    /// `segment-instance`: the instance-id image (`mono8`, the frame's size).
+    pub instances: Option<Image>,
+}
+
+/// One output of an inference as the robot reads it: values as floats, row-major, and its shape.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputView<'a> {
+    /// The values.
+    pub values: &'a [f32],
+    /// The shape.
+    pub shape: &'a [usize],
 }
 
 /// Where the model's input came from, to map results back into it.
@@ -45,7 +58,8 @@ pub enum Source {
 }
 
 /// The messages of `task` for one output (`values`: the stage's output, row-major, as floats;
-/// `shape`: its shape), stamped with the input's `header`. Errors name what did not fit.
+/// `shape`: its shape), stamped with the input's `header`. Errors name what did not fit
+/// (`segment-instance` has two outputs: [`task_messages_for`]).
 pub fn task_messages(
     task: &Postprocess,
     values: &[f32],
@@ -54,13 +68,46 @@ pub fn task_messages(
     source: &Source,
     class_names: &[String],
 ) -> Result<TaskMessages, String> {
+    task_messages_for(task, &[OutputView { values, shape }], header, source, class_names)
+}
+
+/// The messages of `task` for an inference's outputs (the stage's: one, or for
+/// `segment-instance` the detections and the instance-id map), stamped with the input's
+/// `header`. Errors name what did not fit.
+pub fn task_messages_for(
+    task: &Postprocess,
+    outputs: &[OutputView<'_>],
+    header: &RosHeader,
+    source: &Source,
+    class_names: &[String],
+) -> Result<TaskMessages, String> {
     let mut out = TaskMessages::default();
+    if let Postprocess::SegmentInstance(_) = task {
+        let [rows, map] = outputs else { return Err(format!("segment-instance has two outputs, not {}", outputs.len())) };
+        let &[_, _, width] = rows.shape else { return Err(format!("detections of shape {:?}", rows.shape)) };
+        let &[_, _, h, w] = map.shape else { return Err(format!("an instance map of shape {:?}", map.shape)) };
+        let found = detections(rows.values, width);
+        let ids: Vec<u8> = map.values.iter().map(|&v| v as u8).collect();
+        let (fw, fh, data) = instances_in_frame(&ids, (h, w), source)?;
+        out.detections = Some(detections_msg(&found, header, source, class_names, 1));
+        out.instances = Some(Image {
+            header: header.clone(),
+            height: fh,
+            width: fw,
+            encoding: "mono8".into(),
+            is_bigendian: 0,
+            step: fw,
+            data: data.into(),
+        });
+        return Ok(out);
+    }
+    let Some(&OutputView { values, shape }) = outputs.first() else { return Err("no output".into()) };
     match task {
-        Postprocess::Raw => {}
+        Postprocess::Raw | Postprocess::SegmentInstance(_) => {}
         Postprocess::Detect(_) | Postprocess::Pose(_) => {
             let &[_, _, width] = shape else { return Err(format!("detections of shape {shape:?}")) };
             let found = detections(values, width);
-            out.detections = Some(detections_msg(&found, header, source, class_names));
+            out.detections = Some(detections_msg(&found, header, source, class_names, 0));
             if matches!(task, Postprocess::Pose(_)) {
                 out.keypoints = Some(keypoints_msg(&found, header, source));
             }
@@ -105,7 +152,45 @@ fn to_frame(source: &Source) -> impl Fn(f32, f32) -> (f64, f64) {
     }
 }
 
-fn detections_msg(found: &[Detection], header: &RosHeader, source: &Source, class_names: &[String]) -> Detection2DArray {
+/// An instance-id map at the model input's size (`(rows, columns)`, row-major bytes) in the
+/// frame's own pixels: each frame pixel takes the id of the model pixel its centre maps to
+/// through the letterbox or resize (nearest). Returns the frame's columns, rows and bytes; a
+/// source other than a camera frame keeps the model's pixels.
+///
+/// # Errors
+/// A map whose size is not the model input's, or a point-cloud source.
+pub fn instances_in_frame(ids: &[u8], (h, w): (usize, usize), source: &Source) -> Result<(u32, u32, Vec<u8>), String> {
+    if ids.len() != h * w {
+        return Err(format!("an instance map of {} bytes is not {h}x{w}", ids.len()));
+    }
+    let Source::Frame { width, height, target } = source else {
+        if let Source::Voxels(_) = source {
+            return Err("instance maps need a camera frame input".into());
+        }
+        let (w32, h32) = (u32::try_from(w).map_err(|e| e.to_string())?, u32::try_from(h).map_err(|e| e.to_string())?);
+        return Ok((w32, h32, ids.to_vec()));
+    };
+    if (target.height as usize, target.width as usize) != (h, w) {
+        return Err(format!("an instance map of {h}x{w} for a model input of {}x{}", target.height, target.width));
+    }
+    let p = placement(*width, *height, target);
+    // Frame pixel i's centre (i + 0.5) maps to model coordinate first + (i + 0.5) * span / n,
+    // in exact integer arithmetic, kept inside the frame's placement.
+    let index = |first: u32, span: u32, n: u32, i: u32| -> usize {
+        let off = (u64::from(2 * i + 1) * u64::from(span)) / (2 * u64::from(n));
+        (u64::from(first) + off.min(u64::from(span.max(1) - 1))) as usize
+    };
+    let cols: Vec<usize> = (0..*width).map(|x| index(p.left, p.width, *width, x)).collect();
+    let mut data = Vec::with_capacity(*width as usize * *height as usize);
+    for y in 0..*height {
+        let line = &ids[index(p.top, p.height, *height, y) * w..][..w];
+        data.extend(cols.iter().map(|&c| line[c]));
+    }
+    Ok((*width, *height, data))
+}
+
+/// `id_base`: the id of the first detection (`segment-instance`: 1, the instance map's value).
+fn detections_msg(found: &[Detection], header: &RosHeader, source: &Source, class_names: &[String], id_base: usize) -> Detection2DArray {
     let map = to_frame(source);
     let detections = found
         .iter()
@@ -125,7 +210,7 @@ fn detections_msg(found: &[Detection], header: &RosHeader, source: &Source, clas
                     size_x: x2 - x1,
                     size_y: y2 - y1,
                 },
-                id: i.to_string(),
+                id: (i + id_base).to_string(),
             }
         })
         .collect();
@@ -219,6 +304,74 @@ mod tests {
         // No detections: an empty array, not nothing.
         let none = task_messages(&task, &rows[6..], &[1, 1, 6], &header(), &source, &[]).expect("fits");
         assert_eq!(none.detections.expect("published").detections.len(), 0);
+    }
+
+    /// The instance map of a 640x480 frame letterboxed into 320x320 (scale 0.5, 40 rows of
+    /// margin on top and bottom) returns to the frame's 640x480 pixels: a model rectangle
+    /// x 10..30, y 50..90 covers frame x 20..60, y 20..100 exactly (frame pixel x reads model
+    /// column floor((x + 0.5) / 2), row 40 + floor((y + 0.5) / 2)); the margins never show.
+    #[test]
+    fn instance_maps_return_to_frame_pixels_through_the_letterbox() {
+        let target = ImageTarget { height: 320, width: 320, channels: 3, order: ChannelOrder::Rgb, fit: Fit::Letterbox { pad: 0 } };
+        let source = Source::Frame { width: 640, height: 480, target };
+        let mut ids = vec![0u8; 320 * 320];
+        for y in 50..90 {
+            ids[y * 320 + 10..y * 320 + 30].fill(3);
+        }
+        // The margin rows (0..40 and 280..320) hold an id that must not reach the frame.
+        ids[..40 * 320].fill(9);
+        ids[280 * 320..].fill(9);
+        let (w, h, frame) = instances_in_frame(&ids, (320, 320), &source).expect("fits");
+        assert_eq!((w, h, frame.len()), (640, 480, 640 * 480));
+        for y in 0..480 {
+            for x in 0..640 {
+                let want = if (20..60).contains(&x) && (20..100).contains(&y) { 3 } else { 0 };
+                assert_eq!(frame[y * 640 + x], want, "frame pixel ({x}, {y})");
+            }
+        }
+        // A stretched frame (resize 320x240 into 160x160): column floor((x + 0.5) / 2), row
+        // floor((y + 0.5) * 2 / 3).
+        let stretched =
+            Source::Frame { width: 320, height: 240, target: ImageTarget { height: 160, width: 160, fit: Fit::Resize, ..target } };
+        let model: Vec<u8> = (0..160 * 160).map(|i| ((i / 160) % 7 + (i % 160) % 5) as u8).collect();
+        let (w, h, frame) = instances_in_frame(&model, (160, 160), &stretched).expect("fits");
+        assert_eq!((w, h), (320, 240));
+        for (i, &v) in frame.iter().enumerate() {
+            let (x, y) = (i % 320, i / 320);
+            assert_eq!(v, model[(2 * y + 1) / 3 * 160 + (2 * x + 1) / 4], "frame pixel ({x}, {y})");
+        }
+        // Other sources keep the model's pixels; maps of another size are refused.
+        assert_eq!(instances_in_frame(&model, (160, 160), &Source::Other).expect("as is"), (160, 160, model.clone()));
+        assert!(instances_in_frame(&model, (80, 320), &source).expect_err("size").contains("80x320"));
+        assert!(instances_in_frame(&model[1..], (160, 160), &Source::Other).is_err());
+    }
+
+    /// `segment-instance`'s two outputs: detections with ids from 1 (the map's values), and the
+    /// map as a `mono8` image of the frame's size with the frame's header.
+    #[test]
+    fn segment_instance_publishes_boxes_and_an_instance_image() {
+        let target = ImageTarget { height: 320, width: 320, channels: 3, order: ChannelOrder::Rgb, fit: Fit::Letterbox { pad: 0 } };
+        let source = Source::Frame { width: 640, height: 480, target };
+        let rows = [10.0, 50.0, 30.0, 90.0, 0.8, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0];
+        let mut map = vec![0f32; 320 * 320];
+        for y in 50..90 {
+            map[y * 320 + 10..y * 320 + 30].fill(1.0);
+        }
+        let task = Postprocess::parse("segment-instance").expect("spec");
+        let outputs = [OutputView { values: &rows, shape: &[1, 2, 6] }, OutputView { values: &map, shape: &[1, 1, 320, 320] }];
+        let m = task_messages_for(&task, &outputs, &header(), &source, &[]).expect("fits");
+        let d = m.detections.expect("detections");
+        assert_eq!(d.detections.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["1"]);
+        let b = &d.detections[0].bbox;
+        assert_eq!((b.center.position.x, b.center.position.y, b.size_x, b.size_y), (40.0, 60.0, 40.0, 80.0));
+        let img = m.instances.expect("instances");
+        assert_eq!(
+            (img.width, img.height, img.step, img.encoding.as_str(), img.header.frame_id.as_str()),
+            (640, 480, 640, "mono8", "camera")
+        );
+        let bytes: Vec<u8> = img.data.0.zslices().flat_map(|s| s.as_slice().to_vec()).collect();
+        assert_eq!(bytes.iter().filter(|&&v| v == 1).count(), 40 * 80);
+        assert!(task_messages(&task, &rows, &[1, 2, 6], &header(), &source, &[]).expect_err("one output").contains("two outputs"));
     }
 
     #[test]

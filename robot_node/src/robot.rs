@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 use crate::input_shape::{self, Resolved, ShapeOrigin};
 use crate::live::{DropPolicy, LiveSettings};
 use crate::mailbox::Mailbox;
-use crate::results::{Source, TaskMessages, task_messages};
+use crate::results::{OutputView, Source, TaskMessages, task_messages_for};
 use crate::window::{Rate, Recent};
 use lop::postprocess::{PostOp, Postprocess};
 use lop_runtime::bandwidth::BucketSelector;
@@ -871,8 +871,8 @@ impl<'a> Outlet<'a> {
         let out_s = t_out.elapsed().as_secs_f64();
         let t_pub = Instant::now();
         let header = meta.header;
-        if let Some(first) = decoded.0.first() {
-            self.publish_task(first, &header, &meta.source);
+        if !decoded.0.is_empty() {
+            self.publish_task(&decoded.0, &header, &meta.source);
         }
         let received = meta.received;
         let msg = result_msg(
@@ -925,12 +925,14 @@ impl<'a> Outlet<'a> {
         }
     }
 
-    /// Publishes the task's messages (detections, keypoints, occupancy, class map) made from
-    /// the first output; a failure is counted in `task_message_errors`.
-    fn publish_task(&self, first: &OutputTensor, header: &crate::backend::Header, source: &Source) {
+    /// Publishes the task's messages (detections, keypoints, occupancy, class map, instance map)
+    /// made from the outputs (the first, or `segment-instance`'s two); a failure is counted in
+    /// `task_message_errors`.
+    fn publish_task(&self, outputs: &[OutputTensor], header: &crate::backend::Header, source: &Source) {
         let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
-        let shape: Vec<usize> = first.shape.iter().map(|&d| d as usize).collect();
-        let failed = match task_messages(&self.task, &first.data, &shape, &ros_header, source, &self.cfg.class_names) {
+        let shapes: Vec<Vec<usize>> = outputs.iter().map(|o| o.shape.iter().map(|&d| d as usize).collect()).collect();
+        let views: Vec<OutputView<'_>> = outputs.iter().zip(&shapes).map(|(o, shape)| OutputView { values: &o.data, shape }).collect();
+        let failed = match task_messages_for(&self.task, &views, &ros_header, source, &self.cfg.class_names) {
             Ok(m) => !self.task_pubs.publish(m),
             Err(e) => {
                 tracing::error!(error = %e, task = self.task.task_name(), "building the task's messages failed");
@@ -1220,16 +1222,18 @@ struct TaskPublishers {
     keypoints: Option<crate::backend::Pub<crate::backend::KeypointsArray>>,
     occupancy: Option<crate::backend::Pub<crate::backend::PointCloud2>>,
     segmentation: Option<crate::backend::Pub<crate::backend::Image>>,
+    instances: Option<crate::backend::Pub<crate::backend::Image>>,
 }
 
 impl TaskPublishers {
     fn new(ros: &SharedRos, task: &Postprocess, topics: &crate::config::RobotTopics) -> Result<TaskPublishers> {
-        let boxes = matches!(task, Postprocess::Detect(_) | Postprocess::Pose(_));
+        let boxes = matches!(task, Postprocess::Detect(_) | Postprocess::Pose(_) | Postprocess::SegmentInstance(_));
         Ok(TaskPublishers {
             detections: boxes.then(|| ros.detections_publisher(&topics.detections)).transpose()?,
             keypoints: matches!(task, Postprocess::Pose(_)).then(|| ros.keypoints_publisher(&topics.keypoints)).transpose()?,
             occupancy: matches!(task, Postprocess::Occupancy(_)).then(|| ros.cloud_publisher(&topics.occupancy)).transpose()?,
             segmentation: matches!(task, Postprocess::Segment).then(|| ros.image_publisher(&topics.segmentation)).transpose()?,
+            instances: matches!(task, Postprocess::SegmentInstance(_)).then(|| ros.image_publisher(&topics.instances)).transpose()?,
         })
     }
 
@@ -1245,6 +1249,7 @@ impl TaskPublishers {
             one(&self.keypoints, m.keypoints, "keypoints"),
             one(&self.occupancy, m.occupancy, "occupancy"),
             one(&self.segmentation, m.segmentation, "segmentation"),
+            one(&self.instances, m.instances, "instances"),
         ]
         .iter()
         .all(|&ok| ok)

@@ -59,6 +59,9 @@ pub struct Detect {
     anchors: usize,
     classes: usize,
     keypoints: usize,
+    /// Mask coefficients after the classes (instance segmentation heads), not carried into the
+    /// rows.
+    coefficients: usize,
     score: f32,
     iou: f32,
     max: usize,
@@ -77,6 +80,19 @@ pub struct Detection {
     pub class: usize,
     /// Keypoints: x, y in input pixels and a visibility score (pose only).
     pub keypoints: Vec<[f32; 3]>,
+}
+
+/// One box the stage keeps: its anchor, box in input pixels, score and class.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Kept {
+    /// The anchor (column of a YOLOv8 head, row of a YOLOX head).
+    pub anchor: usize,
+    /// Left, top, right, bottom in the model input's pixels.
+    pub bbox: [f32; 4],
+    /// The score.
+    pub score: f32,
+    /// The class.
+    pub class: usize,
 }
 
 /// The detections held in a result's rows (`[.., max, 6 + 3 K]` as a flat row-major slice of
@@ -115,6 +131,7 @@ impl Detect {
             anchors: 0,
             classes: 0,
             keypoints: spec.keypoints,
+            coefficients: 0,
             score: spec.score,
             iou: spec.iou,
             max: spec.max,
@@ -164,6 +181,39 @@ impl Detect {
         Ok(d)
     }
 
+    /// The stage for a YOLOv8-seg head `[1, 4 + classes + coefficients, anchors]` whose last
+    /// `coefficients` channels (the prototypes' count) are mask coefficients: the boxes and
+    /// classes as [`Detect::new`] reads them, the coefficients left for the mask stage.
+    pub(super) fn with_coefficients(spec: &DetectSpec, head: &ValueInfo, coefficients: usize) -> Result<Detect, String> {
+        let &[1, a, anchors] = &head.shape[..] else {
+            return Err(format!("a segmentation head has shape [1, 4 + classes + mask coefficients, anchors], not {:?}", head.shape));
+        };
+        if head.dtype != DType::F32 {
+            return Err(format!("a segmentation head is float32, not {:?}", head.dtype));
+        }
+        if a < 4 + 1 + coefficients {
+            return Err(format!(
+                "a segmentation head has 4 box values + classes + {coefficients} mask coefficients channels (axis 1; the \
+                 coefficients are as many as the prototypes' channels); {a} channels leave {} classes: it needs at least {} \
+                 channels for one class, or prototypes of at most {} channels",
+                a as i64 - 4 - coefficients as i64,
+                4 + 1 + coefficients,
+                a.saturating_sub(5)
+            ));
+        }
+        Ok(Detect {
+            format: HeadFormat::Yolov8,
+            anchors,
+            classes: a - 4 - coefficients,
+            keypoints: 0,
+            coefficients,
+            score: spec.score,
+            iou: spec.iou,
+            max: spec.max,
+            levels: vec![],
+        })
+    }
+
     /// Classes the head scores.
     pub fn classes(&self) -> usize {
         self.classes
@@ -172,6 +222,16 @@ impl Detect {
     /// Keypoints per object.
     pub fn keypoints(&self) -> usize {
         self.keypoints
+    }
+
+    /// Anchors of the head.
+    pub(super) fn anchors(&self) -> usize {
+        self.anchors
+    }
+
+    /// Mask coefficients per anchor after the classes (segmentation heads; 0 otherwise).
+    pub(super) fn coefficients(&self) -> usize {
+        self.coefficients
     }
 
     /// Floats per result row.
@@ -183,7 +243,7 @@ impl Detect {
     pub(super) fn infer(&self, head: &ValueInfo) -> Result<ValueInfo, String> {
         let expect = match self.format {
             HeadFormat::Yolox => vec![1, self.anchors, 5 + self.classes],
-            _ => vec![1, 4 + self.classes + 3 * self.keypoints, self.anchors],
+            _ => vec![1, 4 + self.classes + 3 * self.keypoints + self.coefficients, self.anchors],
         };
         if head.shape != expect {
             return Err(format!("the detection stage was built for a head of shape {expect:?}, not {:?}", head.shape));
@@ -201,6 +261,26 @@ impl Detect {
 
     /// The stage on a head's values in row-major order.
     fn rows(&self, head: &[f32]) -> Vec<f32> {
+        let n = self.anchors;
+        let mut out = vec![0f32; self.max * self.width()];
+        let kept = self.kept(head);
+        for (k, row) in kept.iter().zip(out.chunks_exact_mut(self.width())) {
+            row[..4].copy_from_slice(&k.bbox);
+            row[4] = k.score;
+            row[5] = k.class as f32;
+            for (j, v) in row[DETECTION_FIELDS..].iter_mut().enumerate() {
+                *v = head[(4 + self.classes + j) * n + k.anchor];
+            }
+        }
+        for row in out.chunks_exact_mut(self.width()).skip(kept.len()) {
+            row[5] = -1.0;
+        }
+        out
+    }
+
+    /// The kept boxes of a head (row-major values), best first: score threshold, then
+    /// class-wise NMS, at most `max`.
+    pub(super) fn kept(&self, head: &[f32]) -> Vec<Kept> {
         let n = self.anchors;
         let channels = head.len() / n.max(1);
         let at = |anchor: usize, c: usize| match self.format {
@@ -224,29 +304,18 @@ impl Detect {
             }
         }
         candidates.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-        let mut kept: Vec<([f32; 4], usize)> = Vec::new();
-        let mut out = vec![0f32; self.max * self.width()];
+        let mut kept: Vec<Kept> = Vec::new();
         for (anchor, score, class) in candidates {
             if kept.len() == self.max {
                 break;
             }
             let bbox = self.bbox(anchor, &at);
-            if kept.iter().any(|(k, kc)| *kc == class && iou(k, &bbox) > self.iou) {
+            if kept.iter().any(|k| k.class == class && iou(&k.bbox, &bbox) > self.iou) {
                 continue;
             }
-            let row = &mut out[kept.len() * self.width()..][..self.width()];
-            row[..4].copy_from_slice(&bbox);
-            row[4] = score;
-            row[5] = class as f32;
-            for (j, v) in row[DETECTION_FIELDS..].iter_mut().enumerate() {
-                *v = at(anchor, 4 + self.classes + j);
-            }
-            kept.push((bbox, class));
+            kept.push(Kept { anchor, bbox, score, class });
         }
-        for row in out.chunks_exact_mut(self.width()).skip(kept.len()) {
-            row[5] = -1.0;
-        }
-        out
+        kept
     }
 
     /// `x1, y1, x2, y2` of an anchor's box in input pixels.

@@ -4,18 +4,22 @@
 //!
 //! A task is chosen by configuration (`--task`, `model.task`, `models[].task`):
 //!
-//! | task | head it reads | result (the graph's one output) |
+//! | task | head it reads | result (the graph's outputs) |
 //! |---|---|---|
 //! | `raw` | any | the head itself (no stage) |
 //! | `detect` | YOLOv8 `[1, 4 + classes, anchors]` (boxes decoded), or YOLOX `[1, anchors, 5 + classes]` (raw, decoded here) | `[1, max, 6]` float32 rows `x1, y1, x2, y2, score, class` |
 //! | `pose` | YOLOv8-pose `[1, 4 + classes + 3 K, anchors]` | `[1, max, 6 + 3 K]`: the detection, then `x, y, visibility` per keypoint |
 //! | `segment` | per-pixel class scores `[1, C, H, W]` | `[1, 1, H, W]` uint8 class map |
+//! | `segment-instance` | YOLOv8-seg: two outputs, the head `[1, 4 + classes + nm, anchors]` (boxes decoded, classes sigmoided, `nm` mask coefficients) and the prototypes `[1, nm, H / 4, W / 4]` | two outputs: the detections `[1, max, 6]` as `detect`'s, and a `[1, 1, H, W]` uint8 instance-id map at the input's size (0 background, `i + 1` where detection row `i`'s mask is on; a pixel belongs to the best detection whose mask covers it) |
 //! | `occupancy` | voxel logits `[1, C, D, H, W]` | `[1, 1, D, H, ceil(W / 8)]` uint8: occupied voxels as bits |
 //!
 //! Detection rows are sorted by descending score (ties: lower anchor index first); the unused
 //! rows of the fixed-size result have class -1 and zeros elsewhere. Box coordinates are in the
 //! model input's pixels; the robot maps them back through the letterbox at publish time.
-//! `detect` and `pose` are global ops (a barrier, run whole on one side); `segment` and
+//! `detect` and `pose` are global ops (a barrier, run whole on one side); `segment-instance` is
+//! the detection op on the head plus a second global op (see the `instance` module's rules) on the head and
+//! prototypes flattened and concatenated in the graph (a Post op reads one value), so that the
+//! server can return the boxes and the byte map instead of the prototypes; `segment` and
 //! `occupancy` are per-pixel, so their rows are split like any local op and each side computes
 //! the bits of its own band.
 //!
@@ -24,9 +28,11 @@
 
 mod dense;
 mod detect;
+mod instance;
 
 pub use dense::{ClassMap, Occupancy, occupied_voxels};
 pub use detect::{Detect, Detection, HeadFormat, detections};
+pub use instance::{Instances, MAX_INSTANCES};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphBuilder, NodeId, ValueInfo};
@@ -38,9 +44,10 @@ use tch::Tensor;
 pub const DETECTION_FIELDS: usize = 6;
 
 /// The forms [`Postprocess::parse`] accepts, for messages.
-pub const SPEC_HELP: &str = "'raw', 'detect', 'pose', 'segment' or 'occupancy', optionally followed by ';key=value' \
-                             options: detect and pose take score=0..1 (0.25), iou=0..1 (0.45), max=1..10000 (300), \
-                             format=auto|yolov8|yolox, and pose keypoints=K (17); occupancy takes threshold=0..1 (0.5) \
+pub const SPEC_HELP: &str = "'raw', 'detect', 'pose', 'segment', 'segment-instance' or 'occupancy', optionally followed \
+                             by ';key=value' options: detect and pose take score=0..1 (0.25), iou=0..1 (0.45), \
+                             max=1..10000 (300), format=auto|yolov8|yolox, and pose keypoints=K (17); segment-instance \
+                             takes score, iou, max=1..255 (100) and mask=0..1 (0.5); occupancy takes threshold=0..1 (0.5) \
                              and class=N (1 of a softmax head)";
 
 /// A back-end stage chosen by configuration.
@@ -54,6 +61,9 @@ pub enum Postprocess {
     Pose(DetectSpec),
     /// Per-pixel argmax over classes.
     Segment,
+    /// Boxes and instance masks of YOLOv8-seg heads (head and prototypes): detections plus an
+    /// instance-id map.
+    SegmentInstance(InstanceSpec),
     /// Occupied voxels above a probability threshold, as bits.
     Occupancy(OccupancySpec),
 }
@@ -71,6 +81,16 @@ pub struct DetectSpec {
     pub format: HeadFormat,
     /// Keypoints per object (pose only; 0 for detect).
     pub keypoints: usize,
+}
+
+/// Options of `segment-instance`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceSpec {
+    /// Score threshold, IoU and `max` (at most [`MAX_INSTANCES`]) of the detections; the head
+    /// is YOLOv8's layout and has no keypoints.
+    pub detect: DetectSpec,
+    /// A mask pixel is on when its upsampled probability is above this (0..1).
+    pub mask: f32,
 }
 
 /// Options of `occupancy`.
@@ -95,6 +115,10 @@ impl Postprocess {
         let task = parts.next().ok_or_else(|| bad("no task given".into()))?;
         let mut det = DetectSpec { score: 0.25, iou: 0.45, max: 300, format: HeadFormat::Auto, keypoints: 0 };
         let mut occ = OccupancySpec { threshold: 0.5, class: None };
+        let mut mask = 0.5;
+        if task == "segment-instance" {
+            (det.max, det.format) = (100, HeadFormat::Yolov8);
+        }
         let unit = |k: &str, v: &str| -> Result<f32> {
             v.parse::<f32>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| bad(format!("{k}={v} is not a number in 0..1")))
         };
@@ -117,6 +141,10 @@ impl Postprocess {
                 ("detect" | "pose", "max") => det.max = count(k, v, 1, 10_000)?,
                 ("detect" | "pose", "format") => det.format = HeadFormat::parse(v).ok_or_else(|| bad(format!("unknown format '{v}'")))?,
                 ("pose", "keypoints") => det.keypoints = count(k, v, 1, 1000)?,
+                ("segment-instance", "score") => det.score = unit(k, v)?,
+                ("segment-instance", "iou") => det.iou = unit(k, v)?,
+                ("segment-instance", "max") => det.max = count(k, v, 1, MAX_INSTANCES)?,
+                ("segment-instance", "mask") => mask = unit(k, v)?,
                 ("occupancy", "threshold") => occ.threshold = unit(k, v)?,
                 ("occupancy", "class") => occ.class = Some(count(k, v, 0, 255)?),
                 _ => return Err(bad(format!("task '{task}' takes no option '{k}'"))),
@@ -128,6 +156,7 @@ impl Postprocess {
             "pose" if det.format == HeadFormat::Yolox => Err(bad("pose reads YOLOv8-pose heads only (format=yolov8)".into())),
             "pose" => Ok(Postprocess::Pose(det)),
             "segment" => Ok(Postprocess::Segment),
+            "segment-instance" => Ok(Postprocess::SegmentInstance(InstanceSpec { detect: det, mask })),
             "occupancy" => Ok(Postprocess::Occupancy(occ)),
             other => Err(bad(format!("unknown task '{other}'"))),
         }
@@ -147,6 +176,9 @@ impl Postprocess {
             Postprocess::Detect(d) => det("detect", d),
             Postprocess::Pose(d) => det("pose", d),
             Postprocess::Segment => "segment".into(),
+            Postprocess::SegmentInstance(s) => {
+                format!("segment-instance;score={};iou={};max={};mask={}", s.detect.score, s.detect.iou, s.detect.max, s.mask)
+            }
             Postprocess::Occupancy(o) => match o.class {
                 Some(c) => format!("occupancy;threshold={};class={c}", o.threshold),
                 None => format!("occupancy;threshold={}", o.threshold),
@@ -161,19 +193,24 @@ impl Postprocess {
             Postprocess::Detect(_) => "detect",
             Postprocess::Pose(_) => "pose",
             Postprocess::Segment => "segment",
+            Postprocess::SegmentInstance(_) => "segment-instance",
             Postprocess::Occupancy(_) => "occupancy",
         }
     }
 
     /// One line saying what a result of this stage holds, for people: the detections (count,
-    /// then the best `limit` as `class score [x1 y1 x2 y2]` in input pixels), the occupied voxels
-    /// or the classes present; `None` for `raw`, or a result of another shape.
+    /// then the best `limit` as `class score [x1 y1 x2 y2]` in input pixels; `segment-instance`'s
+    /// first output), the occupied voxels or the classes present; `None` for `raw`, or a result of
+    /// another shape.
     pub fn summary(&self, result: &Tensor, limit: usize) -> Option<String> {
         let shape = result.size();
         let values = Vec::<f32>::try_from(result.to_device(tch::Device::Cpu).to_kind(tch::Kind::Float).flatten(0, -1)).ok()?;
         match self {
             Postprocess::Raw => None,
-            Postprocess::Detect(_) | Postprocess::Pose(_) => {
+            Postprocess::Detect(_) | Postprocess::Pose(_) | Postprocess::SegmentInstance(_) => {
+                if matches!(self, Postprocess::SegmentInstance(_)) && shape.len() != 3 {
+                    return None;
+                }
                 let width = usize::try_from(*shape.last()?).ok()?;
                 let found = detections(&values, width);
                 let shown: Vec<String> = found
@@ -203,14 +240,20 @@ impl Postprocess {
         }
     }
 
-    /// `graph` with this stage after its output; the stage's result becomes the one output.
+    /// `graph` with this stage after its output; the stage's result becomes the one output
+    /// (`segment-instance`: after its two outputs, the detections and the instance map become
+    /// the two outputs).
     ///
     /// # Errors
-    /// [`Error::Input`] when the graph does not have exactly one output, or its output does not
-    /// fit the task (rank, channel count, keypoint layout), naming what was expected.
+    /// [`Error::Input`] when the graph does not have exactly one output (two for
+    /// `segment-instance`), or its output does not fit the task (rank, channel count, keypoint
+    /// layout), naming what was expected.
     pub fn apply(&self, graph: Graph) -> Result<Graph> {
         if *self == Postprocess::Raw {
             return Ok(graph);
+        }
+        if let Postprocess::SegmentInstance(spec) = self {
+            return apply_instances(spec, graph);
         }
         let [head] = graph.outputs[..] else {
             return Err(Error::Input(format!(
@@ -222,13 +265,10 @@ impl Postprocess {
             )));
         };
         let info = graph.nodes[head].info.clone();
-        let input_hw = graph.inputs().first().and_then(|&i| {
-            let s = &graph.nodes[i].info.shape;
-            (s.len() == 4).then(|| (s[2], s[3]))
-        });
+        let input_hw = input_hw(&graph);
         let context = |e: String| Error::Input(format!("task {} on '{}' (output {:?}): {e}", self.task_name(), graph.name, info.shape));
         let op = match self {
-            Postprocess::Raw => unreachable!("returned above"),
+            Postprocess::Raw | Postprocess::SegmentInstance(_) => unreachable!("returned above"),
             Postprocess::Detect(d) | Postprocess::Pose(d) => PostOp::Detect(Detect::new(d, &info, input_hw).map_err(context)?),
             Postprocess::Segment => PostOp::ClassMap(ClassMap::new(&info).map_err(context)?),
             Postprocess::Occupancy(o) => PostOp::Occupancy(Occupancy::new(o, &info).map_err(context)?),
@@ -247,6 +287,65 @@ impl Postprocess {
     }
 }
 
+/// The image input's height and width (`[1, C, H, W]`), if the first input is one.
+fn input_hw(graph: &Graph) -> Option<(usize, usize)> {
+    graph.inputs().first().and_then(|&i| {
+        let s = &graph.nodes[i].info.shape;
+        (s.len() == 4).then(|| (s[2], s[3]))
+    })
+}
+
+/// `segment-instance` after a YOLOv8-seg graph: the detection op on the head, the head and the
+/// prototypes flattened and concatenated, the instance op on that; outputs the detections and
+/// the map.
+fn apply_instances(spec: &InstanceSpec, graph: Graph) -> Result<Graph> {
+    const NEEDS: &str = "a head [1, 4 + classes + nm, anchors] and prototypes [1, nm, H / 4, W / 4] (nm mask coefficients)";
+    let shapes =
+        || graph.outputs.iter().map(|&o| format!("{} {:?}", graph.nodes[o].name, graph.nodes[o].info.shape)).collect::<Vec<_>>().join(", ");
+    let (head, protos) = match graph.outputs[..] {
+        [a, b] if graph.nodes[a].info.shape.len() == 3 && graph.nodes[b].info.shape.len() == 4 => (a, b),
+        [a, b] if graph.nodes[a].info.shape.len() == 4 && graph.nodes[b].info.shape.len() == 3 => (b, a),
+        _ => {
+            return Err(Error::Input(format!(
+                "task segment-instance reads two outputs, {NEEDS}; '{}' has {} ({})",
+                graph.name,
+                graph.outputs.len(),
+                shapes()
+            )));
+        }
+    };
+    let (head_info, protos_info) = (graph.nodes[head].info.clone(), graph.nodes[protos].info.clone());
+    let context = |e: String| Error::Input(format!("task segment-instance on '{}' (outputs {}): {e}", graph.name, shapes()));
+    let nm = match protos_info.shape[..] {
+        [1, nm, _, _] => nm,
+        _ => return Err(context(format!("the prototypes have shape [1, nm, H / 4, W / 4], not {:?}", protos_info.shape))),
+    };
+    let Some(hw) = input_hw(&graph) else {
+        return Err(context("the instance map has the input's size; the model has no [1, C, H, W] input".into()));
+    };
+    let boxes = Detect::with_coefficients(&spec.detect, &head_info, nm).map_err(context)?;
+    let masks =
+        Instances::new(Detect::with_coefficients(&spec.detect, &head_info, nm).map_err(context)?, &head_info, &protos_info, hw, spec.mask)
+            .map_err(context)?;
+    let mut b = GraphBuilder::new(graph.name.clone());
+    for node in graph.nodes {
+        if matches!(node.op, Op::Input) {
+            b.input(node.name, node.info.shape, node.info.dtype);
+        } else {
+            b.add(node.name, node.op, &node.inputs)?;
+        }
+    }
+    let name = "postprocess/segment-instance";
+    let rows = b.add(name.to_string(), Op::Post(PostOp::Detect(boxes)), &[head])?;
+    let flat_head = b.add(format!("{name}/head"), Op::Reshape { shape: vec![1, head_info.numel()] }, &[head])?;
+    let flat_protos = b.add(format!("{name}/prototypes"), Op::Reshape { shape: vec![1, protos_info.numel()] }, &[protos])?;
+    let packed = b.add(format!("{name}/packed"), Op::Concat { axis: 1 }, &[flat_head, flat_protos])?;
+    let map = b.add(format!("{name}/instances"), Op::Post(PostOp::Instances(masks)), &[packed])?;
+    b.output(rows);
+    b.output(map);
+    b.build()
+}
+
 /// The graph op of a back-end stage ([`Op::Post`]).
 #[derive(Debug)]
 pub enum PostOp {
@@ -256,6 +355,8 @@ pub enum PostOp {
     ClassMap(ClassMap),
     /// Occupancy bits (local).
     Occupancy(Occupancy),
+    /// Instance-id map of a segmentation head and its prototypes (a barrier).
+    Instances(Instances),
 }
 
 impl PostOp {
@@ -265,6 +366,7 @@ impl PostOp {
             PostOp::Detect(_) => "Detect",
             PostOp::ClassMap(_) => "ClassMap",
             PostOp::Occupancy(_) => "Occupancy",
+            PostOp::Instances(_) => "Instances",
         }
     }
 
@@ -274,31 +376,36 @@ impl PostOp {
             PostOp::Detect(d) => d.infer(input),
             PostOp::ClassMap(c) => c.infer(input),
             PostOp::Occupancy(o) => o.infer(input),
+            PostOp::Instances(m) => m.infer(input),
         }
     }
 
     /// Whether the output keeps the input's image rows (the per-pixel stages do).
     pub(crate) fn keeps_rows(&self, input: &ValueInfo) -> bool {
-        !matches!(self, PostOp::Detect(_)) && input.row_axis == Some(2)
+        !matches!(self, PostOp::Detect(_) | PostOp::Instances(_)) && input.row_axis == Some(2)
     }
 
     /// Which input rows output rows `rows` need: the same rows for per-pixel stages.
     pub(crate) fn footprint(&self, rows: &Rows) -> Footprint {
         match self {
-            PostOp::Detect(_) => Footprint::Whole,
+            PostOp::Detect(_) | PostOp::Instances(_) => Footprint::Whole,
             PostOp::ClassMap(_) | PostOp::Occupancy(_) => Footprint::Rows(rows.clone()),
         }
     }
 
-    /// Computes output rows `rows` (the whole result for [`PostOp::Detect`]).
+    /// Computes output rows `rows` (the whole result for [`PostOp::Detect`] and
+    /// [`PostOp::Instances`]).
     pub(crate) fn compute(&self, input: &BandIn<'_>, rows: &Rows) -> std::result::Result<Tensor, tch::TchError> {
         match self {
             PostOp::Detect(d) => d.compute(&input.whole()?),
+            PostOp::Instances(m) => m.compute(&input.whole()?),
             PostOp::ClassMap(c) => c.compute(&input.rows(rows)?),
             PostOp::Occupancy(o) => o.compute(&input.rows(rows)?),
         }
     }
 }
 
+#[cfg(test)]
+mod instance_tests;
 #[cfg(test)]
 mod tests;
