@@ -24,6 +24,10 @@ ONNX op types it uses. The models:
 - yolo_det, yolo_pose: YOLOv8-style detector (80 classes, output [1,84,A]) and pose net (1 class,
   17 keypoints, output [1,56,A]) from scripts/yolo_style.py, seeded weights, input [1,3,320,320]
   (A = 2100 anchors), box (DFL) and keypoint decoding in the graph, legacy exporter, opset 17.
+- rtdetr_style: an RT-DETR-style detector from scripts/rtdetr_style.py (HGNetv2-style stem with a
+  standalone Pad, AIFI encoder, CCFM neck, query selection by TopK, deformable attention by
+  GridSample, the deployed post-processor), seeded weights, input [1,3,640,640], legacy exporter,
+  opset 17; outputs boxes [1,100,4], scores [1,100] and labels [1,100].
 - common_det_640: the same trained detector with its input height and width made dynamic
   (dim_param, stale inner shapes dropped) and run at 640x640, as a camera-resolution frame would
   be (output [1,8400,6] instead of [1,3549,6]).
@@ -58,7 +62,8 @@ TORCHVISION_MODELS = ("resnet18", "densenet121", "convnext_tiny")
 # name: (classes, keypoints) of scripts/yolo_style.py's YoloStyle.
 YOLO_STYLE_MODELS = {"yolo_det": (80, 0), "yolo_pose": (1, 17)}
 YOLO_SIZE = 320
-ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "common_det", "common_det_640", "ppocr_det")
+RTDETR_SIZE = 640
+ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "rtdetr_style", "common_det", "common_det_640", "ppocr_det")
 OPSET = 17
 # name: (lop's --task spec, head format, classes, keypoints, input height and width). The
 # thresholds sit in wide gaps of each model's scores on its input (postprocess_ref.margin_problem).
@@ -101,7 +106,7 @@ def export_torchvision(name: str, path: Path) -> None:
     export_module(model, [1, 3, 224, 224], path, "input", "output")
 
 
-def export_module(model, shape: list[int], path: Path, input_name: str = "images", output_name: str = "output0") -> None:
+def export_module(model, shape: list[int], path: Path, input_name: str = "images", output_name: str | list[str] = "output0") -> None:
     """Exports a torch module to `path` (opset 17, legacy exporter, static shape)."""
     import torch
 
@@ -117,7 +122,7 @@ def export_module(model, shape: list[int], path: Path, input_name: str = "images
             dynamo=False,
             opset_version=OPSET,
             input_names=[input_name],
-            output_names=[output_name],
+            output_names=[output_name] if isinstance(output_name, str) else output_name,
             do_constant_folding=True,
         )
     os.replace(tmp, path)
@@ -346,6 +351,19 @@ def main() -> int:
                 stamp = {}
             make_input = natural_image_input
             source_note = f"YOLOv8-style {'pose' if kpts else 'detector'} (scripts/yolo_style.py), seeded weights, legacy exporter, opset {OPSET}"
+        elif name == "rtdetr_style":
+            shape = [1, 3, RTDETR_SIZE, RTDETR_SIZE]
+            script = sha256(Path(__file__).with_name("rtdetr_style.py"))
+            source = {"kind": "rtdetr_style", "format": FORMAT, "torch": versions["torch"], "script": script, "opset": OPSET, "shape": shape}
+            if stamp.get("source") != source or not onnx_path.is_file():
+                sys.path.insert(0, str(Path(__file__).parent))
+                import rtdetr_style
+
+                log(f"{name}: exporting scripts/rtdetr_style.py RtdetrStyle(nc=80), seed 0, opset {OPSET}")
+                export_module(rtdetr_style.seeded(), shape, onnx_path, output_name=["boxes", "scores", "labels"])
+                stamp = {}
+            make_input = natural_image_input
+            source_note = f"RT-DETR-style detector (scripts/rtdetr_style.py), seeded weights, legacy exporter, opset {OPSET}"
         elif name == "common_det_640":
             src = ddddocr_det_path()
             source = {"kind": "ddddocr-dynamic", "format": FORMAT, "sha256": sha256(src)}

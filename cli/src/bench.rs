@@ -346,7 +346,12 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     if args.overhead {
         let report = runtime()?.block_on(lop_runtime::bench::run_overhead(&cfg)).context("overhead measurement")?;
         print_overhead(args, &cfg, &report)?;
-        anyhow::ensure!(report.max_rel_err <= 1e-4, "outputs differ from the unsplit model: relative error {:e}", report.max_rel_err);
+        anyhow::ensure!(
+            report.outputs_agree,
+            "outputs differ from the unsplit model: relative error {:e} (tolerance {})",
+            report.max_rel_err,
+            lop::exec::Tolerance::OTHER_RUNTIME.describe()
+        );
         return Ok(0);
     }
     let mut run = Run { transport: "inprocess", link: String::new(), latency_ms, netns: None, edge: None };
@@ -387,7 +392,15 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     print_report(args, &cfg, scale, &run, &reports, codec_effect)?;
     let worst = reports.values().map(|r| r.max_rel_err).fold(0.0, f64::max);
-    anyhow::ensure!(worst <= 1e-4, "outputs differ from the unsplit model: relative error {worst:e}");
+    let reordered: usize = reports.values().map(|r| r.reordered_rows).sum();
+    if reordered > 0 {
+        eprintln!("{reordered} detection rows agreed with the unsplit model's at another position (near-tied scores)");
+    }
+    anyhow::ensure!(
+        reports.values().all(|r| r.outputs_agree),
+        "outputs differ from the unsplit model: relative error {worst:e} (tolerance {})",
+        lop::exec::Tolerance::OTHER_RUNTIME.describe()
+    );
     Ok(0)
 }
 

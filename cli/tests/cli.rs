@@ -47,13 +47,16 @@ fn verify_json_passes_on_a_zoo_model() {
     assert_eq!(v["ok"], true);
     let err = v["max_rel_err"].as_f64().expect("max_rel_err");
     assert!((0.0..=1e-5).contains(&err), "{err}");
+    // The rule is stated: an absolute floor of 8 float32 ulps at 1.0 plus 1e-5 of the scale.
+    assert_eq!(v["rule"], "|a - b| <= 9.5e-7 + 1e-5 x max|b|", "{v}");
 }
 
 #[test]
 fn verify_exits_non_zero_above_tolerance() {
     // A tolerance below any float rounding of a replicated conv is exceeded by some layout.
-    let out = lop(&["verify", "zoo:resnet18", "--plans", "4", "--tol", "0", "--json"]);
+    let out = lop(&["verify", "zoo:resnet18", "--plans", "4", "--tol", "0", "--abs-tol", "0", "--json"]);
     let v = stdout_json(&out);
+    assert_eq!(v["rule"], "|a - b| <= 0.0e0 + 0e0 x max|b|", "{v}");
     if v["max_rel_err"].as_f64().expect("err") > 0.0 {
         assert_eq!(out.status.code(), Some(1), "{v}");
         assert_eq!(v["ok"], false);

@@ -49,6 +49,17 @@ pub enum Error {
         /// Why it is not supported.
         reason: String,
     },
+    /// Every op type of a model that the engine cannot run, found in one pass before anything
+    /// is converted, so that a user learns all of them at once.
+    #[error("model '{model}' (opset {opset}) uses {} op type(s) the engine does not support: {}", .ops.len(), crate::error::list_missing(.ops))]
+    UnsupportedOps {
+        /// The model's name.
+        model: String,
+        /// Opset of the default domain.
+        opset: i64,
+        /// Each missing op type with the nodes that use it, in the order they first appear.
+        ops: Vec<MissingOp>,
+    },
     /// A model file that cannot be decoded or is internally inconsistent.
     #[error("malformed model: {0}")]
     Malformed(String),
@@ -123,6 +134,31 @@ pub enum Error {
     /// meeting a deadline).
     #[error("infeasible: {0}")]
     Infeasible(String),
+}
+
+/// One op type a model uses that the engine cannot run, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingOp {
+    /// ONNX op type (with its domain when not the default one).
+    pub op_type: String,
+    /// Names of the nodes of that type.
+    pub nodes: Vec<String>,
+}
+
+/// Nodes named per missing op before the rest are counted.
+const NODES_NAMED: usize = 3;
+
+/// `GridSample at 3 nodes ('a', 'b', 'c'); TopK at 1 node ('d')`.
+pub(crate) fn list_missing(ops: &[MissingOp]) -> String {
+    let one = |m: &MissingOp| {
+        let mut names: Vec<String> = m.nodes.iter().take(NODES_NAMED).map(|n| format!("'{n}'")).collect();
+        if m.nodes.len() > NODES_NAMED {
+            names.push(format!("{} more", m.nodes.len() - NODES_NAMED));
+        }
+        let plural = if m.nodes.len() == 1 { "" } else { "s" };
+        format!("{} at {} node{plural} ({})", m.op_type, m.nodes.len(), names.join(", "))
+    };
+    ops.iter().map(one).collect::<Vec<_>>().join("; ")
 }
 
 /// The engine's result alias.

@@ -17,8 +17,10 @@ pub enum DType {
     U8,
     /// Activations.
     F32,
-    /// Integer indices (shape arithmetic, folded away at import).
+    /// Integer indices (shape arithmetic, folded away at import; top-k indices, labels).
     I64,
+    /// Truth values (comparisons, masks).
+    Bool,
 }
 
 impl DType {
@@ -28,6 +30,7 @@ impl DType {
             DType::U8 => Kind::Uint8,
             DType::F32 => Kind::Float,
             DType::I64 => Kind::Int64,
+            DType::Bool => Kind::Bool,
         }
     }
     /// Bytes per element.
@@ -36,6 +39,7 @@ impl DType {
             DType::U8 => 1,
             DType::F32 => 4,
             DType::I64 => 8,
+            DType::Bool => 1,
         }
     }
     /// The dtype of a libtorch kind, if the engine carries it.
@@ -44,6 +48,7 @@ impl DType {
             Kind::Uint8 => Some(DType::U8),
             Kind::Float => Some(DType::F32),
             Kind::Int64 => Some(DType::I64),
+            Kind::Bool => Some(DType::Bool),
             _ => None,
         }
     }

@@ -128,10 +128,11 @@ pub async fn run_edge_batching(cfg: &EdgeBatchBench, max_batch: usize) -> Result
     let mut runs = tokio::task::JoinSet::new();
     for (mut client, (inputs, whole)) in clients.into_iter().zip(frames) {
         runs.spawn(async move {
-            let (mut answered, mut fallbacks, mut worst) = (0usize, 0usize, 0.0f64);
+            let (mut answered, mut fallbacks, mut worst) = (0usize, 0usize, (0.0f64, true));
             while Instant::now() < until {
                 let r = client.infer(inputs.iter().map(Tensor::shallow_clone).collect(), LINK_MB_S).await?;
-                worst = worst.max(lop::exec::max_rel_err_all(&r.outputs, &whole).map_err(Error::Engine)?);
+                let a = lop::exec::agree_all(&r.outputs, &whole, lop::exec::Tolerance::SPLIT).map_err(Error::Engine)?;
+                worst = (worst.0.max(a.rel_err), worst.1 && a.within);
                 if r.stats.fallback {
                     fallbacks += 1;
                 } else {
@@ -142,16 +143,20 @@ pub async fn run_edge_batching(cfg: &EdgeBatchBench, max_batch: usize) -> Result
         });
     }
     let started = Instant::now();
-    let (mut frames_done, mut fallbacks, mut worst) = (0, 0, 0.0f64);
+    let (mut frames_done, mut fallbacks, mut worst, mut agreed) = (0, 0, 0.0f64, true);
     while let Some(done) = runs.join_next().await {
         let (a, f, w) = done.map_err(|e| Error::Executor(format!("a bench robot failed: {e}")))??;
         frames_done += a;
         fallbacks += f;
-        worst = worst.max(w);
+        worst = worst.max(w.0);
+        agreed &= w.1;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    if worst > 1e-5 {
-        return Err(Error::Executor(format!("an answer differs from its frame's unsplit output: relative error {worst}")));
+    if !agreed {
+        return Err(Error::Executor(format!(
+            "an answer differs from its frame's unsplit output: relative error {worst} (tolerance {})",
+            lop::exec::Tolerance::SPLIT.describe()
+        )));
     }
     let counts = edge.service().counts();
     Ok(EdgeBatchReport {

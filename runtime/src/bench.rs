@@ -149,6 +149,13 @@ pub struct MethodReport {
     pub dropped_frames: u64,
     /// Worst relative error of the outputs against the unsplit model.
     pub max_rel_err: f64,
+    /// Whether every output agreed with the unsplit model's under
+    /// [`lop::exec::Tolerance::OTHER_RUNTIME`] (the edge may compute on another device), ranked
+    /// lists up to near-tied rows changing places ([`lop::exec::agree`]).
+    pub outputs_agree: bool,
+    /// Rows of ranked outputs (detections) that agreed only at another position, over all
+    /// requests.
+    pub reordered_rows: usize,
     /// Robot kernels that outlasted their paced duration (this machine slower than the
     /// emulated robot), over all requests.
     pub overruns: u64,
@@ -236,7 +243,30 @@ fn moments(v: &mut [f64]) -> (f64, f64, f64, f64) {
     (mean, var.sqrt(), pct(0.5), pct(0.95))
 }
 
-fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], err: f64, dropped: u64) -> MethodReport {
+/// How a method's outputs compared with the unsplit model's, over its requests.
+#[derive(Debug, Clone, Copy)]
+struct Outputs {
+    max_rel_err: f64,
+    agree: bool,
+    reordered: usize,
+}
+
+impl Outputs {
+    fn new() -> Self {
+        Outputs { max_rel_err: 0.0, agree: true, reordered: 0 }
+    }
+
+    /// Adds one inference's outputs against its reference.
+    fn check(&mut self, outputs: &[Tensor], reference: &[Tensor]) -> Result<()> {
+        let a = lop::exec::agree_all(outputs, reference, lop::exec::Tolerance::OTHER_RUNTIME)?;
+        self.max_rel_err = self.max_rel_err.max(a.rel_err);
+        self.agree &= a.within;
+        self.reordered += a.reordered;
+        Ok(())
+    }
+}
+
+fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], outputs: Outputs, dropped: u64) -> MethodReport {
     let n = lat_ms.len().max(1) as f64;
     let (mean, std, p50, p95) = moments(lat_ms);
     let sim_mean_ms = sims.iter().sum::<f64>() / sims.len().max(1) as f64 * 1e3;
@@ -256,7 +286,9 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
         energy_j: stats.iter().map(|s| s.1).sum::<f64>() / n,
         fallbacks: stats.iter().filter(|s| s.0.fallback).count(),
         dropped_frames: dropped,
-        max_rel_err: err,
+        max_rel_err: outputs.max_rel_err,
+        outputs_agree: outputs.agree,
+        reordered_rows: outputs.reordered,
         overruns: stats.iter().map(|s| u64::from(s.0.robot_overruns)).sum(),
         overrun_ms: stats.iter().map(|s| s.0.robot_overrun_s).sum::<f64>() / n * 1e3,
         calibration_before_ms: 0.0,
@@ -464,14 +496,14 @@ async fn run_methods<C: Connector>(
         }
         let before_ms = calibration_ms(client.worker()).await?;
         let epoch = Instant::now();
-        let (mut lat, mut sims, mut stats, mut err) = (Vec::new(), Vec::new(), Vec::new(), 0.0f64);
+        let (mut lat, mut sims, mut stats, mut err) = (Vec::new(), Vec::new(), Vec::new(), Outputs::new());
         let (mut bound_s, mut best_s, mut fluid_s) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..cfg.requests {
             let rate = cfg.trace.rate_mbps(epoch.elapsed());
             let bucket_units = rate / 8.0 / cfg.spec.bandwidth_scale;
             let sample = &samples[i % samples.len()];
             let r = client.infer(sample.inputs(), bucket_units).await?;
-            err = err.max(lop::exec::max_rel_err_all(&r.outputs, sample.reference(r.stats.frame_coded))?);
+            err.check(&r.outputs, sample.reference(r.stats.frame_coded))?;
             progress(method, i, &r.stats, &r.outputs);
             lat.push(r.stats.total_s * 1e3);
             if let Some(p) = r.stats.predicted_s {
@@ -948,6 +980,8 @@ pub struct OverheadReport {
     pub fallbacks: usize,
     /// Worst relative error of (c)'s outputs against the unsplit model.
     pub max_rel_err: f64,
+    /// Whether every output agreed with the unsplit model's ([`MethodReport::outputs_agree`]).
+    pub outputs_agree: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -1055,7 +1089,7 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
         return Err(Error::Protocol("the edge did not answer over loopback Zenoh".into()));
     }
     let (mut fwd, mut xfer, mut rt, mut server) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut fallbacks, mut err) = (0, 0.0f64);
+    let (mut fallbacks, mut err) = (0, Outputs::new());
     for i in 0..cfg.requests + 2 {
         let x: Vec<Tensor> = inputs.iter().map(|t| t.shallow_clone()).collect();
         let a = bare
@@ -1069,7 +1103,7 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
             .await??;
         let b = pp.round_trip().await?;
         let r = client.infer(inputs.iter().map(|t| t.shallow_clone()).collect(), f64::MAX).await?;
-        err = err.max(lop::exec::max_rel_err_all(&r.outputs, &whole)?);
+        err.check(&r.outputs, &whole)?;
         if i < 2 {
             continue;
         }
@@ -1103,7 +1137,8 @@ pub async fn run_overhead(cfg: &BenchConfig) -> Result<OverheadReport> {
         ratio: runtime_p50_ms / (forward_ms + transfer_ms),
         ratio_mean: runtime_mean_ms / (forward_ms + transfer_ms),
         fallbacks,
-        max_rel_err: err,
+        max_rel_err: err.max_rel_err,
+        outputs_agree: err.agree,
     })
 }
 

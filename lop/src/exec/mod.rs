@@ -8,7 +8,7 @@ mod split;
 mod whole;
 
 pub use batch::run_batched;
-pub use compare::{max_rel_err, max_rel_err_all};
+pub use compare::{Agreement, Tolerance, agree, agree_all, max_rel_err, max_rel_err_all};
 pub use side::{Held, SideExec, unbatchable};
 pub use split::{SplitRun, run_split};
 pub use whole::{WholeRun, run_whole, run_whole_seeing};
@@ -74,8 +74,8 @@ pub fn synthetic_inputs(graph: &Graph, seed: u64) -> Result<Vec<Tensor>> {
                 crate::graph::DType::F32 => {
                     Tensor::f_from_slice(&(0..n).map(|_| if rng.below(4) == 0 { rng.unit() as f32 } else { 0.0 }).collect::<Vec<f32>>())
                 }
-                crate::graph::DType::I64 => {
-                    return Err(Error::Input(format!("no sample data for i64 input '{}'", graph.nodes[id].name)));
+                crate::graph::DType::I64 | crate::graph::DType::Bool => {
+                    return Err(Error::Input(format!("no sample data for {:?} input '{}'", info.dtype, graph.nodes[id].name)));
                 }
             };
             t.and_then(|t| t.f_reshape(dims.as_slice())).map_err(|source| Error::TorchContext {

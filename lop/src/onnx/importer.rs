@@ -70,6 +70,8 @@ pub(super) struct Importer<'m> {
     skip: HashSet<usize>,
     /// Pads folded into their consumer, keyed by the Pad's output name.
     pub pending_pads: HashMap<String, PendingPad>,
+    /// The model's name, for errors about the whole model.
+    model: String,
 }
 
 impl<'m> Importer<'m> {
@@ -115,7 +117,13 @@ impl<'m> Importer<'m> {
             live,
             skip: HashSet::new(),
             pending_pads: HashMap::new(),
+            model: name.to_string(),
         }
+    }
+
+    /// The model's name.
+    pub fn model_name(&self) -> &str {
+        &self.model
     }
 
     /// A unique IR node name based on `base`.
@@ -260,9 +268,9 @@ fn output_ctx<'a>(graph: &'a GraphProto, name: &str, opset: i64) -> Ctx<'a> {
 /// A constant in a kind the IR carries (`Float`, `Uint8`, `Int64`).
 pub(super) fn ir_tensor(t: &Tensor) -> Result<Tensor, tch::TchError> {
     match t.kind() {
-        Kind::Float | Kind::Uint8 | Kind::Int64 => Ok(t.shallow_clone()),
+        Kind::Float | Kind::Uint8 | Kind::Int64 | Kind::Bool => Ok(t.shallow_clone()),
         Kind::Double | Kind::Half | Kind::BFloat16 => t.f_to_kind(Kind::Float),
-        Kind::Int8 | Kind::Int16 | Kind::Int | Kind::Bool => t.f_to_kind(Kind::Int64),
+        Kind::Int8 | Kind::Int16 | Kind::Int => t.f_to_kind(Kind::Int64),
         k => Err(tch::TchError::Kind(format!("constants of kind {k:?} are not supported"))),
     }
 }

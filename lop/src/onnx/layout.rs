@@ -123,18 +123,21 @@ pub(super) fn concat(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Resul
 pub(super) fn gather(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
     let x = data(cx, ins, 0)?;
     let idx = data(cx, ins, 1)?;
-    let Val::Const(idx) = idx else {
-        return Err(cx.unsupported("indices computed at run time"));
-    };
-    if idx.dim() > 1 {
-        return Err(cx.unsupported(format!("indices of rank {} on a computed tensor", idx.dim())));
-    }
     let shape = imp.shape(&x);
     let a = axis(cx, cx.attr_i("axis", 0)?, shape.len())?;
-    let v = super::tensor::ints(&idx).map_err(cx.torch())?;
-    let &[i] = v.as_slice() else {
-        return Err(cx.unsupported(format!("gathering {} indices from a computed tensor (one is supported)", v.len())));
+    // Indices computed at run time, or several of them: a barrier picking whole entries.
+    let one = match &idx {
+        Val::Const(t) if t.dim() <= 1 => super::tensor::ints(t).map_err(cx.torch())?.first().copied().filter(|_| t.numel() == 1),
+        _ => None,
     };
+    let Some(i) = one else {
+        let idx = match idx {
+            Val::Const(t) => Val::Const(t.f_to_kind(tch::Kind::Int64).map_err(cx.torch())?),
+            v => v,
+        };
+        return Ok(vec![imp.emit(cx, "", Op::Whole(crate::ops::WholeOp::Gather { axis: a }), &[x, idx])?]);
+    };
+    let Val::Const(idx) = idx else { return Err(cx.malformed("constant indices expected")) };
     let i = axis(cx, i, shape[a])?;
     let sliced =
         if shape[a] == 1 { x } else { imp.emit(cx, "slice", Op::Slice(vec![SliceAxis { axis: a, start: i, end: i + 1, step: 1 }]), &[x])? };

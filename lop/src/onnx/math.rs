@@ -7,7 +7,7 @@ use super::node::Ctx;
 use super::tensor::{floats, kind_of};
 use crate::error::Result;
 use crate::graph::DType;
-use crate::ops::{BinaryOp, Op, UnaryOp};
+use crate::ops::{BinaryOp, Op, ReduceKind, UnaryOp};
 use tch::{Kind, Tensor};
 
 fn scalar(v: f32) -> Val {
@@ -41,6 +41,12 @@ pub(super) fn unary(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result
         "Reciprocal" => UnaryOp::Reciprocal,
         "Neg" => UnaryOp::Neg,
         "Abs" => UnaryOp::Abs,
+        "Not" => UnaryOp::Not,
+        "Sin" => UnaryOp::Sin,
+        "Cos" => UnaryOp::Cos,
+        "Log" => UnaryOp::Log,
+        "Floor" => UnaryOp::Floor,
+        "Ceil" => UnaryOp::Ceil,
         "Gelu" => match cx.attr_s("approximate", "none")?.as_str() {
             "none" => UnaryOp::Gelu { tanh: false },
             "tanh" => UnaryOp::Gelu { tanh: true },
@@ -77,6 +83,15 @@ pub(super) fn binary(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Resul
         }
     }
     let b = match cx.op {
+        "Mod" => BinaryOp::Mod { fmod: cx.attr_i("fmod", 0)? != 0 },
+        "Equal" => BinaryOp::Equal,
+        "Less" => BinaryOp::Less,
+        "Greater" => BinaryOp::Greater,
+        "LessOrEqual" => BinaryOp::LessOrEqual,
+        "GreaterOrEqual" => BinaryOp::GreaterOrEqual,
+        "And" => BinaryOp::And,
+        "Or" => BinaryOp::Or,
+        "Xor" => BinaryOp::Xor,
         "Add" | "Sum" | "Mean" => BinaryOp::Add,
         "Sub" => BinaryOp::Sub,
         "Mul" => BinaryOp::Mul,
@@ -193,7 +208,7 @@ pub(super) fn gemm(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<
 }
 
 /// ReduceMean (axes as attribute or input, keepdims, noop_with_empty_axes).
-pub(super) fn reduce_mean(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
+pub(super) fn reduce(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
     let x = data(cx, ins, 0)?;
     let rank = imp.shape(&x).len();
     let keepdims = cx.attr_i("keepdims", 1)? != 0;
@@ -202,7 +217,13 @@ pub(super) fn reduce_mean(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> 
         _ if cx.attr_i("noop_with_empty_axes", 0)? != 0 => return Ok(vec![x]),
         _ => (0..rank).collect(),
     };
-    Ok(vec![imp.emit(cx, "", Op::ReduceMean { axes: ax, keepdims }, &[x])?])
+    let op = match cx.op {
+        "ReduceSum" => Op::Reduce { kind: ReduceKind::Sum, axes: ax, keepdims },
+        "ReduceMax" => Op::Reduce { kind: ReduceKind::Max, axes: ax, keepdims },
+        "ReduceMin" => Op::Reduce { kind: ReduceKind::Min, axes: ax, keepdims },
+        _ => Op::ReduceMean { axes: ax, keepdims },
+    };
+    Ok(vec![imp.emit(cx, "", op, &[x])?])
 }
 
 /// Cast of a computed tensor: the identity between float types; integers to float through an
@@ -224,6 +245,12 @@ pub(super) fn cast(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<
     match (from, target) {
         (DType::F32, Kind::Float | Kind::Double) | (DType::U8, Kind::Uint8) | (DType::I64, Kind::Int64) => Ok(vec![x]),
         (DType::U8 | DType::I64, Kind::Float | Kind::Double) => Ok(vec![imp.emit(cx, "", Op::Binary(BinaryOp::Mul), &[x, scalar(1.0)])?]),
+        (DType::Bool, Kind::Bool) => Ok(vec![x]),
+        (_, Kind::Float | Kind::Double | Kind::Int64 | Kind::Uint8 | Kind::Bool) => {
+            let to = DType::from_kind(if target == Kind::Double { Kind::Float } else { target })
+                .ok_or_else(|| cx.unsupported(format!("cast from {from:?} to {target:?} at run time")))?;
+            Ok(vec![imp.emit(cx, "", Op::Unary(UnaryOp::Cast(to)), &[x])?])
+        }
         _ => Err(cx.unsupported(format!("cast from {from:?} to {target:?} at run time"))),
     }
 }

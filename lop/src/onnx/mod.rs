@@ -21,6 +21,7 @@ mod node;
 mod pool;
 pub mod proto;
 mod resize;
+mod select;
 mod slice;
 mod sources;
 mod tensor;
@@ -246,8 +247,8 @@ mod tests {
         m.input("x", &[1, 2, 4, 4]);
         m.named("my_weird_node", "FrobnicateXYZ", &["x"], &["y"], vec![]);
         m.output("y");
-        let err = m.import().err().map(|e| (matches!(e, Error::Unsupported { .. }), e.to_string()));
-        let Some((true, msg)) = err else { panic!("expected Unsupported, got {err:?}") };
+        let err = m.import().err().map(|e| (matches!(e, Error::UnsupportedOps { .. }), e.to_string()));
+        let Some((true, msg)) = err else { panic!("expected UnsupportedOps, got {err:?}") };
         assert!(msg.contains("my_weird_node") && msg.contains("FrobnicateXYZ") && msg.contains("17"), "{msg}");
     }
 

@@ -1,5 +1,6 @@
-//! Pooling ops (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool) and constant Pads,
-//! which are folded into the Conv or pooling op that alone consumes them.
+//! Pooling ops (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool) and Pads: a constant
+//! pad is folded into the Conv or pooling op that alone consumes it, any other is a standalone
+//! [`Op::Pad`].
 
 use super::args::{const_input, data, ints_param};
 use super::conv::{add, padded_input, pads, spatial};
@@ -7,7 +8,7 @@ use super::importer::{Importer, PendingPad, Val};
 use super::node::Ctx;
 use super::tensor::floats;
 use crate::error::Result;
-use crate::ops::{Op, Pool};
+use crate::ops::{Op, Pad, PadMode, Pool, SliceAxis};
 use tch::Tensor;
 
 /// MaxPool and AveragePool.
@@ -77,7 +78,9 @@ pub(super) fn global_pool(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> 
 
 /// Pad amounts per axis (`pads` as attribute or input, optional `axes` input) and the fill
 /// value. Negative pads (cropping) are not supported.
-pub(super) fn pad_params(cx: &Ctx, ins: &[Option<Val>], rank: usize) -> Result<(Vec<usize>, Vec<usize>, f32)> {
+/// Pads as the node gives them: leading and trailing per axis (negative values crop), and the
+/// constant fill.
+fn signed_pad_params(cx: &Ctx, ins: &[Option<Val>], rank: usize) -> Result<(Vec<i64>, Vec<i64>, f32)> {
     let p = ints_param(cx, ins, "pads", 1)?.ok_or_else(|| cx.malformed("missing pads"))?;
     let value = match const_input(cx, ins, 2, "constant_value")? {
         Some(v) => floats(&v).map_err(cx.torch())?.first().copied().unwrap_or(0.0),
@@ -93,15 +96,31 @@ pub(super) fn pad_params(cx: &Ctx, ins: &[Option<Val>], rank: usize) -> Result<(
     let (mut begin, mut end) = (vec![0; rank], vec![0; rank]);
     for (i, &a) in ax.iter().enumerate() {
         let (b, e) = (p[i], p[i + ax.len()]);
-        if b < 0 || e < 0 {
-            return Err(cx.unsupported(format!("negative pads {p:?}")));
-        }
-        if b as usize > super::node::MAX_EXTENT || e as usize > super::node::MAX_EXTENT {
+        if b.unsigned_abs() as usize > super::node::MAX_EXTENT || e.unsigned_abs() as usize > super::node::MAX_EXTENT {
             return Err(cx.malformed(format!("pads {p:?} out of range")));
         }
-        (begin[a], end[a]) = (b as usize, e as usize);
+        (begin[a], end[a]) = (b, e);
     }
     Ok((begin, end, value))
+}
+
+/// The pad mode of the node.
+fn pad_mode(cx: &Ctx, value: f32) -> Result<PadMode> {
+    match cx.attr_s("mode", "constant")?.as_str() {
+        "constant" => Ok(PadMode::Constant(value)),
+        "reflect" => Ok(PadMode::Reflect),
+        "edge" => Ok(PadMode::Edge),
+        other => Err(cx.unsupported(format!("Pad mode '{other}' (constant, reflect and edge are supported)"))),
+    }
+}
+
+pub(super) fn pad_params(cx: &Ctx, ins: &[Option<Val>], rank: usize) -> Result<(Vec<usize>, Vec<usize>, f32)> {
+    let (begin, end, value) = signed_pad_params(cx, ins, rank)?;
+    if begin.iter().chain(&end).any(|&p| p < 0) {
+        return Err(cx.unsupported(format!("negative pads {begin:?}, {end:?} of a constant")));
+    }
+    let unsigned = |v: Vec<i64>| v.into_iter().map(|p| p as usize).collect();
+    Ok((unsigned(begin), unsigned(end), value))
 }
 
 /// Pad of a constant (constant mode only).
@@ -115,19 +134,54 @@ pub(super) fn fold_pad(cx: &Ctx, ins: &[Option<Val>], x: &Tensor) -> Result<Tens
 }
 
 /// Pad of a computed tensor: folded into the Conv, MaxPool or AveragePool that alone consumes
-/// it when the fill value is what that op pads with.
+/// it when the fill value is what that op pads with; otherwise a standalone [`Op::Pad`] (any
+/// mode, any axes), after a [`Op::Slice`] for negative pads (crops).
 pub(super) fn pad(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {
     let x = data(cx, ins, 0)?;
-    let rank = imp.shape(&x).len();
-    if cx.attr_s("mode", "constant")? != "constant" {
-        return Err(cx.unsupported("only constant padding is supported"));
+    let shape = imp.shape(&x);
+    let rank = shape.len();
+    let (sbegin, send, value) = signed_pad_params(cx, ins, rank)?;
+    let mode = pad_mode(cx, value)?;
+    for a in 0..rank {
+        let size = shape[a] as i64 + sbegin[a] + send[a];
+        if size <= 0 {
+            return Err(cx.unsupported(format!(
+                "pads ({}, {}) on axis {a} of extent {} would leave {size} elements; an axis keeps at least one, so the crop \
+                 (the negative pads) must be smaller than the extent",
+                sbegin[a], send[a], shape[a]
+            )));
+        }
     }
-    let (begin, end, value) = pad_params(cx, ins, rank)?;
-    if begin.iter().chain(&end).all(|&p| p == 0) {
+    if sbegin.iter().chain(&send).all(|&p| p == 0) {
         return Ok(vec![x]);
     }
+    let crops: Vec<SliceAxis> = (0..rank)
+        .filter(|&a| sbegin[a] < 0 || send[a] < 0)
+        .map(|a| {
+            let start = (-sbegin[a]).max(0) as usize;
+            SliceAxis { axis: a, start, end: shape[a] - (-send[a]).max(0) as usize, step: 1 }
+        })
+        .collect();
+    let begin: Vec<usize> = sbegin.iter().map(|&p| p.max(0) as usize).collect();
+    let end: Vec<usize> = send.iter().map(|&p| p.max(0) as usize).collect();
+    if !crops.is_empty() || !matches!(mode, PadMode::Constant(_)) || !folds_into_consumer(imp, cx, value, rank, &begin, &end) {
+        let cropped = if crops.is_empty() { x } else { imp.emit(cx, "crop", Op::Slice(crops), &[x])? };
+        if begin.iter().chain(&end).all(|&p| p == 0) {
+            return Ok(vec![cropped]);
+        }
+        return Ok(vec![imp.emit(cx, "", Op::Pad(Pad { begin, end, mode }), &[cropped])?]);
+    }
+    let out = cx.output(0);
+    imp.pending_pads.insert(out.to_string(), PendingPad { src: x.dup(), begin: begin[2..].to_vec(), end: end[2..].to_vec() });
+    // The placeholder binding is never read: the only consumer takes the pending pad instead.
+    Ok(vec![x])
+}
+
+/// Whether a constant pad of the spatial axes can be merged into the pads of the Conv, MaxPool
+/// or AveragePool that alone consumes it (the fill must be what that op pads with).
+fn folds_into_consumer(imp: &Importer, cx: &Ctx, value: f32, rank: usize, begin: &[usize], end: &[usize]) -> bool {
     if rank < 3 || begin[..2].iter().chain(&end[..2]).any(|&p| p != 0) {
-        return Err(cx.unsupported("padding of batch or channel axes"));
+        return false;
     }
     let out = cx.output(0);
     let graph = imp.graph;
@@ -135,7 +189,7 @@ pub(super) fn pad(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<V
         &[j] if !imp.is_graph_output(out) => Some(&graph.node[j]),
         _ => None,
     };
-    let fits = consumer.is_some_and(|c| {
+    consumer.is_some_and(|c| {
         let ccx = Ctx { node: c, name: String::new(), op: c.op_type.as_deref().unwrap_or(""), opset: cx.opset };
         let only_data = c.input.first().is_some_and(|i| i == out) && !c.input.iter().skip(1).any(|i| i == out);
         let attr = |n: &str, d: i64| ccx.attr_i(n, d).unwrap_or(-1);
@@ -146,16 +200,7 @@ pub(super) fn pad(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<V
                 "AveragePool" => value == 0.0 && attr("count_include_pad", 0) == 1 && attr("ceil_mode", 0) == 0,
                 _ => false,
             }
-    });
-    if !fits {
-        return Err(cx.unsupported(
-            "a Pad is supported only when it alone feeds a Conv (value 0), a MaxPool (value -inf) or an AveragePool \
-             (value 0, count_include_pad = 1, ceil_mode = 0), into which it is folded",
-        ));
-    }
-    imp.pending_pads.insert(out.to_string(), PendingPad { src: x.dup(), begin: begin[2..].to_vec(), end: end[2..].to_vec() });
-    // The placeholder binding is never read: the only consumer takes the pending pad instead.
-    Ok(vec![x])
+    })
 }
 
 #[cfg(test)]
@@ -187,14 +232,16 @@ mod tests {
         let want = q.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
         assert!(max_diff(&run(&g, &x)?[0], &want) < 1e-5);
 
-        // A Pad that feeds two consumers cannot be folded.
+        // A Pad that feeds anything else is not folded: it is a standalone Pad.
         let mut m = ModelBuilder::new(13);
         m.input("x", &[1, 2, 6, 6]);
         m.init_i64("pads", &[8], &[0, 0, 1, 1, 0, 0, 1, 1]);
         m.node("Pad", &["x", "pads"], &["p"], vec![]);
         m.node("Relu", &["p"], &["y"], vec![]);
         m.output("y");
-        assert!(matches!(m.import(), Err(crate::Error::Unsupported { .. })));
+        let g = m.import()?;
+        assert_eq!(count(&g, "Pad"), 1);
+        assert!(max_diff(&run(&g, &x)?[0], &x.constant_pad_nd([1, 1, 1, 1]).relu()) == 0.0);
         Ok(())
     }
 

@@ -53,6 +53,20 @@ pub enum UnaryOp {
     Abs,
     /// No-op (kept when an ONNX Identity feeds a graph output).
     Identity,
+    /// Logical negation of a boolean tensor.
+    Not,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// Natural logarithm.
+    Log,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Conversion to another element type (floats to integers truncate; to booleans: non-zero).
+    Cast(DType),
 }
 
 impl UnaryOp {
@@ -75,6 +89,22 @@ impl UnaryOp {
             UnaryOp::Neg => "Neg",
             UnaryOp::Abs => "Abs",
             UnaryOp::Identity => "Identity",
+            UnaryOp::Not => "Not",
+            UnaryOp::Sin => "Sin",
+            UnaryOp::Cos => "Cos",
+            UnaryOp::Log => "Log",
+            UnaryOp::Floor => "Floor",
+            UnaryOp::Ceil => "Ceil",
+            UnaryOp::Cast(_) => "Cast",
+        }
+    }
+
+    /// The element type of the result for an input of type `x`.
+    pub fn out_dtype(&self, x: DType) -> DType {
+        match self {
+            UnaryOp::Not => DType::Bool,
+            UnaryOp::Cast(d) => *d,
+            _ => x,
         }
     }
 
@@ -99,6 +129,13 @@ impl UnaryOp {
             UnaryOp::Neg => x.f_neg(),
             UnaryOp::Abs => x.f_abs(),
             UnaryOp::Identity => Ok(x.shallow_clone()),
+            UnaryOp::Not => x.f_logical_not(),
+            UnaryOp::Sin => x.f_sin(),
+            UnaryOp::Cos => x.f_cos(),
+            UnaryOp::Log => x.f_log(),
+            UnaryOp::Floor => x.f_floor(),
+            UnaryOp::Ceil => x.f_ceil(),
+            UnaryOp::Cast(d) => x.f_to_kind(d.kind()),
         }
     }
 }
@@ -120,6 +157,27 @@ pub enum BinaryOp {
     Max,
     /// `min(a, b)`.
     Min,
+    /// Remainder: with the divisor's sign (`fmod` false, integers) or the dividend's (`fmod` true).
+    Mod {
+        /// C's `fmod` (the dividend's sign), as ONNX `fmod = 1`.
+        fmod: bool,
+    },
+    /// `a == b`, a boolean.
+    Equal,
+    /// `a < b`, a boolean.
+    Less,
+    /// `a > b`, a boolean.
+    Greater,
+    /// `a <= b`, a boolean.
+    LessOrEqual,
+    /// `a >= b`, a boolean.
+    GreaterOrEqual,
+    /// Logical and of booleans.
+    And,
+    /// Logical or of booleans.
+    Or,
+    /// Logical exclusive or of booleans.
+    Xor,
 }
 
 impl BinaryOp {
@@ -133,7 +191,31 @@ impl BinaryOp {
             BinaryOp::Pow => "Pow",
             BinaryOp::Max => "Max",
             BinaryOp::Min => "Min",
+            BinaryOp::Mod { .. } => "Mod",
+            BinaryOp::Equal => "Equal",
+            BinaryOp::Less => "Less",
+            BinaryOp::Greater => "Greater",
+            BinaryOp::LessOrEqual => "LessOrEqual",
+            BinaryOp::GreaterOrEqual => "GreaterOrEqual",
+            BinaryOp::And => "And",
+            BinaryOp::Or => "Or",
+            BinaryOp::Xor => "Xor",
         }
+    }
+
+    /// Whether the result is a boolean (comparisons and logic), whatever the operands.
+    pub fn gives_bool(&self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Equal
+                | BinaryOp::Less
+                | BinaryOp::Greater
+                | BinaryOp::LessOrEqual
+                | BinaryOp::GreaterOrEqual
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor
+        )
     }
 
     pub(crate) fn apply(&self, a: &Tensor, b: &Tensor) -> Result<Tensor, tch::TchError> {
@@ -141,10 +223,22 @@ impl BinaryOp {
             BinaryOp::Add => a.f_add(b),
             BinaryOp::Sub => a.f_sub(b),
             BinaryOp::Mul => a.f_mul(b),
+            // ONNX divides integers with truncation; libtorch's `div` would give floats.
+            BinaryOp::Div if !a.is_floating_point() && !b.is_floating_point() => a.f_div_tensor_mode(b, "trunc"),
             BinaryOp::Div => a.f_div(b),
             BinaryOp::Pow => a.f_pow(b),
             BinaryOp::Max => a.f_maximum(b),
             BinaryOp::Min => a.f_minimum(b),
+            BinaryOp::Mod { fmod: true } => a.f_fmod_tensor(b),
+            BinaryOp::Mod { fmod: false } => a.f_remainder_tensor(b),
+            BinaryOp::Equal => a.f_eq_tensor(b),
+            BinaryOp::Less => a.f_lt_tensor(b),
+            BinaryOp::Greater => a.f_gt_tensor(b),
+            BinaryOp::LessOrEqual => a.f_le_tensor(b),
+            BinaryOp::GreaterOrEqual => a.f_ge_tensor(b),
+            BinaryOp::And => a.f_logical_and(b),
+            BinaryOp::Or => a.f_logical_or(b),
+            BinaryOp::Xor => a.f_logical_xor(b),
         }
     }
 }
@@ -169,6 +263,19 @@ pub(super) fn infer_affine(x: &ValueInfo, scale: &Tensor) -> Result<ValueInfo, S
         return Err(format!("per-channel affine with {c} channels applied to shape {:?}", x.shape));
     }
     Ok(x.clone())
+}
+
+/// Numpy broadcasting of three operands (`Where`): the condition's shape joins the two values'.
+pub(super) fn infer_where(cond: &ValueInfo, x: &ValueInfo, y: &ValueInfo) -> Result<ValueInfo, String> {
+    if cond.dtype != DType::Bool {
+        return Err(format!("the condition of a Where must be boolean, not {:?}", cond.dtype));
+    }
+    if x.dtype != y.dtype {
+        return Err(format!("Where chooses between {:?} and {:?}; they must be of one type", x.dtype, y.dtype));
+    }
+    let values = infer_binary(x, y)?;
+    let all = infer_binary(&values, cond)?;
+    Ok(ValueInfo { dtype: x.dtype, ..all })
 }
 
 pub(super) fn infer_binary(a: &ValueInfo, b: &ValueInfo) -> Result<ValueInfo, String> {

@@ -5,13 +5,18 @@
 
 mod elementwise;
 mod layout;
+mod pad;
 mod resize;
 mod rowwise;
+mod whole;
 mod window;
 
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
+pub use pad::{Pad, PadMode};
 pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
+pub use rowwise::ReduceKind;
+pub use whole::{SampleMode, SamplePadding, WholeOp};
 pub use window::{Conv, Pool};
 
 use crate::error::{Error, Result};
@@ -121,6 +126,10 @@ pub enum Op {
     Unary(UnaryOp),
     /// Element-wise function of two inputs with numpy broadcasting.
     Binary(BinaryOp),
+    /// `cond ? x : y` element-wise with numpy broadcasting; inputs `cond`, `x`, `y`.
+    Where,
+    /// Padding with a constant, a mirror or the border, on any axes (a halo on the row axis).
+    Pad(Pad),
     /// Concatenation along an axis.
     Concat {
         /// The axis.
@@ -137,6 +146,17 @@ pub enum Op {
         /// Whether reduced axes stay with extent 1.
         keepdims: bool,
     },
+    /// Sum, max or min over axes.
+    Reduce {
+        /// Which reduction.
+        kind: ReduceKind,
+        /// Axes reduced, sorted.
+        axes: Vec<usize>,
+        /// Whether reduced axes stay with extent 1.
+        keepdims: bool,
+    },
+    /// A barrier of whole tensors (top-k, gather by computed indices, grid sampling).
+    Whole(WholeOp),
     /// Nearest or linear resize.
     Resize(Resize),
     /// Strided slice on any axes (steps > 0).
@@ -192,6 +212,10 @@ impl Op {
             Op::ChannelAffine { .. } => "BatchNorm",
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),
+            Op::Where => "Where",
+            Op::Pad(_) => "Pad",
+            Op::Reduce { kind, .. } => kind.name(),
+            Op::Whole(w) => w.name(),
             Op::Concat { .. } => "Concat",
             Op::MaxPool(_) => "MaxPool",
             Op::AvgPool(_) => "AveragePool",
@@ -212,6 +236,8 @@ impl Op {
         match self {
             Op::Input | Op::Constant(_) => Some(0),
             Op::Binary(_) | Op::MatMul => Some(2),
+            Op::Where => Some(3),
+            Op::Whole(w) => Some(w.arity()),
             Op::Concat { .. } => None,
             _ => Some(1),
         }
@@ -260,8 +286,17 @@ impl Op {
             }
             Op::NormalizeU8 { mean, std } => elementwise::infer_normalize(ins[0], mean, std).map_err(bad),
             Op::ChannelAffine { scale, .. } => elementwise::infer_affine(ins[0], scale).map_err(bad),
-            Op::Unary(_) => Ok(ins[0].clone()),
-            Op::Binary(_) => elementwise::infer_binary(ins[0], ins[1]).map_err(bad),
+            Op::Unary(u) => Ok(ValueInfo { dtype: u.out_dtype(ins[0].dtype), ..ins[0].clone() }),
+            Op::Binary(b) => {
+                let out = elementwise::infer_binary(ins[0], ins[1]).map_err(bad)?;
+                Ok(if b.gives_bool() { ValueInfo { dtype: crate::graph::DType::Bool, ..out } } else { out })
+            }
+            Op::Where => elementwise::infer_where(ins[0], ins[1], ins[2]).map_err(bad),
+            Op::Pad(p) => p.infer(ins[0]).map_err(bad),
+            Op::Reduce { axes, keepdims, .. } => {
+                rowwise::infer_reduce(ins[0], axes, *keepdims).map(|v| ValueInfo { dtype: ins[0].dtype, ..v }).map_err(bad)
+            }
+            Op::Whole(w) => w.infer(ins).map_err(bad),
             Op::Conv(c) => c.infer_conv(ins[0]).map_err(bad),
             Op::ConvTranspose(c) => c.infer_conv_transpose(ins[0]).map_err(bad),
             Op::MaxPool(p) | Op::AvgPool(p) => p.infer(ins[0]).map_err(bad),
@@ -294,7 +329,9 @@ impl Op {
         match self {
             Op::Input | Op::Constant(_) => Footprint::Broadcast,
             Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) => same_rows(input, out, rows),
-            Op::Binary(_) => elementwise::binary_footprint(input, out, rows),
+            Op::Binary(_) | Op::Where => elementwise::binary_footprint(input, out, rows),
+            Op::Pad(p) => p.footprint(input, rows),
+            Op::Whole(_) => Footprint::Whole,
             Op::Conv(c) => c.conv_footprint(input, rows),
             Op::ConvTranspose(c) => c.conv_transpose_footprint(input, rows),
             Op::MaxPool(p) | Op::AvgPool(p) => p.footprint(input, rows),
@@ -314,7 +351,7 @@ impl Op {
                     Footprint::Whole
                 }
             }
-            Op::ReduceMean { axes, .. } => match input.row_axis {
+            Op::ReduceMean { axes, .. } | Op::Reduce { axes, .. } => match input.row_axis {
                 Some(a) if axes.contains(&a) => Footprint::Whole,
                 _ => same_rows(input, out, rows),
             },
@@ -349,10 +386,15 @@ impl Op {
             return OpClass::Global;
         }
         match self {
-            Op::NormalizeU8 { .. } | Op::ChannelAffine { .. } | Op::Unary(_) | Op::Binary(_) | Op::Concat { .. } | Op::Post(_) => {
-                OpClass::ElementWise
-            }
-            Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) | Op::Resize(_) => OpClass::BlockWise,
+            Op::NormalizeU8 { .. }
+            | Op::ChannelAffine { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Where
+            | Op::Concat { .. }
+            | Op::Post(_) => OpClass::ElementWise,
+            Op::Conv(_) | Op::ConvTranspose(_) | Op::MaxPool(_) | Op::AvgPool(_) | Op::Resize(_) | Op::Pad(_) => OpClass::BlockWise,
+            Op::Whole(_) => OpClass::Global,
             Op::Slice(axes) => {
                 if axes.iter().any(|s| Some(s.axis) == ins[0].row_axis) {
                     OpClass::BlockWise
@@ -387,6 +429,20 @@ impl Op {
                 let x = elementwise::binary_operand(&ins[0], out, rows)?;
                 let y = elementwise::binary_operand(&ins[1], out, rows)?;
                 b.apply(&x, &y)
+            }
+            Op::Where => {
+                let c = elementwise::binary_operand(&ins[0], out, rows)?;
+                let x = elementwise::binary_operand(&ins[1], out, rows)?;
+                let y = elementwise::binary_operand(&ins[2], out, rows)?;
+                x.f_where_self(&c, &y)
+            }
+            Op::Pad(p) => p.compute(&ins[0], rows),
+            Op::Whole(w) => w.compute(ins),
+            Op::Reduce { kind, axes, keepdims } => {
+                let global = matches!(ins[0].info.row_axis, Some(a) if axes.contains(&a));
+                let x = if global { ins[0].whole()? } else { ins[0].rows(rows)? };
+                let dims: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                narrow_out(kind.apply(&x, &dims, *keepdims)?, out, rows, global && !whole_out)
             }
             Op::Conv(c) => c.compute_conv(&ins[0], rows),
             Op::ConvTranspose(c) => c.compute_conv_transpose(&ins[0], out, rows),
@@ -446,14 +502,16 @@ impl Op {
     /// computed, which is the plain op. `None` when that reading gives no row axis either (vectors,
     /// matrices), for which the band code already computes whole values.
     fn compute_unbanded(&self, ins: &[BandIn<'_>]) -> Result<Option<Tensor>, tch::TchError> {
-        if matches!(self, Op::Input | Op::Constant(_) | Op::Post(_)) {
+        if matches!(self, Op::Input | Op::Constant(_) | Op::Post(_) | Op::Whole(_)) {
             return Ok(None);
         }
         let infos: Vec<ValueInfo> = ins.iter().map(|b| ValueInfo::new(b.info.shape.clone(), b.info.dtype)).collect();
         let refs: Vec<&ValueInfo> = infos.iter().collect();
         // An op that has no such reading is left to the band code, as before.
         let Ok(out) = self.infer("", &refs) else { return Ok(None) };
-        if out.row_axis.is_none() {
+        // Under that reading the op must be local: a row-wise op over the conventional row axis
+        // itself (a linear map of [N, L, C] along C) would ask its input for the output's rows.
+        if out.row_axis.is_none() || !self.locality(&refs, &out).is_local() {
             return Ok(None);
         }
         let whole: Vec<Tensor> = ins.iter().map(BandIn::whole).collect::<Result<_, _>>()?;

@@ -5,6 +5,36 @@ use crate::graph::{DType, ValueInfo};
 use crate::rows::{Footprint, Rows};
 use tch::Tensor;
 
+/// A reduction other than the mean (which has its own op, [`super::Op::ReduceMean`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceKind {
+    /// Sum.
+    Sum,
+    /// Largest.
+    Max,
+    /// Smallest.
+    Min,
+}
+
+impl ReduceKind {
+    /// ONNX name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "ReduceSum",
+            ReduceKind::Max => "ReduceMax",
+            ReduceKind::Min => "ReduceMin",
+        }
+    }
+
+    pub(super) fn apply(self, x: &Tensor, dims: &[i64], keepdims: bool) -> Result<Tensor, tch::TchError> {
+        match self {
+            ReduceKind::Sum => x.f_sum_dim_intlist(dims, keepdims, None::<tch::Kind>),
+            ReduceKind::Max => x.f_amax(dims, keepdims),
+            ReduceKind::Min => x.f_amin(dims, keepdims),
+        }
+    }
+}
+
 pub(super) fn infer_reduce(x: &ValueInfo, axes: &[usize], keepdims: bool) -> Result<ValueInfo, String> {
     if axes.is_empty() || axes.iter().any(|&a| a >= x.shape.len()) || axes.windows(2).any(|w| w[0] >= w[1]) {
         return Err(format!("reduce axes {axes:?} invalid for shape {:?} (sorted, unique, in range)", x.shape));

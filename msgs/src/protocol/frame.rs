@@ -61,13 +61,15 @@ pub enum DType {
     F32 = 4,
     /// `int64`.
     I64 = 5,
+    /// Booleans, one byte each (0 or 1).
+    Bool = 6,
 }
 
 impl DType {
     /// Bytes per element.
     pub fn size(self) -> u64 {
         match self {
-            DType::U8 => 1,
+            DType::U8 | DType::Bool => 1,
             DType::F16 | DType::BF16 => 2,
             DType::F32 => 4,
             DType::I64 => 8,
@@ -82,6 +84,7 @@ impl DType {
             3 => DType::BF16,
             4 => DType::F32,
             5 => DType::I64,
+            6 => DType::Bool,
             _ => return None,
         })
     }

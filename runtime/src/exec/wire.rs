@@ -146,6 +146,7 @@ fn wire_dtype(d: GraphDType) -> Result<DType> {
         GraphDType::U8 => DType::U8,
         GraphDType::F32 => DType::F32,
         GraphDType::I64 => DType::I64,
+        GraphDType::Bool => DType::Bool,
     })
 }
 
@@ -154,6 +155,7 @@ fn kind_of(d: DType) -> Result<Kind> {
         DType::U8 => Kind::Uint8,
         DType::F32 => Kind::Float,
         DType::I64 => Kind::Int64,
+        DType::Bool => Kind::Bool,
         DType::F16 => Kind::Half,
         DType::BF16 => Kind::BFloat16,
         other => return Err(Error::Executor(format!("no tensor kind for wire dtype {other:?}"))),
