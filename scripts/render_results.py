@@ -55,7 +55,8 @@ def render_bench(r):
         rows.append([
             f"`{name}`", num(m["mean_ms"], ".1f"), num(m["p50_ms"], ".1f"), num(m["sim_mean_ms"], ".1f"),
             num(m.get("fidelity"), ".2f") + note,
-            num(m["bytes_up"], ".0f"), num(m["bytes_down"], ".0f"), m["fallbacks"], num(m["max_rel_err"], ".1e"),
+            num(m["bytes_up"], ".0f"), num(m["bytes_down"], ".0f"), m["fallbacks"],
+            num(m["max_rel_err"], ".1e") + (f" ({m['reordered_rows']} rows moved)" if m.get("reordered_rows") else ""),
         ])
     pace = f" paced by its profile" if v.get("robot_pace") == "profile" else ""
     out = [f"{v['model']}, {v['requests']} requests per method, robot dilation {v['dilation']}{pace}, input wire "
@@ -71,6 +72,10 @@ def render_bench(r):
         facts.append(f"server-pipelining bound: {v['bound_vs_best_baseline_sim']:.3f}")
     if facts:
         out += ["; ".join(facts) + ".", ""]
+    if any(m.get("reordered_rows") for m in v["methods"].values()):
+        out += ["`rows moved`: detection rows that agreed with the unsplit model's only at another position, or that a "
+                "near-tie of scores decided the other way (docs/models.md#error-measure); element by element that reads "
+                "as the large `max err` beside it.", ""]
     if any(m.get("steady") is False for m in v["methods"].values()):
         out += ["`!`: the calibration kernel, timed before and after the method, changed by more than 15%, or "
                 "paced robot kernels overran: the machine changed speed while the method ran, and its "

@@ -126,7 +126,9 @@ impl Agreement {
 /// a row of the other (column by column, each column at its own scale), rows moving only among
 /// rows whose sort key is within the tolerance of theirs; a row without a partner must have a
 /// key within the tolerance of an unpartnered row of the other side (a near-tie that a
-/// suppression or a top-k cut decided the other way) or of the list's last key.
+/// suppression or a top-k cut decided the other way). For detection
+/// rows (`x1, y1, x2, y2, score, class`) a lone box that overlaps such a box of its class is
+/// explained too: the suppression the near-tie decided decides the boxes it reached in turn.
 ///
 /// # Errors
 /// [`Error::Input`] when shapes differ; libtorch errors.
@@ -235,12 +237,48 @@ fn ranked_list(a: &[Vec<f64>], b: &[Vec<f64>], tol: Tolerance) -> Option<usize> 
             moved += 1;
         }
     }
-    let lone_a: Vec<f64> = a.iter().zip(&partner).filter(|(_, p)| p.is_none()).map(|(r, _)| r[key]).collect();
-    let lone_b: Vec<f64> = b.iter().zip(&taken).filter(|(_, t)| !**t).map(|(r, _)| r[key]).collect();
-    let last = last_row[key];
-    let tied = |k: f64, others: &[f64]| close(k, last, key) || others.iter().any(|&o| close(k, o, key));
-    if lone_a.iter().all(|&k| tied(k, &lone_b)) && lone_b.iter().all(|&k| tied(k, &lone_a)) { Some(moved + lone_a.len()) } else { None }
+    // Rows without a partner, from both sides.
+    let lone: Vec<(bool, &Vec<f64>)> = a
+        .iter()
+        .zip(&partner)
+        .filter(|(_, p)| p.is_none())
+        .map(|(r, _)| (true, r))
+        .chain(b.iter().zip(&taken).filter(|(_, t)| !**t).map(|(r, _)| (false, r)))
+        .collect();
+    // Decided by a near-tie: a key within the tolerance of a lone row's of the other side (a
+    // suppression or a top-k cut that went the other way between the two).
+    let mut explained: Vec<bool> =
+        lone.iter().map(|(side, r)| lone.iter().any(|(other, o)| other != side && close(r[key], o[key], key))).collect();
+    // Detection rows (x1, y1, x2, y2, score, class): a suppression decided by a near-tie decides
+    // the boxes it overlapped in turn, so a lone box overlapping an explained lone box of its
+    // class is explained too.
+    if key == DETECTION_SCORE && fields > DETECTION_CLASS {
+        let overlaps = |p: &[f64], q: &[f64]| {
+            p[DETECTION_CLASS] == q[DETECTION_CLASS] && p[0].max(q[0]) < p[2].min(q[2]) && p[1].max(q[1]) < p[3].min(q[3])
+        };
+        // An unused slot (class -1) holds no detection: one run found fewer boxes.
+        for (e, (_, r)) in explained.iter_mut().zip(&lone) {
+            *e |= r[DETECTION_CLASS] < 0.0;
+        }
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for i in 0..lone.len() {
+                if !explained[i] && (0..lone.len()).any(|j| explained[j] && overlaps(lone[i].1, lone[j].1)) {
+                    explained[i] = true;
+                    grew = true;
+                }
+            }
+        }
+    }
+    explained.iter().all(|&e| e).then_some(moved + lone.iter().filter(|(side, _)| *side).count())
 }
+
+/// The score column of a detection row (`x1, y1, x2, y2, score, class`, as lop's detection
+/// stage writes them).
+const DETECTION_SCORE: usize = 4;
+/// The class column of a detection row.
+const DETECTION_CLASS: usize = 5;
 
 #[cfg(test)]
 mod tests {
@@ -310,5 +348,26 @@ mod tests {
         let img = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([1, 1, 2, 2]);
         let swapped = Tensor::from_slice(&[3.0f32, 4.0, 1.0, 2.0]).view([1, 1, 2, 2]);
         assert!(!agree(&swapped, &img, Tolerance::SPLIT).expect("same shape").within);
+    }
+
+    #[test]
+    fn a_suppression_decided_by_a_near_tie_may_decide_the_boxes_it_reached() {
+        // Run b kept box B (0.53) over its twin A (0.53), and B suppressed C; run a kept A,
+        // which does not reach C, so C survived. D is the same in both.
+        let a_box = [0.0, 0.0, 10.0, 10.0, 0.530_000_1, 1.0];
+        let b_box = [8.0, 0.0, 18.0, 10.0, 0.53, 1.0];
+        let c_box = [16.0, 0.0, 26.0, 10.0, 0.4, 1.0];
+        let d_box = [100.0, 100.0, 110.0, 110.0, 0.3, 1.0];
+        let none = [0.0, 0.0, 0.0, 0.0, 0.0, -1.0];
+        let a = dets(&[a_box, c_box, d_box]);
+        let b = dets(&[b_box, d_box, none]);
+        let agreement = agree(&a, &b, Tolerance::SPLIT).expect("same shape");
+        assert!(agreement.within, "{agreement:?}");
+        // A C far from every tied box is a wrong result.
+        let far = [60.0, 60.0, 70.0, 70.0, 0.4, 1.0];
+        assert!(!agree(&dets(&[a_box, far, d_box]), &b, Tolerance::SPLIT).expect("same shape").within);
+        // So is a C of another class, which class-wise suppression never reaches.
+        let other = [16.0, 0.0, 26.0, 10.0, 0.4, 2.0];
+        assert!(!agree(&dets(&[a_box, other, d_box]), &b, Tolerance::SPLIT).expect("same shape").within);
     }
 }
