@@ -273,18 +273,24 @@ impl Postprocess {
             Postprocess::Segment => PostOp::ClassMap(ClassMap::new(&info).map_err(context)?),
             Postprocess::Occupancy(o) => PostOp::Occupancy(Occupancy::new(o, &info).map_err(context)?),
         };
-        let mut b = GraphBuilder::new(graph.name.clone());
-        for node in graph.nodes {
-            if matches!(node.op, Op::Input) {
-                b.input(node.name, node.info.shape, node.info.dtype);
-            } else {
-                b.add(node.name, node.op, &node.inputs)?;
-            }
-        }
+        let mut b = rebuild(graph)?;
         let out: NodeId = b.add(format!("postprocess/{}", self.task_name()), Op::Post(op), &[head])?;
         b.output(out);
         b.build()
     }
+}
+
+/// A builder holding `graph`'s nodes, to which a stage is appended.
+fn rebuild(graph: Graph) -> Result<GraphBuilder> {
+    let mut b = GraphBuilder::new(graph.name.clone());
+    for node in graph.nodes {
+        if matches!(node.op, Op::Input) {
+            b.input(node.name, node.info.shape, node.info.dtype);
+        } else {
+            b.add(node.name, node.op, &node.inputs)?;
+        }
+    }
+    Ok(b)
 }
 
 /// The image input's height and width (`[1, C, H, W]`), if the first input is one.
@@ -327,14 +333,7 @@ fn apply_instances(spec: &InstanceSpec, graph: Graph) -> Result<Graph> {
     let masks =
         Instances::new(Detect::with_coefficients(&spec.detect, &head_info, nm).map_err(context)?, &head_info, &protos_info, hw, spec.mask)
             .map_err(context)?;
-    let mut b = GraphBuilder::new(graph.name.clone());
-    for node in graph.nodes {
-        if matches!(node.op, Op::Input) {
-            b.input(node.name, node.info.shape, node.info.dtype);
-        } else {
-            b.add(node.name, node.op, &node.inputs)?;
-        }
-    }
+    let mut b = rebuild(graph)?;
     let name = "postprocess/segment-instance";
     let rows = b.add(name.to_string(), Op::Post(PostOp::Detect(boxes)), &[head])?;
     let flat_head = b.add(format!("{name}/head"), Op::Reshape { shape: vec![1, head_info.numel()] }, &[head])?;
