@@ -12,7 +12,11 @@
 #
 # Executables: by default the binaries of this repository's build (bin_dir, default
 # <repo>/target/release; source scripts/env.sh first so that they find libtorch); with
-# package:=NAME, the executables of that installed ROS package instead (e.g. built with colcon).
+# package:=NAME, the executables of that installed ROS package instead. Installed by colcon
+# (share/robot_node/launch/, next to share/robot_node/package.xml), this file defaults to the
+# package robot_node and the r2r backend (colcon builds it with --features ros2, for any RMW):
+#
+#   ros2 launch robot_node robot.launch.py edge_address:=192.168.1.10
 
 import os
 
@@ -22,6 +26,8 @@ from launch.substitutions import LaunchConfiguration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+# Installed by colcon: REPO is then install/share/robot_node, which holds the package manifest.
+INSTALLED = os.path.isfile(os.path.join(REPO, "package.xml"))
 
 ARGUMENTS = [
     ("edge_address", "tcp/edge:7447", "the edge server's Zenoh router: HOST, HOST:PORT or a Zenoh endpoint like tcp/HOST:PORT (port 7447 by default)"),
@@ -29,9 +35,9 @@ ARGUMENTS = [
     ("model_id", "resnet18", "model.id: the id the edge serves the model under"),
     ("input", "camera", "camera (sensor_msgs/Image) or lidar (sensor_msgs/PointCloud2)"),
     ("config", os.path.join(REPO, "config", "robot.yaml"), "the parameters file of the three nodes"),
-    ("backend", "hiroz", "ROS library: hiroz (ROS 2 over Zenoh, rmw_zenoh-compatible) or r2r (a build with feature ros2, any RMW)"),
+    ("backend", "r2r" if INSTALLED else "hiroz", "ROS library: hiroz (ROS 2 over Zenoh, rmw_zenoh-compatible) or r2r (a build with feature ros2, any RMW)"),
     ("bin_dir", os.path.join(REPO, "target", "release"), "where lop_robot, lop_bandwidth and lop_power are (when package is empty)"),
-    ("package", "", "an installed ROS package providing the executables (empty: use bin_dir)"),
+    ("package", "robot_node" if INSTALLED else "", "an installed ROS package providing the executables (empty: use bin_dir)"),
     ("use_bandwidth", "true", "start lop_bandwidth"),
     ("use_power", "true", "start lop_power"),
 ]

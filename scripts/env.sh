@@ -2,7 +2,9 @@
 # It points tch at the torch==2.13.0 wheel in .venv (created by scripts/setup.sh).
 _lop_root=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)
 export LIBTORCH_USE_PYTORCH=1
-export LIBTORCH_BYPASS_VERSION_CHECK=${LIBTORCH_BYPASS_VERSION_CHECK:-0}
+# torch-sys refuses a torch other than 2.13 at build time, naming both versions; it skips that
+# check when LIBTORCH_BYPASS_VERSION_CHECK is set to anything (even 0), so it is not set here. At
+# start the binaries refuse a libtorch of another version on their own (lop::libtorch).
 if [ -x "$_lop_root/.venv/bin/python" ]; then
   case ":$PATH:" in *":$_lop_root/.venv/bin:"*) ;; *) export PATH="$_lop_root/.venv/bin:$PATH" ;; esac
   _lop_torch_lib="$_lop_root/.venv/lib/python3.11/site-packages/torch/lib"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks that the test command's builds compile every dependency once: the r2r nodes
-# (`--features robot_node/ros2`), then the workspace binaries, the tests (with dev-dependencies)
+# Checks that the test command's builds compile every dependency once: the r2r nodes (colcon's
+# build of robot_node, scripts/colcon.sh: `--manifest-path robot_node/Cargo.toml --features
+# ros2`), then the workspace binaries, the tests (with dev-dependencies)
 # and the fuzz targets (scripts/fuzz.sh, which reuses the release build's dependencies). A
 # dependency that one build resolves with other features than the builds before it is compiled
 # again, and every crate above it: a feature r2r turned on in `rand` and `crossbeam-deque`
@@ -21,7 +22,7 @@ graph() {
   shift
   RUSTC_BOOTSTRAP=1 cargo "$@" --release --locked -Z unstable-options --unit-graph >"$out/$name.json"
 }
-graph r2r build --workspace --bins --features robot_node/ros2
+graph r2r build --manifest-path robot_node/Cargo.toml --features ros2
 graph plain build --workspace --bins
 graph tests test --workspace --no-run
 # scripts/fuzz.sh builds only the fuzz_* binaries; the others add no dependency of their own.

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Builds a project-local ROS 2 Jazzy (.ros/) from the `ros-jazzy-*` PyPI wheels: rclpy with the
-# default middleware (Fast DDS), the common message packages and the rosidl generators in
-# .ros/venv, then this repository's interface packages built by rosidl (C, C++ and Python type
-# support) into .ros/install: lop_msgs (msgs/) and vision_msgs (msgs/vision_msgs/, field for field
-# vision_msgs 4.1). Afterwards `. scripts/ros-env.sh` exports the environment, as
-# `source install/setup.bash` would:
+# default middleware (Fast DDS), the common message packages, the rosidl generators and colcon
+# (colcon-ros, colcon-ros-cargo, cargo-ament-build) in .ros/venv. .ros is also a colcon workspace
+# whose src/lop is this repository, as a team's clone would sit in its workspace: this script
+# builds its interface packages with `colcon build` (rosidl: C, C++ and Python type support) into
+# .ros/install (merged layout): lop_msgs (msgs/) and vision_msgs (msgs/vision_msgs/, field for
+# field vision_msgs 4.1); scripts/colcon.sh builds robot_node there the same way. Afterwards
+# `. scripts/ros-env.sh` exports the environment, as `source install/setup.bash` would:
 #
 #     scripts/ros.sh && . scripts/ros-env.sh && python3 -c 'import rclpy, lop_msgs.msg'
 #
 # Needs Python 3.11 (the wheels are cp311; PYTHON=... picks the interpreter) and cmake plus a C/C++
 # compiler; where cmake or libclang (for the r2r bindings) is missing and apt-get can run, they
-# are installed. Idempotent: wheels are installed once per pinned list, each package is rebuilt
-# only when its files change (a stamp per package). Progress goes to stderr.
+# are installed. Idempotent: wheels are installed once per pinned list, the interface packages are
+# rebuilt only when their files change (a stamp). Progress goes to stderr.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ros="$root/.ros"
@@ -41,6 +43,16 @@ wheels=(
   catkin-pkg==1.1.1
   empy==4.2.1
   lark==1.3.1
+  # colcon with the ament_cmake and ament_cargo (colcon-ros-cargo) build types, and
+  # cargo-ament-build, the cargo subcommand colcon-ros-cargo runs (a prebuilt binary wheel).
+  colcon-core==0.21.3
+  colcon-ros==0.5.0
+  colcon-cmake==0.2.30
+  colcon-cargo==0.2.0
+  colcon-ros-cargo==0.2.0
+  colcon-package-information==0.4.1
+  colcon-package-selection==0.2.10
+  cargo-ament-build==0.1.11
 )
 
 log() { echo "ros: $*" >&2; }
@@ -101,31 +113,28 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$wheel_stamp" 2>/dev/null)" != "$wan
   printf '%s\n' "${wheels[@]}" > "$wheel_stamp"
 fi
 
-# 3. The interface packages, built by rosidl into .ros/install.
+# 3. The interface packages, built by colcon (rosidl) into .ros/install.
 # shellcheck source=ros-env.sh
 . "$root/scripts/ros-env.sh"
-build_package() {
-  local name=$1 src=$2
-  local stamp="$install/.lop-built-$name" key
-  key=$( (cat "$wheel_stamp"; find "$src" -maxdepth 2 \( -name '*.msg' -o -name CMakeLists.txt -o -name package.xml \) -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
-    log "$name: up to date"
-    return
-  fi
-  local build="$ros/build/$name"
-  rm -rf "$build"
-  mkdir -p "$build"
-  log "$name: rosidl (C, C++, Python type support), about 30 s"
-  (cd "$build" && cmake "$src" -DCMAKE_INSTALL_PREFIX="$install" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-      -DPython3_EXECUTABLE="$venv/bin/python" > cmake.log 2>&1 \
-    && make -j"$(nproc)" > make.log 2>&1 && make install > install.log 2>&1) \
-    || { echo "ros: building $name failed; logs in $build:" >&2; tail -30 "$build"/*.log >&2; exit 1; }
+# The workspace: src/lop is this repository (colcon finds its ROS packages through the Cargo
+# workspace, scripts/colcon.sh says how).
+mkdir -p "$ros/src"
+ln -sfn ../.. "$ros/src/lop"
+stamp="$install/.lop-built-interfaces"
+key=$( (cat "$wheel_stamp"; find "$root/msgs" -maxdepth 3 \( -name '*.msg' -o -name CMakeLists.txt -o -name package.xml \) -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+  log "lop_msgs, vision_msgs: up to date"
+else
+  rm -rf "$ros/build/lop_msgs" "$ros/build/vision_msgs"
+  mkdir -p "$install"
+  log "lop_msgs, vision_msgs: colcon build (rosidl: C, C++, Python type support), about 60 s; log in $ros/log/latest_build"
+  (cd "$ros" && colcon --log-base log build --base-paths src --build-base build --install-base install --merge-install \
+      --packages-select lop_msgs vision_msgs --event-handlers console_direct- \
+      --cmake-args -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$venv/bin/python" >&2) \
+    || { echo "ros: colcon build of lop_msgs and vision_msgs failed; logs in $ros/log/latest_build:" >&2; tail -30 "$ros"/log/latest_build/*/stdout_stderr.log >&2; exit 1; }
   echo "$key" > "$stamp"
-  log "$name: installed into $install"
-}
-mkdir -p "$install"
-build_package lop_msgs "$root/msgs"
-build_package vision_msgs "$root/msgs/vision_msgs"
+  log "lop_msgs, vision_msgs: installed into $install"
+fi
 "$venv/bin/python" -c 'import rclpy, lop_msgs.msg, vision_msgs.msg' \
   || { echo "ros: the built packages do not import" >&2; exit 1; }
 log "ready: . scripts/ros-env.sh"

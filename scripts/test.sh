@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): prepares the Python venv (libtorch from the
 # torch==2.13.0 wheel plus the test peers onnxruntime/onnx/torchvision/ddddocr) and the ROS 2
-# environment (scripts/ros.sh: Jazzy wheels, rosidl-built interface packages), builds the r2r
-# backend of the robot nodes against it (scripts/build-r2r.sh, into target/release/r2r), then
+# environment (scripts/ros.sh: Jazzy wheels and colcon, the interface packages built by `colcon
+# build`), builds and installs the ROS package robot_node (r2r backend) with `colcon build` in
+# that workspace (scripts/colcon.sh, into .ros/install/lib/robot_node), then
 # builds everything once in release mode (scripts/feature-drift.sh checks that these builds share
 # their dependencies) and runs every test of the workspace with that build
 # (the r2r nodes against rclpy among them), with --no-fail-fast so that one failing test binary
@@ -64,10 +65,10 @@ cargo fmt --all -- --check
 # the engine again for each (scripts/feature-drift.sh; seconds, resolution only).
 phase "every build shares its dependencies (scripts/feature-drift.sh)"
 scripts/feature-drift.sh
-# The r2r nodes first: the workspace build below then puts the hiroz-only nodes back in
-# target/release (both share every other artifact).
-phase "the r2r nodes against ROS (scripts/build-r2r.sh; the first build: about 20 minutes on 2 cores)"
-scripts/build-r2r.sh
+# The r2r nodes first, built and installed by colcon: the workspace build below then puts the
+# hiroz-only nodes back in target/release (both share every other artifact).
+phase "colcon build of robot_node, the r2r nodes against ROS (scripts/colcon.sh; the first build: about 20 minutes on 2 cores)"
+scripts/colcon.sh
 phase "cargo build --release --workspace --bins (robot_node without r2r; the rest is built)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins

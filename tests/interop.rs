@@ -7,14 +7,15 @@
 //! `/lop/detections` against the unsplit model's detection rows mapped into the frame.
 //!
 //! The same script with `--ros rclpy` runs the r2r backend on a stock ROS 2 graph: `lop_robot`,
-//! `lop_bandwidth` and `lop_power` built with `--features ros2` against the project-local Jazzy
-//! (`scripts/ros.sh`), on the default middleware (Fast DDS), against an rclpy peer in another
+//! `lop_bandwidth` and `lop_power` as `colcon build` installed them (the package robot_node, with
+//! `--features ros2`, in the project-local Jazzy's workspace: `scripts/ros.sh`,
+//! `scripts/colcon.sh`), on the default middleware (Fast DDS), against an rclpy peer in another
 //! process: typed `lop_msgs` as rosidl built them, diagnostics, and parameters set at run time
 //! through the parameter services.
 //!
 //! The binaries come from this build's target directory (`target/release`, next to this test's
-//! executable); `cargo test --release --workspace` builds them, `scripts/build-r2r.sh` the r2r
-//! nodes in `target/release/r2r` (the README's test command runs it first). The scripts'
+//! executable); `cargo test --release --workspace` builds them, `scripts/colcon.sh` the r2r nodes
+//! into `.ros/install/lib/robot_node` (the README's test command runs it first). The scripts'
 //! profiles and schedule tables are cached in `target/lop-interop`.
 
 use std::io::{BufRead, BufReader, Read};
@@ -40,6 +41,11 @@ fn bin_dir() -> PathBuf {
     dir
 }
 
+/// The colcon workspace's install folder (`scripts/ros.sh`, `scripts/colcon.sh`: merged layout).
+fn colcon_install() -> PathBuf {
+    workspace_root().join(".ros/install")
+}
+
 /// The command that runs `interop.py` with the peer `ros`: the test venv's Python for the Zenoh
 /// peer; for rclpy, the project-local ROS 2's Python with `scripts/ros-env.sh` sourced.
 fn script_command(ros: &str) -> Command {
@@ -48,8 +54,8 @@ fn script_command(ros: &str) -> Command {
         let python = root.join(".ros/venv/bin/python");
         assert!(python.is_file(), "{} is missing: run scripts/ros.sh (scripts/test.sh does)", python.display());
         for bin in ["lop_robot", "lop_bandwidth", "lop_power"] {
-            let path = bin_dir().join("r2r").join(bin);
-            assert!(path.is_file(), "{} is missing: run scripts/build-r2r.sh (scripts/test.sh does)", path.display());
+            let path = colcon_install().join("lib/robot_node").join(bin);
+            assert!(path.is_file(), "{} is missing: run scripts/colcon.sh (scripts/test.sh does)", path.display());
         }
         let mut c = Command::new("bash");
         c.arg("-c").arg(". scripts/ros-env.sh && exec .ros/venv/bin/python \"$@\"").arg("ros-python");
@@ -239,6 +245,64 @@ fn launch_files_agree_and_the_nodes_accept_their_command_lines() {
     eprintln!("{text}");
     assert!(out.status.success(), "check_launch.py failed ({}):\n{text}", out.status);
     assert!(!text.contains("were not run"), "the launch files' command lines were not run against the binaries:\n{text}");
+    assert!(text.contains("ok   installed:"), "the launch file colcon installed was not checked:\n{text}");
+}
+
+/// The colcon workspace of `scripts/ros.sh` (`.ros`, its `src/lop` this repository, as a team's
+/// clone would sit in its workspace): colcon finds exactly the three ROS packages (the crates that
+/// are not ROS packages carry COLCON_IGNORE), and `colcon build` (scripts/ros.sh,
+/// scripts/colcon.sh) installed them the ROS way: robot_node's executables under
+/// `lib/robot_node/`, built with the r2r backend, its launch files and parameters under
+/// `share/robot_node/`, and the ament index entries `ros2 launch` and `ros2 run` look up. The
+/// r2r tests above start those installed executables against rclpy.
+#[test]
+fn colcon_finds_and_installs_the_ros_packages() {
+    let root = workspace_root();
+    let colcon = root.join(".ros/venv/bin/colcon");
+    assert!(colcon.is_file(), "{} is missing: run scripts/ros.sh (scripts/test.sh does)", colcon.display());
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(". scripts/ros-env.sh && cd .ros && exec venv/bin/colcon --log-base /dev/null list --base-paths src")
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("starting colcon list");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "colcon list failed ({}):\n{text}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let mut found: Vec<(String, String)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 3, "colcon list line {l:?}");
+            (f[0].to_string(), f[2].to_string())
+        })
+        .collect();
+    found.sort();
+    let want = [("lop_msgs", "(ros.ament_cmake)"), ("robot_node", "(ament_cargo)"), ("vision_msgs", "(ros.ament_cmake)")];
+    let want: Vec<(String, String)> = want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    assert_eq!(found, want, "colcon list in .ros:\n{text}");
+
+    let install = colcon_install();
+    for file in [
+        "share/robot_node/package.xml",
+        "share/robot_node/launch/robot.launch.py",
+        "share/robot_node/launch/robot.launch.xml",
+        "share/robot_node/config/robot.yaml",
+        "share/robot_node/config/fastdds.xml",
+        "share/ament_index/resource_index/packages/robot_node",
+        "share/ament_index/resource_index/packages/lop_msgs",
+        "share/ament_index/resource_index/packages/vision_msgs",
+        "share/lop_msgs/msg/InferenceResult.msg",
+    ] {
+        assert!(install.join(file).is_file(), "colcon did not install {file} under {}", install.display());
+    }
+    for bin in ["lop_robot", "lop_bandwidth", "lop_power"] {
+        let path = install.join("lib/robot_node").join(bin);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/colcon.sh)", path.display()));
+        // The r2r build links the ROS client library; the hiroz-only build does not.
+        let needle = b"librcl.so";
+        assert!(bytes.windows(needle.len()).any(|w| w == needle), "{} is not the r2r build (no librcl.so)", path.display());
+    }
 }
 
 /// `launch/lop-edge.service` passes `systemd-analyze verify` (unit syntax, directives, the

@@ -845,3 +845,59 @@ fn fleet_rss_ten_edge_sessions_share_one_model() {
     );
     assert!(ratio <= 1.2, "RSS with 10 edges is {ratio:.3}x the RSS with 1: {v}");
 }
+
+/// A libtorch of another version found at start (here the project's own libraries hard-linked
+/// into a folder whose `version.py` says 2.12.1 or JetPack's 2.5.0, first in `LD_LIBRARY_PATH`)
+/// is refused before any work, naming the version, where it was loaded from, and the version
+/// built against or the supported range; the same folder saying 2.13.0 is accepted (so the
+/// refusal comes from the version, not the folder).
+#[test]
+fn a_libtorch_of_another_version_is_refused_at_start_with_both_versions() {
+    let loaded = lop::libtorch::loaded().or_else(|| {
+        let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+        lop::libtorch::loaded()
+    });
+    let loaded = loaded.expect("this test process has libtorch_cpu.so mapped");
+    let real_lib = loaded.library.parent().expect("torch/lib").to_path_buf();
+    let dir = scratch("other-libtorch");
+    let lib = dir.join("torch/lib");
+    let _ = std::fs::remove_dir_all(dir.join("torch"));
+    std::fs::create_dir_all(&lib).expect("a scratch folder");
+    for entry in std::fs::read_dir(&real_lib).expect("torch/lib lists") {
+        let entry = entry.expect("an entry");
+        if entry.file_type().expect("a file type").is_file() {
+            // Hard links keep the path the loader reports (a symbolic link would be resolved).
+            std::fs::hard_link(entry.path(), lib.join(entry.file_name())).expect("hard links on the same file system");
+        }
+    }
+    // The wheel's libraries find the CUDA runtime wheels through `$ORIGIN/../../nvidia/...`.
+    let nvidia = real_lib.join("../../nvidia");
+    let _ = std::fs::remove_file(dir.join("nvidia"));
+    if nvidia.is_dir() {
+        std::os::unix::fs::symlink(&nvidia, dir.join("nvidia")).expect("a link to the CUDA runtime wheels");
+    }
+    let cases = [
+        ("2.12.1+cu130", Some("but this build of lop was built against libtorch 2.13.")),
+        ("2.5.0a0+872d972e41.nv24.08", Some("but lop supports libtorch 2.12.x to 2.13.x only")),
+        ("2.13.0+cu130", None),
+    ];
+    for (version, refused) in cases {
+        std::fs::write(dir.join("torch/version.py"), format!("__version__ = '{version}'\n")).expect("version.py");
+        let path = format!("{}:{}", lib.display(), std::env::var("LD_LIBRARY_PATH").unwrap_or_default());
+        let out = Command::new(env!("CARGO_BIN_EXE_lop"))
+            .args(["inspect", "zoo:resnet18", "--json"])
+            .env("LD_LIBRARY_PATH", path)
+            .output()
+            .expect("the lop binary runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        if let Some(reason) = refused {
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            let want = format!("libtorch {version} is loaded ({}), {reason}", lib.join("libtorch_cpu.so").display());
+            assert!(err.contains(&want), "{err}");
+        } else {
+            assert!(out.status.success(), "{err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir.join("torch"));
+    let _ = std::fs::remove_file(dir.join("nvidia"));
+}

@@ -37,6 +37,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     lop_runtime::alloc::retain_freed_memory();
+    // A libtorch other than the one tch binds would fail at its first missing operator.
+    lop::libtorch::check_loaded()?;
     edge_server::run(cfg).context("lop_edge")?;
     Ok(())
 }

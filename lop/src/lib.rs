@@ -40,6 +40,7 @@ pub mod fleet;
 mod flow;
 pub mod graph;
 pub mod inspect;
+pub mod libtorch;
 pub mod model;
 pub mod onnx;
 pub mod ops;

@@ -14,6 +14,10 @@
   binaries are built, each command line is run with --print-params and every override must be in
   force.
 
+The copy colcon installed (.ros/install/share/robot_node/launch/robot.launch.py, scripts/colcon.sh),
+where present, must start the package's executables on the r2r backend with the installed
+parameters file by default.
+
 Exit status 0 when both agree, 1 otherwise (the message says where).
 """
 
@@ -31,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 LAUNCH_PY = os.path.join(ROOT, "launch", "robot.launch.py")
 LAUNCH_XML = os.path.join(ROOT, "launch", "robot.launch.xml")
 ROBOT_YAML = os.path.join(ROOT, "config", "robot.yaml")
+INSTALLED_PY = os.path.join(ROOT, ".ros", "install", "share", "robot_node", "launch", "robot.launch.py")
 
 CASES = [
     {},
@@ -98,13 +103,13 @@ def install_stubs():
     sys.modules.update({**modules, "launch_ros": launch_ros, "launch_ros.actions": ros_actions})
 
 
-def run_py(overrides):
-    with open(LAUNCH_PY, encoding="utf-8") as f:
+def run_py(overrides, path=LAUNCH_PY):
+    with open(path, encoding="utf-8") as f:
         source = f.read()
-    ast.parse(source, LAUNCH_PY)
+    ast.parse(source, path)
     install_stubs()
-    namespace = {"__file__": LAUNCH_PY, "__name__": "robot_launch"}
-    exec(compile(source, LAUNCH_PY, "exec"), namespace)  # noqa: S102  (our own launch file)
+    namespace = {"__file__": path, "__name__": "robot_launch"}
+    exec(compile(source, path, "exec"), namespace)  # noqa: S102  (our own launch file)
     ld = namespace["generate_launch_description"]()
     args = {e.name: e.default for e in ld.entities if isinstance(e, DeclareLaunchArgument)}
     unknown = set(overrides) - set(args)
@@ -329,6 +334,28 @@ def main():
     if set(procs) != expected:
         failures += 1
         print(f"FAIL defaults start {sorted(procs)}, expected {sorted(expected)}")
+    if os.path.isfile(INSTALLED_PY):
+        args, procs = run_py({}, INSTALLED_PY)
+        share = os.path.dirname(os.path.dirname(INSTALLED_PY))
+        wrong = [f"{n}: {argv[0]}" for n, argv in procs.items() if argv[0] != f"<robot_node>/{n}"]
+        wrong += [f"{n}: backend {argv[argv.index('--backend') + 1]}" for n, argv in procs.items() if argv[argv.index("--backend") + 1] != "r2r"]
+        if args["config"] != os.path.join(share, "config", "robot.yaml") or not os.path.isfile(args["config"]):
+            wrong.append(f"config {args['config']}")
+        if not wrong:
+            # The installed executables accept the installed launch file's command lines.
+            lib = os.path.join(os.path.dirname(os.path.dirname(share)), "lib", "robot_node")
+            for n, argv in procs.items():
+                try:
+                    check_with_binary(n, [os.path.join(lib, n)] + argv[1:])
+                except AssertionError as e:
+                    wrong.append(str(e))
+        if set(procs) != expected or wrong:
+            failures += 1
+            print(f"FAIL installed {INSTALLED_PY} starts {sorted(procs)}: {'; '.join(wrong)}")
+        else:
+            print(f"ok   installed: {'; '.join(f'{n}: {shlex.join(a)}' for n, a in procs.items())}")
+    else:
+        print(f"note: {INSTALLED_PY} is missing (scripts/colcon.sh installs it), so the installed copy was not checked")
     if not built:
         print("note: target/release has no lop_robot/lop_bandwidth/lop_power, so the command lines were not run")
     return 1 if failures else 0

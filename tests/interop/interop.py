@@ -22,8 +22,8 @@ The peer (peer.py: eclipse-zenoh + rosbags, no ROS install) plays the camera or 
 
 Peers (--ros):
   zenoh   (default) the Zenoh peer above against the hiroz backend (rmw_zenoh's wire format).
-  rclpy   a stock ROS 2 graph: the r2r backend (`lop_robot --backend r2r`, built by
-          scripts/build-r2r.sh) on the default middleware (Fast DDS) against rclpy_peer.py, with
+  rclpy   a stock ROS 2 graph: the r2r backend (`lop_robot --backend r2r`, built and installed
+          by `colcon build`, scripts/colcon.sh) on the default middleware (Fast DDS) against rclpy_peer.py, with
           typed lop_msgs as rosidl built them (scripts/ros.sh); run it with .ros/venv/bin/python
           after `. scripts/ros-env.sh`. Camera mode also runs lop_bandwidth and lop_power (r2r) and
           checks /lop/bandwidth, /lop/power and /lop/energy, and changes parameters at run time
@@ -440,7 +440,8 @@ class Harness:
         self.args = args
         self.bin = os.path.abspath(args.bin_dir)
         self.rclpy = args.ros == "rclpy"
-        # The robot nodes: the hiroz build beside lop, or the r2r build (scripts/build-r2r.sh).
+        # The robot nodes: the hiroz build beside lop, or the r2r build colcon installed
+        # (scripts/colcon.sh).
         self.node_bin = os.path.abspath(args.node_bin_dir or args.bin_dir)
         needed = [(self.bin, "lop"), (self.bin, "lop_edge"), (self.node_bin, "lop_robot")]
         if self.rclpy:
@@ -448,7 +449,7 @@ class Harness:
         for d, b in needed:
             path = os.path.join(d, b)
             if not os.access(path, os.X_OK):
-                hint = "scripts/build-r2r.sh" if self.rclpy and b not in ("lop", "lop_edge") else "cargo build --release --workspace --bins"
+                hint = "scripts/colcon.sh" if self.rclpy and b not in ("lop", "lop_edge") else "cargo build --release --workspace --bins"
                 raise SetupFailed(f"{path} is missing: build it first ({hint})")
         self.work = tempfile.mkdtemp(prefix=f"lop-interop-{args.mode}-")
         self.cache = os.path.abspath(args.cache_dir) if args.cache_dir else os.path.join(self.work, "cache")
@@ -1366,7 +1367,7 @@ def main(argv=None):
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
     ap.add_argument("--ros", choices=["zenoh", "rclpy"], default="zenoh", help="the ROS peer (see Peers above)")
     ap.add_argument("--zenoh-mode", choices=["peer", "client"], default="peer", help="the Zenoh peer's session mode (peer: as rmw_zenoh nodes)")
-    ap.add_argument("--node-bin-dir", help="where lop_robot (and in rclpy mode lop_bandwidth, lop_power) are (default: --bin-dir; rclpy: BIN_DIR/r2r)")
+    ap.add_argument("--node-bin-dir", help="where lop_robot (and in rclpy mode lop_bandwidth, lop_power) are (default: --bin-dir; rclpy: the colcon install, .ros/install/lib/robot_node)")
     ap.add_argument("--cache-dir", help="profiles and schedule tables kept between runs (default: inside the temporary work dir)")
     ap.add_argument("--domain", type=int, default=0, help="ROS domain id")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds each process may take to become ready")
@@ -1397,7 +1398,7 @@ def main(argv=None):
             sys.path.append(test_site)
 
         if args.node_bin_dir is None:
-            args.node_bin_dir = os.path.join(args.bin_dir, "r2r")
+            args.node_bin_dir = os.path.join(ROOT, ".ros", "install", "lib", "robot_node")
         # A domain of its own, so that concurrent DDS tests on this machine stay apart.
         if args.domain == 0:
             args.domain = 10 + os.getpid() % 90

@@ -11,6 +11,8 @@ async fn main() {
 
 async fn run() -> anyhow::Result<()> {
     cli::init_tracing();
+    // A libtorch other than the one tch binds would fail at its first missing operator.
+    lop::libtorch::check_loaded()?;
     let (args, ros_args) = cli::parse(std::env::args().collect())?;
     let mut params = cli::params("lop_robot", &args, &ros_args).context("reading the parameters")?;
     let config = RobotConfig::from_params(&mut params).context("lop_robot parameters")?;
