@@ -22,13 +22,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let in_range =
             matches!((parts.next(), parts.next()), (Some(Some(major)), Some(Some(minor))) if major == MAJOR && MINORS.contains(&minor));
         if !in_range {
-            return Err(format!(
-                "libtorch {version} ({source}) is outside the range lop supports, {MAJOR}.{}.x to {MAJOR}.{}.x (tch 0.26): \
+            // Printed as it is (an `Err` from main would be shown quoted, with escapes).
+            eprintln!(
+                "error: libtorch {version} ({source}) is outside the range lop supports, {MAJOR}.{}.x to {MAJOR}.{}.x (tch 0.26): \
                  install torch==2.13.0 (scripts/setup.sh) and `. scripts/env.sh`; docs/jetson.md lists the versions tried and what fails",
                 MINORS.start(),
                 MINORS.end()
-            )
-            .into());
+            );
+            std::process::exit(1);
         }
     }
     println!("cargo:rustc-env=LOP_LIBTORCH_BUILT={}", version.unwrap_or_default());
