@@ -859,15 +859,21 @@ fn a_libtorch_of_another_version_is_refused_at_start_with_both_versions() {
     });
     let loaded = loaded.expect("this test process has libtorch_cpu.so mapped");
     let real_lib = loaded.library.parent().expect("torch/lib").to_path_buf();
-    let dir = scratch("other-libtorch");
+    // Under the target folder, not the temp dir: hard links need the venv's file system (a CI
+    // machine's /tmp may be another one).
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("other-libtorch-{}", std::process::id()));
     let lib = dir.join("torch/lib");
     let _ = std::fs::remove_dir_all(dir.join("torch"));
     std::fs::create_dir_all(&lib).expect("a scratch folder");
     for entry in std::fs::read_dir(&real_lib).expect("torch/lib lists") {
         let entry = entry.expect("an entry");
         if entry.file_type().expect("a file type").is_file() {
-            // Hard links keep the path the loader reports (a symbolic link would be resolved).
-            std::fs::hard_link(entry.path(), lib.join(entry.file_name())).expect("hard links on the same file system");
+            // Hard links (or copies) keep the path the loader reports; a symbolic link would be
+            // resolved to the real folder.
+            let to = lib.join(entry.file_name());
+            if std::fs::hard_link(entry.path(), &to).is_err() {
+                std::fs::copy(entry.path(), &to).expect("a copy of a libtorch library");
+            }
         }
     }
     // The wheel's libraries find the CUDA runtime wheels through `$ORIGIN/../../nvidia/...`.
@@ -898,6 +904,5 @@ fn a_libtorch_of_another_version_is_refused_at_start_with_both_versions() {
             assert!(out.status.success(), "{err}");
         }
     }
-    let _ = std::fs::remove_dir_all(dir.join("torch"));
-    let _ = std::fs::remove_file(dir.join("nvidia"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
