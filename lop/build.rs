@@ -5,10 +5,9 @@
 
 use std::process::Command;
 
-/// The libtorch minors tch 0.26 builds against and runs the zoo on (docs/jetson.md); keep equal to
-/// `lop::libtorch::MINORS`.
-const MAJOR: u32 = 2;
-const MINORS: std::ops::RangeInclusive<u32> = 12..=13;
+#[path = "src/libtorch/range.rs"]
+mod range;
+use range::{MAJOR, MINORS};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/onnx.proto");
@@ -16,21 +15,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     prost_build::Config::new().compile_fds(fds)?;
 
     let (version, source) = libtorch_version();
-    if let Some(version) = &version {
-        let number = version.split('+').next().unwrap_or_default();
-        let mut parts = number.split('.').map(|p| p.parse::<u32>().ok());
-        let in_range =
-            matches!((parts.next(), parts.next()), (Some(Some(major)), Some(Some(minor))) if major == MAJOR && MINORS.contains(&minor));
-        if !in_range {
-            // Printed as it is (an `Err` from main would be shown quoted, with escapes).
-            eprintln!(
-                "error: libtorch {version} ({source}) is outside the range lop supports, {MAJOR}.{}.x to {MAJOR}.{}.x (tch 0.26): \
-                 install torch==2.13.0 (scripts/setup.sh) and `. scripts/env.sh`; docs/jetson.md lists the versions tried and what fails",
-                MINORS.start(),
-                MINORS.end()
-            );
-            std::process::exit(1);
-        }
+    if let Some(version) = &version
+        && !range::in_range(version)
+    {
+        // Printed as it is (an `Err` from main would be shown quoted, with escapes).
+        eprintln!(
+            "error: libtorch {version} ({source}) is outside the range lop supports, {MAJOR}.{}.x to {MAJOR}.{}.x (tch 0.26): \
+             install torch==2.13.0 (scripts/setup.sh) and `. scripts/env.sh`; docs/jetson.md lists the versions tried and what fails",
+            MINORS.start(),
+            MINORS.end()
+        );
+        std::process::exit(1);
     }
     println!("cargo:rustc-env=LOP_LIBTORCH_BUILT={}", version.unwrap_or_default());
     Ok(())

@@ -9,11 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The libtorch major version this build supports.
-pub const MAJOR: u32 = 2;
-/// The libtorch minors (of [`MAJOR`]) tch 0.26 builds against and runs the zoo on exactly:
-/// 2.12 and 2.13 (docs/jetson.md: 2.9 and older do not compile). `build.rs` refuses others.
-pub const MINORS: std::ops::RangeInclusive<u32> = 12..=13;
+mod range;
+
+pub use range::{MAJOR, MINORS};
 
 /// The libtorch version this build was compiled against (`2.13.0+cu130`), empty where the build
 /// could not tell (a libtorch folder that records none).
@@ -88,12 +86,7 @@ pub fn loaded() -> Option<Loaded> {
 /// Refuses a version outside the supported range, or of another minor than `built` (the version
 /// the build recorded); `library` names where it came from.
 pub fn check_version(version: &str, library: &Path, built: Option<&str>) -> Result<(), Unsupported> {
-    let minor_of = |v: &str| -> Option<(u32, u32)> {
-        let mut parts = v.split('+').next().unwrap_or_default().split('.').map(|p| p.parse::<u32>().ok());
-        Some((parts.next()??, parts.next()??))
-    };
-    let found = minor_of(version);
-    if !found.is_some_and(|(major, minor)| major == MAJOR && MINORS.contains(&minor)) {
+    if !range::in_range(version) {
         return Err(Unsupported::OutOfRange {
             version: version.to_string(),
             library: library.display().to_string(),
@@ -101,7 +94,7 @@ pub fn check_version(version: &str, library: &Path, built: Option<&str>) -> Resu
         });
     }
     match built {
-        Some(built) if minor_of(built) != found => Err(Unsupported::NotBuiltAgainst {
+        Some(built) if range::major_minor(built) != range::major_minor(version) => Err(Unsupported::NotBuiltAgainst {
             version: version.to_string(),
             library: library.display().to_string(),
             built: built.to_string(),
