@@ -1,7 +1,7 @@
 //! Generates the ONNX protobuf types from `proto/onnx.proto` with protox (a pure-Rust protobuf
 //! compiler, so no `protoc` is needed) and prost-build; records the libtorch version it is built
 //! against (`LOP_LIBTORCH_BUILT`, read by `lop::libtorch`) and refuses one outside the supported
-//! range by name.
+//! range by name; compiles the C++ shim `csrc/pointwise.cpp` (oneDNN's prepacked convolution).
 
 use std::process::Command;
 
@@ -28,7 +28,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(1);
     }
     println!("cargo:rustc-env=LOP_LIBTORCH_BUILT={}", version.unwrap_or_default());
+    build_shim();
     Ok(())
+}
+
+/// Compiles `csrc/pointwise.cpp` (oneDNN's prepacked convolution, which tch does not wrap) against
+/// the libtorch torch-sys links (`DEP_TCH_LIBTORCH_LIB`: its `lib` folder; the headers are in the
+/// `include` folder beside it), with torch-sys's own flags.
+fn build_shim() {
+    println!("cargo:rerun-if-changed=csrc/pointwise.cpp");
+    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    let Some(lib) = std::env::var_os("DEP_TCH_LIBTORCH_LIB").map(std::path::PathBuf::from) else {
+        eprintln!("error: torch-sys did not say where libtorch is (DEP_TCH_LIBTORCH_LIB)");
+        std::process::exit(1);
+    };
+    let include = lib.parent().map(|p| p.join("include")).unwrap_or_default();
+    let abi = if cxx11_abi() { "1" } else { "0" };
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
+        .flag("-DGLOG_USE_GLOG_EXPORT")
+        .file("csrc/pointwise.cpp")
+        .compile("lop_pointwise");
+}
+
+/// Whether libtorch was built with the C++11 ABI, as torch-sys decides (`LIBTORCH_CXX11_ABI`, else
+/// yes: every torch 2.x wheel is).
+fn cxx11_abi() -> bool {
+    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    std::env::var("LIBTORCH_CXX11_ABI").map_or(true, |v| v != "0")
 }
 
 /// The libtorch version torch-sys builds against, found as torch-sys finds libtorch: the torch of

@@ -1,9 +1,14 @@
-//! `lop bench-exec MODEL`: the band executor running the model as one band against a plain
-//! whole-graph run of the same IR, and the peak activation memory of a split run.
+//! `lop bench-exec MODEL`: the band executor running the model as one band, and as a server
+//! computes it (every op in `--bands` row bands), against a plain whole-graph run of the same IR;
+//! the peak activation memory of a split run; with `--kinds`, where the whole run's time goes,
+//! op kind by op kind (`scripts/against_onnxruntime.py` prints it beside onnxruntime's).
 
 use crate::ModelArgs;
-use lop::exec::{run_split, run_whole, synthetic_inputs};
+use lop::exec::{run_batched, run_split, run_whole, run_whole_timed, synthetic_inputs};
+use lop::graph::Graph;
 use lop::plan::Plan;
+use lop::profile::LayoutChoice;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Arguments of `lop bench-exec`.
@@ -21,9 +26,51 @@ pub struct BenchArgs {
     /// Units per op for the split run measured for memory.
     #[arg(long, default_value_t = 8)]
     pub units: usize,
+    /// Row bands per op of the banded run (as a server computes a frame in chunks).
+    #[arg(long, default_value_t = 8)]
+    pub bands: usize,
+    /// Memory layout of convolutions: nchw, channels_last, or auto (both timed as `lop profile`
+    /// times them, the faster kept).
+    #[arg(long, default_value = "nchw")]
+    pub layout: LayoutChoice,
+    /// Also time every op of the whole run and print the time per op kind (median over the runs).
+    #[arg(long)]
+    pub kinds: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Lays `graph` out as `choice` says; returns the layout's name.
+fn lay_out(graph: &mut Graph, inputs: &[tch::Tensor], choice: LayoutChoice) -> anyhow::Result<&'static str> {
+    let layout = match choice.fixed() {
+        Some(l) => l,
+        None => lop::profile::choose_layout(graph, inputs, lop::profile::DeviceKind::Cpu)?.0,
+    };
+    graph.set_layout(layout)?;
+    Ok(layout.name())
+}
+
+/// Median milliseconds per op kind over `runs` timed whole runs, with the count of ops of each
+/// kind, largest first.
+fn time_kinds(graph: &Graph, inputs: &[tch::Tensor], runs: usize) -> anyhow::Result<Vec<(String, usize, f64)>> {
+    let mut per_run: BTreeMap<&'static str, (usize, Vec<f64>)> = BTreeMap::new();
+    for _ in 0..runs {
+        let (_, seconds) = run_whole_timed(graph, inputs)?;
+        let mut sums: BTreeMap<&'static str, (usize, f64)> = BTreeMap::new();
+        for id in (0..graph.nodes.len()).filter(|&id| graph.is_op(id)) {
+            let e = sums.entry(graph.nodes[id].op.kind_name()).or_default();
+            *e = (e.0 + 1, e.1 + seconds[id] * 1e3);
+        }
+        for (kind, (count, ms)) in sums {
+            let e = per_run.entry(kind).or_default();
+            e.0 = count;
+            e.1.push(ms);
+        }
+    }
+    let mut kinds: Vec<(String, usize, f64)> = per_run.into_iter().map(|(k, (n, ms))| (k.to_string(), n, median(ms))).collect();
+    kinds.sort_by(|a, b| b.2.total_cmp(&a.2));
+    Ok(kinds)
 }
 
 /// The median of `v` (NaN when empty).
@@ -42,45 +89,60 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 /// Load or execution failures.
 pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(args.runs > 0, "--runs {}: must be at least 1", args.runs);
-    let graph = args.model.load()?;
+    anyhow::ensure!(args.bands > 0, "--bands {}: must be at least 1", args.bands);
+    let mut graph = args.model.load()?;
     let inputs = synthetic_inputs(&graph, 0)?;
+    let layout = lay_out(&mut graph, &inputs, args.layout)?;
     let one_band = Plan::robot_only(&graph, args.units);
+    let chunked = std::slice::from_ref(&inputs);
     for _ in 0..args.warmup {
         run_whole(&graph, &inputs)?;
         run_split(&graph, &one_band, &inputs)?;
+        run_batched(&graph, chunked, args.bands)?;
     }
-    // Interleave the two methods so drift in machine load hits both alike.
-    let (mut whole, mut banded) = (Vec::new(), Vec::new());
+    // Interleave the methods so drift in machine load hits all alike.
+    let (mut whole, mut one, mut bands) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..args.runs {
         let t = Instant::now();
-        let w = run_whole(&graph, &inputs)?;
+        drop(run_whole(&graph, &inputs)?);
         whole.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        let b = run_split(&graph, &one_band, &inputs)?;
-        banded.push(t.elapsed().as_secs_f64() * 1e3);
-        drop((w, b));
+        drop(run_split(&graph, &one_band, &inputs)?);
+        one.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        drop(run_batched(&graph, chunked, args.bands)?);
+        bands.push(t.elapsed().as_secs_f64() * 1e3);
         if (i + 1) % 5 == 0 {
             eprintln!("bench-exec {}: {}/{} runs", graph.name, i + 1, args.runs);
         }
     }
     let whole_ms = median(whole);
-    let banded_ms = median(banded);
+    let banded_ms = median(one);
+    let chunked_ms = median(bands);
+    let kinds = if args.kinds { time_kinds(&graph, &inputs, args.runs)? } else { Vec::new() };
     let whole_run = run_whole(&graph, &inputs)?;
     let even = run_split(&graph, &Plan::even(&graph, args.units), &inputs)?;
     let random = run_split(&graph, &Plan::random(&graph, args.units, 1), &inputs)?;
     let peak_mem_ratio = even.peak_bytes as f64 / whole_run.peak_bytes.max(1) as f64;
     let random_ratio = random.peak_bytes as f64 / whole_run.peak_bytes.max(1) as f64;
     let ratio = banded_ms / whole_ms;
+    let chunked_ratio = chunked_ms / whole_ms;
     if args.json {
+        let kinds: Vec<serde_json::Value> = kinds.iter().map(|(k, n, ms)| serde_json::json!({"kind": k, "ops": n, "ms": ms})).collect();
         let v = serde_json::json!({
-            "model": graph.name, "whole_ms": whole_ms, "banded_ms": banded_ms, "ratio": ratio,
+            "model": graph.name, "layout": layout, "whole_ms": whole_ms, "banded_ms": banded_ms, "ratio": ratio,
+            "bands": args.bands, "chunked_ms": chunked_ms, "chunked_ratio": chunked_ratio, "kinds": kinds,
             "peak_mem_ratio": peak_mem_ratio, "peak_mem_ratio_random_layout": random_ratio,
             "whole_peak_bytes": whole_run.peak_bytes, "split_peak_bytes": even.peak_bytes,
             "runs": args.runs, "threads": tch::get_num_threads(),
         });
         println!("{v}");
     } else {
-        println!("{}: whole {whole_ms:.2} ms, one-band executor {banded_ms:.2} ms, ratio {ratio:.3}", graph.name);
+        println!("{} ({layout}): whole {whole_ms:.2} ms, one-band executor {banded_ms:.2} ms, ratio {ratio:.3}", graph.name);
+        println!("every op in {} bands: {chunked_ms:.2} ms, ratio {chunked_ratio:.3}", args.bands);
+        for (kind, n, ms) in &kinds {
+            println!("  {kind:<20} {n:>4} ops {ms:>9.3} ms {:>6.1}%", 100.0 * ms / whole_ms);
+        }
         println!(
             "peak activation memory: whole {} B, even split (both sides) {} B, ratio {peak_mem_ratio:.2}; random layout ratio {random_ratio:.2}",
             whole_run.peak_bytes, even.peak_bytes

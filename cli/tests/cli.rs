@@ -147,6 +147,30 @@ fn bench_exec_json_has_the_contract_keys() {
     assert!(ratio > 0.0 && ratio.is_finite());
 }
 
+/// `--layout`, `--bands` and `--kinds`: the layout run, the banded run's ratio, and a time per op
+/// kind for each of the model's kinds, with the ops of each kind counted.
+#[test]
+fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
+    let args = ["bench-exec", "zoo:resnet18@64x64", "--runs", "3", "--warmup", "1", "--bands", "4", "--kinds", "--json"];
+    let out = lop(&[&args[..], &["--layout", "channels_last"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!((v["layout"].as_str(), v["bands"].as_u64()), (Some("channels_last"), Some(4)), "{v}");
+    let chunked = v["chunked_ratio"].as_f64().expect("chunked_ratio");
+    assert!(chunked > 0.0 && chunked.is_finite(), "{v}");
+    let kinds = v["kinds"].as_array().expect("kinds");
+    let names: Vec<&str> = kinds.iter().filter_map(|k| k["kind"].as_str()).collect();
+    for kind in ["Conv", "MaxPool", "Relu", "Add"] {
+        assert!(names.contains(&kind), "{kind} missing: {v}");
+    }
+    // Counts, not times: a loaded machine moves times, never how many convolutions resnet18 has.
+    let convs = kinds.iter().find(|k| k["kind"] == "Conv").and_then(|k| k["ops"].as_u64());
+    assert_eq!(convs, Some(20), "{v}");
+    assert!(kinds.iter().all(|k| k["ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms.is_finite())), "{v}");
+    let out = lop(&[&args[..], &["--layout", "sideways"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn bench_batch_times_batches_checked_sample_by_sample_and_refuses_bad_sizes() {
     // Channels-last batches too: each sample still equals its own run.
@@ -483,7 +507,10 @@ fn preprocess_stage_puts_camera_bytes_on_the_wire_for_float_models() {
     assert_eq!(out.status.code(), Some(2), "a byte frame without the stage: {err}");
     assert!(err.contains("Uint8") && err.contains("preprocess"), "{err}");
     let (a, b) = (tch::Tensor::read_npy(&y8).expect("y8"), tch::Tensor::read_npy(&yf).expect("yf"));
-    assert!(a.equal(&b), "byte frame through the stage differs from the float frame");
+    // The byte frame ran split (random:5), the float frame whole: a banded convolution may sum
+    // in another order on another CPU, so the one comparison rule decides, not bits.
+    let agreement = lop::exec::agree(&a, &b, lop::exec::Tolerance::SPLIT).expect("same shape");
+    assert!(agreement.within, "byte frame through the stage differs from the float frame: {agreement:?}");
 }
 
 /// The fleet: 1000 robots, 50 servers, 60 simulated seconds, mixed models, indoor and
@@ -810,7 +837,10 @@ fn frames_and_codecs_from_photographs_to_the_plan_and_the_bench() {
     ok(&o);
     let v = stdout_json(&o);
     let m = &v["methods"]["server-only"];
-    assert_eq!(m["max_rel_err"].as_f64(), Some(0.0), "{v}");
+    // Lossless: the edge's input is the frame itself, so its output agrees with the unsplit run
+    // under the one comparison rule (a lossy codec is off by percents, far outside it).
+    let err = m["max_rel_err"].as_f64().expect("max_rel_err");
+    assert!(err <= lop::exec::Tolerance::SPLIT.rel, "{v}");
     assert!(m["bytes_up"].as_f64().expect("bytes up") < (3 * 64 * 64) as f64, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }

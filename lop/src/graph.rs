@@ -253,13 +253,22 @@ impl Graph {
     ///
     /// # Errors
     /// When libtorch cannot copy a weight.
+    /// In channels-last, a 2-d float convolution on the CPU also gets its weight prepacked for
+    /// oneDNN ([`crate::ops::Conv::packed`]), for inputs of the node's own input shape.
     pub fn set_layout(&mut self, layout: Layout) -> Result<bool> {
         let mut any = false;
-        for n in &mut self.nodes {
+        let input_shapes: Vec<Vec<usize>> =
+            self.nodes.iter().map(|n| n.inputs.first().map(|&i| self.nodes[i].info.shape.clone()).unwrap_or_default()).collect();
+        for (n, input) in self.nodes.iter_mut().zip(&input_shapes) {
             if let Op::Conv(c) = &mut n.op
                 && (c.weight.dim() == 4 || c.weight.dim() == 5)
             {
-                c.weight = layout.apply(&c.weight).map_err(|source| Error::Torch { node: n.name.clone(), op: "Conv", source })?;
+                let torch = |source| Error::Torch { node: n.name.clone(), op: "Conv", source };
+                c.weight = layout.apply(&c.weight).map_err(torch)?;
+                c.packed = match layout {
+                    Layout::ChannelsLast => c.pack(input).map_err(torch)?,
+                    Layout::Nchw => None,
+                };
                 any = true;
             }
         }

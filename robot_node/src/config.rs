@@ -9,7 +9,7 @@ use lop::plan::Side;
 use lop::profile::Profile;
 use lop_runtime::security::{Login, Security, TlsFiles, endpoint_protocol};
 use lop_runtime::table_config::{ScaleSetting, TableSettings};
-use lop_runtime::zenoh_link::ZenohConfig;
+use lop_runtime::zenoh_link::{ZenohConfig, ZenohMode};
 
 use crate::convert::{BevChannels, BevGrid, ChannelOrder, Fit, VoxelGrid};
 use crate::error::{Error, Result};
@@ -18,6 +18,15 @@ use lop_runtime::bandwidth::{Hysteresis, MonitorConfig};
 
 fn invalid(what: String) -> Error {
     Error::Config { what }
+}
+
+/// The longest message the robot's edge session reassembles: the protocol's longest frame plus
+/// Zenoh's own framing, as the edge's default `max_frame_bytes`.
+pub const MAX_EDGE_MESSAGE_BYTES: usize = lop_msgs::protocol::DEFAULT_MAX_FRAME_LEN as usize + 4096;
+
+/// A comma-separated list of endpoints, blanks dropped.
+fn endpoint_list(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|e| !e.is_empty()).map(String::from).collect()
 }
 
 /// The local ROS session (rmw_zenoh model: every node a Zenoh peer of the robot's router).
@@ -51,6 +60,10 @@ impl RosSettings {
 pub struct EdgeSettings {
     /// The edge's router, e.g. `tcp/192.168.1.10:7447`.
     pub endpoint: String,
+    /// Endpoints a peer session (`edge.mode: peer`, or the client's fallback) accepts
+    /// connections on (`edge.listen`, comma-separated). Empty (the default): none, the robot
+    /// only dials out, so nothing on the site's network can connect to it.
+    pub listen: Vec<String>,
     /// `client` (default; falls back to a peer that keeps retrying when no edge answers at
     /// start), `peer`, or `fleet`: connect as a client to a router of the site and route every
     /// frame over the edges found there (DESIGN.md section 10), no edge address needed.
@@ -84,13 +97,30 @@ impl EdgeSettings {
             }
             _ => return Err(invalid("edge.user and edge.password_file go together".into())),
         };
+        let listen = endpoint_list(&p.string("edge.listen", ""));
+        if mode == "client" && !listen.is_empty() {
+            return Err(invalid("edge.listen: a client session listens nowhere; set edge.mode: peer to accept connections".into()));
+        }
         let security = Security { tls, login, ..Security::default() };
         // Checked now, so that a missing certificate is a start-up error, not a silent retry loop.
         ZenohConfig::client(vec![endpoint.clone()])
             .with_security(security.clone())
             .to_zenoh()
             .map_err(|e| invalid(format!("edge: {e}")))?;
-        Ok(EdgeSettings { endpoint, mode, security })
+        ZenohConfig::peer(listen.clone(), vec![endpoint.clone()]).to_zenoh().map_err(|e| invalid(format!("edge.listen: {e}")))?;
+        Ok(EdgeSettings { endpoint, mode, listen, security })
+    }
+
+    /// A session of `mode` to the edge, with this robot's listen endpoints and security, and the
+    /// protocol's longest frame as its longest message: Zenoh drops a longer one as it arrives,
+    /// before holding it whole (its own default is 1 GiB).
+    fn zenoh(&self, mode: ZenohMode) -> ZenohConfig {
+        let connect = vec![self.endpoint.clone()];
+        let config = match mode {
+            ZenohMode::Client => ZenohConfig::client(connect),
+            _ => ZenohConfig::peer(self.listen.clone(), connect),
+        };
+        ZenohConfig { max_message_bytes: Some(MAX_EDGE_MESSAGE_BYTES), ..config.with_security(self.security.clone()) }
     }
 
     /// Whether frames are routed over the site's fleet of edges.
@@ -104,11 +134,18 @@ impl EdgeSettings {
     /// # Errors
     /// [`Error::Runtime`] for a malformed endpoint.
     pub async fn open(&self) -> Result<zenoh::Session> {
-        let peer = ZenohConfig::peer(Vec::new(), vec![self.endpoint.clone()]).with_security(self.security.clone());
+        if endpoint_protocol(&self.endpoint) != "tls" {
+            tracing::warn!(
+                endpoint = %self.endpoint,
+                "the link to the edge is plaintext: anyone on the network can read frames and results, and pose as the edge; \
+                 use a tls/ endpoint with edge.tls (docs/security.md)"
+            );
+        }
+        let peer = self.zenoh(ZenohMode::Peer);
         if self.mode == "peer" {
             return Ok(peer.open().await?);
         }
-        match ZenohConfig::client(vec![self.endpoint.clone()]).with_security(self.security.clone()).open().await {
+        match self.zenoh(ZenohMode::Client).open().await {
             Ok(s) => Ok(s),
             Err(e) => {
                 tracing::warn!(endpoint = %self.endpoint, error = %e, "no edge router yet; connecting as a peer in the background");

@@ -33,6 +33,7 @@ fn seg_graph() -> lop::Graph {
         dilations: vec![1, 1],
         output_padding: vec![0, 0],
         groups: 1,
+        packed: None,
     };
     let mut b = GraphBuilder::new("seg");
     let x = b.input("images", vec![1, 3, 64, 64], DType::F32);

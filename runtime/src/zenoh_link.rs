@@ -119,7 +119,10 @@ impl ZenohMode {
 pub struct ZenohConfig {
     /// The session's role.
     pub mode: ZenohMode,
-    /// Endpoints to listen on, e.g. `tcp/0.0.0.0:7447`; empty keeps Zenoh's default of the mode.
+    /// Endpoints to listen on, e.g. `tcp/0.0.0.0:7447`. Empty: a router keeps Zenoh's default
+    /// (`tcp/[::]:7447`, every interface: the edge is a server); a peer or a client listens
+    /// nowhere and only dials out (Zenoh's own peer default, `tcp/[::]:0`, would accept
+    /// connections from anyone on the site's network).
     pub listen: Vec<String>,
     /// Endpoints to connect to, e.g. `tcp/192.168.1.10:7447`.
     pub connect: Vec<String>,
@@ -196,7 +199,7 @@ impl ZenohConfig {
             })
         };
         set("mode", json_string(self.mode.as_str()))?;
-        if !self.listen.is_empty() {
+        if !self.listen.is_empty() || self.mode != ZenohMode::Router {
             set("listen/endpoints", json_strings(&self.listen))?;
         }
         if !self.connect.is_empty() {

@@ -29,7 +29,28 @@ pub fn run_whole(graph: &Graph, inputs: &[Tensor]) -> Result<WholeRun> {
 ///
 /// # Errors
 /// As [`run_whole`].
-pub fn run_whole_seeing(graph: &Graph, inputs: &[Tensor], mut see: impl FnMut(usize, &Tensor)) -> Result<WholeRun> {
+pub fn run_whole_seeing(graph: &Graph, inputs: &[Tensor], see: impl FnMut(usize, &Tensor)) -> Result<WholeRun> {
+    run_whole_with(graph, inputs, see, None)
+}
+
+/// [`run_whole`], also returning each node's compute time in seconds (0 for inputs and
+/// constants), for a breakdown of where a run's time goes. On a device that computes
+/// asynchronously (CUDA) a time is the launch's, not the kernel's.
+///
+/// # Errors
+/// As [`run_whole`].
+pub fn run_whole_timed(graph: &Graph, inputs: &[Tensor]) -> Result<(WholeRun, Vec<f64>)> {
+    let mut seconds = vec![0.0; graph.nodes.len()];
+    let run = run_whole_with(graph, inputs, |_, _| {}, Some(&mut seconds))?;
+    Ok((run, seconds))
+}
+
+fn run_whole_with(
+    graph: &Graph,
+    inputs: &[Tensor],
+    mut see: impl FnMut(usize, &Tensor),
+    mut seconds: Option<&mut [f64]>,
+) -> Result<WholeRun> {
     check_inputs(graph, inputs)?;
     let _guard = tch::no_grad_guard();
     let consumers = graph.consumers();
@@ -55,11 +76,16 @@ pub fn run_whole_seeing(graph: &Graph, inputs: &[Tensor], mut see: impl FnMut(us
                         .ok_or_else(|| Error::Malformed(format!("value '{}' used after release", graph.nodes[i].name)))?;
                     bands.push(BandIn { tensor, start: 0, info: &graph.nodes[i].info });
                 }
-                op.compute(&bands, &node.info, &(0..node.info.rows())).map_err(|source| Error::Torch {
+                let t0 = std::time::Instant::now();
+                let out = op.compute(&bands, &node.info, &(0..node.info.rows())).map_err(|source| Error::Torch {
                     node: node.name.clone(),
                     op: op.kind_name(),
                     source,
-                })?
+                })?;
+                if let Some(s) = seconds.as_deref_mut() {
+                    s[id] = t0.elapsed().as_secs_f64();
+                }
+                out
             }
         };
         if !matches!(node.op, Op::Constant(_)) {

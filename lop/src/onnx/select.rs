@@ -203,7 +203,10 @@ mod tests {
         for seed in 0..6 {
             let plan = crate::plan::Plan::random(&g, 5, seed);
             let split = crate::exec::run_split(&g, &plan, std::slice::from_ref(&x)).expect("split runs");
-            assert_eq!(max_diff(&split.outputs[0], &whole[0]), 0.0, "seed {seed}");
+            // A split convolution sums in another order than the whole one on some CPUs (oneDNN
+            // picks its kernel by shape and instruction set): the one comparison rule, not bits.
+            let a = crate::exec::agree(&split.outputs[0], &whole[0], crate::exec::Tolerance::SPLIT).expect("same shape");
+            assert!(a.within, "seed {seed}: {a:?}");
         }
     }
 }

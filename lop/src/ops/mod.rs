@@ -5,6 +5,7 @@
 
 mod elementwise;
 mod layout;
+mod packed;
 mod pad;
 mod resize;
 mod rowwise;
@@ -528,6 +529,8 @@ impl Op {
         match self {
             Op::Constant(t) => mv(t),
             Op::Conv(c) | Op::ConvTranspose(c) => {
+                // A packed weight is oneDNN's CPU format: packed again where it applies.
+                c.packed = None;
                 mv(&mut c.weight)?;
                 c.bias.as_mut().map(mv).transpose().map(|_| ())
             }

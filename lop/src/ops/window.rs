@@ -5,7 +5,7 @@
 //! pooling), so every band sees the same numbers the whole computation sees.
 
 use super::BandIn;
-use crate::graph::ValueInfo;
+use crate::graph::{Layout, ValueInfo};
 use crate::rows::{Footprint, Rows, clamp_rows, window_rows};
 use tch::{Kind, Tensor};
 
@@ -28,6 +28,12 @@ pub struct Conv {
     pub output_padding: Vec<usize>,
     /// Channel groups.
     pub groups: usize,
+    /// The weight prepacked for oneDNN's channels-last convolution (a 2-d float convolution on
+    /// the CPU in [`crate::graph::Layout::ChannelsLast`], where libtorch has the kernel): without
+    /// it libtorch reorders the weight into oneDNN's blocked format at every call, which costs as
+    /// much as the convolution for wide layers and is paid again by every band. `None`: the
+    /// plain path. Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.
+    pub packed: Option<Tensor>,
 }
 
 /// Pooling attributes.
@@ -156,11 +162,21 @@ impl Conv {
             dilations: vec![1, 1],
             output_padding: vec![0, 0],
             groups: 1,
+            packed: None,
         }
     }
 
     fn nsp(&self) -> usize {
         self.weight.dim().saturating_sub(2)
+    }
+
+    /// The weight prepacked for inputs of `input_size` ([`Conv::packed`]), where the packed path
+    /// applies: symmetric pads (the kernel pads symmetrically; bands pad rows themselves).
+    pub(crate) fn pack(&self, input_size: &[usize]) -> Result<Option<Tensor>, tch::TchError> {
+        if self.pads_begin != self.pads_end || input_size.len() != 4 {
+            return Ok(None);
+        }
+        super::packed::pack(&self.weight, &self.pads_begin, &self.strides, &self.dilations, self.groups, input_size)
     }
     fn kernel(&self) -> Vec<usize> {
         self.weight.size()[2..].iter().map(|&k| k as usize).collect()
@@ -263,7 +279,10 @@ impl Conv {
             pad_rows(&x, w.top, w.bottom, 0.0)?
         };
         let zeros = vec![0i64; self.nsp()];
-        let y = if mkldnn_3d(&x) {
+        let y = if let Some(packed) = self.packed.as_ref().filter(|_| x.device() == tch::Device::Cpu && x.kind() == Kind::Float) {
+            let x = Layout::ChannelsLast.apply(&x)?;
+            super::packed::conv(&x, packed, self.bias.as_ref(), &native, &i64s(&self.strides), &i64s(&self.dilations), self.groups as i64)?
+        } else if mkldnn_3d(&x) {
             x.f_mkldnn_convolution(
                 &self.weight,
                 self.bias.as_ref(),

@@ -137,6 +137,7 @@ fn seg_graph(seed: i64) -> Graph {
             dilations: vec![1, 1],
             output_padding: vec![0, 0],
             groups: 1,
+            packed: None,
         }
     };
     let mut b = GraphBuilder::new("seg");

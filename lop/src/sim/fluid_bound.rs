@@ -762,6 +762,7 @@ mod tests {
                 dilations: vec![1, 1],
                 output_padding: vec![0, 0],
                 groups: 1,
+                packed: None,
             };
             let c = b.add("conv", Op::Conv(conv), &[n]).expect("conv");
             b.output(c);

@@ -188,6 +188,7 @@ impl Zb {
             dilations: v(c.dilation),
             output_padding: v(0),
             groups: c.groups,
+            packed: None,
         };
         self.g.add(name, Op::Conv(conv), &[x])
     }
@@ -202,7 +203,17 @@ impl Zb {
         let weight = self.tensor(&shape, 0.0, (2.0 / cin as f64).sqrt())?;
         let bias = self.bias_for(bias, out)?;
         let v = |x: usize| vec![x; nsp];
-        let conv = Conv { weight, bias, strides: v(k), pads_begin: v(0), pads_end: v(0), dilations: v(1), output_padding: v(0), groups: 1 };
+        let conv = Conv {
+            weight,
+            bias,
+            strides: v(k),
+            pads_begin: v(0),
+            pads_end: v(0),
+            dilations: v(1),
+            output_padding: v(0),
+            groups: 1,
+            packed: None,
+        };
         self.g.add(name, Op::ConvTranspose(conv), &[x])
     }
 

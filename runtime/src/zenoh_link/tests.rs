@@ -114,6 +114,19 @@ fn config_builds() {
     assert!(matches!(ZenohConfig::client(vec!["nonsense".into()]).to_zenoh(), Err(Error::Zenoh(_))));
 }
 
+/// A peer or a client given no listen endpoint listens nowhere (Zenoh's peer default would be
+/// every interface); a router keeps its default, and endpoints given are kept.
+#[test]
+fn only_a_router_listens_by_default() {
+    let listen = |c: ZenohConfig| c.to_zenoh().unwrap().get_json("listen/endpoints").unwrap();
+    let connect = vec!["tcp/127.0.0.1:7447".to_string()];
+    assert_eq!(listen(ZenohConfig::peer(vec![], connect.clone())), "[]");
+    assert_eq!(listen(ZenohConfig::client(connect.clone())), "[]");
+    assert_eq!(listen(ZenohConfig::peer(vec!["tcp/127.0.0.1:0".into()], connect)), r#"["tcp/127.0.0.1:0"]"#);
+    let router = listen(ZenohConfig::router(vec![]));
+    assert!(router.contains("7447"), "{router}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_robot_id_is_refused() {
     let port = free_port();

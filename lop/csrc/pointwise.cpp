@@ -1,0 +1,79 @@
+// oneDNN's convolution with a prepacked weight, `mkldnn::_convolution_pointwise` (the op
+// PyTorch's own CPU compiler emits), which tch does not wrap: found in libtorch's dispatcher at
+// run time and called boxed, so that no C++ signature has to match libtorch's. Tensors cross as
+// tch's handles (`at::Tensor*`, owned by the caller; a result is a new one the caller frees).
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace {
+
+void write_error(const char* what, char* err, size_t err_len) {
+  if (err == nullptr || err_len == 0) return;
+  std::strncpy(err, what, err_len - 1);
+  err[err_len - 1] = '\0';
+}
+
+const c10::OperatorHandle* pointwise_op() {
+  static const std::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findOp(c10::OperatorName("mkldnn::_convolution_pointwise", ""));
+  return op.has_value() ? &*op : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+// 1 when this libtorch has the op (built with oneDNN), 0 otherwise.
+int lop_conv_pointwise_available() {
+  try {
+    return pointwise_op() != nullptr ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+// y = conv(x, w, b) with `w` from `mkldnn_reorder_conv2d_weight`; `b` may be null. `nsp`
+// entries in each of padding, stride and dilation. Returns 0 and sets *out, or 1 with a message.
+int lop_conv_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tensor* b, const int64_t* padding,
+                       const int64_t* stride, const int64_t* dilation, int64_t nsp, int64_t groups, at::Tensor** out,
+                       char* err, size_t err_len) {
+  try {
+    const c10::OperatorHandle* op = pointwise_op();
+    if (op == nullptr) {
+      write_error("mkldnn::_convolution_pointwise is not in this libtorch", err, err_len);
+      return 1;
+    }
+    torch::jit::Stack stack;
+    stack.emplace_back(*x);
+    stack.emplace_back(*w);
+    if (b != nullptr) {
+      stack.emplace_back(*b);
+    } else {
+      stack.emplace_back();
+    }
+    stack.emplace_back(std::vector<int64_t>(padding, padding + nsp));
+    stack.emplace_back(std::vector<int64_t>(stride, stride + nsp));
+    stack.emplace_back(std::vector<int64_t>(dilation, dilation + nsp));
+    stack.emplace_back(groups);
+    stack.emplace_back(std::string("none"));
+    stack.emplace_back(c10::List<std::optional<at::Scalar>>());
+    stack.emplace_back();
+    op->callBoxed(&stack);
+    *out = new at::Tensor(stack.at(0).toTensor());
+    return 0;
+  } catch (const std::exception& e) {
+    write_error(e.what(), err, err_len);
+    return 1;
+  } catch (...) {
+    write_error("unknown C++ exception", err, err_len);
+    return 1;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,175 @@
+//! Convolutions with prepacked weights: oneDNN's `mkldnn::_convolution_pointwise` (the op
+//! PyTorch's CPU compiler emits), reached through the C++ shim `csrc/pointwise.cpp` since tch does
+//! not wrap it.
+//!
+//! libtorch's eager `convolution` over channels-last memory hands oneDNN the plain weight, which
+//! oneDNN reorders into its blocked format at every call: for resnet18's 512-channel layers that
+//! reorder costs as much as the convolution (2.6 ms against 1.15 ms on one core here), and a
+//! server computing a frame in 8 bands pays it 8 times (a 3-row band of such a layer: 1.75 ms
+//! eager, 0.16 ms prepacked). Packing once at load removes it. The values are oneDNN's same
+//! kernel's: split against whole stays under the comparison rule, and on this CPU the prepacked
+//! output equalled the eager one bit for bit.
+
+use std::ffi::{CStr, c_char, c_int};
+use tch::{Kind, Tensor};
+use torch_sys::C_tensor;
+
+unsafe extern "C" {
+    fn lop_conv_pointwise_available() -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    fn lop_conv_pointwise(
+        x: *const C_tensor,
+        w: *const C_tensor,
+        b: *const C_tensor,
+        padding: *const i64,
+        stride: *const i64,
+        dilation: *const i64,
+        nsp: i64,
+        groups: i64,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+}
+
+/// Whether this libtorch has the prepacked convolution (it is built with oneDNN).
+pub fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: the shim takes no arguments and catches every C++ exception.
+    *AVAILABLE.get_or_init(|| unsafe { lop_conv_pointwise_available() } == 1)
+}
+
+/// `weight` (`[C_out, C_in/groups, kh, kw]`, float32, on the CPU) packed for inputs of
+/// `input_size` (NCHW), or `None` where the packed path does not apply (another dtype, device or
+/// rank, or a libtorch without oneDNN).
+///
+/// # Errors
+/// libtorch failures while packing.
+pub fn pack(
+    weight: &Tensor,
+    pads: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    groups: usize,
+    input_size: &[usize],
+) -> Result<Option<Tensor>, tch::TchError> {
+    if weight.dim() != 4 || weight.kind() != Kind::Float || weight.device() != tch::Device::Cpu || !available() {
+        return Ok(None);
+    }
+    let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+    let packed = weight.f_contiguous()?.f_to_mkldnn(None)?.f_mkldnn_reorder_conv2d_weight(
+        i64s(pads).as_slice(),
+        i64s(strides).as_slice(),
+        i64s(dilations).as_slice(),
+        groups as i64,
+        Some(i64s(input_size).as_slice()),
+    )?;
+    Ok(Some(packed))
+}
+
+/// The convolution of `x` (4-d, float32, CPU; channels-last is what the packing expects) with a
+/// weight from [`pack`], symmetric `padding`, and `bias`.
+///
+/// # Errors
+/// The shim's message (from libtorch) as a [`tch::TchError::Torch`].
+pub fn conv(
+    x: &Tensor,
+    packed: &Tensor,
+    bias: Option<&Tensor>,
+    padding: &[i64],
+    stride: &[i64],
+    dilation: &[i64],
+    groups: i64,
+) -> Result<Tensor, tch::TchError> {
+    let nsp = padding.len();
+    if stride.len() != nsp || dilation.len() != nsp {
+        return Err(tch::TchError::Torch(format!("padding {padding:?}, stride {stride:?}, dilation {dilation:?}: lengths differ")));
+    }
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    let mut err = [0 as c_char; 512];
+    let b = bias.map_or(std::ptr::null(), Tensor::as_ptr);
+    // SAFETY: every pointer is live for the call (tensors borrowed, slices of `nsp` entries, the
+    // error buffer of its stated length); the shim catches every C++ exception, and on success
+    // hands over a new tensor handle that `Tensor::from_ptr` takes ownership of.
+    let rc = unsafe {
+        lop_conv_pointwise(
+            x.as_ptr(),
+            packed.as_ptr(),
+            b,
+            padding.as_ptr(),
+            stride.as_ptr(),
+            dilation.as_ptr(),
+            nsp as i64,
+            groups,
+            &mut out,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc != 0 || out.is_null() {
+        // SAFETY: the shim always NUL-terminates within the buffer.
+        let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
+        return Err(tch::TchError::Torch(format!("prepacked convolution: {msg}")));
+    }
+    // SAFETY: a fresh handle from the shim, owned from here on.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::{Tolerance, agree, run_split, run_whole};
+    use crate::graph::{DType, GraphBuilder, Layout};
+    use crate::ops::{Conv, Op};
+    use crate::plan::Plan;
+    use tch::{Device, Kind, Tensor};
+
+    /// A stride-1 and a stride-2 convolution, prepacked in channels-last: whole and every band
+    /// layout agree with libtorch's eager convolution of the same weights under the one rule.
+    #[test]
+    fn prepacked_convolutions_agree_with_eager_ones_whole_and_banded() {
+        assert!(super::available(), "this libtorch has oneDNN's prepacked convolution");
+        let w1 = Tensor::randn([16, 8, 3, 3], (Kind::Float, Device::Cpu));
+        let w2 = Tensor::randn([8, 16, 3, 3], (Kind::Float, Device::Cpu));
+        let b2 = Tensor::randn([8], (Kind::Float, Device::Cpu));
+        let conv = |w: &Tensor, b: Option<&Tensor>, s: usize| Conv {
+            weight: w.copy(),
+            bias: b.map(Tensor::copy),
+            strides: vec![s, s],
+            pads_begin: vec![1, 1],
+            pads_end: vec![1, 1],
+            dilations: vec![1, 1],
+            output_padding: vec![0, 0],
+            groups: 1,
+            packed: None,
+        };
+        let mut g = GraphBuilder::new("packed");
+        let x = g.input("x", vec![1, 8, 21, 17], DType::F32);
+        let c1 = g.add("c1", Op::Conv(conv(&w1, None, 1)), &[x]).expect("c1");
+        let c2 = g.add("c2", Op::Conv(conv(&w2, Some(&b2), 2)), &[c1]).expect("c2");
+        g.output(c2);
+        let mut g = g.build().expect("graph");
+        g.set_layout(Layout::ChannelsLast).expect("layout");
+        assert!(g.nodes.iter().all(|n| !matches!(&n.op, Op::Conv(c) if c.packed.is_none())), "every convolution is packed");
+        let input = Tensor::randn([1, 8, 21, 17], (Kind::Float, Device::Cpu));
+        let eager = input.convolution(&w1, None::<&Tensor>, [1, 1], [1, 1], [1, 1], false, [0, 0], 1).convolution(
+            &w2,
+            Some(&b2),
+            [2, 2],
+            [1, 1],
+            [1, 1],
+            false,
+            [0, 0],
+            1,
+        );
+        let whole = run_whole(&g, std::slice::from_ref(&input)).expect("whole").outputs.remove(0);
+        assert!(agree(&whole, &eager, Tolerance::SPLIT).expect("same shape").within);
+        for seed in 0..8 {
+            let split = run_split(&g, &Plan::random(&g, 5, seed), std::slice::from_ref(&input)).expect("split");
+            let a = agree(&split.outputs[0], &eager, Tolerance::SPLIT).expect("same shape");
+            assert!(a.within, "seed {seed}: {a:?}");
+        }
+        // Back to NCHW: the packed weights go.
+        g.set_layout(Layout::Nchw).expect("layout");
+        assert!(g.nodes.iter().all(|n| !matches!(&n.op, Op::Conv(c) if c.packed.is_some())));
+    }
+}
