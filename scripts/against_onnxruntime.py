@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/against_onnxruntime.py MODEL.onnx [MODEL.onnx ...]
         [--threads 1,2] [--runs 10] [--warmup 3] [--layouts nchw,channels_last] [--lop target/release/lop]
-        [--json OUT.json]
+        [--json OUT.json | --json -]
 
 For each model and thread count it times onnxruntime's CPU provider (all graph optimisations,
 `intra_op_num_threads` = the count, median of `--runs` after `--warmup`), then `lop bench-exec
@@ -12,6 +12,8 @@ For each model and thread count it times onnxruntime's CPU provider (all graph o
 run, and the ratios; then where the time goes, op family by op family, lop's per-op times beside
 onnxruntime's profiler (its per-node times, summed by op type). The two are measured one after
 the other, so a load that drifts hits both alike only roughly: run it on an idle machine.
+`--json -` prints the rows as one JSON value on stdout and the tables on stderr
+(`scripts/bench_report.sh engine` stores that as docs/results/engine.json).
 
 Op families: conv (Conv, FusedConv, ConvTranspose), activation (Relu, Sigmoid, Silu, ...),
 elementwise (Add, Mul, Sub, Div, ...), pool (MaxPool, AveragePool, GlobalAveragePool,
@@ -125,7 +127,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--layouts", default="nchw,channels_last")
     ap.add_argument("--lop", type=Path, default=Path(__file__).resolve().parent.parent / "target/release/lop")
-    ap.add_argument("--json", type=Path, help="also write every row as JSON here")
+    ap.add_argument("--json", help="also write every row as JSON to this file; '-': to stdout, the tables to stderr")
     args = ap.parse_args()
     if not args.lop.is_file():
         raise SystemExit(f"against_onnxruntime: {args.lop} is missing: build it (cargo build --release -p lop_cli)")
@@ -145,19 +147,24 @@ def main() -> int:
                     "whole_over_ort": v["whole_ms"] / ort_ms, "banded_over_whole": v["chunked_ratio"],
                     "lop_families_ms": v["families"], "ort_families_ms": ort_fams,
                 })
-    print(f"{'model':<16}{'thr':>4} {'layout':<14}{'lop ms':>9}{'banded ms':>11}{'ort ms':>9}{'lop/ort':>9}{'band/whole':>11}")
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(f"{'model':<16}{'thr':>4} {'layout':<14}{'lop ms':>9}{'banded ms':>11}{'ort ms':>9}{'lop/ort':>9}{'band/whole':>11}", file=out)
     for r in rows:
         print(
             f"{r['model']:<16}{r['threads']:>4} {r['layout']:<14}{r['lop_whole_ms']:>9.2f}{r['lop_banded_ms']:>11.2f}"
-            f"{r['ort_ms']:>9.2f}{r['whole_over_ort']:>9.3f}{r['banded_over_whole']:>11.3f}"
+            f"{r['ort_ms']:>9.2f}{r['whole_over_ort']:>9.3f}{r['banded_over_whole']:>11.3f}",
+            file=out,
         )
-    print("\nwhere the time goes, ms per run (lop's per-op times; onnxruntime's profiler, kernel times):")
+    print("\nwhere the time goes, ms per run (lop's per-op times; onnxruntime's profiler, kernel times):", file=out)
     for r in rows:
         fams = sorted(set(r["lop_families_ms"]) | set(r["ort_families_ms"]), key=lambda f: -r["lop_families_ms"].get(f, 0.0))
         cells = ", ".join(f"{f} {r['lop_families_ms'].get(f, 0.0):.2f}/{r['ort_families_ms'].get(f, 0.0):.2f}" for f in fams)
-        print(f"{r['model']} {r['threads']}t {r['layout']}: lop/ort {cells}")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        print(f"{r['model']} {r['threads']}t {r['layout']}: lop/ort {cells}", file=out)
+    doc = {"runs": args.runs, "warmup": args.warmup, "onnxruntime": ort.__version__, "rows": rows}
+    if args.json == "-":
+        print(json.dumps(doc))
+    elif args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

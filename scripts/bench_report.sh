@@ -19,6 +19,9 @@
 #                   hearing one shard's site digest (edges reporting at 50 Hz, digests at 20 Hz)
 #   codecs          `lop codecs`: every frame codec on real photographs (scripts/photos.sh),
 #                   640x480, bytes against raw and encode/decode time
+#   engine          lop's engine against onnxruntime on the exported real models (resnet18,
+#                   yolo_det, common_det, convnext_tiny from scripts/real_models.py), one thread
+#                   and two, each layout (scripts/against_onnxruntime.py)
 #   frames-raw, frames-jpeg90, frames-lossless
 #                   zoo:yolo_det with its detection stage on those photographs (fitted to
 #                   640x640), the frame crossing raw, as JPEG at quality 90, or lossless (QOI)
@@ -27,7 +30,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-all=(demo demo-detector planner fleet fleet-site codecs frames-raw frames-jpeg90 frames-lossless)
+all=(demo demo-detector planner fleet fleet-site codecs engine frames-raw frames-jpeg90 frames-lossless)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 for n in "${names[@]}"; do
@@ -107,6 +110,12 @@ for n in "${names[@]}"; do
     fleet-site) store fleet-site fleet "$lop" fleet-sim --robots 10000 --servers 500 --load 0.9 --seconds 60 --hear site \
       --shard-size 50 --shards-heard 1 --report-period-s 0.02 --digest-period-s 0.05 --json ;;
     codecs) store codecs codecs "$lop" codecs --frames "$(scripts/photos.sh)" --json ;;
+    engine)
+      scripts/setup.sh --test-deps
+      .venv/bin/python scripts/real_models.py --out target/real_models --models resnet18,yolo_det,common_det,convnext_tiny >&2
+      store engine engine .venv/bin/python scripts/against_onnxruntime.py --threads 1,2 --runs 10 --json - \
+        target/real_models/resnet18.onnx target/real_models/yolo_det.onnx target/real_models/common_det.onnx \
+        target/real_models/convnext_tiny.onnx ;;
     frames-raw) bench frames-raw zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec raw ;;
     frames-jpeg90) bench frames-jpeg90 zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 ;;
     frames-lossless) bench frames-lossless zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec lossless ;;

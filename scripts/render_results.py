@@ -133,7 +133,36 @@ def render_codecs(r):
     return out
 
 
-RENDERERS = {"bench": render_bench, "planner": render_planner, "fleet": render_fleet, "codecs": render_codecs}
+def render_engine(r):
+    """scripts/against_onnxruntime.py --json -: lop's engine beside onnxruntime, per model,
+    thread count and layout, then where the time goes in each model's faster layout."""
+    v = r["result"]
+    rows = [[f"`{x['model']}`", x["threads"], x["layout"], num(x["lop_whole_ms"], ".1f"), num(x["lop_banded_ms"], ".1f"),
+             num(x["ort_ms"], ".1f"), num(x["whole_over_ort"], ".2f"), num(x["banded_over_whole"], ".2f")]
+            for x in v["rows"]]
+    out = [f"Median of {v['runs']} runs after {v['warmup']} warm-up runs each; onnxruntime {v['onnxruntime']} (CPU "
+           f"provider, all graph optimisations); bands: every op in {v['rows'][0]['bands'] if v['rows'] else '-'} row bands.", ""]
+    out += table(["model", "threads", "layout", "lop whole ms", "lop banded ms", "onnxruntime ms", "lop / onnxruntime",
+                  "banded / whole"], rows)
+    best = {}
+    for x in v["rows"]:
+        key = (x["model"], x["threads"])
+        if key not in best or x["lop_whole_ms"] < best[key]["lop_whole_ms"]:
+            best[key] = x
+    fam_rows = []
+    for (model, threads), x in sorted(best.items()):
+        fams = sorted(set(x["lop_families_ms"]) | set(x["ort_families_ms"]), key=lambda f: -x["lop_families_ms"].get(f, 0.0))
+        cells = ", ".join(f"{f} {num(x['lop_families_ms'].get(f, 0.0), '.2f')}/{num(x['ort_families_ms'].get(f, 0.0), '.2f')}"
+                          for f in fams)
+        fam_rows.append([f"`{model}`", threads, x["layout"], cells])
+    out += ["", "Where the time goes in the faster layout, ms per run, lop / onnxruntime (lop's per-op times; onnxruntime's "
+            "profiler, kernel times):", ""]
+    out += table(["model", "threads", "layout", "op family: lop / onnxruntime"], fam_rows)
+    out.append("")
+    return out
+
+
+RENDERERS = {"engine": render_engine, "bench": render_bench, "planner": render_planner, "fleet": render_fleet, "codecs": render_codecs}
 
 
 def render(r):

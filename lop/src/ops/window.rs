@@ -10,7 +10,6 @@ use crate::rows::{Footprint, Rows, clamp_rows, window_rows};
 use tch::{Kind, Tensor};
 
 /// Convolution attributes and weights (also used for transposed convolution).
-#[derive(Debug)]
 pub struct Conv {
     /// `[C_out, C_in/groups, k...]` (conv) or `[C_in, C_out/groups, k...]` (transposed).
     pub weight: Tensor,
@@ -34,6 +33,24 @@ pub struct Conv {
     /// much as the convolution for wide layers and is paid again by every band. `None`: the
     /// plain path. Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.
     pub packed: Option<Tensor>,
+}
+
+/// Every field but [`Conv::packed`], as the derived form printed them before it existed: the
+/// content hash reads an op's `Debug` form (so hashes of existing models stay), and a packed
+/// weight is each side's private layout choice, which must not change what the graph is.
+impl std::fmt::Debug for Conv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conv")
+            .field("weight", &self.weight)
+            .field("bias", &self.bias)
+            .field("strides", &self.strides)
+            .field("pads_begin", &self.pads_begin)
+            .field("pads_end", &self.pads_end)
+            .field("dilations", &self.dilations)
+            .field("output_padding", &self.output_padding)
+            .field("groups", &self.groups)
+            .finish()
+    }
 }
 
 /// Pooling attributes.
