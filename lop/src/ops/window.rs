@@ -32,7 +32,7 @@ pub struct Conv {
     /// it libtorch reorders the weight into oneDNN's blocked format at every call, which costs as
     /// much as the convolution for wide layers and is paid again by every band. `None`: the
     /// plain path. Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.
-    pub packed: Option<Tensor>,
+    pub packed: Option<super::PackedWeights>,
 }
 
 /// Every field but [`Conv::packed`], as the derived form printed them before it existed: the
@@ -189,11 +189,11 @@ impl Conv {
 
     /// The weight prepacked for inputs of `input_size` ([`Conv::packed`]), where the packed path
     /// applies: symmetric pads (the kernel pads symmetrically; bands pad rows themselves).
-    pub(crate) fn pack(&self, input_size: &[usize]) -> Result<Option<Tensor>, tch::TchError> {
+    pub(crate) fn pack(&self, input_size: &[usize]) -> Result<Option<super::PackedWeights>, tch::TchError> {
         if self.pads_begin != self.pads_end || input_size.len() != 4 {
             return Ok(None);
         }
-        super::packed::pack(&self.weight, &self.pads_begin, &self.strides, &self.dilations, self.groups, input_size)
+        super::PackedWeights::new(&self.weight, &self.pads_begin, &self.strides, &self.dilations, self.groups, input_size)
     }
     fn kernel(&self) -> Vec<usize> {
         self.weight.size()[2..].iter().map(|&k| k as usize).collect()
@@ -296,9 +296,16 @@ impl Conv {
             pad_rows(&x, w.top, w.bottom, 0.0)?
         };
         let zeros = vec![0i64; self.nsp()];
-        let y = if let Some(packed) = self.packed.as_ref().filter(|_| x.device() == tch::Device::Cpu && x.kind() == Kind::Float) {
+        let (strides, dilations) = (i64s(&self.strides), i64s(&self.dilations));
+        let packed = match &self.packed {
+            Some(p) if x.device() == tch::Device::Cpu && x.kind() == Kind::Float && x.dim() == 4 => {
+                p.for_shape(&self.weight, &x.size(), &native, &strides, &dilations, self.groups as i64)?
+            }
+            _ => None,
+        };
+        let y = if let Some(packed) = packed {
             let x = Layout::ChannelsLast.apply(&x)?;
-            super::packed::conv(&x, packed, self.bias.as_ref(), &native, &i64s(&self.strides), &i64s(&self.dilations), self.groups as i64)?
+            super::packed::conv(&x, &packed, self.bias.as_ref(), &native, &strides, &dilations, self.groups as i64)?
         } else if mkldnn_3d(&x) {
             x.f_mkldnn_convolution(
                 &self.weight,
