@@ -1,6 +1,7 @@
-// oneDNN's convolution with a prepacked weight, `mkldnn::_convolution_pointwise` (the op
-// PyTorch's own CPU compiler emits), which tch does not wrap: found in libtorch's dispatcher at
-// run time and called boxed, so that no C++ signature has to match libtorch's. Tensors cross as
+// oneDNN's convolution with a prepacked weight, `mkldnn::_convolution_pointwise`, and its
+// linear layer, `mkldnn::_linear_pointwise` (the ops PyTorch's own CPU compiler emits), which
+// tch does not wrap: found in libtorch's dispatcher at run time and called boxed, so that no C++
+// signature has to match libtorch's. Tensors cross as
 // tch's handles (`at::Tensor*`, owned by the caller; a result is a new one the caller frees).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -25,16 +26,60 @@ const c10::OperatorHandle* pointwise_op() {
   return op.has_value() ? &*op : nullptr;
 }
 
+const c10::OperatorHandle* linear_op() {
+  static const std::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findOp(c10::OperatorName("mkldnn::_linear_pointwise", ""));
+  return op.has_value() ? &*op : nullptr;
+}
+
+// Runs `op` on `stack` and hands its first result over as a new handle (exceptions go to the caller).
+int call(const c10::OperatorHandle& op, torch::jit::Stack& stack, at::Tensor** out) {
+  op.callBoxed(&stack);
+  *out = new at::Tensor(stack.at(0).toTensor());
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
 
-// 1 when this libtorch has the op (built with oneDNN), 0 otherwise.
+// 1 when this libtorch has both ops (built with oneDNN), 0 otherwise.
 int lop_conv_pointwise_available() {
   try {
-    return pointwise_op() != nullptr ? 1 : 0;
+    return pointwise_op() != nullptr && linear_op() != nullptr ? 1 : 0;
   } catch (...) {
     return 0;
+  }
+}
+
+// y = x w^T + b for `w` of [out, in] (dense); `b` may be null. Returns 0 and sets *out, or 1
+// with a message.
+int lop_linear_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tensor* b, at::Tensor** out, char* err,
+                         size_t err_len) {
+  try {
+    const c10::OperatorHandle* op = linear_op();
+    if (op == nullptr) {
+      write_error("mkldnn::_linear_pointwise is not in this libtorch", err, err_len);
+      return 1;
+    }
+    torch::jit::Stack stack;
+    stack.emplace_back(*x);
+    stack.emplace_back(*w);
+    if (b != nullptr) {
+      stack.emplace_back(*b);
+    } else {
+      stack.emplace_back();
+    }
+    stack.emplace_back(std::string("none"));
+    stack.emplace_back(c10::List<std::optional<at::Scalar>>());
+    stack.emplace_back();
+    return call(*op, stack, out);
+  } catch (const std::exception& e) {
+    write_error(e.what(), err, err_len);
+    return 1;
+  } catch (...) {
+    write_error("unknown C++ exception", err, err_len);
+    return 1;
   }
 }
 
@@ -64,9 +109,7 @@ int lop_conv_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tenso
     stack.emplace_back(std::string("none"));
     stack.emplace_back(c10::List<std::optional<at::Scalar>>());
     stack.emplace_back();
-    op->callBoxed(&stack);
-    *out = new at::Tensor(stack.at(0).toTensor());
-    return 0;
+    return call(*op, stack, out);
   } catch (const std::exception& e) {
     write_error(e.what(), err, err_len);
     return 1;

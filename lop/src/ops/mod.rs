@@ -488,7 +488,7 @@ impl Op {
                 let shape: Vec<i64> = x.size()[*axis..].to_vec();
                 x.f_layer_norm(shape.as_slice(), weight.as_ref(), bias.as_ref(), *eps, false)
             }
-            Op::Linear { weight, bias } => ins[0].rows(rows)?.f_linear(weight, bias.as_ref()),
+            Op::Linear { weight, bias } => packed::linear(&ins[0].rows(rows)?, weight, bias.as_ref()),
             Op::MatMul => rowwise::compute_matmul(ins, out, rows),
             Op::Softmax { axis } => {
                 let global = ins[0].info.row_axis == Some(*axis);
