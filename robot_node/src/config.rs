@@ -218,6 +218,24 @@ pub struct ImageSettings {
     /// `sensor_msgs/Image` on the image topic, or `sensor_msgs/CompressedImage` on
     /// `<image topic>/compressed` (image_transport's convention).
     pub transport: Transport,
+    /// Most pixels a compressed frame may decode to, checked from its headers before anything is
+    /// allocated (`image.max_pixels`); 0: [`ImageSettings::max_pixels_for`]'s default.
+    pub max_pixels: u64,
+}
+
+/// The default cap on a compressed frame's pixels, whatever the model: a 4K camera's.
+pub const MIN_DEFAULT_MAX_PIXELS: usize = 3840 * 2160;
+
+impl ImageSettings {
+    /// The cap on a compressed frame's pixels for a model input of `width` x `height`: the
+    /// configured one, or 16 times the model's input and at least a 4K frame. A 20-megapixel PNG,
+    /// 80 MB decoded, costs a 640x640 detector nothing it needs.
+    pub fn max_pixels_for(&self, width: u32, height: u32) -> usize {
+        match usize::try_from(self.max_pixels) {
+            Ok(0) | Err(_) => (16 * width as usize * height as usize).max(MIN_DEFAULT_MAX_PIXELS),
+            Ok(n) => n,
+        }
+    }
 }
 
 /// How camera frames arrive.
@@ -560,8 +578,18 @@ impl RobotConfig {
             "compressed" => Transport::Compressed,
             other => return Err(invalid(format!("image.transport must be raw or compressed, got '{other}'"))),
         };
-        let image =
-            ImageSettings { height: u32_param(p, "image.height", 0)?, width: u32_param(p, "image.width", 0)?, order, fit, pad, transport };
+        let max_pixels = p.int("image.max_pixels", 0)?;
+        let max_pixels =
+            u64::try_from(max_pixels).map_err(|_| invalid(format!("image.max_pixels must be 0 (auto) or more, got {max_pixels}")))?;
+        let image = ImageSettings {
+            height: u32_param(p, "image.height", 0)?,
+            width: u32_param(p, "image.width", 0)?,
+            order,
+            fit,
+            pad,
+            transport,
+            max_pixels,
+        };
         let (x, y, z) =
             (range(p, "cloud.x_range", (0.0, 102.4))?, range(p, "cloud.y_range", (-51.2, 51.2))?, range(p, "cloud.z_range", (-3.0, 1.0))?);
         let (rows, cols, depth) = (u32_param(p, "cloud.rows", 0)?, u32_param(p, "cloud.cols", 0)?, u32_param(p, "cloud.depth", 0)?);

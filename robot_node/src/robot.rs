@@ -234,7 +234,13 @@ fn passthrough_input(m: &CompressedIn, t: &ImageTarget) -> Option<(Vec<u8>, Came
 
 /// Converts a frame to the model's input tensor (blocking work: call it on the blocking pool);
 /// under `passthrough` a compressed frame at the model's size is kept as the camera's JPEG.
-fn to_tensor(frame: &Frame, target: &Target, shape: &[i64], passthrough: bool) -> std::result::Result<Converted, ConvertError> {
+fn to_tensor(
+    frame: &Frame,
+    target: &Target,
+    shape: &[i64],
+    passthrough: bool,
+    max_pixels: usize,
+) -> std::result::Result<Converted, ConvertError> {
     let tensor = |r: std::result::Result<Tensor, tch::TchError>| r.map_err(|e| ConvertError::BadTarget { msg: e.to_string() });
     let plain = |input| Converted { input, size: None, camera: None };
     match (frame, target) {
@@ -250,7 +256,7 @@ fn to_tensor(frame: &Frame, target: &Target, shape: &[i64], passthrough: bool) -
                 let input = tensor(Tensor::f_from_slice(&pixels).and_then(|t| t.f_reshape(shape)))?;
                 return Ok(Converted { input, size: Some((t.width, t.height)), camera: Some(camera) });
             }
-            let picture = convert::compressed::decode(&m.format, data)?;
+            let picture = convert::compressed::decode(&m.format, data, max_pixels)?;
             let view = convert::compressed::view(&picture);
             let chw = convert::image_to_chw(&view, t)?;
             let input = tensor(Tensor::f_from_slice(&chw).and_then(|t| t.f_reshape(shape)))?;
@@ -1062,8 +1068,12 @@ impl<'a> Frames<'a> {
         };
         let (tgt, shp) = (self.target.clone(), self.shape.clone());
         let passthrough = self.cfg.table.frame_codec == lop::codec::FrameCodec::Passthrough;
+        let max_pixels = match &self.target {
+            Target::Image(t) => self.cfg.image.max_pixels_for(t.width, t.height),
+            _ => lop::codec::photo::MAX_PIXELS,
+        };
         let t_convert = Instant::now();
-        let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp, passthrough)).await;
+        let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp, passthrough, max_pixels)).await;
         let input = match converted {
             Ok(Ok(t)) => t,
             Ok(Err(e)) => {

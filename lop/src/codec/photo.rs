@@ -51,25 +51,36 @@ impl Format {
 /// [`CodecError::Corrupt`] for data that is neither, or does not decode; [`CodecError::Dimensions`]
 /// for a picture over [`MAX_PIXELS`].
 pub fn decode_picture(data: &[u8]) -> Result<Picture, CodecError> {
+    decode_picture_within(data, MAX_PIXELS)
+}
+
+/// [`decode_picture`] for pictures of at most `max_pixels` (and [`MAX_PIXELS`]), checked from the
+/// headers before any pixel is allocated: a receiver caps what one frame may cost by what its
+/// model needs.
+///
+/// # Errors
+/// As [`decode_picture`]; [`CodecError::Dimensions`] naming the cap for a larger picture.
+pub fn decode_picture_within(data: &[u8], max_pixels: usize) -> Result<Picture, CodecError> {
+    let max = max_pixels.min(MAX_PIXELS);
     match Format::sniff(data) {
-        Some(Format::Png) => decode_png(data),
-        Some(Format::Jpeg) => decode_jpeg(data),
+        Some(Format::Png) => decode_png(data, max),
+        Some(Format::Jpeg) => decode_jpeg(data, max),
         None => Err(CodecError::Corrupt { codec: "picture", why: "neither PNG nor JPEG (unknown magic bytes)".into() }),
     }
 }
 
-fn too_big(codec: &'static str, w: usize, h: usize) -> CodecError {
-    CodecError::Dimensions { codec, expected: format!("at most {MAX_PIXELS} pixels"), found: format!("{w}x{h}") }
+fn too_big(codec: &'static str, w: usize, h: usize, max: usize) -> CodecError {
+    CodecError::Dimensions { codec, expected: format!("at most {max} pixels"), found: format!("{w}x{h} ({} pixels)", w.saturating_mul(h)) }
 }
 
-fn decode_png(data: &[u8]) -> Result<Picture, CodecError> {
+fn decode_png(data: &[u8], max: usize) -> Result<Picture, CodecError> {
     let corrupt = |why: String| CodecError::Corrupt { codec: "PNG", why };
     let options = DecoderOptions::default().png_set_strip_to_8bit(true).set_max_width(1 << 16).set_max_height(1 << 16);
     let decoded = std::panic::catch_unwind(|| {
         let mut dec = zune_png::PngDecoder::new_with_options(data, options);
         dec.decode_headers()?;
         let (w, h) = dec.get_dimensions().unwrap_or((0, 0));
-        if w.saturating_mul(h) > MAX_PIXELS {
+        if w.saturating_mul(h) > max {
             return Ok(Err((w, h)));
         }
         let space = dec.get_colorspace();
@@ -79,7 +90,7 @@ fn decode_png(data: &[u8]) -> Result<Picture, CodecError> {
     })
     .map_err(|_| corrupt("the decoder panicked".into()))?
     .map_err(|e| corrupt(format!("{e:?}")))?;
-    let (w, h, space, depth, pixels) = decoded.map_err(|(w, h)| too_big("PNG", w, h))?;
+    let (w, h, space, depth, pixels) = decoded.map_err(|(w, h)| too_big("PNG", w, h, max))?;
     if depth != Some(BitDepth::Eight) {
         return Err(corrupt(format!("bit depth {depth:?} after stripping to 8 bits")));
     }
@@ -101,7 +112,7 @@ fn decode_png(data: &[u8]) -> Result<Picture, CodecError> {
     Ok(Picture { width: w, height: h, channels, pixels })
 }
 
-fn decode_jpeg(data: &[u8]) -> Result<Picture, CodecError> {
+fn decode_jpeg(data: &[u8], max: usize) -> Result<Picture, CodecError> {
     let corrupt = |why: String| CodecError::Corrupt { codec: "JPEG", why };
     super::jpeg::check_whole(data)?;
     let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB).set_strict_mode(true);
@@ -109,14 +120,14 @@ fn decode_jpeg(data: &[u8]) -> Result<Picture, CodecError> {
         let mut dec = zune_jpeg::JpegDecoder::new_with_options(data, options);
         dec.decode_headers()?;
         let (w, h) = dec.info().map_or((0, 0), |i| (usize::from(i.width), usize::from(i.height)));
-        if w.saturating_mul(h) > MAX_PIXELS {
+        if w.saturating_mul(h) > max {
             return Ok(Err((w, h)));
         }
         Ok::<_, zune_jpeg::errors::DecodeErrors>(Ok((w, h, dec.decode()?)))
     })
     .map_err(|_| corrupt("the decoder panicked".into()))?
     .map_err(|e| corrupt(format!("{e:?}")))?;
-    let (w, h, pixels) = decoded.map_err(|(w, h)| too_big("JPEG", w, h))?;
+    let (w, h, pixels) = decoded.map_err(|(w, h)| too_big("JPEG", w, h, max))?;
     if w == 0 || h == 0 || pixels.len() != w * h * 3 {
         return Err(corrupt(format!("{} bytes for {w}x{h}x3", pixels.len())));
     }

@@ -31,8 +31,9 @@ pub fn parse_format(format: &str) -> Result<Format, ConvertError> {
 ///
 /// # Errors
 /// [`ConvertError::Compressed`]: an unknown format, bytes of another format than the field
-/// says (a mislabelled frame), or a picture that does not decode (corrupt, truncated).
-pub fn decode(format: &str, data: &[u8]) -> Result<Picture, ConvertError> {
+/// says (a mislabelled frame), a picture that does not decode (corrupt, truncated), or one over
+/// `max_pixels` (the message names the cap; nothing is decoded).
+pub fn decode(format: &str, data: &[u8], max_pixels: usize) -> Result<Picture, ConvertError> {
     let said = parse_format(format)?;
     match Format::sniff(data) {
         Some(found) if found == said => {}
@@ -45,7 +46,7 @@ pub fn decode(format: &str, data: &[u8]) -> Result<Picture, ConvertError> {
             });
         }
     }
-    photo::decode_picture(data).map_err(|e| ConvertError::Compressed { msg: e.to_string() })
+    photo::decode_picture_within(data, max_pixels).map_err(|e| ConvertError::Compressed { msg: e.to_string() })
 }
 
 /// The picture as an image message's fields: `mono8`, `rgb8` or `rgba8`, rows packed.
@@ -110,11 +111,11 @@ mod tests {
         let png_bytes = photo::encode_png(&Picture { width: 24, height: 16, channels: 3, pixels: interleaved });
         let target = ImageTarget { height: 16, width: 24, channels: 3, order: ChannelOrder::Rgb, fit: Fit::Resize };
         // PNG is exact: the converted frame is the frame.
-        let p = decode("bgr8; png compressed bgr8", &png_bytes).unwrap();
+        let p = decode("bgr8; png compressed bgr8", &png_bytes, photo::MAX_PIXELS).unwrap();
         assert_eq!(image_to_chw(&view(&p), &target).unwrap(), planar());
         // JPEG converts to what the engine's decoder gives: the pixels the edge would decode.
         let jpeg = lop::codec::encode(FrameCodec::Jpeg { quality: 90 }, &image, &planar(), 16).unwrap();
-        let p = decode("jpeg", &jpeg).unwrap();
+        let p = decode("jpeg", &jpeg, photo::MAX_PIXELS).unwrap();
         let engine = lop::codec::decode(FrameCodec::Passthrough, &image, &jpeg, 16).unwrap();
         assert_eq!(image_to_chw(&view(&p), &target).unwrap(), engine);
         assert_eq!(dimensions("jpeg", &jpeg).unwrap(), (24, 16));
@@ -125,16 +126,47 @@ mod tests {
     fn corrupt_truncated_and_mislabelled_frames_are_refused() {
         let image = Image { channels: 3, width: 24, height: 16 };
         let jpeg = lop::codec::encode(FrameCodec::Jpeg { quality: 90 }, &image, &planar(), 16).unwrap();
-        let e = decode("png", &jpeg).unwrap_err();
+        let e = decode("png", &jpeg, photo::MAX_PIXELS).unwrap_err();
         assert!(e.to_string().contains("mislabelled"), "{e}");
-        let e = decode("jpeg", &jpeg[..jpeg.len() / 2]).unwrap_err();
+        let e = decode("jpeg", &jpeg[..jpeg.len() / 2], photo::MAX_PIXELS).unwrap_err();
         assert!(e.to_string().contains("truncated"), "{e}");
-        let e = decode("jpeg", b"not a picture").unwrap_err();
+        let e = decode("jpeg", b"not a picture", photo::MAX_PIXELS).unwrap_err();
         assert!(e.to_string().contains("neither JPEG nor PNG"), "{e}");
         let mut garbled = jpeg.clone();
         for b in garbled.iter_mut().skip(200).take(40) {
             *b = 0xFF;
         }
-        assert!(decode("jpeg", &garbled).is_err());
+        assert!(decode("jpeg", &garbled, photo::MAX_PIXELS).is_err());
+    }
+
+    /// A picture over the cap is refused from its headers, the cap named; one at the cap decodes.
+    /// A 20-megapixel PNG against the default cap of a 640x640 model (a 4K frame's pixels).
+    #[test]
+    fn a_picture_over_the_cap_is_refused_naming_it() {
+        let image = Image { channels: 3, width: 24, height: 16 };
+        let jpeg = lop::codec::encode(FrameCodec::Jpeg { quality: 90 }, &image, &planar(), 16).unwrap();
+        let png_bytes = photo::encode_png(&Picture { width: 24, height: 16, channels: 1, pixels: vec![7; 24 * 16] });
+        for (format, data) in [("jpeg", &jpeg), ("png", &png_bytes)] {
+            assert!(decode(format, data, 24 * 16).is_ok(), "{format} at the cap");
+            let e = decode(format, data, 24 * 16 - 1).unwrap_err().to_string();
+            assert!(e.contains("at most 383 pixels") && e.contains("24x16"), "{format}: {e}");
+        }
+        let settings = crate::config::ImageSettings {
+            height: 0,
+            width: 0,
+            order: ChannelOrder::Rgb,
+            fit: None,
+            pad: 0,
+            transport: crate::config::Transport::Compressed,
+            max_pixels: 0,
+        };
+        let cap = settings.max_pixels_for(640, 640);
+        assert_eq!(cap, 3840 * 2160);
+        assert_eq!(settings.max_pixels_for(1280, 1280), 16 * 1280 * 1280);
+        assert_eq!(crate::config::ImageSettings { max_pixels: 1000, ..settings }.max_pixels_for(640, 640), 1000);
+        let (w, h) = (5472, 3648);
+        let big = photo::encode_png(&Picture { width: w, height: h, channels: 1, pixels: vec![0; w * h] });
+        let e = decode("png", &big, cap).unwrap_err().to_string();
+        assert!(e.contains(&format!("at most {cap} pixels")) && e.contains("5472x3648"), "{e}");
     }
 }
