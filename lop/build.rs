@@ -33,8 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Compiles `csrc/pointwise.cpp` (oneDNN's prepacked convolution, which tch does not wrap) against
-/// the libtorch torch-sys links (`DEP_TCH_LIBTORCH_LIB`: its `lib` folder; the headers are in the
-/// `include` folder beside it), with torch-sys's own flags.
+/// the libtorch torch-sys links (`DEP_TCH_LIBTORCH_LIB`: its `lib` folder), with torch-sys's own
+/// headers and flags.
 fn build_shim() {
     println!("cargo:rerun-if-changed=csrc/pointwise.cpp");
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
@@ -42,7 +42,17 @@ fn build_shim() {
         eprintln!("error: torch-sys did not say where libtorch is (DEP_TCH_LIBTORCH_LIB)");
         std::process::exit(1);
     };
-    let include = lib.parent().map(|p| p.join("include")).unwrap_or_default();
+    // Where torch-sys takes the headers from: a torch wheel's `torch/include` beside its
+    // `torch/lib` (LIBTORCH_USE_PYTORCH), else LIBTORCH_INCLUDE, else LIBTORCH.
+    println!("cargo:rerun-if-env-changed=LIBTORCH_INCLUDE");
+    let beside = lib.parent().map(std::path::Path::to_path_buf);
+    let base = if std::env::var_os("LIBTORCH_USE_PYTORCH").is_some() {
+        beside
+    } else {
+        std::env::var_os("LIBTORCH_INCLUDE").or_else(|| std::env::var_os("LIBTORCH")).map(std::path::PathBuf::from).or(beside)
+    }
+    .unwrap_or_default();
+    let include = base.join("include");
     let abi = if cxx11_abi() { "1" } else { "0" };
     cc::Build::new()
         .cpp(true)
