@@ -66,7 +66,8 @@ pub struct PackedWeights {
 
 impl PackedWeights {
     /// Packs `weight` for the whole input `input_size` with the convolution's own `pads`;
-    /// `None` where the packed path does not apply ([`pack`]).
+    /// `None` where the packed path does not apply: another dtype, device or rank, or a libtorch
+    /// without oneDNN.
     ///
     /// # Errors
     /// libtorch failures while packing.
@@ -78,9 +79,13 @@ impl PackedWeights {
         groups: usize,
         input_size: &[usize],
     ) -> Result<Option<PackedWeights>, tch::TchError> {
-        let Some(packed) = pack(weight, pads, strides, dilations, groups, input_size)? else { return Ok(None) };
-        let key = (input_size.iter().map(|&d| d as i64).collect(), pads.iter().map(|&p| p as i64).collect(), packed);
-        Ok(Some(PackedWeights { by_shape: std::sync::Mutex::new(vec![key]) }))
+        if weight.dim() != 4 || weight.kind() != Kind::Float || weight.device() != tch::Device::Cpu || !available() {
+            return Ok(None);
+        }
+        let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+        let (size, pads) = (i64s(input_size), i64s(pads));
+        let packed = reorder(weight, &pads, &i64s(strides), &i64s(dilations), groups as i64, &size)?;
+        Ok(Some(PackedWeights { by_shape: std::sync::Mutex::new(vec![(size, pads, packed)]) }))
     }
 
     /// The weight packed for inputs of `size` with symmetric `padding`, packed now if this shape
@@ -104,7 +109,7 @@ impl PackedWeights {
         if shapes.len() >= MAX_PACKED_SHAPES {
             return Ok(None);
         }
-        let w = weight.f_contiguous()?.f_to_mkldnn(None)?.f_mkldnn_reorder_conv2d_weight(padding, stride, dilation, groups, Some(size))?;
+        let w = reorder(weight, padding, stride, dilation, groups, size)?;
         shapes.push((size.to_vec(), padding.to_vec(), w.shallow_clone()));
         Ok(Some(w))
     }
@@ -116,35 +121,20 @@ impl PackedWeights {
 }
 
 /// `weight` (`[C_out, C_in/groups, kh, kw]`, float32, on the CPU) packed for inputs of
-/// `input_size` (NCHW), or `None` where the packed path does not apply (another dtype, device or
-/// rank, or a libtorch without oneDNN).
-///
-/// # Errors
-/// libtorch failures while packing.
-pub fn pack(
+/// `input_size` (NCHW) and symmetric `padding`.
+fn reorder(
     weight: &Tensor,
-    pads: &[usize],
-    strides: &[usize],
-    dilations: &[usize],
-    groups: usize,
-    input_size: &[usize],
-) -> Result<Option<Tensor>, tch::TchError> {
-    if weight.dim() != 4 || weight.kind() != Kind::Float || weight.device() != tch::Device::Cpu || !available() {
-        return Ok(None);
-    }
-    let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
-    let packed = weight.f_contiguous()?.f_to_mkldnn(None)?.f_mkldnn_reorder_conv2d_weight(
-        i64s(pads).as_slice(),
-        i64s(strides).as_slice(),
-        i64s(dilations).as_slice(),
-        groups as i64,
-        Some(i64s(input_size).as_slice()),
-    )?;
-    Ok(Some(packed))
+    padding: &[i64],
+    stride: &[i64],
+    dilation: &[i64],
+    groups: i64,
+    input_size: &[i64],
+) -> Result<Tensor, tch::TchError> {
+    weight.f_contiguous()?.f_to_mkldnn(None)?.f_mkldnn_reorder_conv2d_weight(padding, stride, dilation, groups, Some(input_size))
 }
 
 /// The convolution of `x` (4-d, float32, CPU; channels-last is what the packing expects) with a
-/// weight from [`pack`], symmetric `padding`, and `bias`.
+/// weight from [`PackedWeights::for_shape`], symmetric `padding`, and `bias`.
 ///
 /// # Errors
 /// The shim's message (from libtorch) as a [`tch::TchError::Torch`].
