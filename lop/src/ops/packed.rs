@@ -61,7 +61,14 @@ pub const MAX_PACKED_SHAPES: usize = 4;
 /// reorder (6.7 ms for a 192x96x3x3 weight here, where the convolution took 0.3 ms). So each
 /// shape gets its own packing, made at its first call; the whole input's is made at load.
 pub struct PackedWeights {
-    by_shape: std::sync::Mutex<Vec<(Vec<i64>, Vec<i64>, Tensor)>>,
+    by_shape: std::sync::Mutex<Vec<Packing>>,
+}
+
+/// One packing: the input size and padding it is for, and the packed weight.
+struct Packing {
+    size: Vec<i64>,
+    padding: Vec<i64>,
+    weight: Tensor,
 }
 
 impl PackedWeights {
@@ -85,7 +92,7 @@ impl PackedWeights {
         let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
         let (size, pads) = (i64s(input_size), i64s(pads));
         let packed = reorder(weight, &pads, &i64s(strides), &i64s(dilations), groups as i64, &size)?;
-        Ok(Some(PackedWeights { by_shape: std::sync::Mutex::new(vec![(size, pads, packed)]) }))
+        Ok(Some(PackedWeights { by_shape: std::sync::Mutex::new(vec![Packing { size, padding: pads, weight: packed }]) }))
     }
 
     /// The weight packed for inputs of `size` with symmetric `padding`, packed now if this shape
@@ -103,14 +110,14 @@ impl PackedWeights {
         groups: i64,
     ) -> Result<Option<Tensor>, tch::TchError> {
         let mut shapes = self.by_shape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, _, w)) = shapes.iter().find(|(s, p, _)| s.as_slice() == size && p.as_slice() == padding) {
-            return Ok(Some(w.shallow_clone()));
+        if let Some(p) = shapes.iter().find(|p| p.size == size && p.padding == padding) {
+            return Ok(Some(p.weight.shallow_clone()));
         }
         if shapes.len() >= MAX_PACKED_SHAPES {
             return Ok(None);
         }
         let w = reorder(weight, padding, stride, dilation, groups, size)?;
-        shapes.push((size.to_vec(), padding.to_vec(), w.shallow_clone()));
+        shapes.push(Packing { size: size.to_vec(), padding: padding.to_vec(), weight: w.shallow_clone() });
         Ok(Some(w))
     }
 
