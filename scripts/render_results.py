@@ -41,6 +41,15 @@ def provenance(r):
             f"`{r['command']}`, on {m['cpu']} ({m['cores']} cores), {m['date']}, commit {m['commit']}._")
 
 
+def server_compute(m):
+    """The server's measured compute beside what the simulator priced it at (`-` for a method
+    without the edge, or a run recorded before the field existed)."""
+    meas, sim = m.get("server_compute_ms"), m.get("sim_server_compute_ms")
+    if meas is None or not sim:
+        return "-"
+    return f"{meas:.1f} / {sim:.1f} = {meas / sim:.2f}"
+
+
 def render_bench(r):
     """A `lop bench --json` run: one row per method, then LOP over the best baseline."""
     v = r["result"]
@@ -57,11 +66,13 @@ def render_bench(r):
             num(m.get("fidelity"), ".2f") + note,
             num(m["bytes_up"], ".0f"), num(m["bytes_down"], ".0f"), m["fallbacks"],
             num(m["max_rel_err"], ".1e") + (f" ({m['reordered_rows']} rows moved)" if m.get("reordered_rows") else ""),
+            server_compute(m),
         ])
     pace = f" paced by its profile" if v.get("robot_pace") == "profile" else ""
     out = [f"{v['model']}, {v['requests']} requests per method, robot dilation {v['dilation']}{pace}, input wire "
            f"{v['input_wire']}, {v['trace'] or 'a constant link'} x{v['bandwidth_scale']:.3f}, {v['transport']} link.", ""]
-    out += table(["method", "mean ms", "p50 ms", "sim ms", "meas/sim", "up B", "down B", "fallbacks", "max err"], rows)
+    out += table(["method", "mean ms", "p50 ms", "sim ms", "meas/sim", "up B", "down B", "fallbacks", "max err",
+                  "server compute ms, meas/sim"], rows)
     out.append("")
     facts = []
     if v.get("lop_vs_best_other") is not None:

@@ -645,6 +645,11 @@ fn print_report(
             r.calibration_before_ms, r.calibration_after_ms, r.overruns, r.overrun_ms
         );
     }
+    for (m, r) in &ordered {
+        if let (Some(meas), Some(sim)) = (r.server_compute_ms, r.sim_server_compute_ms) {
+            println!("{m}: server compute {meas:.1} ms measured, {sim:.1} ms simulated (meas/sim {:.2})", meas / sim.max(1e-9));
+        }
+    }
     if let Some(r) = lop_ratio {
         println!("lop / best of robot-only, server-only, layer: {r:.3}");
     }

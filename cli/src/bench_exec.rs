@@ -4,7 +4,7 @@
 //! op kind by op kind (`scripts/against_onnxruntime.py` prints it beside onnxruntime's).
 
 use crate::ModelArgs;
-use lop::exec::{run_batched, run_split, run_whole, run_whole_timed, synthetic_inputs};
+use lop::exec::{run_banded_kernels_timed, run_batched, run_split, run_whole, run_whole_timed, synthetic_inputs};
 use lop::graph::Graph;
 use lop::plan::Plan;
 use lop::profile::LayoutChoice;
@@ -51,25 +51,39 @@ fn lay_out(graph: &mut Graph, inputs: &[tch::Tensor], choice: LayoutChoice) -> a
     Ok(layout.name())
 }
 
-/// Median milliseconds per op kind over `runs` timed whole runs, with the count of ops of each
-/// kind, largest first.
-fn time_kinds(graph: &Graph, inputs: &[tch::Tensor], runs: usize) -> anyhow::Result<Vec<(String, usize, f64)>> {
-    let mut per_run: BTreeMap<&'static str, (usize, Vec<f64>)> = BTreeMap::new();
+/// One op kind's share of a run: its op count and median milliseconds whole and with every op
+/// in bands (its kernels alone, [`run_banded_kernels_timed`]).
+struct KindTime {
+    kind: String,
+    ops: usize,
+    whole_ms: f64,
+    banded_ms: f64,
+}
+
+/// Median milliseconds per op kind over `runs` timed runs, whole and with every op in `bands`
+/// bands (kernels only), with the count of ops of each kind, largest whole time first.
+fn time_kinds(graph: &Graph, inputs: &[tch::Tensor], runs: usize, bands: usize) -> anyhow::Result<Vec<KindTime>> {
+    let mut per_run: BTreeMap<&'static str, (usize, Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for _ in 0..runs {
-        let (_, seconds) = run_whole_timed(graph, inputs)?;
-        let mut sums: BTreeMap<&'static str, (usize, f64)> = BTreeMap::new();
+        let (_, whole) = run_whole_timed(graph, inputs)?;
+        let (_, banded) = run_banded_kernels_timed(graph, inputs, bands)?;
+        let mut sums: BTreeMap<&'static str, (usize, f64, f64)> = BTreeMap::new();
         for id in (0..graph.nodes.len()).filter(|&id| graph.is_op(id)) {
             let e = sums.entry(graph.nodes[id].op.kind_name()).or_default();
-            *e = (e.0 + 1, e.1 + seconds[id] * 1e3);
+            *e = (e.0 + 1, e.1 + whole[id] * 1e3, e.2 + banded[id] * 1e3);
         }
-        for (kind, (count, ms)) in sums {
+        for (kind, (count, w, b)) in sums {
             let e = per_run.entry(kind).or_default();
             e.0 = count;
-            e.1.push(ms);
+            e.1.push(w);
+            e.2.push(b);
         }
     }
-    let mut kinds: Vec<(String, usize, f64)> = per_run.into_iter().map(|(k, (n, ms))| (k.to_string(), n, median(ms))).collect();
-    kinds.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let mut kinds: Vec<KindTime> = per_run
+        .into_iter()
+        .map(|(k, (ops, w, b))| KindTime { kind: k.to_string(), ops, whole_ms: median(w), banded_ms: median(b) })
+        .collect();
+    kinds.sort_by(|a, b| b.whole_ms.total_cmp(&a.whole_ms));
     Ok(kinds)
 }
 
@@ -119,7 +133,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     let whole_ms = median(whole);
     let banded_ms = median(one);
     let chunked_ms = median(bands);
-    let kinds = if args.kinds { time_kinds(&graph, &inputs, args.runs)? } else { Vec::new() };
+    let kinds = if args.kinds { time_kinds(&graph, &inputs, args.runs, args.bands)? } else { Vec::new() };
     let whole_run = run_whole(&graph, &inputs)?;
     let even = run_split(&graph, &Plan::even(&graph, args.units), &inputs)?;
     let random = run_split(&graph, &Plan::random(&graph, args.units, 1), &inputs)?;
@@ -127,21 +141,48 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     let random_ratio = random.peak_bytes as f64 / whole_run.peak_bytes.max(1) as f64;
     let ratio = banded_ms / whole_ms;
     let chunked_ratio = chunked_ms / whole_ms;
+    let packing = graph.packing_stats();
     if args.json {
-        let kinds: Vec<serde_json::Value> = kinds.iter().map(|(k, n, ms)| serde_json::json!({"kind": k, "ops": n, "ms": ms})).collect();
+        let kinds: Vec<serde_json::Value> = kinds
+            .iter()
+            .map(|k| serde_json::json!({"kind": k.kind, "ops": k.ops, "ms": k.whole_ms, "banded_kernel_ms": k.banded_ms}))
+            .collect();
         let v = serde_json::json!({
             "model": graph.name, "layout": layout, "whole_ms": whole_ms, "banded_ms": banded_ms, "ratio": ratio,
             "bands": args.bands, "chunked_ms": chunked_ms, "chunked_ratio": chunked_ratio, "kinds": kinds,
             "peak_mem_ratio": peak_mem_ratio, "peak_mem_ratio_random_layout": random_ratio,
             "whole_peak_bytes": whole_run.peak_bytes, "split_peak_bytes": even.peak_bytes,
             "runs": args.runs, "threads": tch::get_num_threads(),
+            "packing": {"shapes": packing.shapes, "formats": packing.formats, "plain_calls": packing.plain_calls},
         });
         println!("{v}");
     } else {
         println!("{} ({layout}): whole {whole_ms:.2} ms, one-band executor {banded_ms:.2} ms, ratio {ratio:.3}", graph.name);
         println!("every op in {} bands: {chunked_ms:.2} ms, ratio {chunked_ratio:.3}", args.bands);
-        for (kind, n, ms) in &kinds {
-            println!("  {kind:<20} {n:>4} ops {ms:>9.3} ms {:>6.1}%", 100.0 * ms / whole_ms);
+        println!(
+            "prepacked convolution weights: {} input shapes, {} packed copies, {} calls on libtorch's plain path",
+            packing.shapes, packing.formats, packing.plain_calls
+        );
+        if !kinds.is_empty() {
+            let kernels: f64 = kinds.iter().map(|k| k.banded_ms).sum();
+            println!(
+                "  kernels alone in {} bands: {kernels:.2} ms ({:.3} of whole); the executor's assembly adds {:.2} ms",
+                args.bands,
+                kernels / whole_ms,
+                chunked_ms - kernels
+            );
+            println!("  {:<20} {:>8} {:>9} {:>7} {:>10} {:>6}", "kind", "ops", "whole ms", "share", "banded ms", "ratio");
+        }
+        for k in &kinds {
+            println!(
+                "  {:<20} {:>4} ops {:>9.3} {:>6.1}% {:>10.3} {:>6.2}",
+                k.kind,
+                k.ops,
+                k.whole_ms,
+                100.0 * k.whole_ms / whole_ms,
+                k.banded_ms,
+                k.banded_ms / k.whole_ms.max(1e-9)
+            );
         }
         println!(
             "peak activation memory: whole {} B, even split (both sides) {} B, ratio {peak_mem_ratio:.2}; random layout ratio {random_ratio:.2}",

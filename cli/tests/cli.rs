@@ -167,6 +167,13 @@ fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
     let convs = kinds.iter().find(|k| k["kind"] == "Conv").and_then(|k| k["ops"].as_u64());
     assert_eq!(convs, Some(20), "{v}");
     assert!(kinds.iter().all(|k| k["ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms.is_finite())), "{v}");
+    assert!(kinds.iter().all(|k| k["banded_kernel_ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms.is_finite())), "{v}");
+    // Every convolution packed; bands of new heights shared or added packings, none fell to the
+    // plain path.
+    let packing = &v["packing"];
+    assert!(packing["formats"].as_u64().is_some_and(|f| f >= 20), "{v}");
+    assert!(packing["shapes"].as_u64() >= packing["formats"].as_u64(), "{v}");
+    assert_eq!(packing["plain_calls"].as_u64(), Some(0), "{v}");
     let out = lop(&[&args[..], &["--layout", "sideways"]].concat());
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -26,17 +26,49 @@ const c10::OperatorHandle* pointwise_op() {
   return op.has_value() ? &*op : nullptr;
 }
 
+const c10::OperatorHandle* serialized_md_op() {
+  static const std::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findOp(c10::OperatorName("mkldnn::_get_mkldnn_serialized_md", ""));
+  return op.has_value() ? &*op : nullptr;
+}
+
 const c10::OperatorHandle* linear_op() {
   static const std::optional<c10::OperatorHandle> op =
       c10::Dispatcher::singleton().findOp(c10::OperatorName("mkldnn::_linear_pointwise", ""));
   return op.has_value() ? &*op : nullptr;
 }
 
-// Runs `op` on `stack` and hands its first result over as a new handle (exceptions go to the caller).
-int call(const c10::OperatorHandle& op, torch::jit::Stack& stack, at::Tensor** out) {
-  op.callBoxed(&stack);
-  *out = new at::Tensor(stack.at(0).toTensor());
-  return 0;
+// Finds `op` (named `name` in messages), runs it on the stack `push` fills, and hands its first
+// result over as a new handle. Returns 0, or 1 with a message: the op is missing, or libtorch
+// threw (every C++ exception is caught here, none crosses into Rust).
+template <typename Push>
+int call(const c10::OperatorHandle* op, const char* name, Push push, at::Tensor** out, char* err, size_t err_len) {
+  try {
+    if (op == nullptr) {
+      write_error((std::string(name) + " is not in this libtorch").c_str(), err, err_len);
+      return 1;
+    }
+    torch::jit::Stack stack;
+    push(stack);
+    op->callBoxed(&stack);
+    *out = new at::Tensor(stack.at(0).toTensor());
+    return 0;
+  } catch (const std::exception& e) {
+    write_error(e.what(), err, err_len);
+    return 1;
+  } catch (...) {
+    write_error("unknown C++ exception", err, err_len);
+    return 1;
+  }
+}
+
+// An optional tensor argument: `t`, or None when null.
+void push_optional(torch::jit::Stack& stack, const at::Tensor* t) {
+  if (t != nullptr) {
+    stack.emplace_back(*t);
+  } else {
+    stack.emplace_back();
+  }
 }
 
 }  // namespace
@@ -56,31 +88,23 @@ int lop_conv_pointwise_available() {
 // with a message.
 int lop_linear_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tensor* b, at::Tensor** out, char* err,
                          size_t err_len) {
-  try {
-    const c10::OperatorHandle* op = linear_op();
-    if (op == nullptr) {
-      write_error("mkldnn::_linear_pointwise is not in this libtorch", err, err_len);
-      return 1;
-    }
-    torch::jit::Stack stack;
+  auto push = [&](torch::jit::Stack& stack) {
     stack.emplace_back(*x);
     stack.emplace_back(*w);
-    if (b != nullptr) {
-      stack.emplace_back(*b);
-    } else {
-      stack.emplace_back();
-    }
+    push_optional(stack, b);
     stack.emplace_back(std::string("none"));
     stack.emplace_back(c10::List<std::optional<at::Scalar>>());
     stack.emplace_back();
-    return call(*op, stack, out);
-  } catch (const std::exception& e) {
-    write_error(e.what(), err, err_len);
-    return 1;
-  } catch (...) {
-    write_error("unknown C++ exception", err, err_len);
-    return 1;
-  }
+  };
+  return call(linear_op(), "mkldnn::_linear_pointwise", push, out, err, err_len);
+}
+
+// The memory descriptor of oneDNN tensor `w` (its blocked format, serialized by oneDNN) as a
+// new uint8 tensor: two packed weights with equal descriptors hold the same layout. Returns 0
+// and sets *out, or 1 with a message (also where this libtorch lacks the op).
+int lop_mkldnn_serialized_md(const at::Tensor* w, at::Tensor** out, char* err, size_t err_len) {
+  auto push = [&](torch::jit::Stack& stack) { stack.emplace_back(*w); };
+  return call(serialized_md_op(), "mkldnn::_get_mkldnn_serialized_md", push, out, err, err_len);
 }
 
 // y = conv(x, w, b) with `w` from `mkldnn_reorder_conv2d_weight`; `b` may be null. `nsp`
@@ -88,20 +112,10 @@ int lop_linear_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Ten
 int lop_conv_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tensor* b, const int64_t* padding,
                        const int64_t* stride, const int64_t* dilation, int64_t nsp, int64_t groups, at::Tensor** out,
                        char* err, size_t err_len) {
-  try {
-    const c10::OperatorHandle* op = pointwise_op();
-    if (op == nullptr) {
-      write_error("mkldnn::_convolution_pointwise is not in this libtorch", err, err_len);
-      return 1;
-    }
-    torch::jit::Stack stack;
+  auto push = [&](torch::jit::Stack& stack) {
     stack.emplace_back(*x);
     stack.emplace_back(*w);
-    if (b != nullptr) {
-      stack.emplace_back(*b);
-    } else {
-      stack.emplace_back();
-    }
+    push_optional(stack, b);
     stack.emplace_back(std::vector<int64_t>(padding, padding + nsp));
     stack.emplace_back(std::vector<int64_t>(stride, stride + nsp));
     stack.emplace_back(std::vector<int64_t>(dilation, dilation + nsp));
@@ -109,14 +123,8 @@ int lop_conv_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tenso
     stack.emplace_back(std::string("none"));
     stack.emplace_back(c10::List<std::optional<at::Scalar>>());
     stack.emplace_back();
-    return call(*op, stack, out);
-  } catch (const std::exception& e) {
-    write_error(e.what(), err, err_len);
-    return 1;
-  } catch (...) {
-    write_error("unknown C++ exception", err, err_len);
-    return 1;
-  }
+  };
+  return call(pointwise_op(), "mkldnn::_convolution_pointwise", push, out, err, err_len);
 }
 
 }  // extern "C"

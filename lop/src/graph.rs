@@ -275,6 +275,22 @@ impl Graph {
         Ok(any)
     }
 
+    /// The prepacked convolutions' packing figures summed over the graph ([`crate::ops::PackingStats`]):
+    /// shapes met, packed copies kept, and calls that fell to libtorch's plain path (a chunked
+    /// run meeting more band shapes or formats than the caps). Zero without packing.
+    pub fn packing_stats(&self) -> crate::ops::PackingStats {
+        let mut sum = crate::ops::PackingStats::default();
+        for st in self.nodes.iter().filter_map(|n| match &n.op {
+            Op::Conv(c) => c.packed.as_ref().map(crate::ops::PackedWeights::stats),
+            _ => None,
+        }) {
+            sum.shapes += st.shapes;
+            sum.formats += st.formats;
+            sum.plain_calls += st.plain_calls;
+        }
+        sum
+    }
+
     /// The layout of the graph's convolution weights: channels-last when any of them reads as
     /// channels-last ([`Layout::of`]), NCHW otherwise (none does, or there is no convolution).
     pub fn layout(&self) -> Layout {

@@ -137,6 +137,14 @@ pub struct MethodReport {
     /// the layer partition: with `sim_mean_ms` and `sim_bound_ms`, how much of what server
     /// pipelining could gain in these buckets the plans found.
     pub sim_best_baseline_ms: Option<f64>,
+    /// The server's measured compute per request (mean of what the edge reports: its op
+    /// chunks, without decoding or waiting), milliseconds, over the requests whose plan kept the
+    /// server computing and that it answered; `None` when there were none.
+    pub server_compute_ms: Option<f64>,
+    /// What the simulator prices the same plans' server compute at, in the same requests'
+    /// buckets (mean), milliseconds; beside [`MethodReport::server_compute_ms`], whether chunked compute
+    /// costs what the plan says.
+    pub sim_server_compute_ms: Option<f64>,
     /// Bytes sent to the edge, per inference (mean).
     pub bytes_up: f64,
     /// Bytes received from the edge, per inference (mean).
@@ -281,6 +289,8 @@ fn summarize(lat_ms: &mut [f64], sims: &[f64], stats: &[(InferenceStats, f64)], 
         sim_bound_ms: None,
         fluid_bound_ms: None,
         sim_best_baseline_ms: None,
+        server_compute_ms: None,
+        sim_server_compute_ms: None,
         bytes_up: stats.iter().map(|s| s.0.bytes_up as f64).sum::<f64>() / n,
         bytes_down: stats.iter().map(|s| s.0.bytes_down as f64).sum::<f64>() / n,
         energy_j: stats.iter().map(|s| s.1).sum::<f64>() / n,
@@ -425,11 +435,39 @@ async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Sample>)
 
 /// Per table entry, simulated seconds: the best of robot-only, server-only and the layer
 /// partition, and the server-pipelining bound (`lop::sim::Simulator::server_pipeline_bound`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct BucketYardsticks {
     best_baseline_s: Option<f64>,
     bound_s: Option<f64>,
     fluid_s: Option<f64>,
+    /// Per method (table name), the seconds the simulator keeps the server computing its plan:
+    /// what the server's measured compute is checked against.
+    server_busy_s: BTreeMap<String, f64>,
+}
+
+/// Per table entry and method, the simulated server compute of the method's plan in the
+/// entry's bucket (its compute spans' union, seconds).
+fn simulated_server_busy(
+    table: &ScheduleTable,
+    g: &lop::graph::Graph,
+    robot: &Profile,
+    server: &Profile,
+) -> lop::Result<Vec<BTreeMap<String, f64>>> {
+    let mut sim = lop::sim::Simulator::new(g, robot, server, table.spec.sim_config(0.0))?;
+    let mut out = Vec::with_capacity(table.entries.len());
+    for e in &table.entries {
+        sim.set_config(table.spec.sim_config(e.bucket_mb_s))?;
+        let mut busy = BTreeMap::new();
+        for m in crate::plans::METHODS {
+            // A plan infeasible in its bucket (one that uses the link, in a bucket without one)
+            // has no price there.
+            if let Some(r) = e.plan_of(m).and_then(|plan| sim.simulate(plan).ok()) {
+                busy.insert(m.to_string(), r.server_compute.busy_s);
+            }
+        }
+        out.push(busy);
+    }
+    Ok(out)
 }
 
 /// The schedule table and its entries' yardsticks.
@@ -440,14 +478,16 @@ async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<(ScheduleTable, Vec
             let (table, _, _) = lop::planner::table::load_or_build(&dir, g, None, &robot, &server, &spec, 1)?;
             let bounds = table.pipeline_bounds(g, &robot, &server)?;
             let fluid = table.fluid_bounds(g, &robot, &server)?;
+            let busy = simulated_server_busy(&table, g, &robot, &server)?;
             let marks = table
                 .entries
                 .iter()
-                .zip(bounds.into_iter().zip(fluid))
-                .map(|(e, (bound_s, fluid_s))| BucketYardsticks {
+                .zip(bounds.into_iter().zip(fluid).zip(busy))
+                .map(|(e, ((bound_s, fluid_s), server_busy_s))| BucketYardsticks {
                     best_baseline_s: e.best_baseline_s(),
                     bound_s,
                     fluid_s: fluid_s.map(|f| f.bound_s),
+                    server_busy_s,
                 })
                 .collect();
             Ok((table, marks))
@@ -498,6 +538,7 @@ async fn run_methods<C: Connector>(
         let epoch = Instant::now();
         let (mut lat, mut sims, mut stats, mut err) = (Vec::new(), Vec::new(), Vec::new(), Outputs::new());
         let (mut bound_s, mut best_s, mut fluid_s) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut server_s, mut server_sim_s) = (Vec::new(), Vec::new());
         for i in 0..cfg.requests {
             let rate = cfg.trace.rate_mbps(epoch.elapsed());
             let bucket_units = rate / 8.0 / cfg.spec.bandwidth_scale;
@@ -513,6 +554,13 @@ async fn run_methods<C: Connector>(
                 bound_s.extend(m.bound_s);
                 fluid_s.extend(m.fluid_s);
                 best_s.extend(m.best_baseline_s);
+                // Pairs from the requests whose plan kept the server computing and that it
+                // answered (not fallen back).
+                let sim_s = m.server_busy_s.get(method).copied().filter(|&s| s > 0.0 && !r.stats.fallback);
+                if let (Some(sim_s), Some(meas_s)) = (sim_s, r.stats.server_compute_s) {
+                    server_sim_s.push(sim_s);
+                    server_s.push(meas_s);
+                }
             }
             let e = modelled_energy(&cfg.power, &r.stats, rate);
             stats.push((r.stats, e));
@@ -537,6 +585,11 @@ async fn run_methods<C: Connector>(
         report.sim_bound_ms = mean_ms(&bound_s);
         report.fluid_bound_ms = mean_ms(&fluid_s);
         report.sim_best_baseline_ms = mean_ms(&best_s);
+        if !server_s.is_empty() {
+            let n = server_s.len() as f64;
+            report.server_compute_ms = Some(server_s.iter().sum::<f64>() / n * 1e3);
+            report.sim_server_compute_ms = Some(server_sim_s.iter().sum::<f64>() / n * 1e3);
+        }
         out.insert(method.clone(), report);
         worker = client.into_worker();
     }

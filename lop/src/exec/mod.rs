@@ -11,7 +11,7 @@ pub use batch::run_batched;
 pub use compare::{Agreement, Tolerance, agree, agree_all, max_rel_err, max_rel_err_all};
 pub use side::{Held, SideExec, unbatchable};
 pub use split::{SplitRun, run_split};
-pub use whole::{WholeRun, run_whole, run_whole_seeing, run_whole_timed};
+pub use whole::{WholeRun, run_banded_kernels_timed, run_whole, run_whole_seeing, run_whole_timed};
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;

@@ -14,7 +14,7 @@ mod window;
 
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
-pub use packed::{MAX_PACKED_SHAPES, PackedWeights};
+pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
 pub use pad::{Pad, PadMode};
 pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
 pub use rowwise::ReduceKind;

@@ -20,6 +20,7 @@ use torch_sys::C_tensor;
 
 unsafe extern "C" {
     fn lop_conv_pointwise_available() -> c_int;
+    fn lop_mkldnn_serialized_md(w: *const C_tensor, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
     fn lop_linear_pointwise(
         x: *const C_tensor,
         w: *const C_tensor,
@@ -51,24 +52,62 @@ pub fn available() -> bool {
     *AVAILABLE.get_or_init(|| unsafe { lop_conv_pointwise_available() } == 1)
 }
 
-/// Most input shapes one convolution keeps a packed weight for (each a copy of the weight).
-/// Past it, calls of a new shape take libtorch's plain path, as before packing existed.
-pub const MAX_PACKED_SHAPES: usize = 4;
+/// Most input shapes one convolution remembers a packing decision for. A shape costs a few
+/// integers; a server computing frames in chunks meets one per distinct band height and padding
+/// (resnet18's demo plans: up to 8 per convolution). Past it, calls of a new shape take
+/// libtorch's plain path.
+pub const MAX_PACKED_SHAPES: usize = 64;
+
+/// Most packed copies of one weight (distinct oneDNN formats) a convolution keeps. Shapes whose
+/// packing has a format already kept share that copy, so memory grows with the formats oneDNN
+/// picks (one or two per convolution on this project's models), not with the shapes. Past it,
+/// shapes wanting another format take libtorch's plain path.
+pub const MAX_PACKED_FORMATS: usize = 4;
 
 /// A convolution's weight packed for each input shape (and padding) it runs on. oneDNN picks
-/// its weight blocking by shape: a weight packed for the whole input, handed a band of another
-/// height, is reordered from one blocked format to another at every call, by oneDNN's slowest
-/// reorder (6.7 ms for a 192x96x3x3 weight here, where the convolution took 0.3 ms). So each
-/// shape gets its own packing, made at its first call; the whole input's is made at load.
+/// its weight blocking by shape (a band of a few rows may get a narrower block than the whole
+/// input): a weight packed for another format is reordered from one blocked format to another
+/// at every call, by oneDNN's slowest reorder (6.7 ms for a 192x96x3x3 weight here, where the
+/// convolution took 0.3 ms). So each new shape is packed at its first call, and the packing is
+/// kept once per format: two packings with the same oneDNN memory descriptor share one copy.
+/// The whole input's is made at load.
 pub struct PackedWeights {
-    by_shape: std::sync::Mutex<Vec<Packing>>,
+    state: std::sync::Mutex<Packings>,
 }
 
-/// One packing: the input size and padding it is for, and the packed weight.
+/// The shapes met so far, the formats kept, and how often the plain path ran.
+#[derive(Default)]
+struct Packings {
+    shapes: Vec<Packing>,
+    formats: Vec<Format>,
+    plain_calls: usize,
+}
+
+/// One input shape: its size and padding, and the format its calls use (`None`: the plain path,
+/// every format slot being taken by others).
 struct Packing {
     size: Vec<i64>,
     padding: Vec<i64>,
+    format: Option<usize>,
+}
+
+/// One packed copy of the weight, with oneDNN's descriptor of its layout (`None` when this
+/// libtorch cannot say it: such a packing is shared with no other).
+struct Format {
+    descriptor: Option<Vec<u8>>,
     weight: Tensor,
+}
+
+/// What [`PackedWeights::stats`] reports of one convolution.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackingStats {
+    /// Input shapes met (each with a packing decision).
+    pub shapes: usize,
+    /// Packed copies of the weight kept (distinct oneDNN formats).
+    pub formats: usize,
+    /// Calls that took libtorch's plain path, past [`MAX_PACKED_SHAPES`] or
+    /// [`MAX_PACKED_FORMATS`]: each reorders the weight.
+    pub plain_calls: usize,
 }
 
 impl PackedWeights {
@@ -90,13 +129,14 @@ impl PackedWeights {
             return Ok(None);
         }
         let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
-        let (size, pads) = (i64s(input_size), i64s(pads));
-        let packed = reorder(weight, &pads, &i64s(strides), &i64s(dilations), groups as i64, &size)?;
-        Ok(Some(PackedWeights { by_shape: std::sync::Mutex::new(vec![Packing { size, padding: pads, weight: packed }]) }))
+        let packed = PackedWeights { state: std::sync::Mutex::new(Packings::default()) };
+        packed.for_shape(weight, &i64s(input_size), &i64s(pads), &i64s(strides), &i64s(dilations), groups as i64)?;
+        Ok(Some(packed))
     }
 
-    /// The weight packed for inputs of `size` with symmetric `padding`, packed now if this shape
-    /// is new and fewer than [`MAX_PACKED_SHAPES`] are kept; `None` past that.
+    /// The weight packed for inputs of `size` with symmetric `padding`: packed now if this shape
+    /// is new, and kept if its format is new and fewer than [`MAX_PACKED_FORMATS`] are kept;
+    /// `None` (the plain path) past the caps.
     ///
     /// # Errors
     /// libtorch failures while packing.
@@ -109,22 +149,62 @@ impl PackedWeights {
         dilation: &[i64],
         groups: i64,
     ) -> Result<Option<Tensor>, tch::TchError> {
-        let mut shapes = self.by_shape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(p) = shapes.iter().find(|p| p.size == size && p.padding == padding) {
-            return Ok(Some(p.weight.shallow_clone()));
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = st.shapes.iter().find(|p| p.size == size && p.padding == padding).map(|p| p.format);
+        let format = match known {
+            Some(format) => format,
+            None if st.shapes.len() >= MAX_PACKED_SHAPES => None,
+            None => {
+                let w = reorder(weight, padding, stride, dilation, groups, size)?;
+                let format = st.keep(w);
+                st.shapes.push(Packing { size: size.to_vec(), padding: padding.to_vec(), format });
+                format
+            }
+        };
+        match format {
+            Some(f) => Ok(Some(st.formats[f].weight.shallow_clone())),
+            None => {
+                st.plain_calls += 1;
+                Ok(None)
+            }
         }
-        if shapes.len() >= MAX_PACKED_SHAPES {
-            return Ok(None);
-        }
-        let w = reorder(weight, padding, stride, dilation, groups, size)?;
-        shapes.push(Packing { size: size.to_vec(), padding: padding.to_vec(), weight: w.shallow_clone() });
-        Ok(Some(w))
     }
 
-    /// How many shapes have a packed weight.
-    pub fn shapes(&self) -> usize {
-        self.by_shape.lock().map_or(0, |s| s.len())
+    /// Shapes met, formats kept and plain-path calls so far.
+    pub fn stats(&self) -> PackingStats {
+        let st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        PackingStats { shapes: st.shapes.len(), formats: st.formats.len(), plain_calls: st.plain_calls }
     }
+}
+
+impl Packings {
+    /// The format slot for packed weight `w`: one kept already with the same descriptor, or a
+    /// new one while fewer than [`MAX_PACKED_FORMATS`] are kept; `None` past that.
+    fn keep(&mut self, w: Tensor) -> Option<usize> {
+        let descriptor = serialized_descriptor(&w);
+        if let Some(d) = &descriptor
+            && let Some(i) = self.formats.iter().position(|f| f.descriptor.as_ref() == Some(d))
+        {
+            return Some(i);
+        }
+        if self.formats.len() >= MAX_PACKED_FORMATS {
+            return None;
+        }
+        self.formats.push(Format { descriptor, weight: w });
+        Some(self.formats.len() - 1)
+    }
+}
+
+/// oneDNN's serialized memory descriptor of packed weight `w` (its layout), or `None` when this
+/// libtorch cannot give it.
+fn serialized_descriptor(w: &Tensor) -> Option<Vec<u8>> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    let mut err = [0 as c_char; 512];
+    // SAFETY: a live borrowed tensor and the error buffer of its stated length; on success the
+    // shim hands over a new handle.
+    let rc = unsafe { lop_mkldnn_serialized_md(w.as_ptr(), &mut out, err.as_mut_ptr(), err.len()) };
+    let md = taken(rc, out, &err, "oneDNN descriptor").ok()?;
+    Vec::<u8>::try_from(md.f_contiguous().ok()?.f_view([-1]).ok()?).ok()
 }
 
 /// `weight` (`[C_out, C_in/groups, kh, kw]`, float32, on the CPU) packed for inputs of
@@ -270,17 +350,45 @@ mod tests {
             let a = agree(&split.outputs[0], &eager, Tolerance::SPLIT).expect("same shape");
             assert!(a.within, "seed {seed}: {a:?}");
         }
-        // Bands of new heights got packings of their own, up to the cap; past it they ran on
-        // libtorch's plain path, and still agreed.
+        // Bands of new heights got packings of their own; those of one oneDNN format share a
+        // copy, and none ran on the plain path.
         for n in &g.nodes {
             if let Op::Conv(c) = &n.op {
-                let shapes = c.packed.as_ref().map_or(0, super::PackedWeights::shapes);
-                assert!((2..=super::MAX_PACKED_SHAPES).contains(&shapes), "{}: {shapes} packed shapes", n.name);
+                let st = c.packed.as_ref().map(super::PackedWeights::stats).unwrap_or_default();
+                assert!(st.shapes >= 2 && st.shapes <= super::MAX_PACKED_SHAPES, "{}: {st:?}", n.name);
+                assert!((1..=st.shapes.min(super::MAX_PACKED_FORMATS)).contains(&st.formats), "{}: {st:?}", n.name);
+                assert_eq!(st.plain_calls, 0, "{}: {st:?}", n.name);
             }
         }
         // Back to NCHW: the packed weights go.
         g.set_layout(Layout::Nchw).expect("layout");
         assert!(g.nodes.iter().all(|n| !matches!(&n.op, Op::Conv(c) if c.packed.is_some())));
+    }
+
+    /// Band heights past the shape cap take the plain path, counted; the shapes before it share
+    /// packed copies by format, so that the copies kept stay at most the format cap, and each
+    /// shape's packed convolution equals the plain one under the rule.
+    #[test]
+    fn packings_are_shared_by_format_and_capped() {
+        let w = Tensor::randn([16, 8, 3, 3], (Kind::Float, Device::Cpu));
+        let (pad, one) = ([0i64, 1], [1i64, 1]);
+        let packed = super::PackedWeights::new(&w, &[1, 1], &[1, 1], &[1, 1], 1, &[1, 8, 80, 12]).expect("pack").expect("oneDNN");
+        let extra = 3;
+        for h in 3..3 + (super::MAX_PACKED_SHAPES - 1 + extra) as i64 {
+            let x = Layout::ChannelsLast.apply(&Tensor::randn([1, 8, h, 12], (Kind::Float, Device::Cpu))).expect("layout");
+            let plain = x.convolution(&w, None::<&Tensor>, one, pad, one, false, [0, 0], 1);
+            match packed.for_shape(&w, &x.size(), &pad, &one, &one, 1).expect("for_shape") {
+                Some(p) => {
+                    let y = super::conv(&x, &p, None, &pad, &one, &one, 1).expect("conv");
+                    assert!(agree(&y, &plain, Tolerance::SPLIT).expect("same shape").within, "height {h}");
+                }
+                None => assert!(h >= 3 + super::MAX_PACKED_SHAPES as i64 - 1, "height {h} should be packed"),
+            }
+        }
+        let st = packed.stats();
+        assert_eq!(st.shapes, super::MAX_PACKED_SHAPES, "{st:?}");
+        assert_eq!(st.plain_calls, extra, "{st:?}");
+        assert!(st.formats >= 1 && st.formats <= super::MAX_PACKED_FORMATS.min(st.shapes - 1), "shared by format: {st:?}");
     }
 }
 
