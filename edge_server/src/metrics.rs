@@ -363,6 +363,20 @@ impl Collector for ServiceCollector {
         family(&mut encoder, "frames_dropped", "Frames from robots dropped, by reason", C, &drops)?;
         let c = svc.counts();
         single(&mut encoder, "sessions_welcomed", "Sessions welcomed", C, c.sessions as f64)?;
+        single(
+            &mut encoder,
+            "robot_profiles_refused",
+            "Hellos with a new robot profile refused while a schedule table was being built (retried by the robot)",
+            C,
+            c.profiles_refused as f64,
+        )?;
+        single(
+            &mut encoder,
+            "robot_profiles_evicted",
+            "Robot profiles received in Hellos and forgotten, to make room or unused for an hour",
+            C,
+            c.profiles_evicted as f64,
+        )?;
         single(&mut encoder, "sessions", "Sessions open now", G, svc.open_sessions() as f64)?;
         single(&mut encoder, "batches", "Batches of several inferences of one plan run at once", C, c.batches as f64)?;
         single(&mut encoder, "batched", "Inferences that ran in those batches", C, c.batched as f64)?;

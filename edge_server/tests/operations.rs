@@ -192,6 +192,9 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     assert!(received >= frames as f64 * 150_000.0, "{received} bytes received for {frames} frames up");
     assert_eq!(q("lop_edge_model_warm{model=\"resnet18\"}"), Some(1.0));
     assert_eq!(q("lop_edge_sessions"), Some(1.0), "one robot session open");
+    // The robot's profile was configured: none received, none refused or forgotten.
+    assert_eq!(q("lop_edge_robot_profiles_refused_total"), Some(0.0));
+    assert_eq!(q("lop_edge_robot_profiles_evicted_total"), Some(0.0));
     assert_eq!(q("up{job=\"lop_edge\"}"), Some(1.0));
 
     // promtool accepts the exposition as scraped.

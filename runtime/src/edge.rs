@@ -36,6 +36,7 @@ use crate::exec::{
 };
 use crate::link::{LinkRx, LinkTx};
 use crate::plans::{PlanBook, Prepared, digest};
+use crate::received_profiles::ReceivedProfiles;
 use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
 
 /// A model the edge serves.
@@ -578,7 +579,7 @@ impl Inner {
             forwarding: std::sync::OnceLock::new(),
             rate_limited: AtomicU64::new(0),
             profiles_refused: AtomicU64::new(0),
-            received_profiles: AtomicU64::new(0),
+            received: std::sync::Mutex::new(ReceivedProfiles::default()),
             shutting_down: AtomicBool::new(false),
             served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
             busy_ns: AtomicU64::new(0),
@@ -662,9 +663,16 @@ pub struct EdgeCounts {
     /// Start frames dropped because their session sent more than [`MAX_STARTS_PER_S`] (a
     /// flood: no answer is sent, the robot finishes such an inference alone at its deadline).
     pub rate_limited: u64,
-    /// Hellos refused because they carried a robot profile the edge has not seen while it
-    /// already holds [`MAX_RECEIVED_PROFILES`] profiles received in Hellos.
+    /// Hellos refused because they carried a robot profile the edge has not seen while
+    /// [`MAX_RECEIVED_BUILDS`] schedule tables were being built (the robot retries, running
+    /// alone meanwhile).
     pub profiles_refused: u64,
+    /// Received robot profiles forgotten, to make room for newer ones or unused for an hour
+    /// ([`ReceivedProfiles`]); their plan books go with them.
+    pub profiles_evicted: u64,
+    /// Robot profiles received in Hellos and kept now (at most
+    /// [`crate::received_profiles::MAX_RECEIVED_PROFILES`]).
+    pub profiles_kept: u64,
     /// Frames dropped, by reason.
     pub dropped: FrameCounts,
 }
@@ -777,8 +785,8 @@ struct Inner {
     profiles_refused: AtomicU64,
     /// Where inferences this edge cannot serve in time go (set once the fleet view is up).
     forwarding: std::sync::OnceLock<Forwarding>,
-    /// Robot profiles received in Hellos and remembered (at most [`MAX_RECEIVED_PROFILES`]).
-    received_profiles: AtomicU64,
+    /// Robot profiles received in Hellos and remembered, bounded ([`ReceivedProfiles`]).
+    received: std::sync::Mutex<ReceivedProfiles>,
     shutting_down: AtomicBool,
     served: broadcast::Sender<Served>,
     /// Server compute time of every inference so far, nanoseconds.
@@ -844,6 +852,8 @@ impl EdgeService {
             batched: l(&i.batch_counts.batched),
             rate_limited: l(&i.rate_limited),
             profiles_refused: l(&i.profiles_refused),
+            profiles_evicted: i.received.lock().map_or(0, |r| r.evicted()),
+            profiles_kept: i.received.lock().map_or(0, |r| r.len() as u64),
             dropped: i.stats.snapshot(),
         }
     }
@@ -1091,10 +1101,10 @@ pub const START_BURST: f64 = 20.0;
 /// received no band at all: a Start with nothing to compute holds a replica until it is
 /// replaced, so a session that keeps doing so is slowed to a few Starts a second.
 pub const EMPTY_START_PENALTY: f64 = 10.0;
-/// Robot profiles received in Hellos that the edge remembers (and plans tables for); a Hello
-/// with another new profile past this is refused. Profiles given in the configuration do not
-/// count.
-pub const MAX_RECEIVED_PROFILES: u64 = 32;
+/// Schedule tables being built (any profile's) past which a Hello with a new robot profile is
+/// refused as `Planning`, to retry: each table is planned on the model's first replica, so a
+/// flood of made-up profiles would otherwise queue plannings ahead of every inference there.
+pub const MAX_RECEIVED_BUILDS: usize = 1;
 
 /// A token bucket of Start frames: [`MAX_STARTS_PER_S`], bursts of [`START_BURST`].
 #[derive(Debug)]
@@ -1446,12 +1456,12 @@ impl Session {
                     format!("unknown robot profile {} and the Hello carries none", h.robot_profile_hash.to_hex()),
                 );
             }
-            None if self.svc.received_profiles.load(Ordering::Relaxed) >= MAX_RECEIVED_PROFILES => {
+            None if self.svc.builds_in_progress() >= MAX_RECEIVED_BUILDS => {
                 self.svc.profiles_refused.fetch_add(1, Ordering::Relaxed);
                 return self.reject(
-                    RejectReason::NoTable,
+                    RejectReason::Planning,
                     format!(
-                        "robot profile {} is new and the edge already planned for {MAX_RECEIVED_PROFILES} profiles received in Hellos: add it to the edge's robot_profiles",
+                        "robot profile {} is new and the edge is building {MAX_RECEIVED_BUILDS} schedule table(s) already: retry (run alone meanwhile), or add it to the edge's robot_profiles",
                         h.robot_profile_hash.to_hex()
                     ),
                 );
@@ -1459,7 +1469,7 @@ impl Session {
             None => match received_profile(&h, &model.hash.to_hex()) {
                 Ok(p) => {
                     tracing::info!(robot = %h.robot_id, model = %h.model_id, profile = %p.hash(), ops = p.ops.len(), "robot profile received in Hello");
-                    self.svc.remember_profile(p.clone());
+                    self.svc.remember_profile(&h.robot_id, p.clone());
                     p
                 }
                 Err(why) => return self.reject(RejectReason::BadInput, format!("the robot profile in Hello: {why}")),
@@ -1766,6 +1776,10 @@ impl Inner {
         if cached.is_some() {
             return cached;
         }
+        let received = self.received.lock().ok()?.get(hash, Instant::now());
+        if received.is_some() {
+            return received;
+        }
         let dir = self.opts.profiles_dir.as_ref()?;
         for e in std::fs::read_dir(dir).ok()?.flatten() {
             let path = e.path();
@@ -1783,15 +1797,29 @@ impl Inner {
         None
     }
 
-    /// Keeps a robot profile received in a Hello (in memory; the table cache keeps its tables
-    /// across restarts, and the robot sends it again).
-    fn remember_profile(&self, p: Profile) {
-        if let Ok(mut v) = self.robot_profiles.lock()
-            && !v.iter().any(|q| q.hash() == p.hash())
-        {
-            v.push(p);
-            self.received_profiles.fetch_add(1, Ordering::Relaxed);
+    /// Keeps a robot profile received in a Hello from `robot` (in memory, bounded; the table
+    /// cache keeps its tables across restarts, and the robot sends it again), and drops the
+    /// plan books of the profiles it made room for.
+    fn remember_profile(&self, robot: &str, p: Profile) {
+        let gone = self.received.lock().map(|mut r| r.insert(robot, p, Instant::now())).unwrap_or_default();
+        if gone.is_empty() {
+            return;
         }
+        tracing::info!(profiles = gone.len(), "received robot profiles forgotten (unused longest, or unused for an hour)");
+        let mut books = self.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        books.retain(|(_, hash, _), slot| !(gone.contains(hash) && matches!(slot, BookSlot::Ready(_))));
+    }
+
+    /// Whether a robot profile is still one this edge plans for: configured, found in its
+    /// profiles folder, or received and not forgotten.
+    fn knows_profile(&self, hash: &str) -> bool {
+        self.robot_profiles.lock().is_ok_and(|v| v.iter().any(|p| p.hash() == hash)) || self.received.lock().is_ok_and(|r| r.contains(hash))
+    }
+
+    /// Schedule tables being loaded or planned now.
+    fn builds_in_progress(&self) -> usize {
+        let books = self.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        books.values().filter(|slot| matches!(slot, BookSlot::Building(..))).count()
     }
 
     /// The plan book for a model and robot profile: ready, being built, or started now in the
@@ -1813,8 +1841,12 @@ impl Inner {
             let result = inner.build_book(mi, robot, input_wire).await.map_err(|e| e.to_string());
             let mut books = inner.books.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match &result {
-                Ok(b) => {
+                // A book for a profile forgotten while it was built is not kept.
+                Ok(b) if inner.knows_profile(&key.1) => {
                     books.insert(key, BookSlot::Ready(b.clone()));
+                }
+                Ok(_) => {
+                    books.remove(&key);
                 }
                 Err(e) => {
                     tracing::warn!(model = %inner.models[mi].id, error = %e, "the schedule table could not be built");

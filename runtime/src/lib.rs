@@ -70,6 +70,7 @@ pub mod local;
 pub mod netns;
 pub mod plans;
 pub mod ports;
+pub mod received_profiles;
 pub mod scratch;
 pub mod security;
 pub mod session;

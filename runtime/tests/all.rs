@@ -15,6 +15,7 @@ mod fleet_site;
 mod fleet_stream;
 mod hostile_peers;
 mod inprocess;
+mod profile_flood;
 mod security;
 mod zenoh_e2e;
 

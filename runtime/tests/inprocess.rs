@@ -153,11 +153,7 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
     let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
 
     // Raw Hellos with bad profiles: each refused with its reason on one session.
-    let (robot, edge_end) = lop_runtime::shaped_pair(link.clone());
-    let (etx, erx) = edge_end.into_split();
-    let served = svc.clone();
-    tokio::spawn(async move { served.serve(etx, erx).await });
-    let (tx, mut rx) = robot.into_split();
+    let (tx, mut rx) = common::raw_session(&svc, link.clone());
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     let hello = |profile: Vec<u8>, hash: &str| Hello {
         robot_id: "raw".into(),

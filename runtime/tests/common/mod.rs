@@ -100,3 +100,13 @@ pub async fn within(limit: std::time::Duration, mut cond: impl FnMut() -> bool) 
     }
     None
 }
+
+/// A raw session with `svc` over an in-process link shaped as `link`: the robot's ends of it,
+/// for tests that send frames the client would never send.
+pub fn raw_session(svc: &EdgeService, link: lop_runtime::ShapedConfig) -> (lop_runtime::ShapedTx, lop_runtime::ShapedRx) {
+    let (robot, edge_end) = lop_runtime::shaped_pair(link);
+    let (etx, erx) = edge_end.into_split();
+    let served = svc.clone();
+    tokio::spawn(async move { served.serve(etx, erx).await });
+    robot.into_split()
+}
