@@ -241,6 +241,15 @@ fn run(
             }
             stats.compute_s += t0.elapsed().as_secs_f64();
             stats.chunks += 1;
+            // Each chunk's time, for comparing a run with its profile chunk by chunk.
+            tracing::trace!(
+                side = side.name(),
+                node = c.node,
+                rows_start = c.rows.start,
+                rows_end = c.rows.end,
+                seconds = t0.elapsed().as_secs_f64(),
+                "chunk computed"
+            );
             left_chunks -= 1;
             arrived(schedule, &c.successors, &mut pending, &mut ready);
             for &tr in &c.enables {
