@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{MODEL, Setup, assert_exact, edge, edge_slowed, edge_with, setup, tempdir};
+use common::{MODEL, Setup, assert_exact, edge, edge_slowed, setup, tempdir};
 
 use std::time::Duration;
 
@@ -148,12 +148,9 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
 
     let s = setup();
     let dir = tempdir();
-    // No robot profile known; a Hello waits at most 1 ms for its table.
-    let svc = edge_with(&s, &dir, Vec::new(), Duration::from_millis(1)).await;
-    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
-
-    // Raw Hellos with bad profiles: each refused with its reason on one session.
-    let (tx, mut rx) = common::raw_session(&svc, link.clone());
+    // No robot profile known; a Hello waits at most 1 ms for its table. Raw Hellos with bad
+    // profiles: each refused with its reason on one session.
+    let (svc, link, tx, mut rx) = common::edge_without_profiles(&s, &dir).await;
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     let hello = |profile: Vec<u8>, hash: &str| Hello {
         robot_id: "raw".into(),
@@ -187,13 +184,8 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
     // A real client with its profile: alone first, split once the edge has planned.
     let board = Switchboard::new();
     let _edge = board.plug(svc.clone());
-    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
-    let mut opts = ClientOptions::new("robot-new", "resnet18");
-    opts.retry_interval = Duration::from_millis(50);
-    opts.deadline_slack = Duration::from_secs(3);
-    opts.robot_profile = Some(s.robot.clone());
     let t_hello = std::time::Instant::now();
-    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, s.table.clone()).await.unwrap();
+    let mut c = common::client_with_profile(&board, link, "robot-new", s.robot.clone(), s.table.clone()).await;
     let first_hello = t_hello.elapsed();
     assert!(!c.connected(), "the first Hello cannot find a table ready within 1 ms");
     let (mut alone, mut split) = (0, 0);

@@ -9,14 +9,12 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{MODEL, assert_exact, edge_with, setup, tempdir};
+use common::{MODEL, assert_exact, setup, tempdir};
 use lop_msgs::Frame;
 use lop_msgs::protocol::{DType, Hello, RejectReason};
-use lop_runtime::client::{ClientOptions, RobotClient};
-use lop_runtime::exec::Worker;
 use lop_runtime::local::Switchboard;
 use lop_runtime::received_profiles::MAX_RECEIVED_PROFILES;
-use lop_runtime::{LinkRx, LinkTx, ShapedConfig, Trace};
+use lop_runtime::{LinkRx, LinkTx};
 
 /// The process's resident memory, bytes (Linux).
 fn rss_bytes() -> u64 {
@@ -39,9 +37,7 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
     let s = setup();
     let dir = tempdir();
     // No robot profile known up front; a Hello waits at most 1 ms for its table.
-    let svc = edge_with(&s, &dir, Vec::new(), Duration::from_millis(1)).await;
-    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
-    let (tx, mut rx) = common::raw_session(&svc, link.clone());
+    let (svc, link, tx, mut rx) = common::edge_without_profiles(&s, &dir).await;
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     let (model_sha256, planner_hash) =
         (lop_runtime::plans::digest(&g.content_hash().unwrap()).unwrap(), lop_runtime::plans::digest(&s.spec.hash()).unwrap());
@@ -86,14 +82,9 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
     // A legitimate robot with a new profile: alone while the edge plans, then split, exact.
     let board = Switchboard::new();
     let _edge = board.plug(svc.clone());
-    let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
-    let mut opts = ClientOptions::new("legit", "resnet18");
-    opts.retry_interval = Duration::from_millis(50);
-    opts.deadline_slack = Duration::from_secs(3);
     let legit = made_up(&s.robot, flood + 1);
     let (table, _) = lop::planner::table::ScheduleTable::build(&g, None, &legit, &s.server, &s.spec, 1).unwrap();
-    opts.robot_profile = Some(legit);
-    let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, table).await.unwrap();
+    let mut c = common::client_with_profile(&board, link, "legit", legit, table).await;
     let started = Instant::now();
     let mut split = 0;
     for i in 0..2000 {

@@ -110,3 +110,32 @@ pub fn raw_session(svc: &EdgeService, link: lop_runtime::ShapedConfig) -> (lop_r
     tokio::spawn(async move { served.serve(etx, erx).await });
     robot.into_split()
 }
+
+/// An edge that knows no robot profile and waits at most 1 ms for a table in Hello, a link of
+/// 1000 MB/s, and a raw session with it: for tests of profiles sent in Hellos.
+pub async fn edge_without_profiles(
+    s: &Setup,
+    cache: &std::path::Path,
+) -> (EdgeService, lop_runtime::ShapedConfig, lop_runtime::ShapedTx, lop_runtime::ShapedRx) {
+    let svc = edge_with(s, cache, Vec::new(), Duration::from_millis(1)).await;
+    let link = lop_runtime::ShapedConfig::symmetric(lop_runtime::Trace::constant(1000.0).unwrap());
+    let (tx, rx) = raw_session(&svc, link.clone());
+    (svc, link, tx, rx)
+}
+
+/// A robot client `robot` of the test model that sends `profile` in its Hello (retrying every
+/// 50 ms, 3 s of deadline slack), planned by `table`, over `link` to the edges of `board`.
+pub async fn client_with_profile(
+    board: &lop_runtime::local::Switchboard,
+    link: lop_runtime::ShapedConfig,
+    robot: &str,
+    profile: Profile,
+    table: ScheduleTable,
+) -> lop_runtime::client::RobotClient<lop_runtime::local::LocalConnector> {
+    let (worker, loaded) = lop_runtime::exec::Worker::spawn(robot, || lop::model::load(MODEL, &Default::default())).await.unwrap();
+    let mut opts = lop_runtime::client::ClientOptions::new(robot, "resnet18");
+    opts.retry_interval = Duration::from_millis(50);
+    opts.deadline_slack = Duration::from_secs(3);
+    opts.robot_profile = Some(profile);
+    lop_runtime::client::RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, table).await.unwrap()
+}
