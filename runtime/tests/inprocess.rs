@@ -707,6 +707,9 @@ async fn plans_with_ops_cut_by_hand_give_the_unsplit_output() {
 /// the error names the bucket and method that use the plan and what is wrong with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_that_does_not_fit_is_refused_naming_its_bucket() {
+    // Light, but it loads models: not beside a test that measures this process's memory
+    // (profile_flood.rs).
+    let _heavy = crate::HEAVY.lock().await;
     let mut s = setup();
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     let units = s.table.spec.planner.units;

@@ -69,7 +69,8 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
     }
     let flood_s = t0.elapsed().as_secs_f64();
     // What the flood cost the edge's process (measured before the legitimate robot loads its
-    // own model into this same process).
+    // own model into this same process; every test of this binary holds HEAVY, so no other
+    // test allocates in it meanwhile).
     let grown = rss_bytes().saturating_sub(rss_before);
     assert!(grown < 64 << 20, "the edge's process grew {grown} B during the flood");
     let counts = svc.counts();
