@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the project-local Python venv (.venv) with the libtorch that tch links against
 # (torch==2.13.0 from PyPI) when it is missing. Idempotent: a venv that already has the right
-# torch is left alone.
+# torch is left alone. Installs the JPEG codec's build tools (cmake, NASM) when they are missing.
 #
 # Pass --test-deps to also install the Python peers the real-model tests use into the same venv:
 # torchvision==0.28.0 (the release built for torch 2.13; torch stays pinned so pip never swaps
@@ -36,6 +36,23 @@ for arg in "$@"; do
     *) echo "setup: unknown argument '$arg' (expected --test-deps)" >&2; exit 2 ;;
   esac
 done
+
+# The build tools of the bundled libjpeg-turbo (lop's JPEG codec, built from source by
+# turbojpeg-sys): cmake, and NASM for its x86 SIMD (the build refuses to go without it).
+missing_tools=""
+command -v cmake >/dev/null 2>&1 || missing_tools="$missing_tools cmake"
+case "$(uname -m)" in x86_64|i?86) command -v nasm >/dev/null 2>&1 || missing_tools="$missing_tools nasm" ;; esac
+if [ -n "$missing_tools" ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing the JPEG codec's build tools:$missing_tools (Debian's packages)" >&2
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing_tools >&2 \
+      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing_tools >&2; }
+  else
+    echo "setup: missing build tools:$missing_tools (libjpeg-turbo's build needs them: apt-get install$missing_tools)" >&2
+    exit 1
+  fi
+fi
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating venv at $venv" >&2

@@ -37,8 +37,9 @@ impl CodecCost {
 
 /// Measures `codec` on `frames` (planar `[C, H, W]` frames of `image`), each cut into `bands`
 /// bands of whole units as a plan cuts its input messages, `repeats` times (the fastest of each
-/// is kept, as the profiler does). Passthrough is priced as JPEG at quality 90 in one unit: the
-/// camera's encoder is not this machine's, only the decoder is.
+/// is kept, as the profiler does). Passthrough is priced as a camera's JPEG (quality 90, 4:2:0,
+/// [`super::jpeg::encode_as_a_camera_does`]) in one unit: the camera's encoder is not this
+/// machine's, only the decoder is.
 ///
 /// # Errors
 /// [`CodecError`] from the codec; an empty frame list is a [`CodecError::Dimensions`] error.
@@ -71,7 +72,11 @@ pub fn measure(codec: FrameCodec, image: &Image, frames: &[Vec<u8>], bands: usiz
                     .flat_map(|c| frame[c * plane + start * image.width..c * plane + end * image.width].iter().copied())
                     .collect();
                 let t0 = Instant::now();
-                let data = encode(codec_run, image, &band, rows)?;
+                let data = if codec == FrameCodec::Passthrough {
+                    super::jpeg::encode_as_a_camera_does(image, &band, rows, 90)?
+                } else {
+                    encode(codec_run, image, &band, rows)?
+                };
                 e += t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 let back = decode(codec_run, image, &data, rows)?;

@@ -1,4 +1,4 @@
-//! JPEG bands: baseline JPEG, 4:4:4, encoded by `jpeg-encoder` and decoded by `zune-jpeg`.
+//! JPEG bands: baseline JPEG, 4:4:4, encoded and decoded by libjpeg-turbo ([`super::turbo`]).
 //!
 //! **Why a band decodes to the rows of the whole frame.** Without chroma subsampling every 8x8
 //! block is transformed, quantised, dequantised and inverse-transformed on its own, and colour
@@ -7,16 +7,12 @@
 //! pixels after coding do not depend on where the plan cuts its bands, and the robot, which
 //! decodes its own encoding, computes on exactly what the server decodes.
 //!
-//! **Why the decoder's output does not depend on the CPU.** `zune-jpeg` is built without its
-//! `x86` and `neon` features, so it runs its portable scalar code on every machine: an integer
-//! IDCT (fixed-point constants, shifts, clamps; no floating point at run time) and integer
-//! YCbCr-to-RGB conversion. Integer arithmetic gives the same bits on x86 and ARM. The digest
-//! each band carries ([`super::digest`]) checks it on every frame anyway.
+//! **Why the decoder's output does not depend on the CPU**: see [`super::turbo`] (the accurate
+//! integer IDCT, whose SIMD and C paths give the same bits). The digest each band carries
+//! ([`super::digest`]) checks it on every frame anyway.
 
+use super::turbo::{self, EncodeOptions, Pixels};
 use super::{CodecError, Image, dims, interleave, planarize};
-use zune_jpeg::JpegDecoder;
-use zune_jpeg::zune_core::colorspace::ColorSpace;
-use zune_jpeg::zune_core::options::DecoderOptions;
 
 /// Rows of a JPEG block: bands start on multiples of it.
 pub const BLOCK: usize = 8;
@@ -24,21 +20,23 @@ pub const BLOCK: usize = 8;
 /// Encodes `rows` planar rows of `image` at `quality` (1-100), 4:4:4.
 ///
 /// # Errors
-/// [`CodecError::Encode`] for a band wider or taller than 65535 pixels, or a bad quality.
+/// [`CodecError::Encode`] for a band wider or taller than 65535 pixels; [`CodecError::Quality`].
 pub fn encode(image: &Image, planar: &[u8], rows: usize, quality: u8) -> Result<Vec<u8>, CodecError> {
-    if !(1..=100).contains(&quality) {
-        return Err(CodecError::Quality(i64::from(quality)));
-    }
-    let too_big = |what: &str, v: usize| CodecError::Encode { codec: "JPEG", why: format!("a {what} of {v} pixels (at most 65535)") };
-    let w = u16::try_from(image.width).map_err(|_| too_big("width", image.width))?;
-    let h = u16::try_from(rows).map_err(|_| too_big("height", rows))?;
     let packed = interleave(image, planar, rows);
-    let mut out = Vec::with_capacity(image.bytes(rows) / 8 + 1024);
-    let mut enc = jpeg_encoder::Encoder::new(&mut out, quality);
-    enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_4_4);
-    let color = if image.channels == 1 { jpeg_encoder::ColorType::Luma } else { jpeg_encoder::ColorType::Rgb };
-    enc.encode(&packed, w, h, color).map_err(|e| CodecError::Encode { codec: "JPEG", why: e.to_string() })?;
-    Ok(out)
+    let options = EncodeOptions { quality, subsampling: turbojpeg_sys::TJSAMP_TJSAMP_444, restart_rows: 0 };
+    turbo::encode(&packed, image.width, rows, Pixels::of_channels(image.channels), options)
+}
+
+/// Encodes `rows` planar rows of `image` as most camera drivers write JPEG (Pillow, OpenCV,
+/// libjpeg's defaults): 4:2:0 chroma at `quality`, one unit. What a passthrough frame is priced
+/// on, since the camera's encoder is not this machine's.
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_as_a_camera_does(image: &Image, planar: &[u8], rows: usize, quality: u8) -> Result<Vec<u8>, CodecError> {
+    let packed = interleave(image, planar, rows);
+    let options = EncodeOptions { quality, subsampling: turbojpeg_sys::TJSAMP_TJSAMP_420, restart_rows: 0 };
+    turbo::encode(&packed, image.width, rows, Pixels::of_channels(image.channels), options)
 }
 
 /// Decodes one JPEG that must hold `rows` rows of `image` (any JPEG: a camera's own, with
@@ -48,37 +46,27 @@ pub fn encode(image: &Image, planar: &[u8], rows: usize, quality: u8) -> Result<
 /// [`CodecError::Corrupt`] for data that is not a whole JPEG (strict: a truncated scan is an
 /// error, not grey rows); [`CodecError::Dimensions`] for a JPEG of another size.
 pub fn decode(image: &Image, data: &[u8], rows: usize) -> Result<Vec<u8>, CodecError> {
-    let corrupt = |why: String| CodecError::Corrupt { codec: "JPEG", why };
-    let out_space = if image.channels == 1 { ColorSpace::Luma } else { ColorSpace::RGB };
     check_whole(data)?;
     // Headers first: the size is checked before the decoder allocates for the pixels.
-    let options = DecoderOptions::default().jpeg_set_out_colorspace(out_space).set_strict_mode(true);
-    // The decoder reads outside data: a panic in it is a corrupt frame, not a dead robot.
-    let decoded = std::panic::catch_unwind(|| {
-        let mut dec = JpegDecoder::new_with_options(data, options);
-        dec.decode_headers()?;
-        let Some(info) = dec.info() else { return Ok(None) };
-        let (w, h) = (usize::from(info.width), usize::from(info.height));
-        if w != image.width || h != rows {
-            return Ok(Some(Err(format!("{w}x{h}"))));
+    let same_size = |h: &turbo::Header| {
+        if h.width == image.width && h.height == rows {
+            Ok(())
+        } else {
+            Err(dims("JPEG", image, rows, format!("{}x{}", h.width, h.height)))
         }
-        Ok::<_, zune_jpeg::errors::DecodeErrors>(Some(Ok(dec.decode()?)))
-    })
-    .map_err(|_| corrupt("the decoder panicked".into()))?;
-    let pixels = match decoded.map_err(|e| corrupt(format!("{e:?}")))? {
-        None => return Err(corrupt("no frame header".into())),
-        Some(Err(size)) => return Err(dims("JPEG", image, rows, size)),
-        Some(Ok(pixels)) => pixels,
     };
-    if pixels.len() != image.bytes(rows) {
-        return Err(dims("JPEG", image, rows, format!("{} bytes", pixels.len())));
-    }
-    Ok(planarize(image, &pixels, image.channels, rows))
+    turbo::decode_with(data, Pixels::of_channels(image.channels), same_size, |_, pixels| {
+        if pixels.len() == image.bytes(rows) {
+            Ok(planarize(image, pixels, image.channels, rows))
+        } else {
+            Err(dims("JPEG", image, rows, format!("{} bytes", pixels.len())))
+        }
+    })?
 }
 
-/// Refuses a JPEG that does not end with the end-of-image marker: zune-jpeg forgives a scan that
-/// ends a few dozen bytes early (it pads with zeros), which would pass a truncated frame off as
-/// grey rows. Some writers pad after the marker with zeros; those are allowed.
+/// Refuses a JPEG that does not end with the end-of-image marker before it reaches the decoder
+/// (which also stops at a truncated scan's warning): a cut frame is named as truncated. Some writers pad after the
+/// marker with zeros; those are allowed.
 ///
 /// # Errors
 /// [`CodecError::Corrupt`].

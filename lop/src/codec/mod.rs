@@ -4,8 +4,8 @@
 //! and computes a frame's first rows while the rest is in flight.
 //!
 //! The model's input is the frame *as decoded*. Both sides decode with the same decoder
-//! ([`jpeg`]: zune-jpeg built without its SIMD features; [`lossless`]: QOI, exact by
-//! definition), so the robot computes its bands on the very pixels the server decodes, and a
+//! ([`jpeg`]: libjpeg-turbo's accurate integer IDCT, the same bits on every CPU, [`turbo`];
+//! [`lossless`]: QOI, exact by definition), so the robot computes its bands on the very pixels the server decodes, and a
 //! split output equals the unsplit model's on that frame. [`digest`] names those pixels: each
 //! coded band carries the digest of what the robot decoded, and the edge refuses a band whose
 //! pixels differ.
@@ -16,6 +16,7 @@ mod cost;
 pub mod jpeg;
 pub mod lossless;
 pub mod photo;
+pub mod turbo;
 
 pub use cost::{CodecCost, measure as measure_cost, sample_frame};
 

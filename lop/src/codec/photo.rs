@@ -1,11 +1,17 @@
-//! Photographs as frames: a PNG or JPEG file's bytes decoded (zune-png, zune-jpeg) and fitted to
+//! Photographs as frames: a PNG or JPEG file's bytes decoded (zune-png, libjpeg-turbo) and fitted to
 //! a model's input, for benchmarks and demos that must run on real pictures (random pixels do
 //! not compress and would mislead every codec figure), and for `sensor_msgs/CompressedImage`.
 
+use super::turbo::{self, Pixels};
 use super::{CodecError, Image};
-use zune_jpeg::zune_core::bit_depth::BitDepth;
-use zune_jpeg::zune_core::colorspace::ColorSpace;
-use zune_jpeg::zune_core::options::DecoderOptions;
+use zune_core::bit_depth::BitDepth;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+
+// zune-png is Rust: its panics on outside bytes are caught (`catch_unwind`) and reported as a
+// corrupt picture. Under `panic = "abort"` they would end the process instead, so refuse to build.
+#[cfg(panic = "abort")]
+compile_error!("lop catches the PNG decoder's panics on outside bytes: build with panic = \"unwind\"");
 
 /// The most pixels a picture may have (a 64-megapixel camera), checked before decoding.
 pub const MAX_PIXELS: usize = 64 << 20;
@@ -113,25 +119,11 @@ fn decode_png(data: &[u8], max: usize) -> Result<Picture, CodecError> {
 }
 
 fn decode_jpeg(data: &[u8], max: usize) -> Result<Picture, CodecError> {
-    let corrupt = |why: String| CodecError::Corrupt { codec: "JPEG", why };
     super::jpeg::check_whole(data)?;
-    let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB).set_strict_mode(true);
-    let decoded = std::panic::catch_unwind(|| {
-        let mut dec = zune_jpeg::JpegDecoder::new_with_options(data, options);
-        dec.decode_headers()?;
-        let (w, h) = dec.info().map_or((0, 0), |i| (usize::from(i.width), usize::from(i.height)));
-        if w.saturating_mul(h) > max {
-            return Ok(Err((w, h)));
-        }
-        Ok::<_, zune_jpeg::errors::DecodeErrors>(Ok((w, h, dec.decode()?)))
-    })
-    .map_err(|_| corrupt("the decoder panicked".into()))?
-    .map_err(|e| corrupt(format!("{e:?}")))?;
-    let (w, h, pixels) = decoded.map_err(|(w, h)| too_big("JPEG", w, h, max))?;
-    if w == 0 || h == 0 || pixels.len() != w * h * 3 {
-        return Err(corrupt(format!("{} bytes for {w}x{h}x3", pixels.len())));
-    }
-    Ok(Picture { width: w, height: h, channels: 3, pixels })
+    let within =
+        |h: &turbo::Header| if h.width.saturating_mul(h.height) > max { Err(too_big("JPEG", h.width, h.height, max)) } else { Ok(()) };
+    let (header, pixels) = turbo::decode(data, Pixels::Rgb, within)?;
+    Ok(Picture { width: header.width, height: header.height, channels: 3, pixels })
 }
 
 /// `picture` fitted to `image`: scaled (bilinear, fixed point) to cover it, then cropped at the
@@ -183,26 +175,17 @@ pub fn fit(picture: &Picture, image: &Image) -> Vec<u8> {
 /// [`CodecError::Corrupt`] for bytes that are neither, or whose headers do not decode.
 pub fn dimensions(data: &[u8]) -> Result<(usize, usize), CodecError> {
     let corrupt = |codec: &'static str, why: String| CodecError::Corrupt { codec, why };
-    let found = std::panic::catch_unwind(|| match Format::sniff(data) {
+    match Format::sniff(data) {
         Some(Format::Png) => {
-            let mut dec = zune_png::PngDecoder::new(data);
-            Some(dec.decode_headers().map_err(|e| corrupt("PNG", format!("{e:?}"))).map(|()| dec.get_dimensions()))
+            // The PNG decoder is Rust: a panic in it on outside bytes is a corrupt picture.
+            let found = std::panic::catch_unwind(|| {
+                let mut dec = zune_png::PngDecoder::new(data);
+                dec.decode_headers().map_err(|e| corrupt("PNG", format!("{e:?}"))).map(|()| dec.get_dimensions())
+            })
+            .map_err(|_| corrupt("PNG", "the decoder panicked".into()))??;
+            found.filter(|&(w, h)| w > 0 && h > 0).ok_or_else(|| corrupt("PNG", "no size in the headers".into()))
         }
-        Some(Format::Jpeg) => {
-            let mut dec = zune_jpeg::JpegDecoder::new(data);
-            Some(
-                dec.decode_headers()
-                    .map_err(|e| corrupt("JPEG", format!("{e:?}")))
-                    .map(|()| dec.info().map(|i| (usize::from(i.width), usize::from(i.height)))),
-            )
-        }
-        None => None,
-    })
-    .map_err(|_| corrupt("picture", "the decoder panicked".into()))?;
-    match found {
-        Some(Ok(Some((w, h)))) if w > 0 && h > 0 => Ok((w, h)),
-        Some(Err(e)) => Err(e),
-        Some(Ok(_)) => Err(corrupt("picture", "no size in the headers".into())),
+        Some(Format::Jpeg) => turbo::header(data).map(|h| (h.width, h.height)),
         None => Err(corrupt("picture", "neither PNG nor JPEG (unknown magic bytes)".into())),
     }
 }
@@ -215,7 +198,7 @@ pub fn encode_png(picture: &Picture) -> Vec<u8> {
         4 => ColorSpace::RGBA,
         _ => ColorSpace::RGB,
     };
-    let options = zune_jpeg::zune_core::options::EncoderOptions::new(picture.width, picture.height, space, BitDepth::Eight);
+    let options = zune_core::options::EncoderOptions::new(picture.width, picture.height, space, BitDepth::Eight);
     zune_png::PngEncoder::new(&picture.pixels, options).encode()
 }
 

@@ -1,7 +1,7 @@
 //! Compressed camera frames (`sensor_msgs/CompressedImage`, image_transport's `compressed`
 //! transport) to the [`ImageView`] that [`super::image_to_chw`] reads: the `format` field parsed
 //! as image_transport writes it, the bytes checked against it, and the picture decoded by the
-//! engine's decoders ([`lop::codec::photo`]: zune-jpeg built for integer arithmetic, zune-png),
+//! engine's decoders ([`lop::codec::photo`]: libjpeg-turbo's integer IDCT, zune-png),
 //! the same ones the edge decodes a passed-through frame with.
 
 use lop::codec::photo::{self, Format, Picture};

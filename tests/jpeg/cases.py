@@ -1,0 +1,52 @@
+"""Writes the JPEG decoding cases of tests/jpeg_decoding.rs, decoded by Pillow's libjpeg-turbo.
+
+    python tests/jpeg/cases.py OUT_DIR
+
+For each of scikit-image's photographs (the project's photographs, scripts/photos.sh): the
+picture resized to 640x480 and saved at quality 90 with 4:4:4, 4:2:2 and 4:2:0 chroma (Pillow's
+encoder, as a camera driver would write them), the two photographs shipped as JPEG as they are,
+and the grey photograph as a grey JPEG. Beside each NAME.jpg it writes NAME.pixels, Pillow's
+decoding (RGB, or L for grey), and prints one line per case: NAME WIDTH HEIGHT CHANNELS.
+Pillow decodes with libjpeg-turbo's defaults: the accurate integer IDCT, fancy upsampling.
+"""
+import os
+import sys
+
+from PIL import Image, features
+
+import importlib.util
+
+out = sys.argv[1]
+turbo = features.version("libjpeg_turbo")
+if not turbo:
+    sys.exit("Pillow is not built with libjpeg-turbo: it cannot be the reference")
+print(f"# libjpeg-turbo {turbo}", file=sys.stderr)
+data = os.path.join(os.path.dirname(importlib.util.find_spec("skimage").origin), "data")
+
+
+def case(name, path, mode):
+    pic = Image.open(path)
+    pic.load()
+    pixels = pic.convert(mode) if pic.mode != mode else pic
+    with open(os.path.join(out, name + ".pixels"), "wb") as f:
+        f.write(pixels.tobytes())
+    print(name, pic.width, pic.height, 1 if mode == "L" else 3)
+
+
+for photo in ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png", "rocket.jpg", "retina.jpg"]:
+    stem = photo.split(".")[0]
+    pic = Image.open(os.path.join(data, photo)).convert("RGB").resize((640, 480), Image.BILINEAR)
+    for sampling, label in [(0, "444"), (1, "422"), (2, "420")]:
+        name = f"{stem}-{label}"
+        path = os.path.join(out, name + ".jpg")
+        pic.save(path, quality=90, subsampling=sampling)
+        case(name, path, "RGB")
+for shipped in ["rocket.jpg", "retina.jpg"]:
+    name = "shipped-" + shipped.split(".")[0]
+    path = os.path.join(out, name + ".jpg")
+    with open(os.path.join(data, shipped), "rb") as src, open(path, "wb") as dst:
+        dst.write(src.read())
+    case(name, path, "RGB")
+grey = Image.open(os.path.join(data, "camera.png")).convert("L")
+grey.save(os.path.join(out, "camera-grey.jpg"), quality=90)
+case("camera-grey", os.path.join(out, "camera-grey.jpg"), "L")
