@@ -25,12 +25,19 @@
 #   frames-raw, frames-jpeg90, frames-lossless
 #                   zoo:yolo_det with its detection stage on those photographs (fitted to
 #                   640x640), the frame crossing raw, as JPEG at quality 90, or lossless (QOI)
+#   realistic-20x, realistic-5x
+#                   frames-jpeg90 in the realistic scenario (`--server-real-ms 4`: a server GPU
+#                   taking 4 ms for the detector, the indoor trace read as real Wi-Fi), the robot
+#                   20x slower than the server (a Jetson on PyTorch) or 5x (TensorRT on both)
+#
+# Every bench run says which scenario it ran (`auto`: the link scaled to this CPU's compute, or
+# `realistic`) in its result's `scenario`, rendered under its table.
 #
 # Run it on a quiet machine: anything else on the cores shows in the figures.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-all=(demo demo-detector planner fleet fleet-site codecs engine frames-raw frames-jpeg90 frames-lossless)
+all=(demo demo-detector planner fleet fleet-site codecs engine frames-raw frames-jpeg90 frames-lossless realistic-20x realistic-5x)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 for n in "${names[@]}"; do
@@ -74,14 +81,24 @@ open(f"docs/results/{name}.json", "w").write(json.dumps(doc, indent=1, sort_keys
 EOF
 }
 
-# profiles MODEL TASK: the robot's (20x) and the server's profile of MODEL with TASK, measured once.
+# The robot's slowdown in bench runs (and its profile's): 20 unless a name sets it.
+robot_dilation=20
+
+# The robot profile's file for MODEL's TAG at $robot_dilation.
+robot_profile() {
+  if [ "$robot_dilation" = 20 ]; then echo "$work/$1-robot.json"; else echo "$work/$1-robot-${robot_dilation}x.json"; fi
+}
+
+# profiles MODEL TASK: the robot's ($robot_dilation x) and the server's profile of MODEL with
+# TASK, measured once.
 profiles() {
   local model=$1 task=$2 tag=${1#zoo:}
   for role in robot server; do
     local p="$work/$tag-$role.json"
+    [ "$role" = robot ] && p=$(robot_profile "$tag")
     [ -s "$p" ] && continue
     local dil=1
-    [ "$role" = robot ] && dil=20
+    [ "$role" = robot ] && dil=$robot_dilation
     echo "bench_report: profiling $model as $role (dilation $dil)" >&2
     # One libtorch thread, as `lop bench` runs both sides.
     "$lop" --threads 1 profile "$model" --task "$task" --role "$role" --dilation "$dil" --out "$p" >&2
@@ -92,8 +109,8 @@ bench() {
   local name=$1 model=$2 task=$3 tag=${2#zoo:}
   shift 3
   profiles "$model" "$task"
-  store "$name" bench "$lop" bench "$model" --task "$task" --trace "$trace" --dilation 20 --requests 8 \
-    --robot-profile "$work/$tag-robot.json" --server-profile "$work/$tag-server.json" "$@" --json
+  store "$name" bench "$lop" bench "$model" --task "$task" --trace "$trace" --dilation "$robot_dilation" --requests 8 \
+    --robot-profile "$(robot_profile "$tag")" --server-profile "$work/$tag-server.json" "$@" --json
 }
 
 for n in "${names[@]}"; do
@@ -119,6 +136,11 @@ for n in "${names[@]}"; do
     frames-raw) bench frames-raw zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec raw ;;
     frames-jpeg90) bench frames-jpeg90 zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 ;;
     frames-lossless) bench frames-lossless zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec lossless ;;
+    realistic-20x|realistic-5x)
+      robot_dilation=${n#realistic-}
+      robot_dilation=${robot_dilation%x}
+      bench "$n" zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 --server-real-ms 4
+      robot_dilation=20 ;;
   esac
 done
 python3 scripts/render_results.py

@@ -71,6 +71,7 @@ def render_bench(r):
     pace = f" paced by its profile" if v.get("robot_pace") == "profile" else ""
     out = [f"{v['model']}, {v['requests']} requests per method, robot dilation {v['dilation']}{pace}, input wire "
            f"{v['input_wire']}, {v['trace'] or 'a constant link'} x{v['bandwidth_scale']:.3f}, {v['transport']} link.", ""]
+    out += scenario(v.get("scenario"))
     out += table(["method", "mean ms", "p50 ms", "sim ms", "meas/sim", "up B", "down B", "fallbacks", "max err",
                   "server compute ms, meas/sim"], rows)
     out.append("")
@@ -92,6 +93,23 @@ def render_bench(r):
                 "paced robot kernels overran: the machine changed speed while the method ran, and its "
                 "`meas/sim` describes the machine as much as the system.", ""]
     return out
+
+
+def scenario(s):
+    """The line saying which deployment a bench run emulated (absent from older results)."""
+    if not s:
+        return []
+    if s["kind"] == "realistic":
+        d = s["time_dilation"]
+        return [f"Scenario **realistic**: the server's GPU stated at {num(s['server_real_ms'], 'g')} ms for the model, "
+                f"{num(s['server_cpu_ms'], '.1f')} ms on this CPU, so the run is {num(d, '.1f')}x slowed: the trace read as "
+                f"real Wi-Fi and divided by {num(d, '.1f')}, latency {num(s['latency_ms'] / d, '.2f')} ms real "
+                f"({num(s['latency_ms'], '.1f')} ms emulated), the robot {num(s['robot_vs_server'], 'g')}x slower than the "
+                "server. Frame coding runs at this CPU's speed, not slowed, for every method alike.", ""]
+    if s["kind"] == "auto":
+        return ["Scenario **auto**: the link scaled so that the raw float32 input at the trace's mean rate takes 0.44x "
+                "the robot-only compute on this CPU.", ""]
+    return [f"Scenario **fixed scale**: the trace times {num(s['bandwidth_scale'], '.4f')}.", ""]
 
 
 def render_planner(r):

@@ -17,13 +17,13 @@ use lop::plan::Side;
 use lop::planner::PlannerConfig;
 use lop::planner::table::TableSpec;
 use lop::profile::{DeviceKind, Profile, ProfileCache, ProfileOptions};
-use lop::sim::{SimConfig, Simulator};
 use lop_runtime::bench::{BenchConfig, MethodReport, NetnsBenchOptions, NetnsSummary, OverheadReport};
 use lop_runtime::edge::EdgeCounts;
 use lop_runtime::trace::Trace;
 
 use crate::ModelArgs;
 use crate::plan::{Bounds, parse_buckets};
+use crate::scenario::{self, ScenarioRequest};
 use lop_runtime::table_config::InputWireSetting;
 
 /// Arguments of `lop bench`.
@@ -82,6 +82,14 @@ pub struct BenchArgs {
     /// take 0.44 x the robot-only compute time (the paper's VGG19 indoor regime).
     #[arg(long, default_value = "auto")]
     pub bandwidth_scale: String,
+    /// The realistic scenario: the server GPU's real time for the model, in milliseconds (for
+    /// example 4 for YOLOv8n at 640 in PyTorch on an RTX-class card). The run is then slowed by
+    /// this CPU's time over it: the trace is read as real Wi-Fi and divided by that factor,
+    /// --latency-ms is real and multiplied by it, and --dilation is the robot's slowdown
+    /// relative to the server (5 for TensorRT on both, 20 for a Jetson on PyTorch). Excludes
+    /// --bandwidth-scale.
+    #[arg(long)]
+    pub server_real_ms: Option<f64>,
     /// How the raw input crosses the link, for every method alike: native, u8 (an error for a
     /// float model without --preprocess) or f32 (see `lop plan --help`).
     #[arg(long, alias = "input-dtype", default_value = "native")]
@@ -268,18 +276,19 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let frames = real_frames(&graph, args.frames.as_deref())?;
     price_codec(args.frame_codec, &graph, &frames, &mut robot, &mut server)?;
     let codec_effect = codec_effect(args.frame_codec, &graph, &frames)?;
-    let scale = match args.bandwidth_scale.as_str() {
-        _ if args.overhead => 1.0,
-        "auto" => {
-            let sim = Simulator::new(&graph, &robot, &server, SimConfig::default())?;
-            let t = sim.cost(&lop::Plan::robot_only(&graph, 8))?.makespan_s;
-            let bytes: usize = graph.inputs().iter().map(|&i| graph.nodes[i].info.numel() * 4).sum();
-            anyhow::ensure!(t > 0.0 && bytes > 0 && trace.mean_mbps() > 0.0, "cannot pick a bandwidth scale");
-            bytes as f64 * 8.0 / (trace.mean_mbps() * 1e6 * 0.44 * t)
-        }
-        v => v.parse::<f64>().ok().filter(|f| f.is_finite() && *f > 0.0).with_context(|| format!("--bandwidth-scale '{v}'"))?,
+    let request = match (args.bandwidth_scale.as_str(), args.server_real_ms) {
+        _ if args.overhead => ScenarioRequest::Scale(1.0),
+        ("auto", Some(ms)) => ScenarioRequest::Realistic { server_real_ms: ms },
+        (v, Some(_)) => anyhow::bail!("--server-real-ms sets the link's scale itself: drop --bandwidth-scale {v}"),
+        ("auto", None) => ScenarioRequest::Auto,
+        (v, None) => ScenarioRequest::Scale(
+            v.parse::<f64>().ok().filter(|f| f.is_finite() && *f > 0.0).with_context(|| format!("--bandwidth-scale '{v}'"))?,
+        ),
     };
-    eprintln!("bandwidth scale {scale:.4} (trace mean {:.1} Mbit/s -> {:.1} Mbit/s)", trace.mean_mbps(), trace.mean_mbps() * scale);
+    let scenario = scenario::resolve(request, &graph, &robot, &server, &trace, latency_ms, args.dilation)?;
+    let scenario_line = scenario.describe(&trace);
+    eprintln!("{scenario_line}");
+    let (scale, latency_ms) = (scenario.bandwidth_scale, scenario.latency_ms);
     let spec = TableSpec {
         // The overhead run uses the plans of the fastest bucket only.
         buckets: match parse_buckets(&args.buckets)? {
@@ -354,7 +363,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         );
         return Ok(0);
     }
-    let mut run = Run { transport: "inprocess", link: String::new(), latency_ms, netns: None, edge: None };
+    let mut run = Run { transport: "inprocess", link: String::new(), latency_ms, netns: None, edge: None, scenario, scenario_line };
     let reports = if args.netns {
         run.transport = "zenoh-netns";
         run.link = format!(
@@ -516,6 +525,10 @@ struct Run {
     latency_ms: f64,
     netns: Option<NetnsSummary>,
     edge: Option<EdgeCounts>,
+    /// Which deployment the run emulated.
+    scenario: scenario::Scenario,
+    /// [`scenario::Scenario::describe`] of it.
+    scenario_line: String,
 }
 
 fn print_overhead(args: &BenchArgs, cfg: &BenchConfig, r: &OverheadReport) -> anyhow::Result<()> {
@@ -589,6 +602,7 @@ fn print_report(
             "dilation": cfg.dilation,
             "robot_pace": if cfg.paced { "profile" } else { "measured" },
             "bandwidth_scale": scale,
+            "scenario": run.scenario,
             "input_wire": args.input_wire.name(),
             "transport": run.transport,
             "link": run.link,
@@ -617,6 +631,7 @@ fn print_report(
         cfg.requests
     );
     println!("link: {} [{}]; robot energy is modelled, not measured", run.link, run.transport);
+    println!("{}", run.scenario_line);
     println!(
         "{:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>11} {:>11} {:>9} {:>9} {:>10}",
         "method", "mean ms", "std", "p50", "p95", "sim ms", "meas/sim", "up B", "down B", "energy J", "fallback", "max err"

@@ -31,6 +31,7 @@ pub mod plan;
 pub mod power;
 pub mod profile;
 pub mod run_model;
+pub mod scenario;
 pub mod simulate;
 pub mod verify;
 
