@@ -387,7 +387,8 @@ pub async fn serve(
         tasks.push(serve_zenoh(svc.clone(), EdgeAcceptor::new(&session).await?));
     }
     // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
-    let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await?;
+    // Rationed per robot and in total (`ProbeLimits`), counted in /metrics.
+    let probes = lop_runtime::bandwidth::probe::serve_probes(&session, Default::default(), svc.probe_counts()).await?;
     // The fleet: a liveliness token and a load report (10 Hz by default), so robots find this edge.
     let gpu_memory = match device {
         tch::Device::Cuda(i) => {

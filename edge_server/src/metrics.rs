@@ -377,6 +377,14 @@ impl Collector for ServiceCollector {
             C,
             c.profiles_evicted as f64,
         )?;
+        single(&mut encoder, "probes_answered", "Bandwidth probes answered", C, c.probes_answered as f64)?;
+        single(
+            &mut encoder,
+            "probes_refused",
+            "Bandwidth probes refused: their robot, or all robots together, past the probe budget",
+            C,
+            c.probes_refused as f64,
+        )?;
         single(&mut encoder, "sessions", "Sessions open now", G, svc.open_sessions() as f64)?;
         single(&mut encoder, "batches", "Batches of several inferences of one plan run at once", C, c.batches as f64)?;
         single(&mut encoder, "batched", "Inferences that ran in those batches", C, c.batched as f64)?;

@@ -90,7 +90,7 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
     }
     assert!(served_remotely >= 2, "inferences were split with the edge ({served_remotely})");
     // The edge answers bandwidth probes (lop_bandwidth's active measurements).
-    let probe = lop_runtime::bandwidth::probe::probe(&clients[0].0, 256 << 10, Duration::from_secs(10)).await.unwrap();
+    let probe = lop_runtime::bandwidth::probe::probe(&clients[0].0, "robot", 256 << 10, Duration::from_secs(10)).await.unwrap();
     assert!(probe.up_mbps > 0.0 && probe.down_mbps > 0.0, "{probe:?}");
     for (session, client) in clients {
         drop(client);

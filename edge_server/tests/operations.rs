@@ -195,6 +195,9 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     // The robot's profile was configured: none received, none refused or forgotten.
     assert_eq!(q("lop_edge_robot_profiles_refused_total"), Some(0.0));
     assert_eq!(q("lop_edge_robot_profiles_evicted_total"), Some(0.0));
+    // The probe responder's counters are exported (nothing probed here).
+    assert_eq!(q("lop_edge_probes_refused_total"), Some(0.0));
+    assert_eq!(q("lop_edge_probes_answered_total"), Some(0.0));
     assert_eq!(q("up{job=\"lop_edge\"}"), Some(1.0));
 
     // promtool accepts the exposition as scraped.

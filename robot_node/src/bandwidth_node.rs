@@ -64,9 +64,9 @@ pub async fn run(cfg: BandwidthConfig, ros: SharedRos, shutdown: impl Future<Out
             && let Some(bytes) = due
         {
             lock(&monitor).probe_started(now);
-            let (s, monitor, timeout) = (s.clone(), monitor.clone(), cfg.probe_timeout);
+            let (s, monitor, timeout, id) = (s.clone(), monitor.clone(), cfg.probe_timeout, cfg.robot_id.clone());
             probe_task = Some(tokio::spawn(async move {
-                let r = lop_runtime::bandwidth::probe::probe(&s, bytes, timeout).await;
+                let r = lop_runtime::bandwidth::probe::probe(&s, &id, bytes, timeout).await;
                 let (up, down) = match r {
                     Ok(p) => {
                         tracing::debug!(up = p.up_mbps, down = p.down_mbps, rtt_ms = p.rtt_s * 1e3, "probe");

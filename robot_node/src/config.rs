@@ -676,6 +676,8 @@ pub struct BandwidthConfig {
     pub bandwidth_topic: String,
     /// Probe timeout.
     pub probe_timeout: Duration,
+    /// The robot's id (`robot_id`, as `lop_robot`'s): the edge rations probes per robot id.
+    pub robot_id: String,
     /// The monitor (predictor, publication period, probes, buckets, hysteresis).
     pub monitor: MonitorConfig,
 }
@@ -691,6 +693,8 @@ impl BandwidthConfig {
         let edge = EdgeSettings::read(p)?;
         let inference_topic = p.string("topics.inference", "/lop/inference");
         let bandwidth_topic = p.string("topics.bandwidth", "/lop/bandwidth");
+        let robot_id = p.string("robot_id", "robot");
+        lop_msgs::validate_robot_id(&robot_id).map_err(|e| invalid(format!("robot_id: {e}")))?;
         let rate_hz = positive("rate_hz", p.double("rate_hz", 2.0)?)?;
         let window = p.int("window", d.window as i64)?;
         let probe_bytes = p.int("probe_bytes", d.probe_bytes as i64)?;
@@ -724,7 +728,8 @@ impl BandwidthConfig {
             buckets: table.bucket_values().map_err(|e| invalid(e.to_string()))?,
             bandwidth_scale,
         };
-        Ok(BandwidthConfig { ros, edge, inference_topic, bandwidth_topic, probe_timeout: ms(p, "probe_timeout_ms", 2000.0)?, monitor })
+        let probe_timeout = ms(p, "probe_timeout_ms", 2000.0)?;
+        Ok(BandwidthConfig { ros, edge, inference_topic, bandwidth_topic, probe_timeout, robot_id, monitor })
     }
 }
 

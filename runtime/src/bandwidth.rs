@@ -14,6 +14,7 @@
 pub mod monitor;
 pub mod predict;
 pub mod probe;
+pub mod probe_limit;
 pub mod upload;
 
 pub use monitor::{BucketSelector, Estimate, Hysteresis, Monitor, MonitorConfig};

@@ -579,6 +579,7 @@ impl Inner {
             forwarding: std::sync::OnceLock::new(),
             rate_limited: AtomicU64::new(0),
             profiles_refused: AtomicU64::new(0),
+            probes: Arc::default(),
             received: std::sync::Mutex::new(ReceivedProfiles::default()),
             shutting_down: AtomicBool::new(false),
             served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
@@ -673,6 +674,13 @@ pub struct EdgeCounts {
     /// Robot profiles received in Hellos and kept now (at most
     /// [`crate::received_profiles::MAX_RECEIVED_PROFILES`]).
     pub profiles_kept: u64,
+    /// Bandwidth probes answered ([`crate::bandwidth::probe::serve_probes`]).
+    pub probes_answered: u64,
+    /// Bandwidth probes refused: their peer, or all peers, past the probe budget
+    /// ([`crate::bandwidth::probe_limit::ProbeLimits`]).
+    pub probes_refused: u64,
+    /// Bytes sent in answer to probes.
+    pub probe_bytes: u64,
     /// Frames dropped, by reason.
     pub dropped: FrameCounts,
 }
@@ -783,6 +791,8 @@ struct Inner {
     batch_counts: Arc<BatchCounts>,
     rate_limited: AtomicU64,
     profiles_refused: AtomicU64,
+    /// The probe responder's counts (the responder runs beside the service, on its session).
+    probes: Arc<crate::bandwidth::probe_limit::ProbeCounts>,
     /// Where inferences this edge cannot serve in time go (set once the fleet view is up).
     forwarding: std::sync::OnceLock<Forwarding>,
     /// Robot profiles received in Hellos and remembered, bounded ([`ReceivedProfiles`]).
@@ -854,8 +864,17 @@ impl EdgeService {
             profiles_refused: l(&i.profiles_refused),
             profiles_evicted: i.received.lock().map_or(0, |r| r.evicted()),
             profiles_kept: i.received.lock().map_or(0, |r| r.len() as u64),
+            probes_answered: i.probes.snapshot().0,
+            probes_refused: i.probes.snapshot().1,
+            probe_bytes: i.probes.snapshot().2,
             dropped: i.stats.snapshot(),
         }
+    }
+
+    /// Where the probe responder beside this service counts (`serve_probes`), so that
+    /// [`EdgeService::counts`] reports its probes too.
+    pub fn probe_counts(&self) -> Arc<crate::bandwidth::probe_limit::ProbeCounts> {
+        self.inner.probes.clone()
     }
 
     /// Every model's load now (in-flight inferences, mean server seconds): what the fleet's load

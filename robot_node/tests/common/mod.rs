@@ -67,7 +67,7 @@ pub async fn start_edge(
     .await
     .unwrap();
     let serving = serve_zenoh(svc.clone(), acceptor);
-    let probes = lop_runtime::bandwidth::probe::serve_probes(&session).await.unwrap();
+    let probes = lop_runtime::bandwidth::probe::serve_probes(&session, Default::default(), svc.probe_counts()).await.unwrap();
     (svc, (serving, probes, session))
 }
 

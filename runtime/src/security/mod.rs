@@ -126,11 +126,6 @@ impl AccessPolicy {
             "id": "robot-sees-subscriptions", "messages": ["declare_subscriber", "declare_liveliness_subscriber", "declare_queryable"],
             "flows": ["egress"], "permission": "allow", "key_exprs": ["lop/v1/**"],
         }));
-        // Bandwidth probes against the edge's responder (lop_bandwidth).
-        rules.push(json!({
-            "id": "robot-probes", "messages": ["query"],
-            "flows": ["ingress"], "permission": "allow", "key_exprs": [crate::bandwidth::probe::PROBE_KEY],
-        }));
         let mut subjects = Vec::new();
         let mut policies = Vec::new();
         let mut robot_subjects = Vec::new();
@@ -142,16 +137,24 @@ impl AccessPolicy {
                 // Its own keys and its stream lanes' (`lop_msgs::key::lane_robot_id`).
                 "flows": both, "permission": "allow", "key_exprs": robot_keys(robot)?,
             }));
+            // Bandwidth probes against the edge's responder (lop_bandwidth), under its own id
+            // only: the responder rations probes per id, so an id is a budget.
+            let probes = format!("robot-{i}-probes");
+            rules.push(json!({
+                "id": probes, "messages": ["query"],
+                "flows": ["ingress"], "permission": "allow",
+                "key_exprs": [format!("{}/{robot}", crate::bandwidth::probe::PROBE_KEY)],
+            }));
             subjects.push(json!({"id": cn, "cert_common_names": [robot]}));
             subjects.push(json!({"id": user, "usernames": [robot]}));
-            policies.push(json!({"id": format!("robot-{i}"), "rules": [rule], "subjects": [cn, user]}));
+            policies.push(json!({"id": format!("robot-{i}"), "rules": [rule, probes], "subjects": [cn, user]}));
             robot_subjects.push(cn);
             robot_subjects.push(user);
         }
         if !robot_subjects.is_empty() {
             policies.push(json!({
                 "id": "robots-public",
-                "rules": ["robot-reads-edges", "robot-hears-edges", "robot-sees-subscriptions", "robot-probes"],
+                "rules": ["robot-reads-edges", "robot-hears-edges", "robot-sees-subscriptions"],
                 "subjects": robot_subjects,
             }));
         }
