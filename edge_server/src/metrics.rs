@@ -385,6 +385,13 @@ impl Collector for ServiceCollector {
             C,
             c.probes_refused as f64,
         )?;
+        single(
+            &mut encoder,
+            "sessions_refused",
+            "Hellos refused before a session was made: sessions open, robot ids or queued bytes past the edge's caps",
+            C,
+            c.sessions_refused as f64,
+        )?;
         single(&mut encoder, "sessions", "Sessions open now", G, svc.open_sessions() as f64)?;
         single(&mut encoder, "batches", "Batches of several inferences of one plan run at once", C, c.batches as f64)?;
         single(&mut encoder, "batched", "Inferences that ran in those batches", C, c.batched as f64)?;

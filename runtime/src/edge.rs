@@ -580,6 +580,7 @@ impl Inner {
             rate_limited: AtomicU64::new(0),
             profiles_refused: AtomicU64::new(0),
             probes: Arc::default(),
+            link_refusals: std::sync::Mutex::default(),
             received: std::sync::Mutex::new(ReceivedProfiles::default()),
             shutting_down: AtomicBool::new(false),
             served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
@@ -681,6 +682,10 @@ pub struct EdgeCounts {
     pub probes_refused: u64,
     /// Bytes sent in answer to probes.
     pub probe_bytes: u64,
+    /// Hellos refused before any session was made, past a cap of the acceptor: sessions open,
+    /// robot ids tracked, or bytes queued in all sessions
+    /// ([`crate::zenoh_link::admission`]); the robot is told `Busy` and runs alone.
+    pub sessions_refused: u64,
     /// Frames dropped, by reason.
     pub dropped: FrameCounts,
 }
@@ -793,6 +798,8 @@ struct Inner {
     profiles_refused: AtomicU64,
     /// The probe responder's counts (the responder runs beside the service, on its session).
     probes: Arc<crate::bandwidth::probe_limit::ProbeCounts>,
+    /// Hellos its acceptors refused past their session caps (`zenoh_link::admission`).
+    link_refusals: std::sync::Mutex<Vec<Arc<AtomicU64>>>,
     /// Where inferences this edge cannot serve in time go (set once the fleet view is up).
     forwarding: std::sync::OnceLock<Forwarding>,
     /// Robot profiles received in Hellos and remembered, bounded ([`ReceivedProfiles`]).
@@ -867,7 +874,16 @@ impl EdgeService {
             probes_answered: i.probes.snapshot().0,
             probes_refused: i.probes.snapshot().1,
             probe_bytes: i.probes.snapshot().2,
+            sessions_refused: i.link_refusals.lock().map_or(0, |v| v.iter().map(|c| c.load(Ordering::Relaxed)).sum()),
             dropped: i.stats.snapshot(),
+        }
+    }
+
+    /// Counts the Hellos an acceptor serving this service refuses past its caps in
+    /// [`EdgeCounts::sessions_refused`] (`serve_zenoh` does it).
+    pub fn track_link_refusals(&self, counter: Arc<AtomicU64>) {
+        if let Ok(mut v) = self.inner.link_refusals.lock() {
+            v.push(counter);
         }
     }
 
@@ -1074,6 +1090,7 @@ impl EdgeService {
             last_id: 0,
             robot_id: String::new(),
             starts: StartBudget::new(tokio::time::Instant::now()),
+            refused: false,
         };
         let hello_deadline = tokio::time::Instant::now() + self.inner.opts.hello_timeout;
         loop {
@@ -1094,6 +1111,12 @@ impl EdgeService {
                 None => {}
                 Some(Inbound::Control(f)) => s.control(f).await,
                 Some(Inbound::Band(id, frame)) => s.band(id, frame),
+            }
+            if s.refused {
+                // A refused Hello ends its session at once (its Reject still goes out): a robot
+                // retries with a new Hello, which makes a new session, so a refused one would
+                // only hold its threads and queue until `hello_timeout`.
+                break;
             }
         }
         s.abort_current("the session ended");
@@ -1358,6 +1381,8 @@ struct Session {
     last_id: u64,
     robot_id: String,
     starts: StartBudget,
+    /// Its Hello was refused: the session ends once the Reject is sent.
+    refused: bool,
 }
 
 impl Session {
@@ -1370,11 +1395,12 @@ impl Session {
         }
     }
 
-    fn reject(&self, reason: RejectReason, text: String) {
+    fn reject(&mut self, reason: RejectReason, text: String) {
         self.reject_with(reason, text, Vec::new());
     }
 
-    fn reject_with(&self, reason: RejectReason, text: String, server_profile: Vec<u8>) {
+    fn reject_with(&mut self, reason: RejectReason, text: String, server_profile: Vec<u8>) {
+        self.refused = true;
         tracing::info!(?reason, %text, "rejecting a session");
         self.svc.rejected.fetch_add(1, Ordering::Relaxed);
         if let Some(c) = self.svc.rejects.get(reason as usize) {

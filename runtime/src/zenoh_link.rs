@@ -495,7 +495,18 @@ pub struct ZenohRx {
     /// Robot side: what the subscribers saw of the edge's liveliness.
     edge: Option<Arc<RobotInbox>>,
     /// Edge side: the bytes queued for this rx, released as they are received.
-    queued: Option<Arc<AtomicUsize>>,
+    queued: Option<admission::QueueShare>,
+}
+
+impl Drop for ZenohRx {
+    /// Edge side: what is still queued goes with the inbox, so its bytes leave the budgets.
+    fn drop(&mut self) {
+        if let Some(q) = &self.queued {
+            // Closed first, so that no frame arrives between the release and the drop.
+            self.inbox.close();
+            q.release_all();
+        }
+    }
 }
 
 impl fmt::Debug for ZenohRx {
@@ -546,7 +557,7 @@ impl LinkRx for ZenohRx {
         Ok(self.inbox.recv().await.inspect(|bytes| {
             self.counters.add(bytes.len());
             if let Some(q) = &self.queued {
-                q.fetch_sub(bytes.len(), Ordering::Relaxed);
+                q.release(bytes.len());
             }
         }))
     }
@@ -706,8 +717,9 @@ pub struct EdgeConn {
 struct Slot {
     inbox: mpsc::UnboundedSender<Vec<u8>>,
     peer: Arc<PeerState>,
-    /// Bytes in `inbox` not yet received by the session (at most [`SESSION_QUEUE_BYTES`]).
-    queued: Arc<AtomicUsize>,
+    /// Bytes in `inbox` not yet received by the session (at most [`SESSION_QUEUE_BYTES`], and
+    /// all sessions together at most [`admission::TOTAL_QUEUE_BYTES`]).
+    queued: admission::QueueShare,
 }
 
 impl Slot {
@@ -750,7 +762,7 @@ struct Pending {
     robot_id: String,
     inbox: mpsc::UnboundedReceiver<Vec<u8>>,
     peer: Arc<PeerState>,
-    queued: Arc<AtomicUsize>,
+    queued: admission::QueueShare,
 }
 
 /// State shared by the acceptor and its subscriber callbacks.
@@ -760,8 +772,13 @@ struct EdgeShared {
     robots: Mutex<HashMap<String, RobotEntry>>,
     pending: mpsc::UnboundedSender<Pending>,
     dropped: Arc<AtomicU64>,
-    /// Rejects to publish (downlink key, frame): Hellos of another protocol version.
+    /// Rejects to publish (downlink key, frame): Hellos of another protocol version, or past a
+    /// cap ([`admission`]).
     refusals: mpsc::Sender<(String, Vec<u8>)>,
+    /// Bytes all sessions hold received and not yet taken.
+    queued_total: Arc<AtomicUsize>,
+    /// Hellos refused past a cap ([`admission`]).
+    sessions_refused: Arc<AtomicU64>,
 }
 
 impl EdgeShared {
@@ -799,11 +816,20 @@ impl EdgeShared {
         }
         let (inbox_tx, inbox) = mpsc::unbounded_channel();
         let peer = Arc::new(PeerState::default());
-        let queued = Arc::new(AtomicUsize::new(bytes.len()));
-        // The Hello is the first message of the new session; the channel is open, so this cannot fail.
-        let _ = inbox_tx.send(bytes);
+        let queued = admission::QueueShare::of(&self.queued_total);
         {
             let mut robots = lock(&self.robots);
+            if let Err(cap) = admission::admit(&mut robots, &robot_id).and_then(|()| queued.charge(bytes.len()).map_err(String::from)) {
+                // Its next Hello is rate-limited too, if its id is remembered (never past the cap).
+                if robots.contains_key(&robot_id) || robots.len() < admission::MAX_ROBOT_IDS {
+                    robots.entry(robot_id.clone()).or_default().last_hello = Some(std::time::Instant::now());
+                }
+                drop(robots);
+                return self.refuse_busy(&robot_id, cap);
+            }
+            // The Hello is the first message of the new session; the channel is open, so this
+            // cannot fail.
+            let _ = inbox_tx.send(bytes);
             let entry = robots.entry(robot_id.clone()).or_default();
             entry.last_hello = Some(std::time::Instant::now());
             if let Some(old) = entry.session.replace(Slot { inbox: inbox_tx, peer: peer.clone(), queued: queued.clone() }) {
@@ -834,17 +860,31 @@ impl EdgeShared {
         let text = format!(
             "protocol version {found} refused: this edge speaks protocol version {supported}; run the same lop release on robot and edge"
         );
-        let reject = Frame::Reject(lop_msgs::protocol::Reject {
-            reason: lop_msgs::protocol::RejectReason::UnsupportedVersion,
-            text,
-            server_profile: Vec::new(),
-        });
+        self.send_reject(robot, lop_msgs::protocol::RejectReason::UnsupportedVersion, text);
+    }
+
+    /// A Hello past a cap ([`admission`]): no session is made; the robot is told why (`Busy`,
+    /// it runs alone and retries), and the refusal is logged and counted.
+    fn refuse_busy(&self, robot: &str, cap: String) {
+        let n = self.sessions_refused.fetch_add(1, Ordering::Relaxed) + 1;
+        // A flood of Hellos past the cap is rate-limited per id already; warn at powers of two.
+        if n.is_power_of_two() {
+            tracing::warn!(robot, refused = n, "hello refused: {cap}");
+        } else {
+            tracing::debug!(robot, "hello refused: {cap}");
+        }
+        self.send_reject(robot, lop_msgs::protocol::RejectReason::Busy, cap);
+    }
+
+    /// Publishes a Reject on `robot`'s downlink (from a task: callbacks must not block).
+    fn send_reject(&self, robot: &str, reason: lop_msgs::protocol::RejectReason, text: String) {
+        let reject = Frame::Reject(lop_msgs::protocol::Reject { reason, text, server_profile: Vec::new() });
         match (self.keys.down(robot), reject.encode()) {
             (Ok(down), Ok(bytes)) => {
                 // Full only under a flood of refusals, which the Hello rate limit already bounds.
                 let _ = self.refusals.try_send((down, bytes));
             }
-            (Err(e), _) | (_, Err(e)) => tracing::debug!(robot, "no version refusal sent: {e}"),
+            (Err(e), _) | (_, Err(e)) => tracing::debug!(robot, "no refusal sent: {e}"),
         }
     }
 
@@ -860,14 +900,17 @@ impl EdgeShared {
         let bytes = sample.payload().to_bytes().into_owned();
         let n = bytes.len();
         let delivered = match lock(&self.robots).get(&robot).and_then(|e| e.session.as_ref()) {
-            Some(slot) if slot.queued.load(Ordering::Relaxed) + n > SESSION_QUEUE_BYTES => {
-                return self.drop_one("session queue full (the robot sends faster than its session takes)", key, n);
-            }
-            // A send error means the session's rx was dropped: the frame is as good as dropped.
-            Some(slot) => {
-                slot.queued.fetch_add(n, Ordering::Relaxed);
-                slot.inbox.send(bytes).is_ok()
-            }
+            Some(slot) => match slot.queued.charge(n) {
+                Err(full) => return self.drop_one(full, key, n),
+                // A send error means the session's rx was dropped: the frame is as good as dropped.
+                Ok(()) => {
+                    let sent = slot.inbox.send(bytes).is_ok();
+                    if !sent {
+                        slot.queued.release(n);
+                    }
+                    sent
+                }
+            },
             None => false,
         };
         if !delivered {
@@ -903,6 +946,8 @@ pub struct EdgeAcceptor {
     /// Only the callbacks hold the [`EdgeShared`], so that when Zenoh drops them (session closed)
     /// the pending channel closes and [`accept`](EdgeAcceptor::accept) returns `None`.
     dropped: Arc<AtomicU64>,
+    /// Hellos refused past a cap ([`admission`]).
+    sessions_refused: Arc<AtomicU64>,
     pending: mpsc::UnboundedReceiver<Pending>,
     _subscribers: Vec<Subscriber<()>>,
     _token: LivelinessToken,
@@ -936,12 +981,15 @@ impl EdgeAcceptor {
         let dropped = Arc::new(AtomicU64::new(0));
         let (all_up, hello_key, token_key) = (keys.all_up(), keys.all_hello(), keys.token());
         let (refusals, mut to_refuse) = mpsc::channel::<(String, Vec<u8>)>(REFUSALS_QUEUED);
+        let sessions_refused = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(EdgeShared {
             keys: keys.clone(),
             robots: Mutex::new(HashMap::new()),
             pending: pending_tx,
             dropped: dropped.clone(),
             refusals,
+            queued_total: Arc::default(),
+            sessions_refused: sessions_refused.clone(),
         });
         // Subscriber callbacks must not block: the refusals go out from a task of their own, which
         // ends with the acceptor (its sender is in the subscribers' callbacks).
@@ -949,7 +997,7 @@ impl EdgeAcceptor {
         tokio::spawn(async move {
             while let Some((down, bytes)) = to_refuse.recv().await {
                 if let Err(e) = publisher.put(&down, bytes).await {
-                    tracing::debug!(key = %down, "version refusal not sent: {e}");
+                    tracing::debug!(key = %down, "refusal not sent: {e}");
                 }
             }
         });
@@ -979,7 +1027,15 @@ impl EdgeAcceptor {
             .await
             .map_err(|e| Error::Zenoh(format!("declaring liveliness token {token_key}: {e}")))?;
         tracing::debug!(zid = %session.zid(), edge = ?keys.edge(), "zenoh edge acceptor declared");
-        Ok(EdgeAcceptor { session: session.clone(), keys, dropped, pending, _subscribers: vec![live, up, hello], _token: token })
+        Ok(EdgeAcceptor {
+            session: session.clone(),
+            keys,
+            dropped,
+            sessions_refused,
+            pending,
+            _subscribers: vec![live, up, hello],
+            _token: token,
+        })
     }
 
     /// The next robot session, started by a valid Hello; its rx yields that Hello first. `None`
@@ -1027,7 +1083,14 @@ impl EdgeAcceptor {
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+
+    /// Where Hellos refused past a cap ([`admission`]) are counted, for the edge's counts.
+    pub fn refusal_counter(&self) -> Arc<AtomicU64> {
+        self.sessions_refused.clone()
+    }
 }
+
+pub mod admission;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -14,6 +14,7 @@ use lop_msgs::key::SessionKeys;
 /// Serves every robot session the acceptor yields until its Zenoh session closes (or the task
 /// is aborted, which ends every session).
 pub fn serve_zenoh(service: EdgeService, mut acceptor: EdgeAcceptor) -> JoinHandle<()> {
+    service.track_link_refusals(acceptor.refusal_counter());
     tokio::spawn(async move {
         let mut sessions = JoinSet::new();
         while let Some(conn) = acceptor.accept().await {

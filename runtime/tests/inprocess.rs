@@ -149,8 +149,9 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
     let s = setup();
     let dir = tempdir();
     // No robot profile known; a Hello waits at most 1 ms for its table. Raw Hellos with bad
-    // profiles: each refused with its reason on one session.
-    let (svc, link, tx, mut rx) = common::edge_without_profiles(&s, &dir).await;
+    // profiles: each refused with its reason, its session then ended by the edge.
+    let (svc, link, tx, rx) = common::edge_without_profiles(&s, &dir).await;
+    drop((tx, rx));
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     let hello = |profile: Vec<u8>, hash: &str| Hello {
         robot_id: "raw".into(),
@@ -173,12 +174,15 @@ async fn an_unknown_robot_sends_its_profile_and_is_planned_for() {
         (hello(json(&s.robot), &s.server.hash()), RejectReason::BadInput, "the Hello names"),
     ];
     for (h, reason, words) in cases {
+        let (tx, mut rx) = common::raw_session(&svc, link.clone());
         tx.send_frame(&Frame::Hello(h)).await.unwrap();
         let b = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap().unwrap();
         match lop_msgs::protocol::decode(&b).unwrap() {
             Frame::Reject(r) => assert!(r.reason == reason && r.text.contains(words), "expected {reason:?} '{words}': {r:?}"),
             f => panic!("expected Reject, got {f:?}"),
         }
+        let closed = tokio::time::timeout(Duration::from_secs(2), rx.recv()).await;
+        assert!(matches!(closed, Ok(Ok(None))), "a refused session ends at once: {closed:?}");
     }
 
     // A real client with its profile: alone first, split once the edge has planned.
@@ -299,11 +303,8 @@ async fn bad_frames_are_dropped_and_counted() {
     let dir = tempdir();
     let svc = edge(&s, &dir).await;
     let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap());
-    let (robot, edge_end) = lop_runtime::shaped_pair(link);
-    let (etx, erx) = edge_end.into_split();
-    let served = svc.clone();
-    tokio::spawn(async move { served.serve(etx, erx).await });
-    let (tx, mut rx) = robot.into_split();
+    // A refused Hello ends its session: each refused one gets a session of its own.
+    let (tx, mut rx) = common::raw_session(&svc, link.clone());
     let recv = async |rx: &mut lop_runtime::ShapedRx| {
         let b = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap().unwrap();
         lop_msgs::protocol::decode(&b).unwrap()
@@ -331,6 +332,7 @@ async fn bad_frames_are_dropped_and_counted() {
         f => panic!("expected Reject, got {f:?}"),
     }
     hello.input_shape = vec![1, 3, 224, 224];
+    let (tx, mut rx) = common::raw_session(&svc, link.clone());
     tx.send_frame(&Frame::Hello(hello.clone())).await.unwrap();
     match recv(&mut rx).await {
         Frame::Reject(r) => {
@@ -340,6 +342,7 @@ async fn bad_frames_are_dropped_and_counted() {
         f => panic!("expected Reject, got {f:?}"),
     }
     hello.model_sha256 = hash;
+    let (tx, mut rx) = common::raw_session(&svc, link);
     tx.send_frame(&Frame::Hello(hello)).await.unwrap();
     let Frame::Welcome(w) = recv(&mut rx).await else { panic!("expected Welcome") };
     assert_eq!(w.table_hash, lop_runtime::plans::digest(&s.table.hash).unwrap());

@@ -2,7 +2,7 @@
 //! refuses new profiles while a table is being built, keeps at most its cap of received
 //! profiles, and a legitimate robot with a profile of its own, arriving after the flood, is
 //! planned for and splits exactly. (An edge used to refuse every new profile for good once 32
-//! had been received.)
+//! had been received.) Each refused session ends at once, as soon as its Reject is out.
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -37,13 +37,15 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
     let s = setup();
     let dir = tempdir();
     // No robot profile known up front; a Hello waits at most 1 ms for its table.
-    let (svc, link, tx, mut rx) = common::edge_without_profiles(&s, &dir).await;
+    let (svc, link, tx, rx) = common::edge_without_profiles(&s, &dir).await;
+    drop((tx, rx));
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
     let (model_sha256, planner_hash) =
         (lop_runtime::plans::digest(&g.content_hash().unwrap()).unwrap(), lop_runtime::plans::digest(&s.spec.hash()).unwrap());
 
-    // 1,000 Hellos from distinct made-up robot ids, each with a profile of its own, one reply
-    // each; bounded in count and in time.
+    // 1,000 Hellos from distinct made-up robot ids, each with a profile of its own and on a
+    // session of its own (as each Hello over Zenoh is), one reply each; bounded in count and in
+    // time.
     let rss_before = rss_bytes();
     let (flood, t0) = (1000, Instant::now());
     let mut planning = 0;
@@ -59,12 +61,16 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
             input_shape: vec![1, 3, 224, 224],
             robot_profile: serde_json::to_vec(&p).unwrap(),
         };
+        let (tx, mut rx) = common::raw_session(&svc, link.clone());
         tx.send_frame(&Frame::Hello(hello)).await.unwrap();
         let b = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap().unwrap();
         match lop_msgs::protocol::decode(&b).unwrap() {
             Frame::Reject(r) if r.reason == RejectReason::Planning => planning += 1,
             f => panic!("Hello {k}: expected a Planning refusal, got {f:?}"),
         }
+        // The refused session ends at once (not at the Hello timeout, 5 s here): the edge closes it.
+        let closed = tokio::time::timeout(Duration::from_secs(2), rx.recv()).await;
+        assert!(matches!(closed, Ok(Ok(None))), "Hello {k}: the refused session stayed open: {closed:?}");
         assert!(t0.elapsed() < Duration::from_secs(120), "the flood took over 120 s at Hello {k}");
     }
     let flood_s = t0.elapsed().as_secs_f64();
@@ -74,6 +80,11 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
     let grown = rss_bytes().saturating_sub(rss_before);
     assert!(grown < 64 << 20, "the edge's process grew {grown} B during the flood");
     let counts = svc.counts();
+    let gone = Instant::now();
+    while svc.open_sessions() > 0 && gone.elapsed() < Duration::from_secs(1) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(svc.open_sessions(), 0, "every refused session is gone");
     // Refused while a table was being built, counted; never more kept than the cap.
     assert_eq!(planning, flood);
     assert!(counts.profiles_refused > 0, "{counts:?}");

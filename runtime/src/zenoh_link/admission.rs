@@ -1,0 +1,150 @@
+//! What the edge's acceptor admits (issue 56): how many robot sessions may be open at once, how
+//! many bytes they may hold received and not yet taken, in each session and in all together,
+//! and how many robot ids it remembers. A Hello past a cap is refused on the spot (a `Busy`
+//! Reject naming the cap, counted), so no session, thread or queue is made for it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{RobotEntry, SESSION_QUEUE_BYTES};
+
+/// Robot sessions open at once on one acceptor; a Hello from another robot past it is refused
+/// as `Busy` (each session holds two sender threads and up to [`SESSION_QUEUE_BYTES`]).
+pub const MAX_SESSIONS: usize = 256;
+
+/// Bytes all sessions of one acceptor may hold received and not yet taken: 1 GiB. Past it, a
+/// frame is dropped (counted, its inference finished by the robot alone) and a new Hello refused.
+pub const TOTAL_QUEUE_BYTES: usize = 1 << 30;
+
+/// Robot ids remembered at once (their Hello times and liveliness); past it, those without a
+/// session or a live token are forgotten, and if none can be, a new id's Hello is refused.
+pub const MAX_ROBOT_IDS: usize = 4 * MAX_SESSIONS;
+
+/// One session's share of the queue budgets: its own bytes and the acceptor's total.
+#[derive(Debug, Clone, Default)]
+pub(super) struct QueueShare {
+    own: Arc<AtomicUsize>,
+    total: Arc<AtomicUsize>,
+}
+
+impl QueueShare {
+    /// A new session's share of `total`.
+    pub(super) fn of(total: &Arc<AtomicUsize>) -> QueueShare {
+        QueueShare { own: Arc::default(), total: total.clone() }
+    }
+
+    /// Charges `n` bytes, or says which budget they would pass (charging nothing).
+    pub(super) fn charge(&self, n: usize) -> Result<(), &'static str> {
+        if self.own.load(Ordering::Relaxed) + n > SESSION_QUEUE_BYTES {
+            return Err("session queue full (the robot sends faster than its session takes)");
+        }
+        if self.total.fetch_add(n, Ordering::Relaxed) + n > TOTAL_QUEUE_BYTES {
+            self.total.fetch_sub(n, Ordering::Relaxed);
+            return Err("all sessions' queues full (TOTAL_QUEUE_BYTES)");
+        }
+        self.own.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Releases `n` bytes charged before (taken by the session, or not delivered after all).
+    pub(super) fn release(&self, n: usize) {
+        self.own.fetch_sub(n, Ordering::Relaxed);
+        self.total.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Releases everything this share still holds (its session is gone with its queue).
+    pub(super) fn release_all(&self) {
+        let n = self.own.swap(0, Ordering::Relaxed);
+        self.total.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// Sessions whose receiving half is still there.
+fn live_sessions(robots: &HashMap<String, RobotEntry>) -> usize {
+    robots.values().filter(|e| e.session.as_ref().is_some_and(|s| !s.inbox.is_closed())).count()
+}
+
+/// Whether a Hello of `robot_id` may open a session: a robot replacing its own session always
+/// may; another needs a free session and, when the ids are many, a forgettable one.
+///
+/// # Errors
+/// The cap it would pass, in words (sent in the `Busy` Reject and logged).
+pub(super) fn admit(robots: &mut HashMap<String, RobotEntry>, robot_id: &str) -> Result<(), String> {
+    if robots.get(robot_id).is_some_and(|e| e.session.as_ref().is_some_and(|s| !s.inbox.is_closed())) {
+        return Ok(());
+    }
+    let open = live_sessions(robots);
+    if open >= MAX_SESSIONS {
+        return Err(format!("the edge has {open} robot sessions open, its cap (MAX_SESSIONS = {MAX_SESSIONS}): retry later"));
+    }
+    if !robots.contains_key(robot_id) && robots.len() >= MAX_ROBOT_IDS {
+        // Ids without a session or a live token only hold their last Hello's time.
+        robots.retain(|_, e| e.tokens.alive > 0 || e.session.as_ref().is_some_and(|s| !s.inbox.is_closed()));
+        if robots.len() >= MAX_ROBOT_IDS {
+            return Err(format!("the edge tracks {} robot ids, its cap (MAX_ROBOT_IDS = {MAX_ROBOT_IDS}): retry later", robots.len()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PeerState, Slot};
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// A map of `n` robots with open sessions, and the receivers that keep them open.
+    fn open(n: usize) -> (HashMap<String, RobotEntry>, Vec<mpsc::UnboundedReceiver<Vec<u8>>>) {
+        let (mut robots, mut keep) = (HashMap::new(), Vec::new());
+        for i in 0..n {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let slot = Slot { inbox: tx, peer: Arc::new(PeerState::default()), queued: QueueShare::default() };
+            robots.insert(format!("r{i}"), RobotEntry { session: Some(slot), ..Default::default() });
+            keep.push(rx);
+        }
+        (robots, keep)
+    }
+
+    #[test]
+    fn sessions_past_the_cap_are_refused_naming_it_but_a_robot_may_replace_its_own() {
+        let (mut robots, mut keep) = open(MAX_SESSIONS);
+        let why = admit(&mut robots, "new").expect_err("past the cap");
+        assert!(why.contains("MAX_SESSIONS = 256"), "{why}");
+        assert!(admit(&mut robots, "r7").is_ok(), "a robot replacing its own session");
+        // A session whose receiving half is gone frees its place.
+        drop(keep.remove(0));
+        assert!(admit(&mut robots, "new").is_ok());
+    }
+
+    #[test]
+    fn robot_ids_past_the_cap_are_forgotten_when_idle_and_refused_when_not() {
+        let mut robots: HashMap<String, RobotEntry> = (0..MAX_ROBOT_IDS).map(|i| (format!("idle{i}"), RobotEntry::default())).collect();
+        assert!(admit(&mut robots, "new").is_ok());
+        assert_eq!(robots.len(), 0, "ids without a session or a token are forgotten");
+        let mut alive = RobotEntry::default();
+        alive.tokens.alive = 1;
+        let mut robots: HashMap<String, RobotEntry> =
+            (0..MAX_ROBOT_IDS).map(|i| (format!("alive{i}"), RobotEntry { tokens: alive.tokens, ..Default::default() })).collect();
+        let why = admit(&mut robots, "new").expect_err("every id holds a token");
+        assert!(why.contains("MAX_ROBOT_IDS"), "{why}");
+    }
+
+    #[test]
+    fn queues_are_bounded_per_session_and_in_total() {
+        let total = Arc::new(AtomicUsize::new(0));
+        let shares: Vec<QueueShare> = (0..TOTAL_QUEUE_BYTES / SESSION_QUEUE_BYTES + 1).map(|_| QueueShare::of(&total)).collect();
+        assert!(shares[0].charge(SESSION_QUEUE_BYTES).is_ok());
+        assert!(shares[0].charge(1).expect_err("its own queue is full").contains("session queue"));
+        for s in &shares[1..shares.len() - 1] {
+            assert!(s.charge(SESSION_QUEUE_BYTES).is_ok());
+        }
+        let last = shares.last().expect("shares");
+        assert!(last.charge(1).expect_err("all queues together are full").contains("TOTAL_QUEUE_BYTES"));
+        assert_eq!(total.load(Ordering::Relaxed), TOTAL_QUEUE_BYTES, "a refused charge takes nothing");
+        shares[0].release(SESSION_QUEUE_BYTES / 2);
+        shares[1].release_all();
+        assert!(last.charge(SESSION_QUEUE_BYTES).is_ok());
+        assert_eq!(total.load(Ordering::Relaxed), TOTAL_QUEUE_BYTES - SESSION_QUEUE_BYTES / 2);
+    }
+}
