@@ -75,6 +75,7 @@ pub mod scratch;
 pub mod security;
 pub mod session;
 pub mod shaped;
+pub mod skips;
 pub mod table_config;
 pub mod trace;
 pub mod zenoh_link;

@@ -352,17 +352,6 @@ pub struct NetnsLink {
     inner: Arc<Inner>,
 }
 
-/// Whether a test that cannot make namespaces (`why`) may skip: yes, unless `ci` (the `CI`
-/// variable) is set to anything but empty, `0` or `false`; then the failure message.
-fn skip_unless_ci(test: &str, why: &str, ci: Option<&str>) -> std::result::Result<(), String> {
-    match ci.map(str::trim) {
-        None | Some("" | "0" | "false") => Ok(()),
-        Some(_) => Err(format!(
-            "{test}: network namespaces are unavailable under CI ({why}); scripts/test.sh installs iproute2, and the tests run as root"
-        )),
-    }
-}
-
 impl NetnsLink {
     /// Whether network namespaces can be used here: `Err` says why not (not root, no `ip` or
     /// `tc`, or `ip netns add` fails), for callers to print.
@@ -384,18 +373,18 @@ impl NetnsLink {
     }
 
     /// For tests that need network namespaces: `true` where they can be made. Where they cannot,
-    /// the test is skipped loudly (`false`, with why on stderr), unless the environment
-    /// variable `CI` is set (to anything but empty, `0` or `false`): then it panics naming
-    /// `test` and why, so that a CI run never passes on tests that did not run.
+    /// the test fails naming `test` and why, unless `LOP_ALLOW_SKIP` names `netns`
+    /// ([`crate::skips`]): then it is skipped loudly and logged (`false`).
     ///
     /// # Panics
-    /// Under `CI`, when namespaces are unavailable.
+    /// When namespaces are unavailable and their skip is not allowed.
     pub fn available_for_test(test: &str) -> bool {
         let Err(why) = Self::is_available() else { return true };
-        if let Err(fail) = skip_unless_ci(test, &why, std::env::var("CI").ok().as_deref()) {
-            panic!("{fail}");
-        }
-        eprintln!("\n!!!!!!!! {test} SKIPPED: network namespaces unavailable: {why} (set CI=1 to fail instead) !!!!!!!!\n");
+        crate::skips::may_skip(
+            test,
+            "netns",
+            &format!("network namespaces are unavailable ({why}); scripts/test.sh installs iproute2, and the tests run as root"),
+        );
         false
     }
 
