@@ -8,8 +8,9 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #   scripts/fuzz.sh --build [TARGET...]     (builds only: CI builds them while the tests run)
 #
-# FUZZ_JOBS=N runs N targets at once (default: one per core). CI runs all five at once for 30 s
-# each: 30 s of wall time instead of 90, each target getting about 2/5 of a core.
+# FUZZ_JOBS=N runs N targets at once (default: one per core). CI runs all nine at once for 60 s
+# each: 60 s of wall time instead of 300 on 2 cores one at a time per core, each target getting
+# about 2/9 of a core.
 #
 # Stable Rust: libfuzzer-sys links libFuzzer, scripts/sancov-rustc instruments the project's
 # crates. The build reuses the release build's dependencies (a hard-linked copy of
@@ -28,7 +29,7 @@ else
   case "$seconds" in '' | *[!0-9]* | 0) echo "fuzz: SECONDS must be a positive whole number, not '$seconds'" >&2; exit 2 ;; esac
 fi
 targets=("$@")
-all=(frame onnx table config ros)
+all=(frame onnx table config ros picture band site hello)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   case " ${all[*]} " in *" $t "*) ;; *) echo "fuzz: unknown target '$t' (targets: ${all[*]})" >&2; exit 2 ;; esac

@@ -2,7 +2,8 @@
 //! must return (an error is fine) without panicking, hanging or allocating without bound, and
 //! where a reader accepts its input, what it accepted must survive a round trip.
 //!
-//! The bodies live here, not in the libFuzzer binaries, so that `tests/corpus.rs` replays the
+//! The bodies live here (those of what the robot and the edge take in besides frames and files,
+//! in `received.rs`), not in the libFuzzer binaries, so that `tests/corpus.rs` replays the
 //! committed corpus (`fuzz/corpus/<target>/`) through them in the ordinary test run, and a crash
 //! once found and added to the corpus stays fixed. `scripts/fuzz.sh` builds the binaries with
 //! coverage instrumentation and runs each for a bounded time.
@@ -21,11 +22,38 @@ use lop_msgs::load::EdgeLoad;
 use lop_msgs::protocol::{self, Frame, Limits};
 use robot_node::convert::{self, BevChannels, BevGrid, ChannelOrder, Fit, ImageTarget, VoxelGrid};
 
+mod received;
+pub use received::{
+    BAND_CODECS, BAND_TRANSFERS, PICTURE_MAX_PIXELS, band, band_accepted, band_graph, hello, hello_accepted, hello_spec, picture, site,
+};
+
 /// A fuzz target's body.
 pub type Target = fn(&[u8]);
 
 /// The targets, by name: the corpus folder and the binary (`fuzz_<name>`) share it.
-pub const TARGETS: [(&str, Target); 5] = [("frame", frame), ("onnx", onnx), ("table", table), ("config", config), ("ros", ros)];
+pub const TARGETS: [(&str, Target); 9] = [
+    ("frame", frame),
+    ("onnx", onnx),
+    ("table", table),
+    ("config", config),
+    ("ros", ros),
+    ("picture", picture),
+    ("band", band),
+    ("site", site),
+    ("hello", hello),
+];
+
+/// Builds what `target`'s body keeps across inputs (a model, its profiles, plans), so that the
+/// libFuzzer binaries build it before fuzzing starts (their `init`) rather than within the first
+/// input's timeout: with every target at once on two cores, loading the model took the hello
+/// target's first input past 10 s.
+pub fn prepare(target: &str) {
+    once_per_process();
+    match target {
+        "table" => TABLE_GRAPH.with(|_| ()),
+        _ => received::prepare(target),
+    }
+}
 
 /// Where the committed seed corpus of `target` lives.
 pub fn corpus_dir(target: &str) -> PathBuf {
@@ -162,13 +190,7 @@ pub fn ros(data: &[u8]) {
     if which % 2 == 0 {
         let Ok(m) = Image::deserialize(cdr) else { return };
         let input = robot_node::backend::hiroz::image_in(m);
-        let t = ImageTarget {
-            height: u32::from(shape % 7) + 1,
-            width: u32::from((shape >> 3) % 9) + 1,
-            channels: if shape & 0x40 == 0 { 3 } else { 1 },
-            order: if shape & 0x20 == 0 { ChannelOrder::Rgb } else { ChannelOrder::Bgr },
-            fit: if shape & 0x80 == 0 { Fit::Resize } else { Fit::Letterbox { pad: 114 } },
-        };
+        let t = image_target(shape);
         if let Ok(chw) = convert::image_to_chw(&input.view(), &t) {
             assert_eq!(chw.len() as u64, u64::from(t.channels * t.height * t.width), "an image converts to the target's size");
         }
@@ -188,6 +210,18 @@ pub fn ros(data: &[u8]) {
         if let Ok(grid) = convert::cloud_to_voxels(&view, &voxels) {
             assert_eq!(grid.len() as u64, 3 * u64::from(rows * cols), "a cloud converts to the voxel grid's size");
         }
+    }
+}
+
+/// A model input's shape picked by one byte: up to 7 rows and 9 columns, RGB, BGR or grey,
+/// resized or letterboxed.
+fn image_target(shape: u8) -> ImageTarget {
+    ImageTarget {
+        height: u32::from(shape % 7) + 1,
+        width: u32::from((shape >> 3) % 9) + 1,
+        channels: if shape & 0x40 == 0 { 3 } else { 1 },
+        order: if shape & 0x20 == 0 { ChannelOrder::Rgb } else { ChannelOrder::Bgr },
+        fit: if shape & 0x80 == 0 { Fit::Resize } else { Fit::Letterbox { pad: 114 } },
     }
 }
 

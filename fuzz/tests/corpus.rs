@@ -41,3 +41,30 @@ fn the_seeds_are_inputs_their_readers_accept() {
     let imported = onnx.iter().filter(|(_, b)| lop::onnx::import_bytes(b, "seed", None, &Default::default()).is_ok()).count();
     assert!(imported >= 2, "only {imported} of {} onnx seeds import", onnx.len());
 }
+
+#[test]
+fn the_new_readers_accept_their_seeds() {
+    use hiroz::msg::ZMessage;
+    for (name, bytes) in inputs("picture") {
+        let m = robot_node::backend::hiroz::compressed_in(hiroz_msgs::sensor_msgs::CompressedImage::deserialize(&bytes[1..]).unwrap());
+        let cap = lop_fuzz::PICTURE_MAX_PIXELS as usize;
+        let decoded = robot_node::convert::compressed::decode(&m.format, (*m.data).as_ref(), cap);
+        assert!(decoded.is_ok(), "picture seed {name} does not decode");
+    }
+    let bands = inputs("band");
+    for (name, bytes) in &bands {
+        assert!(lop_fuzz::band_accepted(bytes), "band seed {name} is not taken in by the edge");
+    }
+    for (which, _) in lop_fuzz::BAND_CODECS.iter().enumerate() {
+        assert!(bands.iter().any(|(_, b)| usize::from(b[0] & 0x7f) == which), "no band seed for plan {which}");
+    }
+    for (name, bytes) in inputs("site") {
+        assert!(lop_msgs::site::LoadDigest::decode(&bytes).is_ok(), "site seed {name} does not decode");
+    }
+    let hellos = inputs("hello");
+    for (name, bytes) in &hellos {
+        assert!(lop_msgs::protocol::decode(bytes).is_ok(), "hello seed {name} does not decode");
+    }
+    let planned = hellos.iter().filter(|(_, b)| lop_fuzz::hello_accepted(b)).count();
+    assert!(planned >= 4, "only {planned} of {} hello seeds carry a profile a table is planned with", hellos.len());
+}

@@ -179,7 +179,9 @@ pub fn dimensions(data: &[u8]) -> Result<(usize, usize), CodecError> {
         Some(Format::Png) => {
             // The PNG decoder is Rust: a panic in it on outside bytes is a corrupt picture.
             let found = std::panic::catch_unwind(|| {
-                let mut dec = zune_png::PngDecoder::new(data);
+                // The decoder's own limits (16384 a side by default) raised to what decoding takes.
+                let options = DecoderOptions::default().set_max_width(1 << 16).set_max_height(1 << 16);
+                let mut dec = zune_png::PngDecoder::new_with_options(data, options);
                 dec.decode_headers().map_err(|e| corrupt("PNG", format!("{e:?}"))).map(|()| dec.get_dimensions())
             })
             .map_err(|_| corrupt("PNG", "the decoder panicked".into()))??;
@@ -226,6 +228,11 @@ mod tests {
         let png = encode_png(&pic);
         assert_eq!(dimensions(&png).expect("size"), (24, 16));
         assert_eq!(decode_picture(&png).expect("png"), pic, "PNG is exact");
+        // Wider than zune-png's default header limit (16384), which decoding does not keep.
+        let wide = Picture { width: 17_000, height: 2, channels: 1, pixels: vec![7; 34_000] };
+        let wide_png = encode_png(&wide);
+        assert_eq!(dimensions(&wide_png).expect("a wide PNG's size"), (17_000, 2));
+        assert_eq!(decode_picture(&wide_png).expect("decodes").width, 17_000);
         assert!(dimensions(b"GIF89a....").is_err());
         assert!(decode_picture(b"GIF89a....").is_err());
         assert!(decode_picture(&data[..data.len() / 2]).is_err());

@@ -88,10 +88,14 @@ pub struct TableSpec {
     pub frame: FrameWire,
 }
 
+/// The most buckets a range `FROM:TO:STEP` may hold (a list holds what it spells out).
+pub const MAX_RANGE_BUCKETS: usize = 100_000;
+
 /// Parses a bucket range `FROM:TO:STEP` (MB/s) or a comma-separated list (`0,2,8,30`).
 ///
 /// # Errors
-/// [`Error::Input`] for unparsable numbers, a non-positive step, an empty range or negative values.
+/// [`Error::Input`] for unparsable numbers, a non-positive step, an empty range, a range of more
+/// than [`MAX_RANGE_BUCKETS`] buckets or negative values.
 pub fn parse_buckets(s: &str) -> Result<Vec<f64>> {
     let bad = |why: &str| Error::Input(format!("buckets '{s}': {why}"));
     let sep = if s.contains(':') { ':' } else { ',' };
@@ -108,7 +112,13 @@ pub fn parse_buckets(s: &str) -> Result<Vec<f64>> {
         if to < from {
             return Err(bad("empty range"));
         }
-        let n = ((to - from) / step + 1e-9).floor() as usize + 1;
+        // Counted as a float first: a step far below the range (`0:1e12:1`) would otherwise ask for
+        // terabytes, or overflow the count.
+        let steps = ((to - from) / step + 1e-9).floor();
+        if steps >= MAX_RANGE_BUCKETS as f64 {
+            return Err(bad(&format!("more than {MAX_RANGE_BUCKETS} buckets")));
+        }
+        let n = steps as usize + 1;
         (0..n).map(|i| from + i as f64 * step).collect()
     } else {
         p
@@ -685,7 +695,9 @@ mod parse_tests {
         assert_eq!(parse_buckets("1:2:0.5").ok(), Some(vec![1.0, 1.5, 2.0]));
         assert_eq!(parse_buckets("0, 2,8,30").ok(), Some(vec![0.0, 2.0, 8.0, 30.0]));
         assert_eq!(parse_buckets("4").ok(), Some(vec![4.0]));
-        for bad in ["", "3:1:1", "0:3:0", "0:3", "a,b", "-1,2", "0:nan:1"] {
+        assert_eq!(parse_buckets("0:99999:1").map(|b| b.len()).ok(), Some(super::MAX_RANGE_BUCKETS));
+        // Found by fuzz_config: a range of 1e12 buckets (an 8 TB allocation), one past usize.
+        for bad in ["", "3:1:1", "0:3:0", "0:3", "a,b", "-1,2", "0:nan:1", "0:100000:1", "0:1e12:1", "0:3e88:1", "0:1:1e-320"] {
             assert!(parse_buckets(bad).is_err(), "{bad} accepted");
         }
     }
