@@ -180,6 +180,10 @@ pub struct ZenohSection {
     /// Listen beyond loopback without TLS (anyone on the network may then reach this edge).
     #[serde(default)]
     pub allow_insecure: bool,
+    /// With authentication on and no `access`: let every authenticated robot use every robot's
+    /// keys (otherwise the edge refuses to start, so that access control is the default).
+    #[serde(default)]
+    pub allow_shared_keys: bool,
 }
 
 impl Default for ZenohSection {
@@ -195,6 +199,7 @@ impl Default for ZenohSection {
             password_file: None,
             access: None,
             allow_insecure: false,
+            allow_shared_keys: false,
         }
     }
 }
@@ -886,7 +891,15 @@ impl EdgeConfig {
         }
         let security = self.security()?;
         if security.authenticates() && z.access.is_none() {
-            plan.warnings.push("no zenoh.access: every authenticated robot may use every robot's keys".into());
+            if !z.allow_shared_keys {
+                return Err(self.invalid(
+                    "zenoh.access",
+                    "authentication is on but no robot is confined to its own keys: list the robots in zenoh.access.robots \
+                     (each may then use only lop/v1/<robot>/), or set zenoh.allow_shared_keys: true to let every \
+                     authenticated robot use every robot's keys",
+                ));
+            }
+            plan.warnings.push("no zenoh.access (allow_shared_keys): every authenticated robot may use every robot's keys".into());
         }
         Ok(plan)
     }

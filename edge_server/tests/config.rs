@@ -233,26 +233,32 @@ fn without_tls_the_edge_listens_on_loopback_only_unless_told_otherwise() {
 
     let msg = load_err(&dir, &format!("zenoh:\n  listen: [\"tls/[::]:7447\"]\n{models}"));
     assert!(msg.contains("needs zenoh.tls"), "{msg}");
-    let msg =
-        load_err(&dir, &format!("zenoh:\n  listen: [\"tls/[::]:7447\"]\n  tls: {{ca: nope/ca.pem, cert: c.pem, key: k.pem}}\n{models}"));
+    let msg = load_err(
+        &dir,
+        &format!(
+            "zenoh:\n  listen: [\"tls/[::]:7447\"]\n  tls: {{ca: nope/ca.pem, cert: c.pem, key: k.pem}}\n  access: {{robots: [r1]}}\n{models}"
+        ),
+    );
     assert!(msg.contains("nope/ca.pem"), "a missing certificate is named: {msg}");
     let msg = load_err(&dir, &format!("zenoh:\n  access: {{robots: [\"a/b\"]}}\n{models}"));
     assert!(msg.contains("zenoh.access"), "{msg}");
     let msg = load_err(&dir, &format!("zenoh:\n  user: edge\n{models}"));
     assert!(msg.contains("password_file"), "{msg}");
 
-    // With certificates from `lop certs`: a TLS listener on every address, no warning but the
-    // missing access control's.
+    // With certificates from `lop certs`: a TLS listener on every address. Without access
+    // control the edge refuses to start, unless shared keys are allowed explicitly (then only
+    // that is warned about).
     lop_runtime::security::certs::make_site_certs(
         &dir.join("certs"),
         &lop_runtime::security::certs::CertsRequest { robots: vec!["r1".into()], edge_names: vec![], days: 1 },
     )
     .expect("certs");
-    let tls = EdgeConfig::load(&write(
-        &dir,
-        &format!("zenoh:\n  listen: [\"tls/[::]:7447\"]\n  tls: {{ca: certs/ca.pem, cert: certs/edge.pem, key: certs/edge.key}}\n{models}"),
-    ))
-    .expect("loads");
+    let tls_zenoh = "zenoh:\n  listen: [\"tls/[::]:7447\"]\n  tls: {ca: certs/ca.pem, cert: certs/edge.pem, key: certs/edge.key}\n";
+    let refused = load_err(&dir, &format!("{tls_zenoh}{models}"));
+    assert!(refused.contains("zenoh.access.robots") && refused.contains("allow_shared_keys"), "{refused}");
+    let confined = EdgeConfig::load(&write(&dir, &format!("{tls_zenoh}  access: {{robots: [r1]}}\n{models}"))).expect("loads");
+    assert!(confined.listen_plan().expect("plan").warnings.is_empty());
+    let tls = EdgeConfig::load(&write(&dir, &format!("{tls_zenoh}  allow_shared_keys: true\n{models}"))).expect("loads");
     let plan = tls.listen_plan().expect("plan");
     assert_eq!(plan.listen, vec!["tls/[::]:7447".to_string()]);
     assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
