@@ -29,6 +29,11 @@
 #                   frames-jpeg90 in the realistic scenario (`--server-real-ms 4`: a server GPU
 #                   taking 4 ms for the detector, the indoor trace read as real Wi-Fi), the robot
 #                   20x slower than the server (a Jetson on PyTorch) or 5x (TensorRT on both)
+#   camera-20x, camera-5x
+#                   the same with the camera's own JPEGs crossing unchanged: the photographs
+#                   as a 640x480 camera's 4:2:0 JPEGs at quality 90 (`lop camera-jpegs`), the
+#                   detector letterboxing them itself (`--camera-fit letterbox:114@640x480`),
+#                   `--frame-codec passthrough`
 #
 # Every bench run says which scenario it ran (`auto`: the link scaled to this CPU's compute, or
 # `realistic`) in its result's `scenario`, rendered under its table.
@@ -37,7 +42,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-all=(demo demo-detector planner fleet fleet-site codecs engine frames-raw frames-jpeg90 frames-lossless realistic-20x realistic-5x)
+all=(demo demo-detector planner fleet fleet-site codecs engine frames-raw frames-jpeg90 frames-lossless realistic-20x realistic-5x camera-20x camera-5x)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 for n in "${names[@]}"; do
@@ -84,6 +89,10 @@ EOF
 # The robot's slowdown in bench runs (and its profile's): 20 unless a name sets it.
 robot_dilation=20
 
+# Extra model options for profiles and benches (a camera fit), and the tag their profiles get.
+model_args=()
+tag_suffix=""
+
 # The robot profile's file for MODEL's TAG at $robot_dilation.
 robot_profile() {
   if [ "$robot_dilation" = 20 ]; then echo "$work/$1-robot.json"; else echo "$work/$1-robot-${robot_dilation}x.json"; fi
@@ -92,7 +101,7 @@ robot_profile() {
 # profiles MODEL TASK: the robot's ($robot_dilation x) and the server's profile of MODEL with
 # TASK, measured once.
 profiles() {
-  local model=$1 task=$2 tag=${1#zoo:}
+  local model=$1 task=$2 tag=${1#zoo:}$tag_suffix
   for role in robot server; do
     local p="$work/$tag-$role.json"
     [ "$role" = robot ] && p=$(robot_profile "$tag")
@@ -101,15 +110,15 @@ profiles() {
     [ "$role" = robot ] && dil=$robot_dilation
     echo "bench_report: profiling $model as $role (dilation $dil)" >&2
     # One libtorch thread, as `lop bench` runs both sides.
-    "$lop" --threads 1 profile "$model" --task "$task" --role "$role" --dilation "$dil" --out "$p" >&2
+    "$lop" --threads 1 profile "$model" --task "$task" "${model_args[@]}" --role "$role" --dilation "$dil" --out "$p" >&2
   done
 }
 
 bench() {
-  local name=$1 model=$2 task=$3 tag=${2#zoo:}
+  local name=$1 model=$2 task=$3 tag=${2#zoo:}$tag_suffix
   shift 3
   profiles "$model" "$task"
-  store "$name" bench "$lop" bench "$model" --task "$task" --trace "$trace" --dilation "$robot_dilation" --requests 8 \
+  store "$name" bench "$lop" bench "$model" --task "$task" "${model_args[@]}" --trace "$trace" --dilation "$robot_dilation" --requests 8 \
     --robot-profile "$(robot_profile "$tag")" --server-profile "$work/$tag-server.json" "$@" --json
 }
 
@@ -140,6 +149,16 @@ for n in "${names[@]}"; do
       robot_dilation=${n#realistic-}
       robot_dilation=${robot_dilation%x}
       bench "$n" zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 --server-real-ms 4
+      robot_dilation=20 ;;
+    camera-20x|camera-5x)
+      robot_dilation=${n#camera-}
+      robot_dilation=${robot_dilation%x}
+      model_args=(--camera-fit letterbox:114@640x480)
+      tag_suffix=-camera640x480
+      cameras=$("$lop" camera-jpegs --frames "$(scripts/photos.sh)" --size 640x480 --quality 90 --out "$work/camera-jpegs")
+      bench "$n" zoo:yolo_det detect --frames "$cameras" --frame-codec passthrough --server-real-ms 4
+      model_args=()
+      tag_suffix=""
       robot_dilation=20 ;;
   esac
 done

@@ -185,6 +185,15 @@ fn camera_frames_routed_over_a_fleet_match_the_unsplit_model() {
     assert!(out.contains("fleet mode"), "the run was not in fleet mode:\n{out}");
 }
 
+/// The compressed frames with `lop_robot` in fleet mode under `passthrough`: each camera JPEG
+/// crosses unchanged to the edge the frame is routed to (its bytes and a band header, checked
+/// against the JPEG's size), with the unsplit model's outputs on its decoding.
+#[test]
+fn compressed_frames_routed_over_a_fleet_cross_as_the_camera_jpeg() {
+    let out = check_with("compressed", "zenoh", &["--fleet"]);
+    assert!(out.contains("fleet mode"), "the run was not in fleet mode:\n{out}");
+}
+
 /// The r2r backend on the default middleware: an rclpy camera (rgb8, bgr8 with padded rows,
 /// mono8, 640x480; sensor-data QoS) feeds `lop_robot --backend r2r`; rclpy receives typed
 /// `lop_msgs/InferenceResult` (stamps copied, outputs equal to the unsplit model's),

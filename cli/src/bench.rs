@@ -273,8 +273,12 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             profile(&mut graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0, args.layout)?,
         )
     };
-    let frames = real_frames(&graph, args.frames.as_deref())?;
-    price_codec(args.frame_codec, &graph, &frames, &mut robot, &mut server)?;
+    let (frames, cameras) = if args.frame_codec == lop::codec::FrameCodec::Passthrough {
+        camera_frames(&graph, args.frames.as_deref())?
+    } else {
+        (real_frames(&graph, args.frames.as_deref())?, Vec::new())
+    };
+    price_codec(args.frame_codec, &graph, &frames, &cameras, &mut robot, &mut server)?;
     let codec_effect = codec_effect(args.frame_codec, &graph, &frames)?;
     let request = match (args.bandwidth_scale.as_str(), args.server_real_ms) {
         _ if args.overhead => ScenarioRequest::Scale(1.0),
@@ -327,6 +331,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         power: Default::default(),
         gap: Duration::ZERO,
         frames,
+        cameras,
     };
     drop(graph);
     let verbose = args.verbose;
@@ -430,6 +435,37 @@ pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow
     Ok(frames.into_iter().map(|(_, f)| f).collect())
 }
 
+/// A camera JPEG's bytes, as they came.
+pub type CameraBytes = std::sync::Arc<[u8]>;
+
+/// The camera JPEGs at `path` as they are, with their decodings (`--frame-codec passthrough`):
+/// each must be the model's input size, which a model takes at a camera's size with
+/// `--camera-fit`.
+///
+/// # Errors
+/// No `--frames`, a model without one uint8 image input, a file that is not a JPEG of that size.
+pub fn camera_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CameraBytes>)> {
+    let path = path.context(
+        "--frame-codec passthrough sends camera JPEGs as they are: give --frames DIR of them (lop camera-jpegs --frames $(scripts/photos.sh) --out DIR writes some)",
+    )?;
+    let [input] = graph.inputs()[..] else {
+        anyhow::bail!("--frames needs a model with one input; '{}' has {}", graph.name, graph.inputs().len())
+    };
+    let image =
+        lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frames needs a uint8 image input: {why}"))?;
+    let frames = crate::camera_frames::load_camera(path, &image)?;
+    let bytes: usize = frames.iter().map(|f| f.jpeg.len()).sum();
+    eprintln!(
+        "{} camera JPEG(s) from {}, {}x{}, {:.0} bytes each on average, sent unchanged",
+        frames.len(),
+        path.display(),
+        image.width,
+        image.height,
+        bytes as f64 / frames.len().max(1) as f64
+    );
+    Ok(frames.into_iter().map(|f| (f.planar, f.jpeg)).unzip())
+}
+
 /// How much a lossy codec moves the unsplit model's output: the largest relative difference
 /// ([`lop::exec::max_rel_err_all`]) between its outputs on each frame and on that frame as
 /// decoded (`None` without frames or for an exact codec). A fact for users, printed beside the
@@ -481,12 +517,12 @@ pub fn measure_codec(codec: lop::codec::FrameCodec, graph: &lop::Graph, frames: 
 /// frames on its CPU cores, not on the GPU the dilation stands for).
 ///
 /// # Errors
-/// A coded codec without frames, or with passthrough (the bench has no camera JPEG); codec
-/// failures.
+/// A coded codec without frames, or passthrough without camera JPEGs; codec failures.
 pub fn price_codec(
     codec: lop::codec::FrameCodec,
     graph: &lop::Graph,
     frames: &[Vec<u8>],
+    cameras: &[std::sync::Arc<[u8]>],
     robot: &mut Profile,
     server: &mut Profile,
 ) -> anyhow::Result<()> {
@@ -494,14 +530,15 @@ pub fn price_codec(
         return Ok(());
     }
     anyhow::ensure!(
-        codec != lop::codec::FrameCodec::Passthrough,
-        "--frame-codec passthrough sends a camera's own JPEG, which the bench has not got: use jpeg:Q (the robot encodes) or lossless"
-    );
-    anyhow::ensure!(
         !frames.is_empty(),
         "--frame-codec {codec} needs --frames PATH: codecs are priced on real photographs (scripts/photos.sh prints a folder of them)"
     );
-    let cost = measure_codec(codec, graph, frames)?;
+    let mut cost = measure_codec(codec, graph, frames)?;
+    if !cameras.is_empty() {
+        // The camera's own bytes, not a re-encoding's, are what crosses.
+        let raw: usize = frames.iter().map(Vec::len).sum();
+        cost.ratio = cameras.iter().map(|c| c.len()).sum::<usize>() as f64 / raw.max(1) as f64;
+    }
     robot.set_codec_cost(cost);
     server.set_codec_cost(cost);
     Ok(())

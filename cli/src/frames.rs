@@ -14,20 +14,7 @@ use lop::codec::{FrameCodec, Image, measure_cost};
 /// # Errors
 /// A path that cannot be read, a folder without pictures, a file that does not decode (named).
 pub fn load(path: &Path, image: &Image) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let files: Vec<PathBuf> = if path.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
-            .with_context(|| format!("reading folder {}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "png" | "jpg" | "jpeg"))
-            })
-            .collect();
-        v.sort();
-        anyhow::ensure!(!v.is_empty(), "{} holds no .png, .jpg or .jpeg file", path.display());
-        v
-    } else {
-        vec![path.to_path_buf()]
-    };
+    let files = picture_files(path)?;
     files
         .iter()
         .map(|f| {
@@ -37,6 +24,27 @@ pub fn load(path: &Path, image: &Image) -> anyhow::Result<Vec<(String, Vec<u8>)>
             Ok((name, fit(&picture, image)))
         })
         .collect()
+}
+
+/// The pictures at `path`: the file itself, or a folder's `.png`, `.jpg` and `.jpeg` files, by
+/// name.
+///
+/// # Errors
+/// A folder that cannot be read or holds no picture.
+pub fn picture_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+        .with_context(|| format!("reading folder {}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "png" | "jpg" | "jpeg"))
+        })
+        .collect();
+    v.sort();
+    anyhow::ensure!(!v.is_empty(), "{} holds no .png, .jpg or .jpeg file", path.display());
+    Ok(v)
 }
 
 /// Arguments of `lop codecs`.

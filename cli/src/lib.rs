@@ -22,6 +22,7 @@ pub mod bench;
 pub mod bench_batch;
 pub mod bench_edge;
 pub mod bench_exec;
+pub mod camera_frames;
 pub mod certs;
 pub mod fleet;
 pub mod fleet_rss;
@@ -68,6 +69,16 @@ pub struct ModelArgs {
     /// `occupancy;threshold=0.5;class=1`).
     #[arg(long, value_parser = parse_task)]
     pub task: Option<lop::postprocess::Postprocess>,
+    /// The model fits the camera's frame itself (as `lop_robot`'s `image.camera_size` and the
+    /// edge's `models[].camera_fits`): `letterbox@WxH`, `letterbox:PAD@WxH` or `resize@WxH`,
+    /// with the camera's width and height. The model then takes frames at that size, so that
+    /// `--frame-codec passthrough` sends the camera's JPEG unchanged.
+    #[arg(long, value_parser = parse_fit)]
+    pub camera_fit: Option<lop::fit::FrameFit>,
+}
+
+fn parse_fit(s: &str) -> Result<lop::fit::FrameFit, String> {
+    lop::fit::FrameFit::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_task(s: &str) -> Result<lop::postprocess::Postprocess, String> {
@@ -99,6 +110,7 @@ impl ModelArgs {
             input_shape: self.input_shape.clone(),
             preprocess: self.preprocess.clone(),
             postprocess: self.task.clone(),
+            fit: self.camera_fit,
             ..Default::default()
         }
     }
@@ -148,6 +160,9 @@ pub enum Command {
     FleetRss(fleet_rss::FleetRssArgs),
     /// Price every frame codec on photographs: bytes against raw, encode and decode time.
     Codecs(frames::CodecsArgs),
+    /// Write photographs as a camera's JPEGs (4:2:0, as drivers write them), for `lop bench
+    /// --frame-codec passthrough --frames`.
+    CameraJpegs(camera_frames::CameraJpegsArgs),
     /// Make a site's CA and the certificates of its edges and robots (mutual TLS).
     Certs(certs::CertsArgs),
 }
@@ -179,5 +194,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::FleetRss(a) => fleet_rss::run(&a, args.threads),
         Command::Certs(a) => certs::run(&a),
         Command::Codecs(a) => frames::run_codecs(&a),
+        Command::CameraJpegs(a) => camera_frames::run_camera_jpegs(&a),
     }
 }

@@ -185,7 +185,7 @@ mod tests {
 
     fn args(out: PathBuf, runs: usize) -> ProfileArgs {
         ProfileArgs {
-            model: ModelArgs { model: "zoo:mobilenet_v2".into(), input_shape: None, preprocess: None, task: None },
+            model: ModelArgs { model: "zoo:mobilenet_v2".into(), input_shape: None, preprocess: None, task: None, camera_fit: None },
             role: RoleArg::Robot,
             device: DeviceArg::Cpu,
             dilation: 2.0,

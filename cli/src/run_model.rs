@@ -86,6 +86,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 input_shape: Some(shape),
                 preprocess: args.model.preprocess.clone(),
                 task: args.model.task.clone(),
+                camera_fit: args.model.camera_fit,
                 model: args.model.model.clone(),
             }
             .load()?

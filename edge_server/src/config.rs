@@ -267,6 +267,12 @@ pub struct ModelEntry {
     /// (`lop_robot` without `model.input_shape`). Exclusive with `input_shape`.
     #[serde(default)]
     pub input_shapes: Vec<Vec<usize>>,
+    /// The robots' cameras, for models that fit the camera's frame themselves (`lop_robot`'s
+    /// `image.camera_size`): each `letterbox@WxH`, `letterbox:PAD@WxH` or `resize@WxH` is
+    /// served as its own variant, taking frames of that size, so that a camera's JPEG crosses
+    /// unchanged whatever its size. Robots must use the same fit, since it is part of the model.
+    #[serde(default)]
+    pub camera_fits: Vec<String>,
     /// A front end for a float-input model so that frames arrive as bytes (`unit`, `raw`,
     /// `imagenet`, `mean=R,G,B;std=R,G,B`, each with an optional `;bgr`); robots must use the
     /// same, since it is part of the model.
@@ -633,10 +639,17 @@ impl EdgeConfig {
             if let Some((j, dup)) = m.input_shapes.iter().enumerate().find(|(j, s)| m.input_shapes[..*j].contains(s)) {
                 return Err(self.invalid(format!("models[{i}].input_shapes[{j}]"), format!("{dup:?} is listed twice")));
             }
-            if m.input_shapes.len() > 1 && matches!(m.server_profile, ProfileSource::File(_)) {
+            for (j, spec) in m.camera_fits.iter().enumerate() {
+                let fit =
+                    lop::fit::FrameFit::parse(spec).map_err(|e| self.invalid(format!("models[{i}].camera_fits[{j}]"), e.to_string()))?;
+                if m.camera_fits[..j].iter().any(|s| lop::fit::FrameFit::parse(s).ok() == Some(fit)) {
+                    return Err(self.invalid(format!("models[{i}].camera_fits[{j}]"), format!("{spec} is listed twice")));
+                }
+            }
+            if m.input_shapes.len().max(1) * m.camera_fits.len().max(1) > 1 && matches!(m.server_profile, ProfileSource::File(_)) {
                 return Err(self.invalid(
                     field("server_profile"),
-                    "a profile file fits one input shape; with several input_shapes use measure (each shape is profiled and cached)",
+                    "a profile file fits one input shape; with several input_shapes or camera_fits use measure (each variant is profiled and cached)",
                 ));
             }
             if let Some(spec) = &m.preprocess {
@@ -716,6 +729,19 @@ impl EdgeConfig {
             Some(m) => vec![m.input_shape.clone()],
             None => Vec::new(),
         }
+    }
+
+    /// The variants model `i` is served as: each of [`EdgeConfig::served_shapes`], fitting
+    /// each of its `camera_fits` (or none). Call after validation (specs that do not parse are
+    /// left out).
+    pub fn served_variants(&self, i: usize) -> Vec<(Option<Vec<usize>>, Option<lop::fit::FrameFit>)> {
+        let fits: Vec<Option<lop::fit::FrameFit>> = match self.models.get(i) {
+            Some(m) if !m.camera_fits.is_empty() => {
+                m.camera_fits.iter().filter_map(|s| lop::fit::FrameFit::parse(s).ok()).map(Some).collect()
+            }
+            _ => vec![None],
+        };
+        self.served_shapes(i).into_iter().flat_map(|shape| fits.iter().map(move |&fit| (shape.clone(), fit))).collect()
     }
 
     /// Model `i`'s source: a zoo name, or a file inside the store (which must exist).

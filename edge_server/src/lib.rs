@@ -112,9 +112,9 @@ pub fn prepare(cfg: &EdgeConfig) -> Result<EdgeOptions, Error> {
             ModelSource::File(p) if m.sha256.is_some() => Some(file_sha256(p)?),
             _ => None,
         };
-        for input_shape in cfg.served_shapes(i) {
-            let load =
-                LoadOptions { input_shape, preprocess: preprocess.clone(), postprocess: postprocess.clone(), ..LoadOptions::default() };
+        for (input_shape, fit) in cfg.served_variants(i) {
+            let (preprocess, postprocess) = (preprocess.clone(), postprocess.clone());
+            let load = LoadOptions { input_shape, preprocess, postprocess, fit, ..LoadOptions::default() };
             models.push(prepare_variant(cfg, i, &source, load, file_sha.as_deref(), device)?);
         }
     }

@@ -160,7 +160,7 @@ pub fn config(data: &[u8]) {
         let _ = cfg.table_spec();
         for i in 0..cfg.models.len() {
             let _ = cfg.model_source(i);
-            let _ = cfg.served_shapes(i);
+            let _ = cfg.served_variants(i);
         }
         let again = cfg.to_yaml().expect("a parsed config prints");
         assert!(

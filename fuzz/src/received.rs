@@ -65,6 +65,7 @@ pub fn picture(data: &[u8]) {
         pad: 114,
         transport: Transport::Compressed,
         max_pixels: PICTURE_MAX_PIXELS,
+        camera_size: None,
     };
     let cap = settings.max_pixels_for(t.width, t.height);
     let headers = compressed::dimensions(&input.format, bytes);

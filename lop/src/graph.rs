@@ -327,6 +327,33 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// This graph with its input `input` replaced by a front end: `front` adds the new input
+    /// and its ops to the builder and returns the value that takes the old input's place (a
+    /// model's preprocess stage, or the fitting of a camera frame to its input). The other
+    /// nodes keep their order, names and ops.
+    ///
+    /// # Errors
+    /// What `front` returns, or a node that no longer infers on the front's value.
+    pub fn with_front(self, input: NodeId, front: impl FnOnce(&mut GraphBuilder) -> Result<NodeId>) -> Result<Graph> {
+        let mut b = GraphBuilder::new(self.name.clone());
+        let first = front(&mut b)?;
+        let mut ids: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
+        for (i, node) in self.nodes.into_iter().enumerate() {
+            if i == input {
+                ids.push(first);
+                continue;
+            }
+            let inputs: Vec<NodeId> = node.inputs.iter().map(|&k| ids[k]).collect();
+            ids.push(b.add(node.name, node.op, &inputs)?);
+        }
+        for o in self.outputs {
+            b.output(ids[o]);
+        }
+        b.build()
+    }
+}
+
 /// Builds a [`Graph`] node by node, inferring and checking every output shape as it goes.
 #[derive(Debug)]
 pub struct GraphBuilder {

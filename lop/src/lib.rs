@@ -36,6 +36,7 @@ pub mod codec;
 pub mod content_hash;
 pub mod error;
 pub mod exec;
+pub mod fit;
 pub mod fleet;
 mod flow;
 pub mod graph;

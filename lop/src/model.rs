@@ -13,6 +13,10 @@ pub struct LoadOptions {
     /// A front end prepended to a float-input model (`--preprocess`), so that frames enter as
     /// uint8 bytes.
     pub preprocess: Option<crate::preprocess::Preprocess>,
+    /// The camera's frame size and how the model fits it (`image.camera`, `--camera`): the
+    /// model then takes the camera's frame and letterboxes or resizes it itself, so a camera's
+    /// JPEG can cross unchanged at any size. Applied after the preprocess stage.
+    pub fit: Option<crate::fit::FrameFit>,
     /// A back end appended after the model's output (`--task`): detections, keypoints, class
     /// maps or occupancy bits instead of raw head tensors.
     pub postprocess: Option<crate::postprocess::Postprocess>,
@@ -29,6 +33,9 @@ pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
     let mut graph = load_graph(name, opts)?;
     if let Some(p) = &opts.preprocess {
         graph = p.apply(graph)?;
+    }
+    if let Some(f) = &opts.fit {
+        graph = f.apply(graph)?;
     }
     if let Some(p) = &opts.postprocess {
         graph = p.apply(graph)?;

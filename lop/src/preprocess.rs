@@ -119,22 +119,11 @@ impl Preprocess {
         if self.bgr && c != 3 {
             return Err(Error::Input(format!("bgr channel order needs 3 input channels; '{}' has {c}", graph.name)));
         }
-        let mut b = GraphBuilder::new(graph.name.clone());
-        let x = b.input(graph.nodes[input].name.clone(), info.shape.clone(), DType::U8);
-        let front = self.stage(&mut b, x, c)?;
-        let mut ids: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
-        for (i, node) in graph.nodes.into_iter().enumerate() {
-            if i == input {
-                ids.push(front);
-                continue;
-            }
-            let inputs: Vec<NodeId> = node.inputs.iter().map(|&k| ids[k]).collect();
-            ids.push(b.add(node.name, node.op, &inputs)?);
-        }
-        for o in graph.outputs {
-            b.output(ids[o]);
-        }
-        b.build()
+        let name = graph.nodes[input].name.clone();
+        graph.with_front(input, |b| {
+            let x = b.input(name, info.shape.clone(), DType::U8);
+            self.stage(b, x, c)
+        })
     }
 
     /// Adds the stage's ops after the uint8 input `x`; returns the float value the model reads.

@@ -221,6 +221,11 @@ pub struct ImageSettings {
     /// Most pixels a compressed frame may decode to, checked from its headers before anything is
     /// allocated (`image.max_pixels`); 0: [`ImageSettings::max_pixels_for`]'s default.
     pub max_pixels: u64,
+    /// The camera's frame size, columns and rows (`image.camera_size: WxH`; `None`: not given).
+    /// The model then takes frames at this size and fits them itself (`image.fit`, letterbox
+    /// unless told otherwise), so the camera's JPEG crosses unchanged under `passthrough`
+    /// whatever its size; frames of another size are refused, naming both.
+    pub camera_size: Option<(u32, u32)>,
 }
 
 /// The default cap on a compressed frame's pixels, whatever the model: a 4K camera's.
@@ -414,6 +419,31 @@ fn hysteresis(p: &mut Params) -> Result<Hysteresis> {
     Ok(Hysteresis { margin, hold: ms(p, "hysteresis.hold_ms", d.hold.as_secs_f64() * 1e3)? })
 }
 
+/// The model's own fitting of the camera's frames (`image.camera_size: WxH`, `""`: none): at
+/// the configured fit, letterbox (at `pad`) when it is `auto`.
+fn camera_fit(
+    size: &str,
+    fit: Option<Fit>,
+    pad: u8,
+    (height, width): (u32, u32),
+) -> std::result::Result<Option<lop::fit::FrameFit>, String> {
+    if size.trim().is_empty() {
+        return Ok(None);
+    }
+    if height != 0 || width != 0 {
+        return Err(format!(
+            "image.camera_size {size} with image.height/image.width {height}x{width}: with a camera size the model fits frames itself; leave image.height and image.width at 0"
+        ));
+    }
+    let how = match fit.unwrap_or(Fit::Letterbox { pad }) {
+        Fit::Resize => "resize".to_string(),
+        Fit::Letterbox { pad } => format!("letterbox:{pad}"),
+    };
+    lop::fit::FrameFit::parse(&format!("{how}@{}", size.trim()))
+        .map(Some)
+        .map_err(|e| format!("image.camera_size must be WxH (e.g. 640x480), got '{size}': {e}"))
+}
+
 fn u32_param(p: &mut Params, name: &str, default: i64) -> Result<u32> {
     let v = p.int(name, default)?;
     u32::try_from(v).map_err(|_| invalid(format!("{name} must be in 0..2^32, got {v}")))
@@ -581,14 +611,17 @@ impl RobotConfig {
         let max_pixels = p.int("image.max_pixels", 0)?;
         let max_pixels =
             u64::try_from(max_pixels).map_err(|_| invalid(format!("image.max_pixels must be 0 (auto) or more, got {max_pixels}")))?;
+        let (height, width) = (u32_param(p, "image.height", 0)?, u32_param(p, "image.width", 0)?);
+        let camera_fit = camera_fit(&p.string("image.camera_size", ""), fit, pad, (height, width)).map_err(invalid)?;
         let image = ImageSettings {
-            height: u32_param(p, "image.height", 0)?,
-            width: u32_param(p, "image.width", 0)?,
+            height,
+            width,
             order,
-            fit,
+            fit: camera_fit.map(|f| f.fit).or(fit),
             pad,
             transport,
             max_pixels,
+            camera_size: camera_fit.map(|f| (f.width as u32, f.height as u32)),
         };
         let (x, y, z) =
             (range(p, "cloud.x_range", (0.0, 102.4))?, range(p, "cloud.y_range", (-51.2, 51.2))?, range(p, "cloud.z_range", (-3.0, 1.0))?);
@@ -633,7 +666,7 @@ impl RobotConfig {
             fleet_site_shards,
             robot_id,
             model_source,
-            model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess, ..Default::default() },
+            model_load: lop::model::LoadOptions { input_shape, preprocess, postprocess, fit: camera_fit, ..Default::default() },
             model_id,
             robot_profile,
             server_profile,

@@ -160,6 +160,12 @@ impl RobotCounters {
 #[derive(Debug, Clone)]
 enum Target {
     Image(ImageTarget),
+    /// The model fits frames itself (`image.camera_size`): frames must be `frame`'s size and are
+    /// copied as they are; results map back through `model` (the model's own input and fit).
+    Camera {
+        frame: ImageTarget,
+        model: ImageTarget,
+    },
     Bev(BevGrid),
     Voxels(VoxelGrid),
 }
@@ -243,6 +249,15 @@ fn to_tensor(
 ) -> std::result::Result<Converted, ConvertError> {
     let tensor = |r: std::result::Result<Tensor, tch::TchError>| r.map_err(|e| ConvertError::BadTarget { msg: e.to_string() });
     let plain = |input| Converted { input, size: None, camera: None };
+    let frame_target;
+    let target = match target {
+        Target::Camera { frame: t, .. } => {
+            check_camera_size(frame, t)?;
+            frame_target = Target::Image(*t);
+            &frame_target
+        }
+        t => t,
+    };
     match (frame, target) {
         (Frame::Image(m, _), Target::Image(t)) => {
             let view = m.view();
@@ -268,7 +283,9 @@ fn to_tensor(
             let (grid, stats) = match target {
                 Target::Bev(g) => convert::cloud_to_bev_with_stats(&view, g)?,
                 Target::Voxels(g) => convert::cloud_to_voxels_with_stats(&view, g)?,
-                Target::Image(_) => return Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() }),
+                Target::Image(_) | Target::Camera { .. } => {
+                    return Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() });
+                }
             };
             if stats.used == 0 {
                 return Err(ConvertError::ZeroSize {
@@ -281,8 +298,33 @@ fn to_tensor(
             tensor(Tensor::f_from_slice(&grid).and_then(|t| t.f_reshape(shape))).map(plain)
         }
         (Frame::Image(..) | Frame::Compressed(..), _) => Err(ConvertError::BadTarget { msg: "an image for a LiDAR model".into() }),
-        (Frame::Cloud(..), Target::Image(_)) => Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() }),
+        (Frame::Cloud(..), Target::Image(_) | Target::Camera { .. }) => {
+            Err(ConvertError::BadTarget { msg: "a point cloud for a camera model".into() })
+        }
     }
+}
+
+/// Refuses a camera frame of another size than `image.camera_size` (`t`'s), naming both: the
+/// model was built to fit frames of that size (a compressed frame's size is read from its
+/// headers, before anything is decoded).
+fn check_camera_size(frame: &Frame, t: &ImageTarget) -> std::result::Result<(), ConvertError> {
+    let size = match frame {
+        Frame::Image(m, _) => (m.width, m.height),
+        Frame::Compressed(m, _) => {
+            let (w, h) = lop::codec::photo::dimensions((*m.data).as_ref()).map_err(|e| ConvertError::Compressed { msg: e.to_string() })?;
+            (u32::try_from(w).unwrap_or(u32::MAX), u32::try_from(h).unwrap_or(u32::MAX))
+        }
+        Frame::Cloud(..) => return Ok(()),
+    };
+    if size == (t.width, t.height) {
+        return Ok(());
+    }
+    Err(ConvertError::BadTarget {
+        msg: format!(
+            "a {}x{} frame from a camera configured as {}x{} (image.camera_size): the model fits frames of that size; set image.camera_size to the camera's",
+            size.0, size.1, t.width, t.height
+        ),
+    })
 }
 
 /// Output tensors as messages, and the top-k of the first one (classifiers).
@@ -485,13 +527,13 @@ impl Edges {
         match self {
             Edges::One(c) => Ok(Answered::Now(Box::new(c.infer_camera(inputs, camera, bucket).await?))),
             Edges::Fleet(f) => {
-                let r = f.infer(inputs, bucket, deadline).await?;
+                let r = f.infer_camera(inputs, camera, bucket, deadline).await?;
                 counters.fleet_edges_up.store(f.edges_up() as u64, Ordering::Relaxed);
                 counters.set_links(&f.link_estimates());
                 Ok(Answered::Now(Box::new(routed(r, counters))))
             }
             Edges::Stream { stream, .. } => {
-                let done = stream.submit(seq, inputs, bucket, deadline).await?;
+                let done = stream.submit_camera(seq, inputs, camera, bucket, deadline).await?;
                 if let Some(up) = stream.idle_lanes().map(|f| f.edges_up()).max() {
                     counters.fleet_edges_up.store(up as u64, Ordering::Relaxed);
                 }
@@ -520,7 +562,18 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     };
     let model = load_model(&cfg, load, origin).await?;
     let input = &model.facts.input;
-    let target = resolve_target(&cfg, &input.shape, input.dtype, model.facts.dense_outputs)?;
+    let target = match cfg.model_load.fit {
+        // The model fits the camera's frames itself: frames are copied at the camera's size,
+        // results map back through the model's own input.
+        Some(fit) => match resolve_target(&cfg, &model.facts.fitted_shape, input.dtype, model.facts.dense_outputs)? {
+            Target::Image(t) => {
+                let frame = ImageTarget { width: fit.width as u32, height: fit.height as u32, fit: Fit::Resize, ..t };
+                Target::Camera { frame, model: t }
+            }
+            other => other,
+        },
+        None => resolve_target(&cfg, &input.shape, input.dtype, model.facts.dense_outputs)?,
+    };
     let shape: Vec<i64> = input.shape.iter().map(|&d| d as i64).collect();
     let (buckets, scale) = (model.facts.table.spec.buckets.clone(), model.facts.table.spec.bandwidth_scale);
 
@@ -571,6 +624,9 @@ struct ModelFacts {
     robot_profile: Profile,
     names: Vec<String>,
     input: ValueInfo,
+    /// The shape the model reads after its own fit of the camera's frame (`image.camera_size`;
+    /// the input's shape without one).
+    fitted_shape: Vec<usize>,
     dense_outputs: bool,
     cost: ModelCost,
 }
@@ -631,7 +687,8 @@ async fn load_model(cfg: &RobotConfig, load: LoadOptions, origin: ShapeOrigin) -
                 return Err(Error::Config { what: format!("the model has {} inputs; lop_robot feeds exactly one", inputs.len()) });
             };
             let dense_outputs = g.outputs.iter().any(|&o| g.nodes[o].info.shape.len() >= 3);
-            Ok(ModelFacts { table, robot_profile: robot, names, input: g.nodes[input].info.clone(), dense_outputs, cost })
+            let fitted_shape = lop::fit::fitted_shape(g);
+            Ok(ModelFacts { table, robot_profile: robot, names, input: g.nodes[input].info.clone(), fitted_shape, dense_outputs, cost })
         })
         .await??;
     let replan_load = LoadOptions { layout: facts.robot_profile.layout, ..replan_load };
@@ -682,9 +739,6 @@ async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: Client
         site_shards_heard = ?cfg.fleet_site_shards,
         "fleet mode: frames are routed over the edges found"
     );
-    if cfg.table.frame_codec == lop::codec::FrameCodec::Passthrough {
-        tracing::warn!("table.frame_codec passthrough: in fleet mode frames cross lossless (exact), not as the camera's JPEG");
-    }
     if cfg.fleet_lanes <= 1 {
         let mut fleet = FleetClient::new(session.clone(), opts, facts.table, facts.cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
         fleet.set_deadline_binding(cfg.fleet_deadline_binding);
@@ -1062,14 +1116,16 @@ impl<'a> Frames<'a> {
             Frame::Cloud(c, t) => (*t, c.header.clone(), 1u8),
         };
         let mut source = match (&frame, &self.target) {
-            (Frame::Image(m, _), Target::Image(t)) => Source::Frame { width: m.width, height: m.height, target: *t },
+            (Frame::Image(m, _), Target::Image(t) | Target::Camera { model: t, .. }) => {
+                Source::Frame { width: m.width, height: m.height, target: *t }
+            }
             (Frame::Cloud(..), Target::Voxels(g)) => Source::Voxels(g.clone()),
             _ => Source::Other,
         };
         let (tgt, shp) = (self.target.clone(), self.shape.clone());
         let passthrough = self.cfg.table.frame_codec == lop::codec::FrameCodec::Passthrough;
         let max_pixels = match &self.target {
-            Target::Image(t) => self.cfg.image.max_pixels_for(t.width, t.height),
+            Target::Image(t) | Target::Camera { frame: t, .. } => self.cfg.image.max_pixels_for(t.width, t.height),
             _ => lop::codec::photo::MAX_PIXELS,
         };
         let t_convert = Instant::now();
@@ -1088,7 +1144,7 @@ impl<'a> Frames<'a> {
             }
         };
         let convert_s = t_convert.elapsed().as_secs_f64();
-        if let (Some((width, height)), Target::Image(t)) = (input.size, &self.target) {
+        if let (Some((width, height)), Target::Image(t) | Target::Camera { model: t, .. }) = (input.size, &self.target) {
             source = Source::Frame { width, height, target: *t };
         }
         let mbps = self.shared.latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(self.cfg.initial_bandwidth_mbps);

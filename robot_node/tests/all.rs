@@ -5,6 +5,7 @@
 //! once per file. Tests that start processes or Zenoh sessions, or time what they measure, take
 //! [`HEAVY`] and run one at a time.
 
+mod camera_fit;
 mod common;
 mod config_file;
 mod detections;

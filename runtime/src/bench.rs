@@ -38,7 +38,7 @@ use crate::client::{ClientOptions, Connector, InferenceStats, RobotClient};
 use crate::edge::{EdgeCounts, EdgeModel, EdgeOptions, EdgeService};
 use crate::error::{Error, Result};
 use crate::exec::worker::Loaded;
-use crate::exec::{InputWire, Worker};
+use crate::exec::{CameraJpeg, InputWire, Worker};
 use crate::local::Switchboard;
 use crate::netns::{NetnsLink, NetnsOptions, NetnsSide, ShapingHandle, ShapingStats};
 use crate::shaped::ShapedConfig;
@@ -89,12 +89,17 @@ pub struct BenchConfig {
     /// Real frames (planar uint8 `[C, H, W]` of the model's image input), used in turn; empty:
     /// one synthetic input. Codecs priced on random pixels would mislead.
     pub frames: Vec<Vec<u8>>,
+    /// Under the frame codec `passthrough`: each frame's camera JPEG (`frames` holds their
+    /// decodings), sent unchanged; empty otherwise.
+    pub cameras: Vec<std::sync::Arc<[u8]>>,
 }
 
 /// One input and the unsplit model's outputs on it: as given, and as decoded after the table's
 /// lossy codec (what the robot computes on once its frame crossed coded).
 struct Sample {
     inputs: Vec<Tensor>,
+    /// The camera's JPEG the input is the decoding of (`passthrough`).
+    camera: Option<CameraJpeg>,
     whole: Vec<Tensor>,
     whole_coded: Vec<Tensor>,
 }
@@ -393,7 +398,7 @@ async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Sample>)
     // The robot runs the model as its profile measured it.
     let (source, load) = (cfg.source.clone(), LoadOptions { layout: cfg.robot.layout, ..cfg.load.clone() });
     let (worker, loaded) = Worker::spawn("robot", move || lop::model::load(&source, &load)).await?;
-    let (frames, codec) = (cfg.frames.clone(), cfg.spec.frame.codec);
+    let (frames, codec, cameras) = (cfg.frames.clone(), cfg.spec.frame.codec, cfg.cameras.clone());
     let samples = worker
         .call(move |g| -> Result<Vec<Sample>> {
             let whole = |inputs: &[Tensor]| lop::exec::run_whole(g, inputs).map(|r| r.outputs);
@@ -401,7 +406,7 @@ async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Sample>)
                 let inputs = lop::exec::synthetic_inputs(g, 1)?;
                 let w = whole(&inputs)?;
                 let wc = w.iter().map(|t| t.shallow_clone()).collect();
-                return Ok(vec![Sample { inputs, whole: w, whole_coded: wc }]);
+                return Ok(vec![Sample { inputs, camera: None, whole: w, whole_coded: wc }]);
             }
             let [input] = g.inputs()[..] else {
                 return Err(Error::InvalidConfig { what: "real frames need a model with one image input".into() });
@@ -414,18 +419,21 @@ async fn robot_worker(cfg: &BenchConfig) -> Result<(Worker, Loaded, Vec<Sample>)
             };
             frames
                 .iter()
-                .map(|f| {
+                .enumerate()
+                .map(|(i, f)| {
                     let inputs = vec![tensor(f)?];
                     let w = whole(&inputs)?;
-                    // The decoded frame: one unit coded whole decodes to what the bands give.
-                    let wc = if codec.is_lossy() {
+                    let camera = cameras.get(i).map(|c| CameraJpeg(c.clone()));
+                    // The decoded frame: one unit coded whole decodes to what the bands give
+                    // (a camera's JPEG: the frame is its decoding already).
+                    let wc = if codec.is_lossy() && camera.is_none() {
                         let unit = lop::codec::encode(codec, &image, f, image.height).map_err(lop::Error::from)?;
                         let decoded = lop::codec::decode(codec, &image, &unit, image.height).map_err(lop::Error::from)?;
                         whole(&[tensor(&decoded)?])?
                     } else {
                         w.iter().map(|t| t.shallow_clone()).collect()
                     };
-                    Ok(Sample { inputs, whole: w, whole_coded: wc })
+                    Ok(Sample { inputs, camera, whole: w, whole_coded: wc })
                 })
                 .collect()
         })
@@ -532,7 +540,8 @@ async fn run_methods<C: Connector>(
         // bucket, where the timed requests start).
         let first_bucket = cfg.trace.rate_mbps(Duration::ZERO) / 8.0 / cfg.spec.bandwidth_scale;
         for w in 0..cfg.warmup {
-            client.infer(samples[w % samples.len()].inputs(), first_bucket).await?;
+            let sample = &samples[w % samples.len()];
+            client.infer_camera(sample.inputs(), sample.camera.clone(), first_bucket).await?;
         }
         let before_ms = calibration_ms(client.worker()).await?;
         let epoch = Instant::now();
@@ -543,7 +552,7 @@ async fn run_methods<C: Connector>(
             let rate = cfg.trace.rate_mbps(epoch.elapsed());
             let bucket_units = rate / 8.0 / cfg.spec.bandwidth_scale;
             let sample = &samples[i % samples.len()];
-            let r = client.infer(sample.inputs(), bucket_units).await?;
+            let r = client.infer_camera(sample.inputs(), sample.camera.clone(), bucket_units).await?;
             err.check(&r.outputs, sample.reference(r.stats.frame_coded))?;
             progress(method, i, &r.stats, &r.outputs);
             lat.push(r.stats.total_s * 1e3);
@@ -677,6 +686,9 @@ pub struct EdgeProcessConfig {
     /// The back end, as [`lop::postprocess::Postprocess::spec`] writes it.
     #[serde(default)]
     pub task: Option<String>,
+    /// The model's fit of the camera's frame, as [`lop::fit::FrameFit::spec`] writes it.
+    #[serde(default)]
+    pub camera_fit: Option<String>,
     /// The robot's profile.
     pub robot: Profile,
     /// The server's profile.
@@ -700,6 +712,7 @@ impl BenchConfig {
             input_shape: self.load.input_shape.clone(),
             preprocess: self.load.preprocess.as_ref().map(lop::preprocess::Preprocess::spec),
             task: self.load.postprocess.as_ref().map(lop::postprocess::Postprocess::spec),
+            camera_fit: self.load.fit.as_ref().map(lop::fit::FrameFit::spec),
             robot: self.robot.clone(),
             server: self.server.clone(),
             spec: self.spec.clone(),
@@ -726,7 +739,8 @@ pub async fn serve_edge_process(
 ) -> Result<EdgeCounts> {
     let preprocess = cfg.preprocess.as_deref().map(lop::preprocess::Preprocess::parse).transpose()?;
     let postprocess = cfg.task.as_deref().map(lop::postprocess::Postprocess::parse).transpose()?;
-    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess, postprocess, ..LoadOptions::default() };
+    let fit = cfg.camera_fit.as_deref().map(lop::fit::FrameFit::parse).transpose()?;
+    let load = LoadOptions { input_shape: cfg.input_shape.clone(), preprocess, postprocess, fit, ..LoadOptions::default() };
     let service =
         EdgeService::start(edge_options(&cfg.model_id, &cfg.source, &load, &cfg.robot, &cfg.server, &cfg.spec, &cfg.cache_dir)).await?;
     let edge = ZenohEdge::start(service, &cfg.listen).await?;

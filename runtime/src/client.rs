@@ -650,6 +650,21 @@ impl<C: Connector> RobotClient<C> {
         self.run(inputs, None, bandwidth_mb_s, Some(hop)).await
     }
 
+    /// As [`RobotClient::infer_hop`], with the camera's own JPEG of the frame (as
+    /// [`RobotClient::infer_camera`]): a fleet's frames cross as the camera wrote them too.
+    ///
+    /// # Errors
+    /// As [`RobotClient::infer`].
+    pub async fn infer_hop_camera(
+        &mut self,
+        inputs: Vec<Tensor>,
+        camera: Option<CameraJpeg>,
+        bandwidth_mb_s: f64,
+        hop: &Hop,
+    ) -> Result<Hopped> {
+        self.run(inputs, camera, bandwidth_mb_s, Some(hop)).await
+    }
+
     async fn run(&mut self, inputs: Vec<Tensor>, camera: Option<CameraJpeg>, bandwidth_mb_s: f64, hop: Option<&Hop>) -> Result<Hopped> {
         let t0 = Instant::now();
         let method = self.opts.method.clone();

@@ -1460,7 +1460,7 @@ impl Session {
                 format!("no model with sha256 {} (id '{}') in the store", h.model_sha256.to_hex(), h.model_id)
             } else {
                 format!(
-                    "model '{}' is served at input shapes {shapes:?}, not {:?} (edge: models[].input_shapes)",
+                    "model '{}' is served at input shapes {shapes:?}, not {:?} (edge: models[].input_shapes, or models[].camera_fits for robots with image.camera_size)",
                     h.model_id, h.input_shape
                 )
             };

@@ -65,6 +65,7 @@ fn batch_safe(graph: &Graph, id: NodeId) -> bool {
             !matches!(v.op, Op::Constant(_)) || v.info.shape.len() < rank || v.info.shape.first() == Some(&1)
         }),
         Op::Concat { axis } => *axis != 0 && !constant_inputs,
+        Op::Pad(p) => p.begin.first() == Some(&0) && p.end.first() == Some(&0),
         Op::Slice(axes) => axes.iter().all(|a| a.axis != 0),
         Op::Softmax { axis } => *axis != 0,
         Op::LayerNorm { axis, .. } => *axis >= 1,
@@ -232,9 +233,30 @@ impl<'g> SideExec<'g> {
         }
         let info = &self.graph.nodes[value].info;
         let Some(axis) = info.row_axis else { return Err(self.missing_err(node, value, need)) };
+        let torch = |source| Error::Torch { node: self.graph.nodes[node].name.clone(), op: "gather", source };
+        if need.is_empty() {
+            // A band that reads none of its input's rows (a pad's margin): an empty block, on
+            // the device the side computes on (that of any value it holds, constants included).
+            let device = self.held.iter().flatten().next().map_or(tch::Device::Cpu, |h| h.tensor.device());
+            let shape: Vec<i64> = info
+                .shape
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| {
+                    if i == axis {
+                        0
+                    } else if i == 0 {
+                        (d * self.batch) as i64
+                    } else {
+                        d as i64
+                    }
+                })
+                .collect();
+            let tensor = Tensor::f_zeros(shape.as_slice(), (info.dtype.kind(), device)).map_err(torch)?;
+            return Ok(Held { rows: need.clone(), tensor });
+        }
         let mut blocks: Vec<&Held> = self.held[value].iter().filter(|h| h.rows.start < need.end && need.start < h.rows.end).collect();
         blocks.sort_by_key(|h| h.rows.start);
-        let torch = |source| Error::Torch { node: self.graph.nodes[node].name.clone(), op: "gather", source };
         let mut parts = Vec::with_capacity(blocks.len());
         let mut cur = need.start;
         for h in blocks {

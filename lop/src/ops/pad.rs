@@ -65,11 +65,16 @@ impl Pad {
         }
     }
 
-    /// The input rows that output rows `rows` read.
+    /// The input rows that output rows `rows` read. A constant fill row is said to read the
+    /// nearest edge row, which it does not need: then every output row reads a non-empty range
+    /// whose ends never decrease, the structure the server-pipelining bound and the fleet's
+    /// price list rely on (a letterbox's margins would otherwise read nothing), at the price
+    /// of one row a margin's band waits for.
     pub(super) fn footprint(&self, input: &ValueInfo, rows: &Rows) -> Footprint {
         let Some(ra) = input.row_axis else { return Footprint::Broadcast };
         let n = input.shape[ra];
-        let sources = rows.clone().filter_map(|o| self.source(ra, n, o));
+        let nearest = |o: usize| (n > 0).then(|| (o as i64 - self.begin[ra] as i64).clamp(0, n as i64 - 1) as usize);
+        let sources = rows.clone().filter_map(|o| self.source(ra, n, o).or_else(|| nearest(o)));
         let (lo, hi) = sources.fold((usize::MAX, 0), |(lo, hi), i| (lo.min(i), hi.max(i + 1)));
         if lo >= hi { Footprint::Rows(0..0) } else { Footprint::Rows(lo..hi) }
     }

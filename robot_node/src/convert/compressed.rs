@@ -159,6 +159,7 @@ mod tests {
             pad: 0,
             transport: crate::config::Transport::Compressed,
             max_pixels: 0,
+            camera_size: None,
         };
         let cap = settings.max_pixels_for(640, 640);
         assert_eq!(cap, 3840 * 2160);

@@ -46,17 +46,9 @@ pub enum ChannelOrder {
     Bgr,
 }
 
-/// How the frame is fitted to the target size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
-    /// Stretch to the target (aspect ratio not kept).
-    Resize,
-    /// Keep the aspect ratio, centre, fill the margins with `pad`.
-    Letterbox {
-        /// The fill value of every channel.
-        pad: u8,
-    },
-}
+/// How the frame is fitted to the target size: the engine's, which also fits frames inside a
+/// model (`image.camera_size`), so both fit alike.
+pub use lop::fit::{Fit, Placement};
 
 /// What the model takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,30 +65,9 @@ pub struct ImageTarget {
     pub fit: Fit,
 }
 
-/// Where the resized frame lands inside the target: left, top, width, height.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
-    /// First output column of the frame.
-    pub left: u32,
-    /// First output row of the frame.
-    pub top: u32,
-    /// Output columns the frame covers.
-    pub width: u32,
-    /// Output rows the frame covers.
-    pub height: u32,
-}
-
-/// The placement of a `w x h` frame in `t` (see the module docs).
+/// The placement of a `w x h` frame in `t` (see the module docs): [`lop::fit::placement`].
 pub fn placement(w: u32, h: u32, t: &ImageTarget) -> Placement {
-    match t.fit {
-        Fit::Resize => Placement { left: 0, top: 0, width: t.width, height: t.height },
-        Fit::Letterbox { .. } => {
-            let s = (f64::from(t.width) / f64::from(w)).min(f64::from(t.height) / f64::from(h));
-            let rw = ((f64::from(w) * s).round() as u32).clamp(1, t.width);
-            let rh = ((f64::from(h) * s).round() as u32).clamp(1, t.height);
-            Placement { left: (t.width - rw) / 2, top: (t.height - rh) / 2, width: rw, height: rh }
-        }
-    }
+    lop::fit::placement(t.fit, w, h, t.width, t.height)
 }
 
 /// Bytes per pixel and the byte offsets of R, G, B (`None`: grey).

@@ -17,6 +17,7 @@ use super::links::EdgeLinks;
 use super::view::FleetView;
 use crate::client::{ClientOptions, Hop, Hopped, Inference, RobotClient};
 use crate::error::{Error, Result};
+use crate::exec::CameraJpeg;
 use crate::exec::Worker;
 use crate::exec::worker::Loaded;
 use crate::zenoh_service::ZenohConnector;
@@ -257,6 +258,22 @@ impl FleetClient {
     /// # Errors
     /// Inputs that do not fit the model, engine failures, a model worker that cannot start.
     pub async fn infer(&mut self, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<FleetInference> {
+        self.infer_camera(inputs, None, bandwidth_mb_s, deadline).await
+    }
+
+    /// As [`FleetClient::infer`], with the camera's own JPEG of the frame: under the frame codec
+    /// `passthrough` it crosses unchanged to whichever edge the frame is routed to (and along
+    /// its forwards).
+    ///
+    /// # Errors
+    /// As [`FleetClient::infer`].
+    pub async fn infer_camera(
+        &mut self,
+        inputs: Vec<Tensor>,
+        camera: Option<CameraJpeg>,
+        bandwidth_mb_s: f64,
+        deadline: Duration,
+    ) -> Result<FleetInference> {
         let model = self.template.model_id.clone();
         let t_frame = Instant::now();
         let due = |binding: bool| binding.then(|| deadline.saturating_sub(t_frame.elapsed()));
@@ -339,7 +356,7 @@ impl FleetClient {
                     let client =
                         self.clients.get_mut(&edge).ok_or_else(|| Error::InvalidConfig { what: format!("no client for edge {edge}") })?;
                     let mb_s = self.links.table_mb_s(&edge, now, robot_mb_s, scale);
-                    match client.infer_hop(inputs, mb_s, &hop).await? {
+                    match client.infer_hop_camera(inputs, camera.clone(), mb_s, &hop).await? {
                         Hopped::Done(inference) => {
                             self.collect_link_samples();
                             return Ok(FleetInference { inference, routed: Routed::Edge(edge), path: hop.path });

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use super::client::{FleetClient, FleetInference};
 use crate::error::{Error, Result};
+use crate::exec::CameraJpeg;
 
 /// One frame's result as the stream publishes it.
 #[derive(Debug)]
@@ -149,6 +150,22 @@ impl FleetStream {
     /// # Errors
     /// A lane's task that panicked.
     pub async fn submit(&mut self, seq: u64, inputs: Vec<Tensor>, bandwidth_mb_s: f64, deadline: Duration) -> Result<Vec<StreamResult>> {
+        self.submit_camera(seq, inputs, None, bandwidth_mb_s, deadline).await
+    }
+
+    /// As [`FleetStream::submit`], with the camera's own JPEG of the frame
+    /// ([`FleetClient::infer_camera`]).
+    ///
+    /// # Errors
+    /// As [`FleetStream::submit`].
+    pub async fn submit_camera(
+        &mut self,
+        seq: u64,
+        inputs: Vec<Tensor>,
+        camera: Option<CameraJpeg>,
+        bandwidth_mb_s: f64,
+        deadline: Duration,
+    ) -> Result<Vec<StreamResult>> {
         let lane = loop {
             if let Some(i) = self.lanes.iter().position(Option::is_some) {
                 break i;
@@ -164,7 +181,7 @@ impl FleetStream {
         let due = Instant::now() + deadline;
         self.pending.push_back(Pending { seq, due, done: None });
         self.running.spawn(async move {
-            let r = client.infer(inputs, bandwidth_mb_s, deadline).await;
+            let r = client.infer_camera(inputs, camera, bandwidth_mb_s, deadline).await;
             (seq, lane, client, r, Instant::now())
         });
         while let Some(finished) = self.running.try_join_next() {
