@@ -114,6 +114,9 @@ fn bad_values_name_their_field() {
         ("    input_shapes: [[1, 3, 32, 32], [1, 3, 0, 32]]\n", "models[0].input_shapes"),
         ("    input_shapes: [[1, 3, 32, 32], [1, 3, 32, 32]]\n", "models[0].input_shapes[1]"),
         ("    input_shapes: [[1, 3, 32, 32], [1, 3, 64, 64]]\n    server_profile: server.json\n", "models[0].server_profile"),
+        ("    camera_fits: [\"crop@640x480\"]\n", "models[0].camera_fits[0]"),
+        ("    camera_fits: [\"letterbox@64x48\", \"letterbox:114@64x48\"]\n", "models[0].camera_fits[1]"),
+        ("    camera_fits: [\"letterbox@64x48\", \"resize@64x48\"]\n    server_profile: server.json\n", "models[0].server_profile"),
     ] {
         let msg = load_err(&dir, &format!("{dynamic}{extra}"));
         assert!(msg.contains(field), "{extra:?}: {msg}");
@@ -204,6 +207,21 @@ fn input_shapes_serve_one_variant_per_shape() {
     );
     let e = edge_server::prepare(&EdgeConfig::load(&p).expect("loads")).expect_err("100 is no multiple of 32").to_string();
     assert!(e.contains("multiple of 32"), "{e}");
+}
+
+/// `camera_fits`: one served variant per camera, each taking the camera's frame at its own size
+/// and fitting it in the model (a 64x48 camera letterboxed into the 64x64 input).
+#[test]
+fn camera_fits_serve_one_variant_per_camera() {
+    let dir = tempdir("cameras");
+    let p = write(
+        &dir,
+        "models:\n  - id: r18\n    source: zoo:resnet18\n    server_profile: synthetic\n    input_shape: [1, 3, 64, 64]\n    camera_fits: [\"letterbox@64x48\", \"resize@96x96\"]\n",
+    );
+    let opts = edge_server::prepare(&EdgeConfig::load(&p).expect("loads")).expect("prepares");
+    let fits: Vec<Option<String>> = opts.models.iter().map(|m| m.load.fit.map(|f| f.spec())).collect();
+    assert_eq!(fits, vec![Some("letterbox:114@64x48".to_string()), Some("resize@96x96".to_string())]);
+    assert_ne!(opts.models[0].server_profile.model_hash, opts.models[1].server_profile.model_hash, "each camera is its own model");
 }
 
 /// Secure by default: without TLS the edge listens on loopback only (and says why), refuses a
