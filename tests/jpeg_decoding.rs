@@ -62,8 +62,9 @@ fn digests(cases: &[Case]) -> Vec<String> {
     out
 }
 
-/// The 640x480 picture cut into JPEG bands on block rows as a plan cuts them: (every band's
-/// bytes, the decoded bands stacked into a planar frame).
+/// The 640x480 picture cut into JPEG bands on block rows as a plan cuts them, each coded as a
+/// standalone JPEG and as the restart unit a robot sends: (every band's bytes in both codings,
+/// the decoded bands stacked into a planar frame).
 fn bands(pic: &photo::Picture) -> (Vec<u8>, Vec<u8>) {
     let image = Image { channels: 3, width: pic.width, height: pic.height };
     let planar = photo::fit(pic, &image);
@@ -76,6 +77,11 @@ fn bands(pic: &photo::Picture) -> (Vec<u8>, Vec<u8>) {
             (0..3).flat_map(|c| planar[c * plane + a * image.width..c * plane + (a + n) * image.width].iter().copied()).collect();
         let data = codec::encode(q, &image, &band, n).expect("band encodes");
         let rows = codec::decode(q, &image, &data, n).expect("band decodes");
+        // As a band crosses: its restart intervals without headers, the edge rebuilding them.
+        let unit = codec::restart::RestartJpeg::encode(&image, &band, n, 90).expect("band encodes").unit(&(0..n)).expect("unit");
+        let crossed = codec::restart::decode_unit(&image, &unit, n).expect("unit decodes");
+        assert!(crossed == rows, "rows {a}..{}: the restart unit decodes to the band's pixels", a + n);
+        bytes.extend_from_slice(&unit);
         for c in 0..3 {
             frame[c * plane + a * image.width..c * plane + (a + n) * image.width]
                 .copy_from_slice(&rows[c * n * image.width..(c + 1) * n * image.width]);

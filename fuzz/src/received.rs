@@ -196,16 +196,17 @@ pub fn band_accepted(data: &[u8]) -> bool {
 /// it decodes to the rows its header names: the digest the robot would have sent with that unit.
 fn own_digest(meta: &GraphMeta, plan: &Prepared, frame: &mut [u8]) {
     let Ok((h, payload)) = Limits::default().decode_band(frame) else { return };
-    let codec = match h.coding {
-        Coding::Qoi => FrameCodec::Lossless,
-        Coding::Jpeg | Coding::Camera => FrameCodec::Passthrough,
-        _ => return,
-    };
     let Some(e) = plan.expect.get(&(true, h.tensor_id, h.row_start, h.row_end)) else { return };
     let t = &plan.schedule.transfers[e.transfer as usize];
     let Ok(image) = Image::of(meta.info(t.node)) else { return };
     let Some((_, unit)) = payload.split_first_chunk::<CODED_DIGEST_LEN>() else { return };
-    let Ok(pixels) = codec::decode(codec, &image, unit, t.rows.len()) else { return };
+    let pixels = match h.coding {
+        Coding::Qoi => codec::decode(FrameCodec::Lossless, &image, unit, t.rows.len()),
+        Coding::Jpeg | Coding::Camera => codec::decode(FrameCodec::Passthrough, &image, unit, t.rows.len()),
+        Coding::JpegScan => codec::restart::decode_unit(&image, unit, t.rows.len()),
+        _ => return,
+    };
+    let Ok(pixels) = pixels else { return };
     let start = frame.len() - payload.len();
     frame[start..start + CODED_DIGEST_LEN].copy_from_slice(&codec::digest(&pixels).to_le_bytes());
 }

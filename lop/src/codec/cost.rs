@@ -72,14 +72,18 @@ pub fn measure(codec: FrameCodec, image: &Image, frames: &[Vec<u8>], bands: usiz
                     .flat_map(|c| frame[c * plane + start * image.width..c * plane + end * image.width].iter().copied())
                     .collect();
                 let t0 = Instant::now();
-                let data = if codec == FrameCodec::Passthrough {
-                    super::jpeg::encode_as_a_camera_does(image, &band, rows, 90)?
-                } else {
-                    encode(codec_run, image, &band, rows)?
+                let data = match codec {
+                    FrameCodec::Passthrough => super::jpeg::encode_as_a_camera_does(image, &band, rows, 90)?,
+                    // As the robot sends a band: its restart intervals, without headers.
+                    FrameCodec::Jpeg { quality } => super::restart::RestartJpeg::encode(image, &band, rows, quality)?.unit(&(0..rows))?,
+                    _ => encode(codec_run, image, &band, rows)?,
                 };
                 e += t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
-                let back = decode(codec_run, image, &data, rows)?;
+                let back = match codec {
+                    FrameCodec::Jpeg { .. } => super::restart::decode_unit(image, &data, rows)?,
+                    _ => decode(codec_run, image, &data, rows)?,
+                };
                 d += t1.elapsed().as_secs_f64();
                 std::hint::black_box(back);
                 bytes += data.len();

@@ -16,6 +16,7 @@ mod cost;
 pub mod jpeg;
 pub mod lossless;
 pub mod photo;
+pub mod restart;
 pub mod turbo;
 
 pub use cost::{CodecCost, measure as measure_cost, sample_frame};

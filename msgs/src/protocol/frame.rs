@@ -107,6 +107,10 @@ pub enum Coding {
     /// The camera's own JPEG of the whole frame, passed through unchanged (any JPEG the
     /// decoder reads: chroma subsampling, no restart markers).
     Camera = 3,
+    /// The restart intervals of the band's rows, cut from the one JPEG (4:4:4, a restart
+    /// marker after every MCU row) the robot encoded of the whole frame, after a byte naming its
+    /// quality: the frame crosses as its one JPEG, without a header per band.
+    JpegScan = 4,
 }
 
 impl Coding {
@@ -117,6 +121,7 @@ impl Coding {
             1 => Coding::Qoi,
             2 => Coding::Jpeg,
             3 => Coding::Camera,
+            4 => Coding::JpegScan,
             _ => return None,
         })
     }

@@ -13,7 +13,7 @@
 //! | offset | size | field      | value                                              |
 //! |-------:|-----:|------------|----------------------------------------------------|
 //! | 0      | 4    | magic      | `b"LOPF"` ([`FRAME_MAGIC`])                        |
-//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 5); others rejected   |
+//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 6); others rejected   |
 //! | 6      | 1    | kind       | [`FrameKind`] code, below                          |
 //! | 7      | 1    | flags      | reserved, 0                                        |
 //! | 8      | 4    | body_len   | u32, bytes after the header                        |
@@ -91,6 +91,9 @@
 //! a camera frame's rows cross as QOI or JPEG code units with the digest of the pixels the robot
 //! computes on, and Error code `InputMismatch` (9) for a band that does not decode to them.
 //! Coding 3 (`Camera`, the camera's own JPEG of the whole frame) came within version 5.
+//! Version 6 added coding 4 (`JpegScan`): under `jpeg:Q` the robot encodes the frame once with a
+//! restart marker after every MCU row, and a band carries only its rows' restart intervals (the
+//! edge rebuilds the tables and headers from the quality byte that leads the unit).
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other
@@ -122,7 +125,7 @@ pub use rules::CODED_DIGEST_LEN;
 /// The 4 bytes every frame starts with.
 pub const FRAME_MAGIC: [u8; 4] = *b"LOPF";
 /// Version of the frame format this crate reads and writes.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 /// Most edges a forwarded inference's path may name.
 pub const MAX_PATH: usize = 8;
 /// Length of the frame header.

@@ -3,6 +3,7 @@
 //! band and checks that it holds those very pixels (the digest the band carries) before it
 //! computes on them. The codecs themselves are the engine's ([`lop::codec`]).
 
+use lop::codec::restart::RestartJpeg;
 use lop::codec::{self, FrameCodec, Image};
 use lop::exec::SideExec;
 use lop::graph::NodeId;
@@ -19,7 +20,7 @@ pub fn coding_of(codec: FrameCodec) -> Coding {
     match codec {
         FrameCodec::Raw => Coding::Raw,
         FrameCodec::Lossless => Coding::Qoi,
-        FrameCodec::Jpeg { .. } => Coding::Jpeg,
+        FrameCodec::Jpeg { .. } => Coding::JpegScan,
         FrameCodec::Passthrough => Coding::Camera,
     }
 }
@@ -84,17 +85,20 @@ pub fn encode_coded_band(
             }
         };
     }
-    let unit = codec::encode(codec, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
-    let pixels = if codec.is_lossy() {
-        let decoded = codec::decode(codec, &image, &unit, rows.len()).map_err(|e| Error::Engine(e.into()))?;
-        let held = exec.extract(id, rows).map_err(Error::Engine)?.device();
-        let t = band_tensor(&image, &decoded, rows.len(), held)?;
-        exec.overwrite(id, rows, &t).map_err(Error::Engine)?;
-        decoded
-    } else {
-        planar
+    let FrameCodec::Jpeg { quality } = codec else {
+        let unit = codec::encode(codec, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
+        return coded_frame(meta, inference_id, (id, rows), coding_of(codec), &planar, &unit);
     };
-    coded_frame(meta, inference_id, (id, rows), coding_of(codec), &pixels, &unit)
+    // One JPEG of the band with a restart marker after every MCU row: the band carries its
+    // intervals without the headers (lop::codec::restart), and the robot computes on its
+    // decoding.
+    let engine = |e: codec::CodecError| Error::Engine(e.into());
+    let cut = RestartJpeg::encode(&image, &planar, rows.len(), quality).map_err(engine)?;
+    let decoded = codec::decode(FrameCodec::Passthrough, &image, cut.jpeg(), rows.len()).map_err(engine)?;
+    let held = exec.extract(id, rows).map_err(Error::Engine)?.device();
+    exec.overwrite(id, rows, &band_tensor(&image, &decoded, rows.len(), held)?).map_err(Error::Engine)?;
+    let unit = cut.unit(&(0..rows.len())).map_err(engine)?;
+    coded_frame(meta, inference_id, (id, rows), Coding::JpegScan, &decoded, &unit)
 }
 
 /// A coded Band frame: the header, the digest of `pixels` (what the robot computes on), `unit`.
@@ -165,16 +169,16 @@ pub fn code_kept_rows(exec: &mut SideExec<'_>, meta: &GraphMeta, schedule: &Sche
 /// on other pixels.
 pub fn decode_coded_band(meta: &GraphMeta, id: NodeId, rows: &Rows, coding: Coding, payload: &[u8], device: Device) -> Result<Tensor> {
     let image = image_of(meta, id)?;
-    let codec = match coding {
-        Coding::Qoi => FrameCodec::Lossless,
-        Coding::Jpeg | Coding::Camera => FrameCodec::Passthrough,
-        _ => return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: coding {coding:?} is not a frame codec"))),
-    };
     let Some((digest, unit)) = payload.split_first_chunk::<CODED_DIGEST_LEN>() else {
         return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: no digest")));
     };
-    let pixels = codec::decode(codec, &image, unit, rows.len())
-        .map_err(|e| Error::InputMismatch(format!("band of input {id} rows {rows:?} does not decode: {e}")))?;
+    let pixels = match coding {
+        Coding::Qoi => codec::decode(FrameCodec::Lossless, &image, unit, rows.len()),
+        Coding::Jpeg | Coding::Camera => codec::decode(FrameCodec::Passthrough, &image, unit, rows.len()),
+        Coding::JpegScan => codec::restart::decode_unit(&image, unit, rows.len()),
+        _ => return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: coding {coding:?} is not a frame codec"))),
+    }
+    .map_err(|e| Error::InputMismatch(format!("band of input {id} rows {rows:?} does not decode: {e}")))?;
     let (want, got) = (u64::from_le_bytes(*digest), codec::digest(&pixels));
     if want != got {
         return Err(Error::InputMismatch(format!(
@@ -265,6 +269,28 @@ mod tests {
                 assert!(robot.equal(&original), "lossless leaves the frame as it was");
             }
         }
+    }
+
+    /// Under `jpeg:Q` a band carries its rows' restart intervals and no JPEG header: the bands
+    /// of a frame together cost about its one JPEG's scan, never a header each.
+    #[test]
+    fn jpeg_bands_cost_the_frames_one_jpeg() {
+        let g = graph();
+        let meta = GraphMeta::of(&g);
+        let mut exec = SideExec::new(&g, lop::Side::Robot);
+        exec.insert(0, 0..40, frame()).unwrap();
+        let image = Image { channels: 3, width: 24, height: 40 };
+        let planar: Vec<u8> = Vec::<u8>::try_from(frame().flatten(0, -1)).unwrap();
+        let codec = FrameCodec::Jpeg { quality: 90 };
+        let one = codec::encode(codec, &image, &planar, 40).unwrap().len();
+        let units: usize = (0..40)
+            .step_by(8)
+            .map(|a| {
+                let bytes = encode_coded_band(&mut exec, &meta, 1, (0, &(a..a + 8)), codec, None).unwrap();
+                lop_msgs::protocol::Limits::default().decode_band(&bytes).unwrap().1.len() - CODED_DIGEST_LEN
+            })
+            .sum();
+        assert!(units + 300 < one, "five bands cost {units} bytes, the frame's one JPEG {one}");
     }
 
     /// A band whose unit decodes to other pixels than its digest names, or does not decode, is
