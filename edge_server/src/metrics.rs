@@ -387,6 +387,13 @@ impl Collector for ServiceCollector {
         )?;
         single(
             &mut encoder,
+            "outbound_refused",
+            "Inferences given up because a result band did not fit their robot's send queue (a robot that stopped reading); the robot finishes each alone",
+            C,
+            c.outbound_refused as f64,
+        )?;
+        single(
+            &mut encoder,
             "sessions_refused",
             "Hellos refused before a session was made: sessions open, robot ids or queued bytes past the edge's caps",
             C,

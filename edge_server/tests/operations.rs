@@ -199,6 +199,7 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     assert_eq!(q("lop_edge_probes_refused_total"), Some(0.0));
     assert_eq!(q("lop_edge_probes_answered_total"), Some(0.0));
     assert_eq!(q("lop_edge_sessions_refused_total"), Some(0.0));
+    assert_eq!(q("lop_edge_outbound_refused_total"), Some(0.0));
     assert_eq!(q("up{job=\"lop_edge\"}"), Some(1.0));
 
     // promtool accepts the exposition as scraped.

@@ -27,7 +27,7 @@ use lop_msgs::protocol::DType;
 use lop_msgs::protocol::{Done, DoneStats, ErrorCode, ErrorFrame, Forward, Hello, Limits, Reject, RejectReason, Start, Welcome};
 use lop_msgs::{Digest, Frame};
 use tch::Device;
-use tokio::sync::{broadcast, mpsc as tmpsc, oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::error::{Error, Result};
 use crate::exec::worker::Loaded;
@@ -35,6 +35,7 @@ use crate::exec::{
     BatchConfig, GraphMeta, Incoming, InputWire, Member, SideConfig, SideStats, Stopped, Stretch, Worker, run_batch, run_side,
 };
 use crate::link::{LinkRx, LinkTx};
+use crate::outbox::{Outbox, write_session};
 use crate::plans::{PlanBook, Prepared, digest};
 use crate::received_profiles::ReceivedProfiles;
 use crate::session::{Drop as Dropped, FrameCounts, FrameStats, Inbound, classify, match_band};
@@ -202,7 +203,7 @@ struct Waiting {
     meta: Arc<GraphMeta>,
     config: SideConfig,
     bands: mpsc::Receiver<Incoming>,
-    out: tmpsc::UnboundedSender<Vec<u8>>,
+    out: Outbox,
     state: Arc<AtomicU8>,
     result: oneshot::Sender<Result<(Stopped, SideStats)>>,
     /// When its first result band went out (the start of its download, as the edge sees it).
@@ -250,10 +251,10 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
                 let mut sends: Vec<Box<dyn FnMut(Vec<u8>) -> bool>> = jobs
                     .iter()
                     .map(|j| {
-                        let (out, first_out) = (j.out.clone(), j.first_out.clone());
+                        let (out, first_out, id) = (j.out.clone(), j.first_out.clone(), j.config.inference_id);
                         Box::new(move |b: Vec<u8>| {
                             first_out.get_or_init(Instant::now);
-                            out.send(b).is_ok()
+                            out.send_band(id, b)
                         }) as Box<dyn FnMut(Vec<u8>) -> bool>
                     })
                     .collect();
@@ -288,10 +289,10 @@ fn run_waiting(graph: &mut Graph, waiting: &std::sync::Mutex<VecDeque<Waiting>>,
     }
     for j in jobs {
         let mut exec = SideExec::new(graph, Side::Server);
-        let (out, first_out) = (j.out.clone(), j.first_out.clone());
+        let (out, first_out, id) = (j.out.clone(), j.first_out.clone(), j.config.inference_id);
         let mut send = |b: Vec<u8>| {
             first_out.get_or_init(Instant::now);
-            out.send(b).is_ok()
+            out.send_band(id, b)
         };
         let res = run_side(&mut exec, &j.meta, &j.plan.schedule, &j.config, &j.bands, &mut send).map(|(stop, mut st)| {
             st.batch = 1;
@@ -575,6 +576,7 @@ impl Inner {
             forwarded: AtomicU64::new(0),
             late: AtomicU64::new(0),
             input_mismatches: AtomicU64::new(0),
+            outbound_refused: Arc::default(),
             batch_counts: Arc::default(),
             forwarding: std::sync::OnceLock::new(),
             rate_limited: AtomicU64::new(0),
@@ -658,6 +660,11 @@ pub struct EdgeCounts {
     /// Inferences refused because a coded input band did not decode to the robot's pixels
     /// (Error `InputMismatch`); each is also counted in `aborted`.
     pub input_mismatches: u64,
+    /// Inferences given up because a band of theirs did not fit the session's send queue (its
+    /// robot reads slower than the edge sends, or has stopped: `zenoh_link::admission`'s
+    /// `SESSION_OUT_BYTES` and `TOTAL_OUT_BYTES`); each is also counted in `aborted`, and its
+    /// robot finishes it alone.
+    pub outbound_refused: u64,
     /// Batches run (two inferences of one plan or more at once, [`Batching`]).
     pub batches: u64,
     /// Inferences that ran in those batches.
@@ -792,6 +799,7 @@ struct Inner {
     forwarded: AtomicU64,
     late: AtomicU64,
     input_mismatches: AtomicU64,
+    outbound_refused: Arc<AtomicU64>,
     /// Shared with the replicas' worker threads.
     batch_counts: Arc<BatchCounts>,
     rate_limited: AtomicU64,
@@ -865,6 +873,7 @@ impl EdgeService {
             forwarded: l(&i.forwarded),
             late: l(&i.late),
             input_mismatches: l(&i.input_mismatches),
+            outbound_refused: l(&i.outbound_refused),
             batches: l(&i.batch_counts.batches),
             batched: l(&i.batch_counts.batched),
             rate_limited: l(&i.rate_limited),
@@ -1072,14 +1081,8 @@ impl EdgeService {
     pub async fn serve<T: LinkTx + 'static, R: LinkRx>(&self, tx: T, mut rx: R) {
         self.inner.open_sessions.fetch_add(1, Ordering::Relaxed);
         let _open = OpenSession(&self.inner.open_sessions);
-        let (out, mut out_rx) = tmpsc::unbounded_channel::<Vec<u8>>();
-        let writer = tokio::spawn(async move {
-            while let Some(b) = out_rx.recv().await {
-                if tx.send(b).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let (out, out_rx) = Outbox::new();
+        let writer = tokio::spawn(write_session(tx, out_rx, out.given_up(), self.inner.outbound_refused.clone()));
         let mut s = Session {
             svc: self.inner.clone(),
             out,
@@ -1227,7 +1230,7 @@ type JobResult = std::result::Result<Result<(Stopped, SideStats)>, oneshot::erro
 /// A queued inference's task: what it needs once its Start is handled, until it ends.
 struct Job {
     svc: Arc<Inner>,
-    out: tmpsc::UnboundedSender<Vec<u8>>,
+    out: Outbox,
     /// The inference's id.
     id: u64,
     /// The model's index.
@@ -1300,7 +1303,7 @@ impl Job {
             outcome,
         };
         if let Ok(b) = self.answer(res).encode() {
-            let _ = self.out.send(b);
+            self.out.send(b);
         }
         // No receiver is not an error: nobody asked.
         let _ = self.svc.served.send(served);
@@ -1373,7 +1376,7 @@ impl Job {
 
 struct Session {
     svc: Arc<Inner>,
-    out: tmpsc::UnboundedSender<Vec<u8>>,
+    out: Outbox,
     model: Option<usize>,
     book: Option<Arc<PlanBook>>,
     input_wire: InputWire,
@@ -1389,7 +1392,7 @@ impl Session {
     fn send(&self, f: Frame) {
         match f.encode() {
             Ok(b) => {
-                let _ = self.out.send(b);
+                self.out.send(b);
             }
             Err(e) => tracing::error!(error = %e, "encoding a frame"),
         }

@@ -28,6 +28,10 @@ pub enum Error {
     /// The peer has closed its end of the link (its receiver is gone), so nothing more can be sent.
     #[error("link closed by the peer")]
     Closed,
+    /// A band past the sending half's queue budget (the peer reads slower than this side sends,
+    /// or has stopped): refused, nothing queued; the inference it belongs to is given up.
+    #[error("send queue full: {0}")]
+    QueueFull(String),
     /// A frame could not be encoded.
     #[error("encoding a frame: {0}")]
     Frame(#[from] lop_msgs::Error),

@@ -68,6 +68,7 @@ pub mod frame_ratio;
 pub mod link;
 pub mod local;
 pub mod netns;
+mod outbox;
 pub mod plans;
 pub mod ports;
 pub mod received_profiles;

@@ -339,7 +339,7 @@ fn spawn_lane(
     kind: LaneKind,
     name: String,
     publishers: LanePublishers,
-    lanes: Arc<Lanes>,
+    (lanes, queued): (Arc<Lanes>, admission::QueueShare),
     keep: Option<Arc<LivelinessToken>>,
 ) -> Result<std_mpsc::Sender<LaneMsg>> {
     let (tx, rx) = std_mpsc::channel::<LaneMsg>();
@@ -357,9 +357,11 @@ fn spawn_lane(
                     Some(hello) if is_hello(&bytes) => hello,
                     _ => &publishers.main,
                 };
+                let n = bytes.len();
                 if let Err(e) = publisher.put(bytes).wait() {
                     lanes.fail(&lane, format!("publishing on {}: {e}", publisher.key_expr()));
                 }
+                queued.release(n);
                 if kind == LaneKind::Control {
                     done += 1;
                     lanes.control_done(done);
@@ -393,6 +395,8 @@ pub struct ZenohTx {
     lanes: Arc<Lanes>,
     peer: Arc<PeerState>,
     counters: Counters,
+    /// Bytes accepted and not yet handed to Zenoh, within their caps.
+    queued: admission::QueueShare,
 }
 
 impl fmt::Debug for ZenohTx {
@@ -403,13 +407,14 @@ impl fmt::Debug for ZenohTx {
 
 impl ZenohTx {
     /// Declares the publishers (`hello` receives Hello frames, if given) and starts the sender
-    /// threads; `token` lives until both threads have published everything.
+    /// threads; `token` lives until both threads have published everything. What waits in the
+    /// lanes is charged to `queued`, whose caps bound the bands it accepts.
     async fn new(
         session: &zenoh::Session,
-        key: &str,
-        hello: Option<&str>,
+        (key, hello): (&str, Option<&str>),
         peer: Arc<PeerState>,
         token: Option<LivelinessToken>,
+        queued: admission::QueueShare,
     ) -> Result<ZenohTx> {
         let control_main = declare_publisher(session, key, CONTROL_PRIORITY).await?;
         let hello = match hello {
@@ -423,17 +428,17 @@ impl ZenohTx {
             LaneKind::Control,
             format!("zenoh-tx-ctl {key}"),
             LanePublishers { main: control_main, hello },
-            lanes.clone(),
+            (lanes.clone(), queued.clone()),
             token.clone(),
         )?;
         let bulk = spawn_lane(
             LaneKind::Bulk,
             format!("zenoh-tx-bulk {key}"),
             LanePublishers { main: bulk_main, hello: None },
-            lanes.clone(),
+            (lanes.clone(), queued.clone()),
             token,
         )?;
-        Ok(ZenohTx { key: key.to_string(), control, bulk, lanes, peer, counters: Counters::default() })
+        Ok(ZenohTx { key: key.to_string(), control, bulk, lanes, peer, counters: Counters::default(), queued })
     }
 
     /// The key this half publishes on (Hello frames of a robot go to `lop/v1/<robot>/hello` instead).
@@ -461,13 +466,21 @@ impl ZenohTx {
             }
             match priority {
                 Priority::Control => {
+                    self.queued.charge_always(n);
                     state.control_issued += 1;
                     self.control.send((0, bytes))
                 }
-                Priority::Bulk => self.bulk.send((state.control_issued, bytes)),
+                Priority::Bulk => {
+                    self.queued.charge(n).map_err(|why| Error::QueueFull(format!("{}: {why}", self.key)))?;
+                    self.bulk.send((state.control_issued, bytes))
+                }
             }
         };
-        sent.map_err(|_| Error::Zenoh(format!("sender thread of {} stopped", self.key)))?;
+        if sent.is_err() {
+            // The thread is gone with the frame: nothing will release it.
+            self.queued.release(n);
+            return Err(Error::Zenoh(format!("sender thread of {} stopped", self.key)));
+        }
         self.counters.add(n);
         Ok(())
     }
@@ -494,12 +507,12 @@ pub struct ZenohRx {
     _subscribers: Vec<Subscriber<()>>,
     /// Robot side: what the subscribers saw of the edge's liveliness.
     edge: Option<Arc<RobotInbox>>,
-    /// Edge side: the bytes queued for this rx, released as they are received.
+    /// The bytes queued for this rx, released as they are received.
     queued: Option<admission::QueueShare>,
 }
 
 impl Drop for ZenohRx {
-    /// Edge side: what is still queued goes with the inbox, so its bytes leave the budgets.
+    /// What is still queued goes with the inbox, so its bytes leave the budgets.
     fn drop(&mut self) {
         if let Some(q) = &self.queued {
             // Closed first, so that no frame arrives between the release and the drop.
@@ -591,6 +604,11 @@ impl TokenCount {
     }
 }
 
+/// Bytes a robot's receiving half may hold received and not yet taken: 128 MiB, as an edge
+/// session's. Past it (the robot's inference loop stalled, or a flood on its downlink key) a
+/// frame is dropped and counted; the inference missing it finishes on the robot, marked.
+pub const ROBOT_INBOX_BYTES: usize = SESSION_QUEUE_BYTES;
+
 /// State of a robot's rx shared with its subscriber callbacks.
 #[derive(Debug)]
 struct RobotInbox {
@@ -599,6 +617,10 @@ struct RobotInbox {
     edge: Mutex<TokenCount>,
     peer: Arc<PeerState>,
     robot_id: String,
+    /// Bytes in `inbox` not yet received (at most [`ROBOT_INBOX_BYTES`]).
+    queued: admission::QueueShare,
+    /// Frames dropped past that budget.
+    dropped: AtomicU64,
 }
 
 impl RobotInbox {
@@ -607,12 +629,22 @@ impl RobotInbox {
             return;
         }
         let bytes = sample.payload().to_bytes().into_owned();
+        let n = bytes.len();
         match lock(&self.inbox).as_ref() {
-            Some(inbox) => {
-                // An error means the rx is gone; nothing to deliver to.
-                let _ = inbox.send(bytes);
-            }
-            None => tracing::debug!(robot = %self.robot_id, bytes = bytes.len(), "frame from a gone edge dropped"),
+            Some(inbox) => match self.queued.charge(n) {
+                Ok(()) => {
+                    if inbox.send(bytes).is_err() {
+                        // The rx is gone; nothing to deliver to.
+                        self.queued.release(n);
+                    }
+                }
+                Err(why) => {
+                    if self.dropped.fetch_add(1, Ordering::Relaxed).is_multiple_of(100) {
+                        tracing::warn!(robot = %self.robot_id, bytes = n, "frame from the edge dropped: {why}");
+                    }
+                }
+            },
+            None => tracing::debug!(robot = %self.robot_id, bytes = n, "frame from a gone edge dropped"),
         }
     }
 
@@ -660,11 +692,15 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
 
     let peer = Arc::new(PeerState::default());
     let (inbox_tx, inbox) = mpsc::unbounded_channel();
+    let names = ("ROBOT_INBOX_BYTES", "ROBOT_INBOX_BYTES");
+    let inbox_queued = admission::QueueShare::with_caps(&Arc::default(), ROBOT_INBOX_BYTES, ROBOT_INBOX_BYTES, names);
     let shared = Arc::new(RobotInbox {
         inbox: Mutex::new(Some(inbox_tx)),
         edge: Mutex::new(TokenCount::default()),
         peer: peer.clone(),
         robot_id: robot_id.to_string(),
+        queued: inbox_queued.clone(),
+        dropped: AtomicU64::new(0),
     });
     let on_data = shared.clone();
     let data_sub = session
@@ -686,7 +722,11 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
         .declare_token(alive.clone())
         .await
         .map_err(|e| Error::Zenoh(format!("declaring liveliness token {alive}: {e}")))?;
-    let tx = ZenohTx::new(session, &up, Some(&hello_key), peer.clone(), Some(token)).await?;
+    // The robot's sending half has budgets of its own: an edge that stops reading is its only
+    // reader.
+    let cap = admission::ROBOT_OUT_BYTES;
+    let queued = admission::QueueShare::with_caps(&Arc::default(), cap, cap, ("ROBOT_OUT_BYTES", "ROBOT_OUT_BYTES"));
+    let tx = ZenohTx::new(session, (&up, Some(&hello_key)), peer.clone(), Some(token), queued).await?;
     let rx = ZenohRx {
         key: down,
         inbox,
@@ -694,7 +734,7 @@ pub async fn robot_link_on(session: &zenoh::Session, robot_id: &str, keys: &Sess
         counters: Counters::default(),
         _subscribers: vec![data_sub, live_sub],
         edge: Some(edge_seen),
-        queued: None,
+        queued: Some(inbox_queued),
     };
     tracing::debug!(robot = %robot_id, "zenoh robot link declared");
     Ok((tx, rx))
@@ -819,7 +859,7 @@ impl EdgeShared {
         let queued = admission::QueueShare::of(&self.queued_total);
         {
             let mut robots = lock(&self.robots);
-            if let Err(cap) = admission::admit(&mut robots, &robot_id).and_then(|()| queued.charge(bytes.len()).map_err(String::from)) {
+            if let Err(cap) = admission::admit(&mut robots, &robot_id).and_then(|()| queued.charge(bytes.len())) {
                 // Its next Hello is rate-limited too, if its id is remembered (never past the cap).
                 if robots.contains_key(&robot_id) || robots.len() < admission::MAX_ROBOT_IDS {
                     robots.entry(robot_id.clone()).or_default().last_hello = Some(std::time::Instant::now());
@@ -901,7 +941,7 @@ impl EdgeShared {
         let n = bytes.len();
         let delivered = match lock(&self.robots).get(&robot).and_then(|e| e.session.as_ref()) {
             Some(slot) => match slot.queued.charge(n) {
-                Err(full) => return self.drop_one(full, key, n),
+                Err(full) => return self.drop_one(&full, key, n),
                 // A send error means the session's rx was dropped: the frame is as good as dropped.
                 Ok(()) => {
                     let sent = slot.inbox.send(bytes).is_ok();
@@ -949,6 +989,8 @@ pub struct EdgeAcceptor {
     /// Hellos refused past a cap ([`admission`]).
     sessions_refused: Arc<AtomicU64>,
     pending: mpsc::UnboundedReceiver<Pending>,
+    /// Bytes all sessions' sending halves hold (at most [`admission::TOTAL_OUT_BYTES`]).
+    out_total: Arc<AtomicUsize>,
     _subscribers: Vec<Subscriber<()>>,
     _token: LivelinessToken,
 }
@@ -1033,6 +1075,7 @@ impl EdgeAcceptor {
             dropped,
             sessions_refused,
             pending,
+            out_total: Arc::default(),
             _subscribers: vec![live, up, hello],
             _token: token,
         })
@@ -1054,7 +1097,7 @@ impl EdgeAcceptor {
                     continue;
                 }
             };
-            match ZenohTx::new(&self.session, &down, None, p.peer.clone(), None).await {
+            match ZenohTx::new(&self.session, (&down, None), p.peer.clone(), None, admission::QueueShare::outbound(&self.out_total)).await {
                 Ok(tx) => {
                     let up = self.keys.up(&p.robot_id).unwrap_or_default();
                     let rx = ZenohRx {

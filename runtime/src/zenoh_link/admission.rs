@@ -21,34 +21,81 @@ pub const TOTAL_QUEUE_BYTES: usize = 1 << 30;
 /// session or a live token are forgotten, and if none can be, a new id's Hello is refused.
 pub const MAX_ROBOT_IDS: usize = 4 * MAX_SESSIONS;
 
-/// One session's share of the queue budgets: its own bytes and the acceptor's total.
-#[derive(Debug, Clone, Default)]
-pub(super) struct QueueShare {
+/// Bytes one session's sending half may hold accepted and not yet handed to Zenoh (a robot
+/// that stops reading backs them up there): 128 MiB, twice the longest frame. Past it, a band is
+/// refused ([`crate::Error::QueueFull`]); control frames, a few bytes each, always pass.
+pub const SESSION_OUT_BYTES: usize = 128 << 20;
+
+/// Bytes all sessions of one acceptor may hold queued to send: 1 GiB, as received.
+pub const TOTAL_OUT_BYTES: usize = 1 << 30;
+
+/// Bytes a robot's sending half may hold accepted and not yet handed to Zenoh: 256 MiB, room
+/// for several inferences' bands on a slow link. Past it (the edge has stopped reading) a band
+/// is refused, and the robot finishes its inference alone.
+pub const ROBOT_OUT_BYTES: usize = 256 << 20;
+
+/// One session's share of a queue budget: its own bytes and the acceptor's total, each with its
+/// cap (received bytes: [`SESSION_QUEUE_BYTES`] and [`TOTAL_QUEUE_BYTES`]; bytes to send:
+/// [`SESSION_OUT_BYTES`] and [`TOTAL_OUT_BYTES`]).
+#[derive(Debug, Clone)]
+pub(crate) struct QueueShare {
     own: Arc<AtomicUsize>,
     total: Arc<AtomicUsize>,
+    own_cap: usize,
+    total_cap: usize,
+    /// The caps' names, for the refusal's text.
+    names: (&'static str, &'static str),
+}
+
+impl Default for QueueShare {
+    /// A received queue's share of a total of its own.
+    fn default() -> QueueShare {
+        QueueShare::of(&Arc::default())
+    }
 }
 
 impl QueueShare {
-    /// A new session's share of `total`.
+    /// A new session's share of `total`, the bytes received and not yet taken.
     pub(super) fn of(total: &Arc<AtomicUsize>) -> QueueShare {
-        QueueShare { own: Arc::default(), total: total.clone() }
+        QueueShare::with_caps(total, SESSION_QUEUE_BYTES, TOTAL_QUEUE_BYTES, ("SESSION_QUEUE_BYTES", "TOTAL_QUEUE_BYTES"))
+    }
+
+    /// A new session's share of `total`, the bytes queued to send.
+    pub(crate) fn outbound(total: &Arc<AtomicUsize>) -> QueueShare {
+        QueueShare::with_caps(total, SESSION_OUT_BYTES, TOTAL_OUT_BYTES, ("SESSION_OUT_BYTES", "TOTAL_OUT_BYTES"))
+    }
+
+    /// A share of `total` with these caps, named `names` in refusals.
+    pub(crate) fn with_caps(total: &Arc<AtomicUsize>, own_cap: usize, total_cap: usize, names: (&'static str, &'static str)) -> QueueShare {
+        QueueShare { own: Arc::default(), total: total.clone(), own_cap, total_cap, names }
+    }
+
+    /// Bytes this share holds now.
+    pub(crate) fn held(&self) -> usize {
+        self.own.load(Ordering::Relaxed)
     }
 
     /// Charges `n` bytes, or says which budget they would pass (charging nothing).
-    pub(super) fn charge(&self, n: usize) -> Result<(), &'static str> {
-        if self.own.load(Ordering::Relaxed) + n > SESSION_QUEUE_BYTES {
-            return Err("session queue full (the robot sends faster than its session takes)");
+    pub(crate) fn charge(&self, n: usize) -> Result<(), String> {
+        if self.own.load(Ordering::Relaxed) + n > self.own_cap {
+            return Err(format!("session queue full ({} = {} bytes, {} held)", self.names.0, self.own_cap, self.held()));
         }
-        if self.total.fetch_add(n, Ordering::Relaxed) + n > TOTAL_QUEUE_BYTES {
+        if self.total.fetch_add(n, Ordering::Relaxed) + n > self.total_cap {
             self.total.fetch_sub(n, Ordering::Relaxed);
-            return Err("all sessions' queues full (TOTAL_QUEUE_BYTES)");
+            return Err(format!("all sessions' queues full ({} = {} bytes)", self.names.1, self.total_cap));
         }
         self.own.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
 
+    /// Charges `n` bytes whatever the caps (a control frame: it must pass, and is small).
+    pub(crate) fn charge_always(&self, n: usize) {
+        self.own.fetch_add(n, Ordering::Relaxed);
+        self.total.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Releases `n` bytes charged before (taken by the session, or not delivered after all).
-    pub(super) fn release(&self, n: usize) {
+    pub(crate) fn release(&self, n: usize) {
         self.own.fetch_sub(n, Ordering::Relaxed);
         self.total.fetch_sub(n, Ordering::Relaxed);
     }

@@ -479,3 +479,52 @@ fn start_frame(id: u64, hash: u8) -> Vec<u8> {
     };
     Frame::Start(start).encode().unwrap()
 }
+
+/// A reader that stops reading (its session's callback blocks, as a stopped robot's process
+/// does) backs a sending half up to its budget and no further: past it bands are refused with
+/// `QueueFull`, control frames still pass, and once the reader resumes the queue drains to
+/// nothing and bands are taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_reader_backs_a_sender_up_to_its_budget() {
+    let port = free_port();
+    let (edge_session, _acceptor) = edge(port).await;
+    let reader = robot(port).await;
+    let key = "lop/test/stalled";
+    let (release, stalled) = std_mpsc::channel::<()>();
+    let stalled = Mutex::new(stalled);
+    let got = Arc::new(AtomicUsize::new(0));
+    let counted = got.clone();
+    let _sub = reader
+        .declare_subscriber(key)
+        .callback(move |_| {
+            // The first sample blocks the reader's session until the test releases it.
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _ = lock(&stalled).recv_timeout(LIMIT);
+            }
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cap = 8 << 20;
+    let queued = admission::QueueShare::with_caps(&Arc::default(), cap, cap, ("TEST_OWN", "TEST_TOTAL"));
+    let tx = ZenohTx::new(&edge_session, (key, None), Arc::new(PeerState::default()), None, queued.clone()).await.unwrap();
+    let one = band(1, 0, (1 << 20) / 3, 5);
+    let mut refused = None;
+    for i in 0..400 {
+        match tx.send(band(1, i, (1 << 20) / 3, 5)).await {
+            Ok(()) => {}
+            Err(e) => {
+                refused = Some((i, e));
+                break;
+            }
+        }
+    }
+    let (sent, e) = refused.expect("400 MiB to a stalled reader were all taken");
+    assert!(matches!(&e, Error::QueueFull(why) if why.contains("TEST_OWN")), "{e}");
+    assert!(queued.held() <= cap && queued.held() + one.len() > cap, "{} bytes held after {sent} bands", queued.held());
+    tx.send(welcome()).await.expect("a control frame passes a full queue");
+    release.send(()).unwrap();
+    eventually("the queue drained", || queued.held() == 0).await;
+    tx.send(band(2, 0, 16, 1)).await.expect("room again");
+    eventually("everything delivered", || got.load(Ordering::SeqCst) == sent as usize + 2).await;
+}
