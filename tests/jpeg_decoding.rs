@@ -1,5 +1,5 @@
 //! libjpeg-turbo's decoding, bit for bit (issue 59): the project's photographs as camera JPEGs at
-//! 4:4:4, 4:2:2 and 4:2:0, decoded by lop against Pillow's own libjpeg-turbo (an independent
+//! 4:4:4, 4:2:2 and 4:2:0 (and one progressive), decoded by lop against Pillow's own libjpeg-turbo (an independent
 //! build, tests/jpeg/cases.py), with SIMD against SIMD forced off (`JSIMD_FORCENONE=1`, in a child
 //! process: libjpeg-turbo picks its SIMD once per process), and JPEG bands against the whole frame.
 
@@ -42,8 +42,11 @@ fn read_cases(dir: &Path) -> Vec<Case> {
             Case { name: f[0].to_string(), channels: f[3].parse().expect("channels"), jpeg: read("jpg"), pillow: read("pixels") }
         })
         .collect();
-    // Six photographs at three chroma samplings, two as shipped, one grey.
-    assert_eq!(cases.len(), 21, "{listing}");
+    // Six photographs at three chroma samplings, one of them also progressive, two as shipped,
+    // one grey.
+    assert_eq!(cases.len(), 22, "{listing}");
+    let progressive = cases.iter().filter(|c| codec::turbo::header(&c.jpeg).expect("headers").progressive).count();
+    assert_eq!(progressive, 1, "exactly the progressive case is progressive");
     cases
 }
 

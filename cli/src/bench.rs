@@ -276,7 +276,7 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let (frames, cameras) = if args.frame_codec == lop::codec::FrameCodec::Passthrough {
         camera_frames(&graph, args.frames.as_deref())?
     } else {
-        (real_frames(&graph, args.frames.as_deref())?, Vec::new())
+        (crate::frames::real_frames(&graph, args.frames.as_deref())?, Vec::new())
     };
     price_codec(args.frame_codec, &graph, &frames, &cameras, &mut robot, &mut server)?;
     let codec_effect = codec_effect(args.frame_codec, &graph, &frames)?;
@@ -416,23 +416,6 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         lop::exec::Tolerance::OTHER_RUNTIME.describe()
     );
     Ok(0)
-}
-
-/// The photographs at `path` fitted to the model's one image input (none without a path).
-///
-/// # Errors
-/// A model without one uint8 image input; unreadable photographs.
-pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<u8>>> {
-    let Some(path) = path else { return Ok(Vec::new()) };
-    let [input] = graph.inputs()[..] else {
-        anyhow::bail!("--frames needs a model with one input; '{}' has {}", graph.name, graph.inputs().len())
-    };
-    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| {
-        anyhow::anyhow!("--frames needs a uint8 image input [1, C, H, W] (C = 1 or 3; add --preprocess for a float model): {why}")
-    })?;
-    let frames = crate::frames::load(path, &image)?;
-    eprintln!("{} frame(s) from {}, fitted to {}x{}", frames.len(), path.display(), image.width, image.height);
-    Ok(frames.into_iter().map(|(_, f)| f).collect())
 }
 
 /// A camera JPEG's bytes, as they came.

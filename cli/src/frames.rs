@@ -26,6 +26,23 @@ pub fn load(path: &Path, image: &Image) -> anyhow::Result<Vec<(String, Vec<u8>)>
         .collect()
 }
 
+/// The photographs at `path` fitted to the model's one image input (none without a path).
+///
+/// # Errors
+/// A model without one uint8 image input; unreadable photographs.
+pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<u8>>> {
+    let Some(path) = path else { return Ok(Vec::new()) };
+    let [input] = graph.inputs()[..] else {
+        anyhow::bail!("--frames needs a model with one input; '{}' has {}", graph.name, graph.inputs().len())
+    };
+    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| {
+        anyhow::anyhow!("--frames needs a uint8 image input [1, C, H, W] (C = 1 or 3; add --preprocess for a float model): {why}")
+    })?;
+    let frames = load(path, &image)?;
+    eprintln!("{} frame(s) from {}, fitted to {}x{}", frames.len(), path.display(), image.width, image.height);
+    Ok(frames.into_iter().map(|(_, f)| f).collect())
+}
+
 /// The pictures at `path`: the file itself, or a folder's `.png`, `.jpg` and `.jpeg` files, by
 /// name.
 ///

@@ -353,7 +353,7 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let means = mean_ratios(&table.entries, &bounds, &fluid_s);
     let activations = match &args.activations {
         Some(path) => {
-            let frames = crate::bench::real_frames(&setup.graph, Some(path))?;
+            let frames = crate::frames::real_frames(&setup.graph, Some(path))?;
             Some(crate::activations::study(&setup.graph, &table, &frames, 0.03)?)
         }
         None => None,

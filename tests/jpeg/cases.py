@@ -4,7 +4,7 @@
 
 For each of scikit-image's photographs (the project's photographs, scripts/photos.sh): the
 picture resized to 640x480 and saved at quality 90 with 4:4:4, 4:2:2 and 4:2:0 chroma (Pillow's
-encoder, as a camera driver would write them), the two photographs shipped as JPEG as they are,
+encoder, as a camera driver would write them; one also as a progressive JPEG), the two photographs shipped as JPEG as they are,
 and the grey photograph as a grey JPEG. Beside each NAME.jpg it writes NAME.pixels, Pillow's
 decoding (RGB, or L for grey), and prints one line per case: NAME WIDTH HEIGHT CHANNELS.
 Pillow decodes with libjpeg-turbo's defaults: the accurate integer IDCT, fancy upsampling.
@@ -40,6 +40,13 @@ for photo in ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png
         name = f"{stem}-{label}"
         path = os.path.join(out, name + ".jpg")
         pic.save(path, quality=90, subsampling=sampling)
+        case(name, path, "RGB")
+    if stem == "astronaut":
+        # A progressive JPEG (some cameras and web images): it cannot stream by rows, and
+        # crosses under passthrough as one message, decoded whole on both sides.
+        name = f"{stem}-420-progressive"
+        path = os.path.join(out, name + ".jpg")
+        pic.save(path, quality=90, subsampling=2, progressive=True)
         case(name, path, "RGB")
 for shipped in ["rocket.jpg", "retina.jpg"]:
     name = "shipped-" + shipped.split(".")[0]

@@ -72,7 +72,7 @@ impl RestartJpeg {
     /// # Errors
     /// [`CodecError::Dimensions`] for rows off that grid or past the frame.
     pub fn unit(&self, rows: &Range<usize>) -> Result<Vec<u8>, CodecError> {
-        let on_grid = rows.start % BLOCK == 0 && (rows.end % BLOCK == 0 || rows.end == self.height);
+        let on_grid = rows.start.is_multiple_of(BLOCK) && (rows.end.is_multiple_of(BLOCK) || rows.end == self.height);
         if rows.is_empty() || !on_grid || rows.end > self.height {
             return Err(CodecError::Dimensions {
                 codec: "JPEG restart unit",
@@ -145,9 +145,12 @@ fn header(image: &Image, rows: usize, quality: u8) -> Result<Vec<u8>, CodecError
     Ok(jpeg)
 }
 
+/// Headers [`header`] made: for (quality, width, channels), the bytes and the height's offset.
+type KeptHeader = ((u8, usize, usize), Vec<u8>, usize);
+
 thread_local! {
-    /// The headers [`header`] made last: (quality, width, channels), the bytes, the height's offset.
-    static LAST_HEADER: std::cell::RefCell<Option<((u8, usize, usize), Vec<u8>, usize)>> = const { std::cell::RefCell::new(None) };
+    /// The headers [`header`] made last.
+    static LAST_HEADER: std::cell::RefCell<Option<KeptHeader>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Where the headers of a JPEG written by libjpeg-turbo put what this module needs.

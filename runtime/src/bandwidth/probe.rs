@@ -20,8 +20,7 @@ use crate::error::{Error, Result};
 /// Key of the edge's probe responder; a robot probes `PROBE_KEY/<robot id>`.
 pub const PROBE_KEY: &str = "lop/v1/edge/probe";
 
-/// Largest download a probe may ask for (bytes); bigger requests are clamped.
-pub const MAX_PROBE_BYTES: usize = 8 << 20;
+pub use super::probe_limit::MAX_PROBE_BYTES;
 
 /// What one probe measured.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

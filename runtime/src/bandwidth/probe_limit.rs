@@ -1,6 +1,6 @@
 //! How much the edge's probe responder may send: token buckets of reply bytes, one per peer and
 //! one for all peers together (issue 56). A probe is a query of a few bytes that asks for up to
-//! [`super::probe::MAX_PROBE_BYTES`]; without a budget, one peer could make the edge flood its
+//! [`MAX_PROBE_BYTES`]; without a budget, one peer could make the edge flood its
 //! own Wi-Fi. The peer is the robot id a probe names in its key: with authentication and access
 //! control a robot can only use its own, and without them the total budget still bounds what
 //! made-up ids can draw.
@@ -8,6 +8,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+/// Largest download a probe may ask for (bytes); bigger requests are clamped.
+pub const MAX_PROBE_BYTES: usize = 8 << 20;
 
 /// Budgets of the probe responder.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,9 +33,9 @@ impl Default for ProbeLimits {
     fn default() -> Self {
         ProbeLimits {
             peer_bytes_per_s: 1024.0 * 1024.0,
-            peer_burst_bytes: (super::probe::MAX_PROBE_BYTES * 2) as f64,
+            peer_burst_bytes: (MAX_PROBE_BYTES * 2) as f64,
             total_bytes_per_s: 8.0 * 1024.0 * 1024.0,
-            total_burst_bytes: (super::probe::MAX_PROBE_BYTES * 4) as f64,
+            total_burst_bytes: (MAX_PROBE_BYTES * 4) as f64,
             max_peers: 1024,
         }
     }

@@ -283,7 +283,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::exec::InputWire;
-    use crate::exec::wire::ReceivedBand;
+    use crate::exec::ReceivedBand;
     use lop::graph::Graph;
     use lop::plan::{Plan, Side};
     use lop::sim::ChunkBounds;

@@ -12,18 +12,8 @@ use lop::sim::Schedule;
 use lop_msgs::protocol::{CODED_DIGEST_LEN, Coding, DType, encode_band_header};
 use tch::{Device, Kind, Tensor};
 
-use super::wire::GraphMeta;
+use super::wire::{GraphMeta, coding_of};
 use crate::error::{Error, Result};
-
-/// The band coding that carries `codec`'s units (`Raw` for raw frames).
-pub fn coding_of(codec: FrameCodec) -> Coding {
-    match codec {
-        FrameCodec::Raw => Coding::Raw,
-        FrameCodec::Lossless => Coding::Qoi,
-        FrameCodec::Jpeg { .. } => Coding::JpegScan,
-        FrameCodec::Passthrough => Coding::Camera,
-    }
-}
 
 /// The camera's own JPEG of a frame (`passthrough`): the whole frame, whose decoding (by
 /// [`lop::codec::decode`]) is the model's input the robot computes on.

@@ -12,6 +12,7 @@
 mod batch;
 pub mod coded;
 mod fallback;
+mod received;
 mod side;
 pub mod stretch;
 pub mod wire;
@@ -20,7 +21,8 @@ pub mod worker;
 pub use batch::{BatchConfig, Member, run_batch};
 pub use coded::CameraJpeg;
 pub use fallback::{finish_dilated, finish_locally, outputs};
+pub use received::ReceivedBand;
 pub use side::{Incoming, SideConfig, SideStats, Stopped, run_side, run_side_racing};
 pub use stretch::{Pace, Stretch};
-pub use wire::{Expected, GraphMeta, InputWire, ReceivedBand, encode_band};
+pub use wire::{Expected, GraphMeta, InputWire, encode_band};
 pub use worker::Worker;

@@ -14,8 +14,9 @@ use lop::rows::Rows;
 use lop::sim::Schedule;
 use tch::{Device, Tensor};
 
+use super::received::ReceivedBand;
 use super::stretch::Stretch;
-use super::wire::{GraphMeta, InputWire, ReceivedBand, encode_band};
+use super::wire::{GraphMeta, InputWire, encode_band};
 use crate::error::{Error, Result};
 
 /// What the I/O side hands the compute thread during an inference.

@@ -2,12 +2,11 @@
 //! checked against the schedule, so that only the bands a plan expects are ever accepted.
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use lop::graph::{DType as GraphDType, Graph, NodeId, ValueInfo};
 use lop::rows::Rows;
 use lop::sim::Schedule;
-use lop_msgs::protocol::{BandHeader, DType, encode_band_header};
+use lop_msgs::protocol::{BandHeader, Coding, DType, encode_band_header};
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{Error, Result};
@@ -21,6 +20,17 @@ pub enum InputWire {
     Native,
     /// Float32 elements.
     F32,
+}
+
+/// The band coding that carries `codec`'s units (`Raw` for raw frames).
+pub fn coding_of(codec: lop::codec::FrameCodec) -> Coding {
+    use lop::codec::FrameCodec;
+    match codec {
+        FrameCodec::Raw => Coding::Raw,
+        FrameCodec::Lossless => Coding::Qoi,
+        FrameCodec::Jpeg { .. } => Coding::JpegScan,
+        FrameCodec::Passthrough => Coding::Camera,
+    }
 }
 
 /// What a band of one transfer must look like on the wire.
@@ -129,11 +139,8 @@ impl GraphMeta {
         for (i, t) in schedule.transfers.iter().enumerate() {
             let (shape, _) = self.wire_shape(t.node, &t.rows);
             let coded = codec.is_coded() && t.up && t.producer.is_none() && self.is_input[t.node];
-            let (dtype, coding) = if coded {
-                (DType::U8, super::coded::coding_of(codec))
-            } else {
-                (self.wire_dtype(t.node, input)?, lop_msgs::protocol::Coding::Raw)
-            };
+            let (dtype, coding) =
+                if coded { (DType::U8, coding_of(codec)) } else { (self.wire_dtype(t.node, input)?, lop_msgs::protocol::Coding::Raw) };
             let e = Expected { transfer: i as u32, dtype, shape, coding };
             out.insert((t.up, t.node as u32, t.rows.start as u32, t.rows.end as u32), e);
         }
@@ -141,7 +148,7 @@ impl GraphMeta {
     }
 }
 
-fn wire_dtype(d: GraphDType) -> Result<DType> {
+pub(super) fn wire_dtype(d: GraphDType) -> Result<DType> {
     Ok(match d {
         GraphDType::U8 => DType::U8,
         GraphDType::F32 => DType::F32,
@@ -150,7 +157,7 @@ fn wire_dtype(d: GraphDType) -> Result<DType> {
     })
 }
 
-fn kind_of(d: DType) -> Result<Kind> {
+pub(super) fn kind_of(d: DType) -> Result<Kind> {
     Ok(match d {
         DType::U8 => Kind::Uint8,
         DType::F32 => Kind::Float,
@@ -162,7 +169,7 @@ fn kind_of(d: DType) -> Result<Kind> {
     })
 }
 
-fn torch(what: &str) -> impl FnOnce(tch::TchError) -> Error + '_ {
+pub(super) fn torch(what: &str) -> impl FnOnce(tch::TchError) -> Error + '_ {
     move |e| Error::Executor(format!("{what}: {e}"))
 }
 
@@ -184,46 +191,4 @@ pub fn encode_band(meta: &GraphMeta, inference_id: u64, id: NodeId, rows: &Rows,
     buf.resize(start + bytes, 0);
     t.f_copy_data_u8(&mut buf[start..], numel).map_err(torch("band to bytes"))?;
     Ok(buf)
-}
-
-/// A band received and matched to its transfer, payload still in the frame's bytes.
-#[derive(Debug)]
-pub struct ReceivedBand {
-    /// Index into [`Schedule::transfers`].
-    pub transfer: u32,
-    /// The whole frame.
-    pub frame: Vec<u8>,
-    /// Where the payload lies in `frame`.
-    pub payload: Range<usize>,
-    /// Wire dtype.
-    pub dtype: DType,
-    /// Wire shape.
-    pub shape: Vec<u32>,
-    /// How its rows are coded.
-    pub coding: lop_msgs::protocol::Coding,
-}
-
-impl ReceivedBand {
-    /// The band as a tensor of node `id`'s dtype and shape for its rows, on `device` (a coded
-    /// band decoded, its digest checked: [`super::coded::decode_coded_band`]).
-    ///
-    /// # Errors
-    /// [`Error::Executor`] for libtorch failures; [`Error::InputMismatch`] for a coded band that
-    /// does not decode to the robot's pixels.
-    pub fn tensor(&self, meta: &GraphMeta, id: NodeId, rows: &Rows, device: Device) -> Result<Tensor> {
-        if self.coding != lop_msgs::protocol::Coding::Raw {
-            return super::coded::decode_coded_band(meta, id, rows, self.coding, &self.frame[self.payload.clone()], device);
-        }
-        let kind = kind_of(self.dtype)?;
-        let info = meta.info(id);
-        let dims: Vec<i64> = match info.row_axis {
-            Some(a) => info.shape.iter().enumerate().map(|(i, &d)| if i == a { rows.len() } else { d } as i64).collect(),
-            None => info.shape.iter().map(|&d| d as i64).collect(),
-        };
-        let want = wire_dtype(info.dtype).and_then(kind_of)?;
-        Tensor::f_from_data_size(&self.frame[self.payload.clone()], &dims, kind)
-            .and_then(|t| if kind == want { Ok(t) } else { t.f_to_kind(want) })
-            .and_then(|t| t.f_to_device(device))
-            .map_err(torch("band from bytes"))
-    }
 }
