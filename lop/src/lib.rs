@@ -54,6 +54,7 @@ mod rng;
 pub use rng::Rng;
 pub mod rows;
 pub mod sim;
+pub mod value;
 pub mod zoo;
 
 pub use error::{Error, Result};

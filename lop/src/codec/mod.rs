@@ -21,7 +21,7 @@ pub mod turbo;
 
 pub use cost::{CodecCost, measure as measure_cost, sample_frame};
 
-use crate::graph::{DType, ValueInfo};
+use crate::value::{DType, ValueInfo};
 use std::fmt;
 use std::str::FromStr;
 

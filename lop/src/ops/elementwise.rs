@@ -1,8 +1,8 @@
 //! Element-wise ops: normalisation of raw bytes, per-channel affine, unary and binary maps.
 
 use super::BandIn;
-use crate::graph::{DType, ValueInfo};
 use crate::rows::{Footprint, Rows};
+use crate::value::{DType, ValueInfo};
 use tch::{Kind, Tensor};
 
 /// Element-wise functions of one tensor.

@@ -1,8 +1,8 @@
 //! Layout ops: slice, transpose, reshape, concat. They track where the row axis goes.
 
 use super::{BandIn, Op};
-use crate::graph::ValueInfo;
 use crate::rows::{Footprint, Rows};
+use crate::value::ValueInfo;
 use tch::Tensor;
 
 /// One sliced axis: `start..end` with a positive `step`, already clamped to the axis.

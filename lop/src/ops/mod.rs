@@ -22,8 +22,8 @@ pub use whole::{SampleMode, SamplePadding, WholeOp};
 pub use window::{Conv, Pool};
 
 use crate::error::{Error, Result};
-use crate::graph::ValueInfo;
 use crate::rows::{Footprint, Rows};
+use crate::value::ValueInfo;
 use sha2::Digest;
 use tch::{Device, Tensor};
 
@@ -282,7 +282,7 @@ impl Op {
             Op::Input => Err(bad("inputs are created with GraphBuilder::input".into())),
             Op::Constant(t) => {
                 let dtype =
-                    crate::graph::DType::from_kind(t.kind()).ok_or_else(|| bad(format!("constant of unsupported kind {:?}", t.kind())))?;
+                    crate::value::DType::from_kind(t.kind()).ok_or_else(|| bad(format!("constant of unsupported kind {:?}", t.kind())))?;
                 let shape = t.size().iter().map(|&d| d as usize).collect();
                 Ok(ValueInfo { shape, dtype, row_axis: None })
             }
@@ -291,7 +291,7 @@ impl Op {
             Op::Unary(u) => Ok(ValueInfo { dtype: u.out_dtype(ins[0].dtype), ..ins[0].clone() }),
             Op::Binary(b) => {
                 let out = elementwise::infer_binary(ins[0], ins[1]).map_err(bad)?;
-                Ok(if b.gives_bool() { ValueInfo { dtype: crate::graph::DType::Bool, ..out } } else { out })
+                Ok(if b.gives_bool() { ValueInfo { dtype: crate::value::DType::Bool, ..out } } else { out })
             }
             Op::Where => elementwise::infer_where(ins[0], ins[1], ins[2]).map_err(bad),
             Op::Pad(p) => p.infer(ins[0]).map_err(bad),

@@ -296,9 +296,10 @@ fn taken(rc: c_int, out: *mut C_tensor, err: &[c_char], what: &str) -> Result<Te
 #[cfg(test)]
 mod tests {
     use crate::exec::{Tolerance, agree, run_split, run_whole};
-    use crate::graph::{DType, GraphBuilder, Layout};
+    use crate::graph::GraphBuilder;
     use crate::ops::{Conv, Op};
     use crate::plan::Plan;
+    use crate::value::{DType, Layout};
     use tch::{Device, Kind, Tensor};
 
     /// A stride-1 and a stride-2 convolution, prepacked in channels-last: whole and every band

@@ -4,8 +4,8 @@
 //! those map to, and any split reproduces the whole output.
 
 use super::BandIn;
-use crate::graph::ValueInfo;
 use crate::rows::{Footprint, Rows};
+use crate::value::ValueInfo;
 use tch::Tensor;
 
 /// What fills the padded positions.

@@ -4,8 +4,8 @@
 //! source rows the whole computation reads and produces bitwise the same values.
 
 use super::BandIn;
-use crate::graph::ValueInfo;
 use crate::rows::{Footprint, Rows};
+use crate::value::ValueInfo;
 use tch::{Kind, Tensor};
 
 /// Interpolation mode.

@@ -1,8 +1,8 @@
 //! Per-pixel ops over non-row axes, and reductions: reduce-mean, layer norm, linear, matmul.
 
 use super::BandIn;
-use crate::graph::{DType, ValueInfo};
 use crate::rows::{Footprint, Rows};
+use crate::value::{DType, ValueInfo};
 use tch::Tensor;
 
 /// A reduction other than the mean (which has its own op, [`super::Op::ReduceMean`]).

@@ -3,9 +3,10 @@
 
 use super::*;
 use crate::exec::{Tolerance, run_split, run_whole};
-use crate::graph::{DType, Graph, GraphBuilder, NodeId};
+use crate::graph::{Graph, GraphBuilder, NodeId};
 use crate::plan::Plan;
 use crate::rng::Rng;
+use crate::value::DType;
 use tch::{Kind, Tensor};
 
 fn randn(shape: &[i64], seed: u64) -> Tensor {

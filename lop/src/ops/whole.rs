@@ -4,7 +4,7 @@
 //! side.
 
 use super::BandIn;
-use crate::graph::{DType, ValueInfo};
+use crate::value::{DType, ValueInfo};
 use tch::{Kind, Tensor};
 
 /// How a grid sample interpolates.

@@ -5,8 +5,8 @@
 //! pooling), so every band sees the same numbers the whole computation sees.
 
 use super::BandIn;
-use crate::graph::{Layout, ValueInfo};
 use crate::rows::{Footprint, Rows, clamp_rows, window_rows};
+use crate::value::{Layout, ValueInfo};
 use tch::{Kind, Tensor};
 
 /// Convolution attributes and weights (also used for transposed convolution).
@@ -28,7 +28,7 @@ pub struct Conv {
     /// Channel groups.
     pub groups: usize,
     /// The weight prepacked for oneDNN's channels-last convolution (a 2-d float convolution on
-    /// the CPU in [`crate::graph::Layout::ChannelsLast`], where libtorch has the kernel): without
+    /// the CPU in [`crate::value::Layout::ChannelsLast`], where libtorch has the kernel): without
     /// it libtorch reorders the weight into oneDNN's blocked format at every call, which costs as
     /// much as the convolution for wide layers and is paid again by every band. `None`: the
     /// plain path. Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.

@@ -2,7 +2,7 @@
 //! Each output row needs only the same input row, so they split into bands like any local op.
 
 use super::OccupancySpec;
-use crate::graph::{DType, ValueInfo};
+use crate::value::{DType, ValueInfo};
 use tch::{Kind, Tensor};
 
 /// Per-pixel argmax over the class axis: `[1, C, H, W]` scores to a `[1, 1, H, W]` uint8 map.

@@ -13,7 +13,7 @@
 //! the same rows on either side of the link and on any device.
 
 use super::{DETECTION_FIELDS, DetectSpec};
-use crate::graph::{DType, ValueInfo};
+use crate::value::{DType, ValueInfo};
 use tch::{Device, Kind, Tensor};
 
 /// Strides of YOLOX's three levels, in anchor order.

@@ -19,7 +19,7 @@
 //! map on either side of the link and on any device.
 
 use super::detect::Detect;
-use crate::graph::{DType, ValueInfo};
+use crate::value::{DType, ValueInfo};
 use tch::{Device, Kind, Tensor};
 
 /// The largest `max` of `segment-instance`: ids `1..=max` are bytes of a `mono8` image.

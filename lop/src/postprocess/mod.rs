@@ -35,9 +35,10 @@ pub use detect::{Detect, Detection, HeadFormat, detections};
 pub use instance::{Instances, MAX_INSTANCES};
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, GraphBuilder, NodeId, ValueInfo};
+use crate::graph::{Graph, GraphBuilder, NodeId};
 use crate::ops::{BandIn, Op};
 use crate::rows::{Footprint, Rows};
+use crate::value::ValueInfo;
 use tch::Tensor;
 
 /// Floats per detection row before the keypoints: `x1, y1, x2, y2, score, class`.

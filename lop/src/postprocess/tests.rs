@@ -4,9 +4,9 @@
 
 use super::*;
 use crate::exec::{run_split, run_whole, synthetic_inputs};
-use crate::graph::DType;
 use crate::ops::{Conv, OpClass};
 use crate::plan::Plan;
+use crate::value::DType;
 use tch::{Device, Kind};
 
 #[test]
