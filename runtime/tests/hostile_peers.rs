@@ -217,3 +217,52 @@ async fn a_flooding_robot_is_rate_limited_and_another_robot_keeps_its_latency() 
         session.close().await.unwrap();
     }
 }
+
+/// The process's resident memory, bytes (Linux).
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+}
+
+/// A 1 GiB message from a hostile peer on a robot's downlink key is dropped as it arrives: the
+/// robot's session takes no message over the protocol's longest frame (Zenoh's own default is
+/// 1 GiB), so the message never reaches the robot's link and its memory does not grow by it; the
+/// small frame published right after it arrives first. The peer connects to the robot directly
+/// (a robot that listens, `edge.listen`), so that no router on the way caps it first; it
+/// publishes with blocking congestion control, so that every fragment is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_gib_message_on_a_robots_key_is_dropped_as_it_arrives() {
+    use lop_msgs::protocol::{DEFAULT_MAX_FRAME_LEN, Welcome};
+    let _heavy = crate::HEAVY.lock().await;
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let cap = DEFAULT_MAX_FRAME_LEN as usize + 4096;
+    let robot = ZenohConfig { max_message_bytes: Some(cap), ..ZenohConfig::peer(vec![endpoint.clone()], Vec::new()) };
+    let robot_session = robot.open().await.unwrap();
+    let (_tx, mut rx) = lop_runtime::zenoh_link::robot_link(&robot_session, "victim").await.unwrap();
+    let hostile = ZenohConfig::peer(Vec::new(), vec![endpoint]).open().await.unwrap();
+    let down = SessionKeys::single().down("victim").unwrap();
+    let publisher = hostile.declare_publisher(down).congestion_control(zenoh::qos::CongestionControl::Block).await.unwrap();
+    // Until the peer hears the robot's subscriber: a probe frame arrives.
+    let probe = Frame::Welcome(Welcome { server_profile_hash: Digest([4; 32]), table_hash: Digest([5; 32]), server_profile: Vec::new() })
+        .encode()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        publisher.put(probe.clone()).await.unwrap();
+        if let Ok(got) = tokio::time::timeout(Duration::from_millis(200), lop_runtime::LinkRx::recv(&mut rx)).await {
+            assert_eq!(got.unwrap().unwrap(), probe);
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the peer never reached the robot");
+    }
+    let before = rss_bytes();
+    // Zero pages: the sender's 1 GiB is not resident, only read.
+    publisher.put(vec![0u8; 1 << 30]).await.unwrap();
+    publisher.put(probe.clone()).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(60), lop_runtime::LinkRx::recv(&mut rx)).await.expect("the small frame");
+    let next = next.unwrap().unwrap();
+    assert_eq!(next.len(), probe.len(), "the first frame after the 1 GiB one is the small frame: the large one was dropped");
+    let grown = rss_bytes().saturating_sub(before);
+    assert!(grown < 512 << 20, "the robot's memory grew by {} MiB for a message it dropped", grown >> 20);
+    eprintln!("1 GiB on the robot's key: dropped, memory grew by {} MiB (cap {} MiB)", grown >> 20, cap >> 20);
+}
