@@ -192,21 +192,20 @@ enum End {
 /// The restart intervals of scan data `scan`: the byte ranges between markers, which must be
 /// RST0, RST1, ... in sequence.
 fn intervals(scan: &[u8], end: End) -> Result<Vec<Range<usize>>, CodecError> {
-    let (mut out, mut start, mut i) = (Vec::new(), 0, 0);
-    while i < scan.len() {
-        if scan[i] != 0xFF {
-            i += 1;
-            continue;
-        }
+    let (mut out, mut start, mut from) = (Vec::new(), 0, 0);
+    // Entropy-coded data holds 0xFF only as a stuffed FF00 or before a marker: jump between them.
+    while let Some(k) = memchr::memchr(0xFF, &scan[from..]) {
+        let i = from + k;
+        from = i + 2;
         match scan.get(i + 1) {
-            Some(0x00) => i += 2,
+            Some(0x00) => {}
             Some(&m @ 0xD0..=0xD7) => {
                 let want = 0xD0 + (out.len() % 8) as u8;
                 if m != want {
                     return Err(corrupt(format!("restart marker RST{} where RST{} belongs", m - 0xD0, want - 0xD0)));
                 }
                 out.push(start..i);
-                (start, i) = (i + 2, i + 2);
+                start = i + 2;
             }
             Some(0xD9) if end == End::AtEndOfImage => {
                 out.push(start..i);
