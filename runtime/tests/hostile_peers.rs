@@ -211,8 +211,11 @@ async fn a_flooding_robot_is_rate_limited_and_another_robot_keeps_its_latency() 
     // The spammer's Hellos were refused (rate-limited at the key, or rejected as a bad profile).
     assert!(counts.rejected > 0, "{counts:?}");
     // A loose bound: the measured ratio is printed above (a timing, on 2 cores that the
-    // attacker's own publishing shares); this only catches a flood that starves the victim.
-    assert!(m_attacked < 2.5 * m_alone, "the victim's median went from {m_alone:.3} s to {m_attacked:.3} s");
+    // attacker's own publishing shares); this only catches a flood that starves the victim. It is
+    // held against the slower of the victim alone and beside the same flood sent to the decoy,
+    // which measures what the flood costs this machine whatever the edge does.
+    let base = m_alone.max(m_decoyed);
+    assert!(m_attacked < 2.5 * base, "the victim's median went from {base:.3} s (alone or beside the decoy flood) to {m_attacked:.3} s");
     for session in [victim_session, attacker_session, spammer_session, decoy_client, decoy, edge_session] {
         session.close().await.unwrap();
     }
