@@ -264,6 +264,18 @@ pub struct EncodeOptions {
 /// [`CodecError::Quality`] for a quality outside 1-100; [`CodecError::Encode`] for pixels of the
 /// wrong length, or a size the format cannot hold (65535 pixels a side).
 pub fn encode(data: &[u8], width: usize, height: usize, pixels: Pixels, options: EncodeOptions) -> Result<Vec<u8>, CodecError> {
+    encode_with(data, (width, height), pixels, options, |_| Ok(()))
+}
+
+/// [`encode`], with `also` setting more of the compressor's parameters last (the tests make
+/// arithmetic-coded JPEGs with it, as some encoders write).
+fn encode_with(
+    data: &[u8],
+    (width, height): (usize, usize),
+    pixels: Pixels,
+    options: EncodeOptions,
+    also: impl FnOnce(&mut Handle) -> Result<(), CodecError>,
+) -> Result<Vec<u8>, CodecError> {
     if !(1..=100).contains(&options.quality) {
         return Err(CodecError::Quality(i64::from(options.quality)));
     }
@@ -287,6 +299,7 @@ pub fn encode(data: &[u8], width: usize, height: usize, pixels: Pixels, options:
         c.set(tj::TJPARAM_TJPARAM_PROGRESSIVE, 0)?;
         c.set(tj::TJPARAM_TJPARAM_ARITHMETIC, 0)?;
         c.set(tj::TJPARAM_TJPARAM_RESTARTROWS, i32::from(options.restart_rows))?;
+        also(c)?;
         // Into a buffer of the library's worst-case size, so that it never reallocates ours.
         c.set(tj::TJPARAM_TJPARAM_NOREALLOC, 1)?;
         // SAFETY: pure arithmetic on its arguments.
@@ -305,4 +318,30 @@ pub fn encode(data: &[u8], width: usize, height: usize, pixels: Pixels, options:
         out.truncate(usize::try_from(size).unwrap_or(0).min(bound));
         Ok(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// An arithmetic-coded JPEG (legal, rare from cameras) is read as such and decodes to the very
+    /// pixels of the Huffman-coded JPEG of the same frame: the entropy coding is lossless, the
+    /// quantised coefficients are the same. A camera that writes one is served, as one message.
+    #[test]
+    fn an_arithmetic_coded_jpeg_decodes_to_the_huffman_ones_pixels() {
+        let (w, h) = (64, 48);
+        let frame: Vec<u8> = (0..w * h * 3).map(|i| (((i % (w * 3)) * 3 + (i / (w * 3)) * 5 + (i * 7919) % 13) % 256) as u8).collect();
+        let options = EncodeOptions { quality: 85, subsampling: tj::TJSAMP_TJSAMP_420, restart_rows: 0 };
+        let huffman = encode(&frame, w, h, Pixels::Rgb, options).unwrap();
+        let arithmetic = encode_with(&frame, (w, h), Pixels::Rgb, options, |c| c.set(tj::TJPARAM_TJPARAM_ARITHMETIC, 1)).unwrap();
+        assert_ne!(huffman, arithmetic);
+        assert!(header(&arithmetic).unwrap().arithmetic && !header(&huffman).unwrap().arithmetic);
+        let any = |_: &Header| Ok(());
+        let (_, a) = decode(&arithmetic, Pixels::Rgb, any).unwrap();
+        let (_, b) = decode(&huffman, Pixels::Rgb, any).unwrap();
+        assert_eq!(a, b);
+        // Cut short, it is refused like any truncated scan.
+        assert!(decode(&arithmetic[..arithmetic.len() / 2], Pixels::Rgb, any).is_err());
+    }
 }
