@@ -194,6 +194,13 @@ mod tests {
         b.build().unwrap()
     }
 
+    /// The robot's side of [`graph`] holding [`frame`] as its input.
+    fn robot_holding_frame(g: &lop::Graph) -> (GraphMeta, SideExec<'_>) {
+        let mut exec = SideExec::new(g, lop::Side::Robot);
+        exec.insert(0, 0..40, frame()).unwrap();
+        (GraphMeta::of(g), exec)
+    }
+
     /// A photograph-like frame: gradients, an edge and a little texture.
     fn frame() -> Tensor {
         let v: Vec<u8> = (0..3 * 40 * 24)
@@ -266,9 +273,7 @@ mod tests {
     #[test]
     fn jpeg_bands_cost_the_frames_one_jpeg() {
         let g = graph();
-        let meta = GraphMeta::of(&g);
-        let mut exec = SideExec::new(&g, lop::Side::Robot);
-        exec.insert(0, 0..40, frame()).unwrap();
+        let (meta, mut exec) = robot_holding_frame(&g);
         let image = Image { channels: 3, width: 24, height: 40 };
         let planar: Vec<u8> = Vec::<u8>::try_from(frame().flatten(0, -1)).unwrap();
         let codec = FrameCodec::Jpeg { quality: 90 };
@@ -288,9 +293,7 @@ mod tests {
     #[test]
     fn other_pixels_are_refused() {
         let g = graph();
-        let meta = GraphMeta::of(&g);
-        let mut exec = SideExec::new(&g, lop::Side::Robot);
-        exec.insert(0, 0..40, frame()).unwrap();
+        let (meta, mut exec) = robot_holding_frame(&g);
         let bytes = encode_coded_band(&mut exec, &meta, 1, (0, &(0..16)), FrameCodec::Lossless, None).unwrap();
         let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&bytes).unwrap();
         let mut wrong = payload.to_vec();
