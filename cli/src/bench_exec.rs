@@ -87,6 +87,46 @@ fn time_kinds(graph: &Graph, inputs: &[tch::Tensor], runs: usize, bands: usize) 
     Ok(kinds)
 }
 
+/// Milliseconds one convolution call costs when it has almost nothing to compute (16 channels,
+/// one pixel, 1x1), in `layout`, median of 200 timed calls after 20 untimed: libtorch's fixed
+/// cost per kernel call (oneDNN's primitive set-up, dispatch, the output's allocation), which
+/// every extra band of every convolution pays again.
+fn conv_call_floor_ms(layout: lop::graph::Layout) -> anyhow::Result<f64> {
+    use lop::graph::{DType, GraphBuilder};
+    use lop::ops::{Conv, Op};
+    let mut b = GraphBuilder::new("call floor");
+    let x = b.input("x", vec![1, 16, 1, 1], DType::F32);
+    let weight = tch::Tensor::randn([16, 16, 1, 1], (tch::Kind::Float, tch::Device::Cpu));
+    let conv = b.add("conv", Op::Conv(Conv::same2d(weight)), &[x])?;
+    b.output(conv);
+    let mut graph = b.build()?;
+    graph.set_layout(layout)?;
+    let input = [tch::Tensor::randn([1, 16, 1, 1], (tch::Kind::Float, tch::Device::Cpu))];
+    let mut times = Vec::with_capacity(200);
+    for i in 0..220 {
+        let (_, seconds) = run_whole_timed(&graph, &input)?;
+        if i >= 20 {
+            times.push(seconds[conv] * 1e3);
+        }
+    }
+    Ok(median(times))
+}
+
+/// What the fixed cost per call alone adds when every op runs in `bands` bands: the floor of the
+/// banded run over the whole one, counting only the convolutions' extra calls.
+struct CallFloor {
+    conv_ms: f64,
+    convs: usize,
+    ratio: f64,
+}
+
+fn call_floor(graph: &Graph, layout: lop::graph::Layout, bands: usize, whole_ms: f64) -> anyhow::Result<CallFloor> {
+    let conv_ms = conv_call_floor_ms(layout)?;
+    let convs = graph.nodes.iter().filter(|n| matches!(n.op, lop::ops::Op::Conv(_)) && n.info.row_axis.is_some()).count();
+    let extra = (bands.saturating_sub(1) * convs) as f64 * conv_ms;
+    Ok(CallFloor { conv_ms, convs, ratio: (whole_ms + extra) / whole_ms })
+}
+
 /// The median of `v` (NaN when empty).
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -142,6 +182,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     let ratio = banded_ms / whole_ms;
     let chunked_ratio = chunked_ms / whole_ms;
     let packing = graph.packing_stats();
+    let floor = call_floor(&graph, graph.layout(), args.bands, whole_ms)?;
     if args.json {
         let kinds: Vec<serde_json::Value> = kinds
             .iter()
@@ -154,11 +195,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
             "whole_peak_bytes": whole_run.peak_bytes, "split_peak_bytes": even.peak_bytes,
             "runs": args.runs, "threads": tch::get_num_threads(),
             "packing": {"shapes": packing.shapes, "formats": packing.formats, "plain_calls": packing.plain_calls},
+            "conv_call_floor_ms": floor.conv_ms, "banded_convs": floor.convs, "chunked_floor_ratio": floor.ratio,
         });
         println!("{v}");
     } else {
         println!("{} ({layout}): whole {whole_ms:.2} ms, one-band executor {banded_ms:.2} ms, ratio {ratio:.3}", graph.name);
         println!("every op in {} bands: {chunked_ms:.2} ms, ratio {chunked_ratio:.3}", args.bands);
+        println!(
+            "a convolution call costs at least {:.1} us (16 channels, one pixel): {} convolutions x {} extra bands set the banded ratio's floor at {:.3}",
+            floor.conv_ms * 1e3,
+            floor.convs,
+            args.bands.saturating_sub(1),
+            floor.ratio
+        );
         println!(
             "prepacked convolution weights: {} input shapes, {} packed copies, {} calls on libtorch's plain path",
             packing.shapes, packing.formats, packing.plain_calls

@@ -147,8 +147,9 @@ fn bench_exec_json_has_the_contract_keys() {
     assert!(ratio > 0.0 && ratio.is_finite());
 }
 
-/// `--layout`, `--bands` and `--kinds`: the layout run, the banded run's ratio, and a time per op
-/// kind for each of the model's kinds, with the ops of each kind counted.
+/// `--layout`, `--bands` and `--kinds`: the layout run, the banded run's ratio, a time per op
+/// kind for each of the model's kinds, with the ops of each kind counted, and the floor the
+/// convolutions' call cost sets on the banded ratio.
 #[test]
 fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
     let args = ["bench-exec", "zoo:resnet18@64x64", "--runs", "3", "--warmup", "1", "--bands", "4", "--kinds", "--json"];
@@ -166,6 +167,13 @@ fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
     // Counts, not times: a loaded machine moves times, never how many convolutions resnet18 has.
     let convs = kinds.iter().find(|k| k["kind"] == "Conv").and_then(|k| k["ops"].as_u64());
     assert_eq!(convs, Some(20), "{v}");
+    // The call-cost floor: every one of the 20 convolutions makes 3 more calls in 4 bands, each
+    // costing the measured floor, so the floor ratio is 1 + 60 x floor / whole.
+    assert_eq!(v["banded_convs"].as_u64(), Some(20), "{v}");
+    let (call, whole) = (v["conv_call_floor_ms"].as_f64().expect("floor"), v["whole_ms"].as_f64().expect("whole"));
+    assert!(call > 0.0 && call < whole, "{v}");
+    let floor = v["chunked_floor_ratio"].as_f64().expect("floor ratio");
+    assert!((floor - (1.0 + 60.0 * call / whole)).abs() < 1e-9, "{v}");
     assert!(kinds.iter().all(|k| k["ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms.is_finite())), "{v}");
     assert!(kinds.iter().all(|k| k["banded_kernel_ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms.is_finite())), "{v}");
     // Every convolution packed; bands of new heights shared or added packings, none fell to the

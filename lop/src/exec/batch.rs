@@ -1,6 +1,7 @@
 //! A whole model run on one side for several samples at once, every local op in row bands: what
 //! an edge does when it batches the inferences of several robots ([`SideExec::batched`]), without
-//! a link. `lop bench-batch` times it against the same samples one by one.
+//! a link. `lop bench-batch` times it against the same samples one by one, and `lop bench-exec`
+//! times it with one sample against a whole run.
 
 use super::SideExec;
 use crate::error::{Error, Result};
@@ -31,6 +32,7 @@ pub fn run_batched(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Resu
             .map_err(|source| Error::TorchContext { context: format!("stacking input '{}'", graph.nodes[id].name), source })?;
         side.insert(id, 0..graph.nodes[id].info.rows(), stacked)?;
     }
+    let last_use = super::last_uses(graph);
     for (id, n) in graph.nodes.iter().enumerate() {
         if matches!(n.op, Op::Input | Op::Constant(_)) {
             continue;
@@ -42,6 +44,13 @@ pub fn run_batched(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Resu
                 }
             }
             None => side.compute_and_store(id, &(0..1), 1)?,
+        }
+        // Freed after their last reader, as a whole run and the runtime's sides free them: held
+        // to the end, every output would land in memory fresh from the system.
+        for &i in &n.inputs {
+            if last_use[i] == id {
+                side.release(i);
+            }
         }
     }
     graph.outputs.iter().map(|&o| side.extract(o, &(0..graph.nodes[o].info.rows().max(1)))).collect()

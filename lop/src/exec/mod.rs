@@ -49,6 +49,16 @@ pub fn check_inputs(graph: &Graph, inputs: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
+/// For every node, the last node that reads it (`usize::MAX` for graph outputs and values no
+/// node reads): where a run may free it.
+pub(crate) fn last_uses(graph: &Graph) -> Vec<usize> {
+    let mut last: Vec<usize> = graph.consumers().iter().map(|c| c.last().copied().unwrap_or(usize::MAX)).collect();
+    for &o in &graph.outputs {
+        last[o] = usize::MAX;
+    }
+    last
+}
+
 /// Bytes of a tensor's elements.
 pub(crate) fn tensor_bytes(t: &Tensor) -> usize {
     t.numel() * t.kind().elt_size_in_bytes()

@@ -39,11 +39,7 @@ pub fn run_split(graph: &Graph, plan: &Plan, inputs: &[Tensor]) -> Result<SplitR
     for (&id, t) in graph.inputs().iter().zip(inputs) {
         robot.insert(id, 0..graph.nodes[id].info.rows(), t.shallow_clone())?;
     }
-    let consumers = graph.consumers();
-    let mut last_use: Vec<usize> = consumers.iter().map(|c| c.last().copied().unwrap_or(usize::MAX)).collect();
-    for &o in &graph.outputs {
-        last_use[o] = usize::MAX;
-    }
+    let last_use = super::last_uses(graph);
     let mut peak_live = 0usize;
     for id in 0..graph.nodes.len() {
         if matches!(graph.nodes[id].op, Op::Input | Op::Constant(_)) {

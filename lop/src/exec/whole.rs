@@ -89,14 +89,7 @@ fn run_whole_with(
 ) -> Result<WholeRun> {
     check_inputs(graph, inputs)?;
     let _guard = tch::no_grad_guard();
-    let consumers = graph.consumers();
-    let mut last_use = vec![0usize; graph.nodes.len()];
-    for (id, cs) in consumers.iter().enumerate() {
-        last_use[id] = cs.last().copied().unwrap_or(usize::MAX);
-    }
-    for &o in &graph.outputs {
-        last_use[o] = usize::MAX;
-    }
+    let last_use = super::last_uses(graph);
     let mut values: Vec<Option<Tensor>> = (0..graph.nodes.len()).map(|_| None).collect();
     let (mut live, mut peak) = (0usize, 0usize);
     let mut next_input = inputs.iter();
