@@ -87,44 +87,51 @@ fn time_kinds(graph: &Graph, inputs: &[tch::Tensor], runs: usize, bands: usize) 
     Ok(kinds)
 }
 
-/// Milliseconds one convolution call costs when it has almost nothing to compute (16 channels,
-/// one pixel, 1x1), in `layout`, median of 200 timed calls after 20 untimed: libtorch's fixed
+/// Milliseconds one call of `op` costs when it has almost nothing to compute (its input
+/// `shape`, one pixel), in `layout`, median of 200 timed calls after 20 untimed: libtorch's fixed
 /// cost per kernel call (oneDNN's primitive set-up, dispatch, the output's allocation), which
-/// every extra band of every convolution pays again.
-fn conv_call_floor_ms(layout: lop::graph::Layout) -> anyhow::Result<f64> {
+/// every extra band of every such op pays again.
+fn call_cost_ms(op: lop::ops::Op, shape: Vec<usize>, layout: lop::graph::Layout) -> anyhow::Result<f64> {
     use lop::graph::{DType, GraphBuilder};
-    use lop::ops::{Conv, Op};
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     let mut b = GraphBuilder::new("call floor");
-    let x = b.input("x", vec![1, 16, 1, 1], DType::F32);
-    let weight = tch::Tensor::randn([16, 16, 1, 1], (tch::Kind::Float, tch::Device::Cpu));
-    let conv = b.add("conv", Op::Conv(Conv::same2d(weight)), &[x])?;
-    b.output(conv);
+    let x = b.input("x", shape, DType::F32);
+    let id = b.add("op", op, &[x])?;
+    b.output(id);
     let mut graph = b.build()?;
     graph.set_layout(layout)?;
-    let input = [tch::Tensor::randn([1, 16, 1, 1], (tch::Kind::Float, tch::Device::Cpu))];
+    let input = [tch::Tensor::randn(dims.as_slice(), (tch::Kind::Float, tch::Device::Cpu))];
     let mut times = Vec::with_capacity(200);
     for i in 0..220 {
         let (_, seconds) = run_whole_timed(&graph, &input)?;
         if i >= 20 {
-            times.push(seconds[conv] * 1e3);
+            times.push(seconds[id] * 1e3);
         }
     }
     Ok(median(times))
 }
 
 /// What the fixed cost per call alone adds when every op runs in `bands` bands: the floor of the
-/// banded run over the whole one, counting only the convolutions' extra calls.
+/// banded run over the whole one, counting only the extra calls of the convolutions (16 channels,
+/// 1x1, one pixel) and linear layers (16 features, one row) with a row axis.
 struct CallFloor {
     conv_ms: f64,
     convs: usize,
+    linear_ms: f64,
+    linears: usize,
     ratio: f64,
 }
 
 fn call_floor(graph: &Graph, layout: lop::graph::Layout, bands: usize, whole_ms: f64) -> anyhow::Result<CallFloor> {
-    let conv_ms = conv_call_floor_ms(layout)?;
-    let convs = graph.nodes.iter().filter(|n| matches!(n.op, lop::ops::Op::Conv(_)) && n.info.row_axis.is_some()).count();
-    let extra = (bands.saturating_sub(1) * convs) as f64 * conv_ms;
-    Ok(CallFloor { conv_ms, convs, ratio: (whole_ms + extra) / whole_ms })
+    use lop::ops::{Conv, Op};
+    let weight = || tch::Tensor::randn([16, 16], (tch::Kind::Float, tch::Device::Cpu));
+    let conv_ms = call_cost_ms(Op::Conv(Conv::same2d(weight().reshape([16, 16, 1, 1]))), vec![1, 16, 1, 1], layout)?;
+    let linear_ms = call_cost_ms(Op::Linear { weight: weight(), bias: None }, vec![1, 1, 1, 16], layout)?;
+    let banded = |f: fn(&Op) -> bool| graph.nodes.iter().filter(|n| f(&n.op) && n.info.row_axis.is_some()).count();
+    let convs = banded(|op| matches!(op, Op::Conv(_)));
+    let linears = banded(|op| matches!(op, Op::Linear { .. }));
+    let extra = bands.saturating_sub(1) as f64 * (convs as f64 * conv_ms + linears as f64 * linear_ms);
+    Ok(CallFloor { conv_ms, convs, linear_ms, linears, ratio: (whole_ms + extra) / whole_ms })
 }
 
 /// The median of `v` (NaN when empty).
@@ -195,16 +202,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
             "whole_peak_bytes": whole_run.peak_bytes, "split_peak_bytes": even.peak_bytes,
             "runs": args.runs, "threads": tch::get_num_threads(),
             "packing": {"shapes": packing.shapes, "formats": packing.formats, "plain_calls": packing.plain_calls},
-            "conv_call_floor_ms": floor.conv_ms, "banded_convs": floor.convs, "chunked_floor_ratio": floor.ratio,
+            "conv_call_floor_ms": floor.conv_ms, "banded_convs": floor.convs,
+            "linear_call_floor_ms": floor.linear_ms, "banded_linears": floor.linears, "chunked_floor_ratio": floor.ratio,
         });
         println!("{v}");
     } else {
         println!("{} ({layout}): whole {whole_ms:.2} ms, one-band executor {banded_ms:.2} ms, ratio {ratio:.3}", graph.name);
         println!("every op in {} bands: {chunked_ms:.2} ms, ratio {chunked_ratio:.3}", args.bands);
         println!(
-            "a convolution call costs at least {:.1} us (16 channels, one pixel): {} convolutions x {} extra bands set the banded ratio's floor at {:.3}",
+            "a call costs at least {:.1} us per convolution, {:.1} us per linear layer (16 channels, one pixel): {} convolutions and {} linear layers x {} extra bands set the banded ratio's floor at {:.3}",
             floor.conv_ms * 1e3,
+            floor.linear_ms * 1e3,
             floor.convs,
+            floor.linears,
             args.bands.saturating_sub(1),
             floor.ratio
         );
