@@ -146,6 +146,7 @@ def main() -> int:
                     "lop_banded_ms": v["chunked_ms"], "bands": v["bands"], "ort_ms": ort_ms,
                     "whole_over_ort": v["whole_ms"] / ort_ms, "banded_over_whole": v["chunked_ratio"],
                     "lop_families_ms": v["families"], "ort_families_ms": ort_fams,
+                    "banded_floor": v["chunked_floor_ratio"],
                 })
     out = sys.stderr if args.json == "-" else sys.stdout
     print(f"{'model':<16}{'thr':>4} {'layout':<14}{'lop ms':>9}{'banded ms':>11}{'ort ms':>9}{'lop/ort':>9}{'band/whole':>11}", file=out)

@@ -164,15 +164,18 @@ def render_codecs(r):
 
 def render_engine(r):
     """scripts/against_onnxruntime.py --json -: lop's engine beside onnxruntime, per model,
-    thread count and layout, then where the time goes in each model's faster layout."""
+    thread count and layout (with the floor that the convolutions' and linear layers' fixed cost
+    per call sets on the banded ratio, `lop bench-exec`'s `chunked_floor_ratio`), then where the
+    time goes in each model's faster layout."""
     v = r["result"]
     rows = [[f"`{x['model']}`", x["threads"], x["layout"], num(x["lop_whole_ms"], ".1f"), num(x["lop_banded_ms"], ".1f"),
-             num(x["ort_ms"], ".1f"), num(x["whole_over_ort"], ".2f"), num(x["banded_over_whole"], ".2f")]
+             num(x["ort_ms"], ".1f"), num(x["whole_over_ort"], ".2f"), num(x["banded_over_whole"], ".2f"),
+             num(x["banded_floor"], ".2f") if "banded_floor" in x else "-"]
             for x in v["rows"]]
     out = [f"Median of {v['runs']} runs after {v['warmup']} warm-up runs each; onnxruntime {v['onnxruntime']} (CPU "
            f"provider, all graph optimisations); bands: every op in {v['rows'][0]['bands'] if v['rows'] else '-'} row bands.", ""]
     out += table(["model", "threads", "layout", "lop whole ms", "lop banded ms", "onnxruntime ms", "lop / onnxruntime",
-                  "banded / whole"], rows)
+                  "banded / whole", "call-cost floor of banded / whole"], rows)
     best = {}
     for x in v["rows"]:
         key = (x["model"], x["threads"])

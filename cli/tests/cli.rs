@@ -149,7 +149,7 @@ fn bench_exec_json_has_the_contract_keys() {
 
 /// `--layout`, `--bands` and `--kinds`: the layout run, the banded run's ratio, a time per op
 /// kind for each of the model's kinds, with the ops of each kind counted, and the floor the
-/// convolutions' call cost sets on the banded ratio.
+/// convolutions' and linear layers' call cost sets on the banded ratio.
 #[test]
 fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
     let args = ["bench-exec", "zoo:resnet18@64x64", "--runs", "3", "--warmup", "1", "--bands", "4", "--kinds", "--json"];

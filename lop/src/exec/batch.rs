@@ -18,6 +18,11 @@ use tch::Tensor;
 /// [`Error::Input`] for no samples, zero bands, inputs that do not fit the graph, or a graph
 /// that cannot carry a batch; libtorch errors naming the node.
 pub fn run_batched(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Result<Vec<Tensor>> {
+    run_batched_peak(graph, samples, bands).map(|(outputs, _)| outputs)
+}
+
+/// [`run_batched`], also returning the largest number of activation bytes held at once.
+fn run_batched_peak(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Result<(Vec<Tensor>, usize)> {
     if samples.is_empty() || bands == 0 {
         return Err(Error::Input(format!("a batched run needs samples and bands (got {} and {bands})", samples.len())));
     }
@@ -53,5 +58,36 @@ pub fn run_batched(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Resu
             }
         }
     }
-    graph.outputs.iter().map(|&o| side.extract(o, &(0..graph.nodes[o].info.rows().max(1)))).collect()
+    let outputs = graph.outputs.iter().map(|&o| side.extract(o, &(0..graph.nodes[o].info.rows().max(1)))).collect::<Result<_>>()?;
+    Ok((outputs, side.peak_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, GraphBuilder};
+    use crate::ops::Conv;
+    use tch::{Device, Kind};
+
+    /// A chain of four convolutions computed in bands holds at most two values at once (the one
+    /// read and the one written), as a whole run does, not the five it computes; and it still
+    /// equals the whole run.
+    #[test]
+    fn a_banded_run_frees_each_value_after_its_last_reader() {
+        let mut b = GraphBuilder::new("chain");
+        let mut v = b.input("x", vec![1, 4, 16, 16], DType::F32);
+        for k in 0..4 {
+            let w = Tensor::randn([4, 4, 3, 3], (Kind::Float, Device::Cpu));
+            v = b.add(format!("c{k}"), Op::Conv(Conv::same2d(w)), &[v]).expect("conv");
+        }
+        b.output(v);
+        let g = b.build().expect("graph");
+        let input = vec![Tensor::randn([1, 4, 16, 16], (Kind::Float, Device::Cpu))];
+        let (outputs, peak) = run_batched_peak(&g, std::slice::from_ref(&input), 4).expect("banded run");
+        let value_bytes = 4 * 16 * 16 * 4;
+        assert!(peak >= value_bytes && peak <= 2 * value_bytes, "peak {peak} B, one value {value_bytes} B");
+        let whole = crate::exec::run_whole(&g, &input).expect("whole").outputs;
+        let a = crate::exec::agree(&outputs[0], &whole[0], crate::exec::Tolerance::SPLIT).expect("same shape");
+        assert!(a.within, "{a:?}");
+    }
 }
