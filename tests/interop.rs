@@ -222,6 +222,20 @@ fn lidar_sweeps_through_the_r2r_backend_reach_rclpy() {
     check_with("lidar", "rclpy", &[]);
 }
 
+/// A hostile peer the project did not write (`tests/interop/flood.py`: Python `eclipse-zenoh`,
+/// the frame format and the profile hash written anew) sends the real `lop_edge` 1,000 Hellos
+/// with made-up robot ids and valid made-up profiles within 10 s, while `lop_robot`, with a
+/// profile the edge has never seen, starts and streams frames: every frame is answered and exact,
+/// the robot splits during the flood and after it, every made-up Hello is refused as `Planning`
+/// (or welcomed), the edge's RSS grows by at most 64 MiB, and /metrics counts the refusals.
+#[test]
+fn a_flood_of_made_up_hellos_from_a_python_peer_locks_no_robot_out() {
+    let out = check_with("flood", "zenoh", &["--size", "128"]);
+    for what in ["split during the flood", "split after the flood", "made-up Hellos answered", "lop_edge_robot_profiles_refused_total"] {
+        assert!(out.contains(what), "the flood run did not report '{what}':\n{out}");
+    }
+}
+
 #[test]
 fn lidar_sweeps_through_lop_robot_match_the_unsplit_model() {
     check_mode("lidar");

@@ -29,6 +29,7 @@ use lop_msgs::{Digest, Frame};
 use tch::Device;
 use tokio::sync::{broadcast, oneshot, watch};
 
+use crate::build_turns::BuildTurns;
 use crate::error::{Error, Result};
 use crate::exec::worker::Loaded;
 use crate::exec::{
@@ -584,6 +585,7 @@ impl Inner {
             probes: Arc::default(),
             link_refusals: std::sync::Mutex::default(),
             received: std::sync::Mutex::new(ReceivedProfiles::default()),
+            turns: std::sync::Mutex::default(),
             shutting_down: AtomicBool::new(false),
             served: broadcast::channel(SERVED_CHANNEL_CAPACITY).0,
             busy_ns: AtomicU64::new(0),
@@ -812,6 +814,8 @@ struct Inner {
     forwarding: std::sync::OnceLock<Forwarding>,
     /// Robot profiles received in Hellos and remembered, bounded ([`ReceivedProfiles`]).
     received: std::sync::Mutex<ReceivedProfiles>,
+    /// New profiles refused for want of a build slot, waiting their turn ([`BuildTurns`]).
+    turns: std::sync::Mutex<BuildTurns>,
     shutting_down: AtomicBool,
     served: broadcast::Sender<Served>,
     /// Server compute time of every inference so far, nanoseconds.
@@ -1504,12 +1508,12 @@ impl Session {
                     format!("unknown robot profile {} and the Hello carries none", h.robot_profile_hash.to_hex()),
                 );
             }
-            None if self.svc.builds_in_progress() >= MAX_RECEIVED_BUILDS => {
+            None if !self.svc.build_turn(&h.robot_profile_hash.to_hex()) => {
                 self.svc.profiles_refused.fetch_add(1, Ordering::Relaxed);
                 return self.reject(
                     RejectReason::Planning,
                     format!(
-                        "robot profile {} is new and the edge is building {MAX_RECEIVED_BUILDS} schedule table(s) already: retry (run alone meanwhile), or add it to the edge's robot_profiles",
+                        "robot profile {} is new and the edge is building {MAX_RECEIVED_BUILDS} schedule table(s) already, or another new profile has waited longer: retry (run alone meanwhile), or add it to the edge's robot_profiles",
                         h.robot_profile_hash.to_hex()
                     ),
                 );
@@ -1862,6 +1866,14 @@ impl Inner {
     /// profiles folder, or received and not forgotten.
     fn knows_profile(&self, hash: &str) -> bool {
         self.robot_profiles.lock().is_ok_and(|v| v.iter().any(|p| p.hash() == hash)) || self.received.lock().is_ok_and(|r| r.contains(hash))
+    }
+
+    /// Whether a Hello with the new robot profile `hash` may have its table planned now: a build
+    /// slot is free and no other refused profile has waited longer ([`BuildTurns`]).
+    fn build_turn(&self, hash: &str) -> bool {
+        let slot_free = self.builds_in_progress() < MAX_RECEIVED_BUILDS;
+        let mut turns = self.turns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        turns.ask(hash, slot_free, Instant::now())
     }
 
     /// Schedule tables being loaded or planned now.

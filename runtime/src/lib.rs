@@ -59,6 +59,7 @@ pub mod alloc;
 pub mod bandwidth;
 pub mod batch_bench;
 pub mod bench;
+pub mod build_turns;
 pub mod client;
 pub mod edge;
 mod error;

@@ -53,6 +53,11 @@ Modes:
   --mode load    camera at --fps for --duration s (default 30 fps, 60 s) of 640x480 rgb8 frames:
                  RSS of lop_robot at start, middle and end, answered + dropped == sent, ROS-layer
                  latency percentiles. Not part of the CI test.
+  --mode flood   zoo:resnet18 at --size: a hostile Zenoh peer (flood.py) sends lop_edge 1,000
+                 Hellos with made-up robot ids and profiles within 10 s while lop_robot, with a
+                 profile the edge has never seen, starts and streams frames: it splits during
+                 the flood and after it, every frame exact; lop_edge's RSS grows by at most
+                 64 MiB; the refusals are in /metrics.
 
 Exit status 0 when every check passes, 1 on a failed check (the message says which), 2 for a
 setup problem (missing binaries, a process that did not start).
@@ -467,7 +472,9 @@ class Harness:
         self.types = rospeer.MsgTypes()
         self.refs = {}
         self.domain = args.domain
-        self.ros_port, self.edge_port = free_port(), free_port()
+        self.ros_port, self.edge_port, self.metrics_port = free_port(), free_port(), free_port()
+        # The edge's schedule tables, kept between runs; flood mode plans every table anew.
+        self.edge_table_cache = os.path.join(self.work if args.mode == "flood" else self.cache, "edge-tables")
         self.lidar = args.mode == "lidar"
         self.detect = args.mode == "detect"
         # (source, id, task, preprocess, letterbox padding, model input size)
@@ -481,7 +488,9 @@ class Harness:
         # Detect mode: a robot 20x slower than this machine (profile and kernels), so that the plan
         # sends the frame up and only the detections come back. Its profile is this machine's
         # times x 20 (robot_profile): measured with the dilation waits it took 100 s of sleeping.
-        self.dilation = 20.0 if self.detect else 1.0
+        # Flood mode too: a robot as fast as this machine would plan robot-only and never ask
+        # the edge again.
+        self.dilation = 20.0 if self.detect or args.mode == "flood" else 1.0
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -538,6 +547,11 @@ class Harness:
         return (["--task", self.task] if self.task else []) + (["--preprocess", self.preprocess] if self.preprocess else [])
 
     def start(self):
+        self.start_edge()
+        self.start_robot()
+
+    def start_edge(self):
+        """Writes both configurations and starts lop_edge; returns once it is ready."""
         profile = self.robot_profile()
         # First contact with nothing copied: the edge's robot profiles folder stays empty;
         # lop_robot sends its profile in Hello and the edge plans for it.
@@ -553,18 +567,18 @@ class Harness:
                 + (f'    task: "{self.task}"\n    preprocess: "{self.preprocess}"\n' if self.task else "")
                 + f"model_store: {os.path.join(self.work, 'models')}\n"
                 f"robot_profiles: {robots}\n"
-                f"table_cache: {os.path.join(self.cache, 'edge-tables')}\n"
+                f"table_cache: {self.edge_table_cache}\n"
                 f"profile_cache: {os.path.join(self.cache, 'edge-profiles')}\n"
                 f"table:\n  buckets: {buckets}\n"
                 + ("  frame_codec: passthrough\n" if self.compressed else "")
                 +
                 "hello_timeout_s: 60\ntable_wait_s: 60\nshutdown_grace_s: 2\nlog: info\ngpu_energy:\n  enabled: false\n"
-                f"metrics:\n  listen: 127.0.0.1:{free_port()}\n"
+                f"metrics:\n  listen: 127.0.0.1:{self.metrics_port}\n"
             )
-        robot_yaml = os.path.join(self.work, "robot.yaml")
+        self.robot_yaml = robot_yaml = os.path.join(self.work, "robot.yaml")
         input_kind = "lidar" if self.lidar else "camera"
         # rclpy mode: the RMW (Fast DDS) finds the nodes; the domain comes from ROS_DOMAIN_ID.
-        ros_session = (
+        self.ros_session = ros_session = (
             ""
             if self.rclpy
             else f'    domain_id: {self.domain}\n    router_endpoint: "tcp/127.0.0.1:{self.ros_port}"\n    embedded_router: true\n'
@@ -587,7 +601,7 @@ class Harness:
                 # Compressed mode: the whole frame to the edge, as the camera's own JPEG.
                 + ('      frame_codec: "passthrough"\n    method: "server-only"\n' if self.compressed else "")
                 +
-                f'    cache_dir: "{os.path.join(self.cache, "robot-tables")}"\n'
+                f'    cache_dir: "{os.path.join(self.work if self.args.mode == "flood" else self.cache, "robot-tables")}"\n'
                 f'    input: "{input_kind}"\n'
                 f'    image:\n      fit: "letterbox"\n      pad: {self.pad}\n'
                 + ('      transport: "compressed"\n' if self.compressed else "")
@@ -607,6 +621,13 @@ class Harness:
         if edge.wait_for(r"lop_edge ready", self.args.start_timeout) is None:
             raise SetupFailed(f"lop_edge did not become ready within {self.args.start_timeout} s:\n{edge.tail()}")
         log("lop_edge ready")
+        self.edge = edge
+
+    def start_robot(self, connected=True, on_start=None):
+        """Starts lop_robot (and its side nodes, and the ROS peer); returns once it is ready and,
+        with `connected`, has its edge session up. `on_start` is called once lop_robot's ROS
+        router is up, before it plans its table and says Hello to the edge."""
+        robot_yaml = self.robot_yaml
         # rclpy mode: the camera topic remapped as a launch file would (`--ros-args -r`).
         backend = ["--backend", "r2r"] if self.rclpy else []
         # And in a namespace of its own (`-r __ns:=`): topics stay absolute, services move.
@@ -620,6 +641,10 @@ class Harness:
         )
         self.procs.append(robot)
         self.robot = robot
+        if on_start is not None:
+            if robot.wait_for(r"embedded Zenoh router started", self.args.start_timeout) is None:
+                raise SetupFailed(f"lop_robot did not start its ROS router within {self.args.start_timeout} s:\n{robot.tail()}")
+            on_start()
         if robot.wait_for(r"robot_node::robot: ready\b", self.args.start_timeout) is None:
             raise SetupFailed(f"lop_robot did not become ready within {self.args.start_timeout} s:\n{robot.tail()}")
         if self.args.fleet:
@@ -628,12 +653,14 @@ class Harness:
             if robot.wait_for(r'fleet: edge reporting its load edge="site-gpu-1"', self.args.start_timeout) is None:
                 raise SetupFailed(f"lop_robot did not hear the edge's load reports within {self.args.start_timeout} s:\n{robot.tail()}")
             log("lop_robot ready (fleet mode: site-gpu-1 found by its load reports)")
-        else:
-            connected = robot.grep(r"robot_node::robot: ready\b.*connected=true")
-            check(connected, f"lop_robot is ready but not connected to the edge:\n{robot.tail()}")
+        elif connected:
+            up = robot.grep(r"robot_node::robot: ready\b.*connected=true")
+            check(up, f"lop_robot is ready but not connected to the edge:\n{robot.tail()}")
             log("lop_robot ready (connected to the edge)")
+        else:
+            log("lop_robot ready")
         if self.rclpy and self.args.mode == "camera":
-            self.start_side_nodes(ros_session)
+            self.start_side_nodes(self.ros_session)
         if self.rclpy:
             self.peer = rospeer.RosPeer(None, "interop_peer", self.domain, self.types)
         else:
@@ -1363,7 +1390,7 @@ class Harness:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load"], required=True)
+    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load", "flood"], required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
     ap.add_argument("--ros", choices=["zenoh", "rclpy"], default="zenoh", help="the ROS peer (see Peers above)")
     ap.add_argument("--zenoh-mode", choices=["peer", "client"], default="peer", help="the Zenoh peer's session mode (peer: as rmw_zenoh nodes)")
@@ -1417,9 +1444,14 @@ def main(argv=None):
     status = 0
     try:
         h = Harness(args)
-        h.start()
-        h.check_graph()
-        done = {"camera": h.run_camera, "compressed": h.run_compressed, "lidar": h.run_lidar, "detect": h.run_detect, "load": h.run_load}[args.mode]()
+        if args.mode == "flood":
+            import flood  # noqa: PLC0415 (the hostile peer, flood.py beside this file)
+
+            done = flood.run(h, image_frame, image_to_chw, check, log)
+        else:
+            h.start()
+            h.check_graph()
+            done = {"camera": h.run_camera, "compressed": h.run_compressed, "lidar": h.run_lidar, "detect": h.run_detect, "load": h.run_load}[args.mode]()
         if done and args.show_message:
             _fid, m, _err, _rt, att = done[0]
             print(f"--- /lop/inference as decoded by the Python peer (key {h.results.expected_key}, seq {att[0]}):")
