@@ -122,6 +122,8 @@ def decode_reply(b):
     if kind == KIND_WELCOME:
         return ("Welcome", None, "")
     if kind == KIND_REJECT:
+        if len(body) < 3:
+            raise ValueError(f"a Reject body of {len(body)} B")
         (tn,) = struct.unpack("<H", body[1:3])
         return ("Reject", REASONS.get(body[0], f"code {body[0]}"), body[3 : 3 + tn].decode("utf-8", "replace"))
     raise ValueError(f"frame kind {kind}")
@@ -173,7 +175,8 @@ def learn_hello_fields(fl, h, profile, check):
         if reason == "NoTable" and m:
             return dict(fields, dtype=dtype, planner_hash=bytes.fromhex(m.group(1)))
         check(reason == "BadInput" and "dtype" in text, f"probe Hello {probe}: {kind} {reason} '{text}', expected a refusal naming the planner hash")
-    raise AssertionError("unreachable: both input dtypes were refused")
+    check(False, "lop_edge refused the probe Hellos' input dtype, uint8 and float32 both")
+    return None
 
 
 def rss_sampler(proc, stop, out):
@@ -288,7 +291,7 @@ def stream_through(h, image_frame, image_to_chw, sender, timing, enough, check, 
             split_after += 1
         else:
             alone += 1
-        if split and (split_during + split_after == 1 or not during and split_after == 1):
+        if split and ((during and split_during == 1) or (not during and split_after == 1)):
             when = "during" if during else "after"
             log(f"flood: frame flood_{i} split {when} the flood: method {m.method}, {m.bytes_up} B up / {m.bytes_down} B down, max rel err {err:.2e}")
         if not during and split_after >= 3:
