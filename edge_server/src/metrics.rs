@@ -9,6 +9,12 @@
 //!   overloaded or late, forwarded and cancelled, warm and busy replicas; Hellos refused by
 //!   reason; frames dropped by reason; open sessions; table builds in progress and the oldest
 //!   one's seconds.
+//! - Read from NVML at each scrape, per GPU: utilisation, memory, power and energy.
+//!
+//! Every family's name, help, kind and label keys are written once, in [`families`];
+//! [`exported_families`] lists them all, for the dashboard and alerting rules under `deploy/`.
+
+pub mod families;
 
 use std::sync::{Arc, OnceLock};
 
@@ -16,11 +22,12 @@ use lop_power::nvml::{GpuGaugeReading, GpuGauges};
 use lop_runtime::edge::{EdgeService, Served};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
-use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+pub use families::{Desc, Kind};
 
 /// A served inference's labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -77,35 +84,28 @@ impl Metrics {
     /// The registry with every family registered; the service's own figures appear once
     /// [`Metrics::attach`] gives it.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("lop_edge");
+        use families as f;
+        let mut registry = Registry::with_prefix(f::PREFIX);
         let inferences = Family::<Outcome, Counter>::default();
-        registry.register("inferences", "Inferences the edge served, by model and how they ended", inferences.clone());
+        registry.register(f::INFERENCES.name, f::INFERENCES.help, inferences.clone());
         let bytes_in = Family::<ModelLabel, Counter>::default();
-        registry.register("received_bytes", "Band bytes received for served inferences", bytes_in.clone());
+        registry.register(f::RECEIVED_BYTES.name, f::RECEIVED_BYTES.help, bytes_in.clone());
         let bytes_out = Family::<ModelLabel, Counter>::default();
-        registry.register("sent_bytes", "Band bytes sent for served inferences", bytes_out.clone());
-        let hist = |registry: &mut Registry, name: &str, help: &str| {
-            let f: Seconds = Family::new_with_constructor(seconds);
-            registry.register(name, help, f.clone());
-            f
+        registry.register(f::SENT_BYTES.name, f::SENT_BYTES.help, bytes_out.clone());
+        let hist = |registry: &mut Registry, d: &Desc| {
+            let h: Seconds = Family::new_with_constructor(seconds);
+            registry.register(d.name, d.help, h.clone());
+            h
         };
-        let inference_s = hist(&mut registry, "inference_seconds", "A served inference as the edge saw it: its Start to its end");
-        let compute_s = hist(&mut registry, "compute_seconds", "Seconds the server computed a served inference's chunks");
-        let queue_s = hist(&mut registry, "queue_seconds", "Seconds a served inference waited for its replica (and the edge's overhead)");
-        let upload_s = hist(&mut registry, "upload_seconds", "Seconds from a served inference's Start to its last band's arrival");
-        let download_s = hist(
-            &mut registry,
-            "download_seconds",
-            "Seconds from a served inference's first result band out to its end (its download as the edge sees it)",
-        );
+        let inference_s = hist(&mut registry, &f::INFERENCE_SECONDS);
+        let compute_s = hist(&mut registry, &f::COMPUTE_SECONDS);
+        let queue_s = hist(&mut registry, &f::QUEUE_SECONDS);
+        let upload_s = hist(&mut registry, &f::UPLOAD_SECONDS);
+        let download_s = hist(&mut registry, &f::DOWNLOAD_SECONDS);
         let batch: Family<ModelLabel, Histogram, fn() -> Histogram> = Family::new_with_constructor(batch_sizes);
-        registry.register(
-            "batch_size",
-            "Inferences computed together in the batch each served inference ran in (Triton's inference count over execution count)",
-            batch.clone(),
-        );
+        registry.register(f::BATCH_SIZE.name, f::BATCH_SIZE.help, batch.clone());
         let device_inferences = Family::<[(&'static str, String); 1], Counter>::default();
-        registry.register("device_inferences", "Inferences the edge served, by the device that computed them", device_inferences.clone());
+        registry.register(f::DEVICE_INFERENCES.name, f::DEVICE_INFERENCES.help, device_inferences.clone());
         let service = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(ServiceCollector { service: service.clone() }));
         let gpus = Arc::new(OnceLock::new());
@@ -240,25 +240,39 @@ struct GpuCollector {
     gpus: Arc<OnceLock<Vec<(String, GpuGauges)>>>,
 }
 
+/// What reads a GPU's figure for one family.
+type GpuRead = fn(&GpuGaugeReading) -> Option<f64>;
+
+/// The GPU families and what each reads, in the order [`GpuCollector`] writes them: the one list
+/// of them ([`exported_families`] takes its families from here).
+fn gpu_readings() -> [(Desc, GpuRead); 5] {
+    use families as f;
+    [
+        (f::GPU_UTILIZATION, |r| Some(r.utilisation)),
+        (f::GPU_MEMORY_USED_BYTES, |r| Some(r.memory_used_bytes as f64)),
+        (f::GPU_MEMORY_TOTAL_BYTES, |r| Some(r.memory_total_bytes as f64)),
+        (f::GPU_POWER_WATTS, |r| r.power_w),
+        (f::GPU_ENERGY_JOULES, |r| r.energy_j),
+    ]
+}
+
+/// Every family `/metrics` may export: those fed per served inference (each once it has a
+/// sample), the service's (once it is attached) and the GPUs' (where NVML answers). The
+/// dashboard and alerting rules under `deploy/` may name only these: `edge_server/tests/deploy.rs`
+/// checks that, and checks this list against a rendered exposition so that the two cannot drift.
+pub fn exported_families() -> Vec<Desc> {
+    families::SERVED.iter().chain(families::SERVICE).copied().chain(gpu_readings().into_iter().map(|(d, _)| d)).collect()
+}
+
 impl Collector for GpuCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let Some(gpus) = self.gpus.get().filter(|g| !g.is_empty()) else { return Ok(()) };
         let readings: Vec<(String, GpuGaugeReading)> = gpus.iter().filter_map(|(n, g)| g.read().map(|r| (n.clone(), r))).collect();
-        let of = |f: &dyn Fn(&GpuGaugeReading) -> Option<f64>| -> Vec<([(&str, String); 1], f64)> {
-            readings.iter().filter_map(|(n, r)| f(r).map(|v| ([("device", n.clone())], v))).collect()
-        };
-        use MetricType::{Counter as C, Gauge as G};
-        family(
-            &mut encoder,
-            "gpu_utilization",
-            "Share of the last sample period a kernel ran on the GPU (NVML)",
-            G,
-            &of(&|r| Some(r.utilisation)),
-        )?;
-        family(&mut encoder, "gpu_memory_used_bytes", "GPU memory in use (NVML)", G, &of(&|r| Some(r.memory_used_bytes as f64)))?;
-        family(&mut encoder, "gpu_memory_total_bytes", "GPU memory in all (NVML)", G, &of(&|r| Some(r.memory_total_bytes as f64)))?;
-        family(&mut encoder, "gpu_power_watts", "GPU power now (NVML)", G, &of(&|r| r.power_w))?;
-        family(&mut encoder, "gpu_energy_joules", "GPU energy counter since the driver loaded (NVML)", C, &of(&|r| r.energy_j))?;
+        for (desc, read) in gpu_readings() {
+            let samples: Vec<([(&str, String); 1], f64)> =
+                readings.iter().filter_map(|(n, r)| read(r).map(|v| ([("device", n.clone())], v))).collect();
+            family(&mut encoder, &desc, &samples)?;
+        }
         Ok(())
     }
 }
@@ -269,89 +283,54 @@ struct ServiceCollector {
     service: Arc<OnceLock<EdgeService>>,
 }
 
-/// Writes one family of `(labels, value)` samples of `kind` (counter or gauge).
-fn family<L: EncodeLabelSet>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    samples: &[(L, f64)],
-) -> Result<(), std::fmt::Error> {
-    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+/// Writes family `d` (a counter or a gauge) with its `(labels, value)` samples.
+fn family<L: EncodeLabelSet>(encoder: &mut DescriptorEncoder, d: &Desc, samples: &[(L, f64)]) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(d.name, d.help, None, d.kind.metric_type())?;
     for (labels, v) in samples {
         let mut m = metric.encode_family(labels)?;
-        match kind {
-            MetricType::Counter => m.encode_counter::<NoLabelSet, _, u64>(&(*v as u64), None)?,
+        match d.kind {
+            Kind::Counter => m.encode_counter::<NoLabelSet, _, u64>(&(*v as u64), None)?,
             _ => m.encode_gauge(v)?,
         }
     }
     Ok(())
 }
 
-/// Writes one unlabelled sample of `kind` (counter or gauge).
-fn single(encoder: &mut DescriptorEncoder, name: &str, help: &str, kind: MetricType, v: f64) -> Result<(), std::fmt::Error> {
-    let mut m = encoder.encode_descriptor(name, help, None, kind)?;
-    match kind {
-        MetricType::Counter => m.encode_counter::<NoLabelSet, _, u64>(&(v as u64), None),
+/// Writes family `d` (a counter or a gauge, without labels) with its one sample.
+fn single(encoder: &mut DescriptorEncoder, d: &Desc, v: f64) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(d.name, d.help, None, d.kind.metric_type())?;
+    match d.kind {
+        Kind::Counter => m.encode_counter::<NoLabelSet, _, u64>(&(v as u64), None),
         _ => m.encode_gauge(&v),
     }
 }
 
 impl Collector for ServiceCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use families as f;
         let Some(svc) = self.service.get() else { return Ok(()) };
         let models = svc.model_stats();
-        let per_model = |f: &dyn Fn(&lop_runtime::edge::ModelStats) -> f64| -> Vec<(ModelLabel, f64)> {
-            models.iter().map(|m| (ModelLabel { model: m.id.clone() }, f(m))).collect()
+        let per_model = |get: &dyn Fn(&lop_runtime::edge::ModelStats) -> f64| -> Vec<(ModelLabel, f64)> {
+            models.iter().map(|m| (ModelLabel { model: m.id.clone() }, get(m))).collect()
         };
-        use MetricType::{Counter as C, Gauge as G};
-        family(
-            &mut encoder,
-            "overloaded",
-            "Inferences refused at once: the queue would miss their deadline",
-            C,
-            &per_model(&|m| m.overloaded as f64),
-        )?;
-        family(&mut encoder, "forwarded", "Inferences forwarded to another edge of the fleet", C, &per_model(&|m| m.forwarded as f64))?;
-        family(&mut encoder, "late", "Forwarded inferences that arrived with too little time left", C, &per_model(&|m| m.late as f64))?;
-        family(
-            &mut encoder,
-            "cancelled",
-            "Inferences the robot cancelled (it finished them itself)",
-            C,
-            &per_model(&|m| m.cancelled as f64),
-        )?;
-        family(
-            &mut encoder,
-            "model_warm",
-            "Whether the model's replicas are loaded (1) or it is cold (0)",
-            G,
-            &per_model(&|m| f64::from(u8::from(m.warm))),
-        )?;
-        family(&mut encoder, "replicas", "Warm replicas of the model", G, &per_model(&|m| m.replicas as f64))?;
-        family(&mut encoder, "replicas_busy", "Replicas with an inference queued or running", G, &per_model(&|m| m.replicas_busy as f64))?;
+        let e = &mut encoder;
+        family(e, &f::OVERLOADED, &per_model(&|m| m.overloaded as f64))?;
+        family(e, &f::FORWARDED, &per_model(&|m| m.forwarded as f64))?;
+        family(e, &f::LATE, &per_model(&|m| m.late as f64))?;
+        family(e, &f::CANCELLED, &per_model(&|m| m.cancelled as f64))?;
+        family(e, &f::MODEL_WARM, &per_model(&|m| f64::from(u8::from(m.warm))))?;
+        family(e, &f::REPLICAS, &per_model(&|m| m.replicas as f64))?;
+        family(e, &f::REPLICAS_BUSY, &per_model(&|m| m.replicas_busy as f64))?;
         let devices = svc.device_loads();
-        let per_device = |f: &dyn Fn(&lop_runtime::edge::DeviceLoad) -> f64| -> Vec<([(&str, String); 1], f64)> {
-            devices.iter().map(|d| ([("device", d.name.clone())], f(d))).collect()
+        let per_device = |get: &dyn Fn(&lop_runtime::edge::DeviceLoad) -> f64| -> Vec<([(&str, String); 1], f64)> {
+            devices.iter().map(|d| ([("device", d.name.clone())], get(d))).collect()
         };
-        family(&mut encoder, "device_replicas", "Warm replicas on the device, every model's", G, &per_device(&|d| d.replicas as f64))?;
-        family(
-            &mut encoder,
-            "device_queued",
-            "Inferences queued or running on the device's replicas",
-            G,
-            &per_device(&|d| d.queued as f64),
-        )?;
-        family(
-            &mut encoder,
-            "device_speed",
-            "The device's speed relative to the first device (measured profiles)",
-            G,
-            &per_device(&|d| d.speed),
-        )?;
+        family(e, &f::DEVICE_REPLICAS, &per_device(&|d| d.replicas as f64))?;
+        family(e, &f::DEVICE_QUEUED, &per_device(&|d| d.queued as f64))?;
+        family(e, &f::DEVICE_SPEED, &per_device(&|d| d.speed))?;
         let rejects: Vec<([(&str, String); 1], f64)> =
             svc.rejects().into_iter().map(|(r, n)| ([("reason", format!("{r:?}").to_lowercase())], n as f64)).collect();
-        family(&mut encoder, "hellos_refused", "Hellos refused, by reason", C, &rejects)?;
+        family(e, &f::HELLOS_REFUSED, &rejects)?;
         let dropped = svc.counts().dropped;
         let drops: Vec<([(&str, String); 1], f64)> = serde_json::to_value(dropped)
             .ok()
@@ -360,57 +339,21 @@ impl Collector for ServiceCollector {
             .flatten()
             .filter_map(|(k, v)| v.as_u64().map(|n| ([("reason", k)], n as f64)))
             .collect();
-        family(&mut encoder, "frames_dropped", "Frames from robots dropped, by reason", C, &drops)?;
+        family(e, &f::FRAMES_DROPPED, &drops)?;
         let c = svc.counts();
-        single(&mut encoder, "sessions_welcomed", "Sessions welcomed", C, c.sessions as f64)?;
-        single(
-            &mut encoder,
-            "robot_profiles_refused",
-            "Hellos with a new robot profile refused while a schedule table was being built (retried by the robot)",
-            C,
-            c.profiles_refused as f64,
-        )?;
-        single(
-            &mut encoder,
-            "robot_profiles_evicted",
-            "Robot profiles received in Hellos and forgotten, to make room or unused for an hour",
-            C,
-            c.profiles_evicted as f64,
-        )?;
-        single(&mut encoder, "probes_answered", "Bandwidth probes answered", C, c.probes_answered as f64)?;
-        single(
-            &mut encoder,
-            "probes_refused",
-            "Bandwidth probes refused: their robot, or all robots together, past the probe budget",
-            C,
-            c.probes_refused as f64,
-        )?;
-        single(
-            &mut encoder,
-            "outbound_refused",
-            "Inferences given up because a result band did not fit their robot's send queue (a robot that stopped reading); the robot finishes each alone",
-            C,
-            c.outbound_refused as f64,
-        )?;
-        single(
-            &mut encoder,
-            "sessions_refused",
-            "Hellos refused before a session was made: sessions open, robot ids or queued bytes past the edge's caps",
-            C,
-            c.sessions_refused as f64,
-        )?;
-        single(&mut encoder, "sessions", "Sessions open now", G, svc.open_sessions() as f64)?;
-        single(&mut encoder, "batches", "Batches of several inferences of one plan run at once", C, c.batches as f64)?;
-        single(&mut encoder, "batched", "Inferences that ran in those batches", C, c.batched as f64)?;
+        single(e, &f::SESSIONS_WELCOMED, c.sessions as f64)?;
+        single(e, &f::ROBOT_PROFILES_REFUSED, c.profiles_refused as f64)?;
+        single(e, &f::ROBOT_PROFILES_EVICTED, c.profiles_evicted as f64)?;
+        single(e, &f::PROBES_ANSWERED, c.probes_answered as f64)?;
+        single(e, &f::PROBES_REFUSED, c.probes_refused as f64)?;
+        single(e, &f::OUTBOUND_REFUSED, c.outbound_refused as f64)?;
+        single(e, &f::SESSIONS_REFUSED, c.sessions_refused as f64)?;
+        single(e, &f::SESSIONS, svc.open_sessions() as f64)?;
+        single(e, &f::BATCHES, c.batches as f64)?;
+        single(e, &f::BATCHED, c.batched as f64)?;
         let (building, oldest) = svc.tables_building();
-        single(&mut encoder, "table_builds", "Schedule tables being loaded or planned now", G, building as f64)?;
-        single(
-            &mut encoder,
-            "table_build_seconds",
-            "Seconds the oldest table build in progress has taken so far (0: none)",
-            G,
-            oldest.as_secs_f64(),
-        )?;
+        single(e, &f::TABLE_BUILDS, building as f64)?;
+        single(e, &f::TABLE_BUILD_SECONDS, oldest.as_secs_f64())?;
         Ok(())
     }
 }

@@ -10,6 +10,7 @@
 mod chaos;
 mod common;
 mod config;
+mod deploy;
 mod fleet;
 mod lop_edge;
 mod operations;
