@@ -1,5 +1,6 @@
 //! Chaos under load (issue 20, part 2, on loopback): a robot streams 30 fps into a `lop_edge`
-//! process; the edge is killed with SIGKILL mid-stream and started again on the same endpoint.
+//! process; the edge is killed with SIGKILL mid-stream and started again on the same endpoint
+//! 3 s later.
 //! Every frame is answered with the unsplit model's output (split with the edge, or by the robot
 //! alone and marked as a fallback), none is lost, and the robot is back on split inference within
 //! 2 s of the new edge being ready. Bounded in frames and time.
@@ -21,6 +22,11 @@ const FPS: u32 = 30;
 /// Stream length: killed at 2 s, started again at once (ready within seconds), then streamed on.
 const FRAMES: u32 = 12 * FPS;
 const KILL_AT: Duration = Duration::from_secs(2);
+/// How long the edge stays down before it is started again (then its start-up adds about a
+/// second): longer than a robot's attempt that started in the outage once waited for the edge's
+/// token before sending its Hello into the void, which then kept it alone for a whole hello
+/// timeout after the edge was back (a CI run saw it when the restart took 2.2 s).
+const DOWN_FOR: Duration = Duration::from_secs(3);
 
 /// One answered frame.
 struct Answer {
@@ -60,6 +66,7 @@ async fn an_edge_killed_and_restarted_under_a_30_fps_stream_loses_no_frame() {
             assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
             let killed = Instant::now();
             let _ = edge.child.wait();
+            std::thread::sleep(DOWN_FOR);
             let restarted = Edge::start(&config);
             (killed, Instant::now(), restarted)
         })

@@ -7,7 +7,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::client::Connector;
 use crate::edge::EdgeService;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::zenoh_link::{EdgeAcceptor, ZenohRx, ZenohTx, robot_link_on};
 use lop_msgs::key::SessionKeys;
 
@@ -26,9 +26,6 @@ pub fn serve_zenoh(service: EdgeService, mut acceptor: EdgeAcceptor) -> JoinHand
         while sessions.join_next().await.is_some() {}
     })
 }
-
-/// How long [`ZenohConnector::connect`] waits for the edge's liveliness token.
-pub const EDGE_WAIT: Duration = Duration::from_secs(2);
 
 /// Connects a robot to the edge through a Zenoh session (each connection: a fresh key set
 /// subscription and liveliness token for `robot_id`).
@@ -55,14 +52,20 @@ impl Connector for ZenohConnector {
     type Tx = ZenohTx;
     type Rx = ZenohRx;
 
-    /// Opens the link and waits (up to [`EDGE_WAIT`]) until the edge's liveliness token is
-    /// seen, so that the Hello that follows finds the edge's subscription: a Hello published
-    /// before this session knows of it is dropped by Zenoh, and the robot would only learn that
-    /// when its Hello timed out. A link whose edge is not seen in time is returned all the same.
+    /// Opens the link and waits until the edge's liveliness token is seen, so that the Hello
+    /// that follows finds the edge's subscription: a Hello published before this session knows
+    /// of it is dropped by Zenoh, and the robot would only learn that when its Hello timed out.
+    /// The caller bounds the wait (the client's hello timeout). An edge restarted within that
+    /// time is greeted as soon as its token arrives: a link returned after a shorter wait, its
+    /// Hello sent into the void, kept the robot alone for a whole hello timeout after the edge
+    /// was back (the chaos test's "never split with the restarted edge").
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the edge's token went away again before it was seen.
     async fn connect(&self) -> Result<(ZenohTx, ZenohRx)> {
         let (tx, rx) = robot_link_on(&self.session, &self.robot_id, &self.keys).await?;
-        if !rx.wait_edge_seen(EDGE_WAIT).await {
-            tracing::debug!(robot = %self.robot_id, "the edge's token is not seen yet; sending Hello anyway");
+        if !rx.wait_edge_seen(Duration::MAX).await {
+            return Err(Error::Closed);
         }
         Ok((tx, rx))
     }
