@@ -15,6 +15,7 @@
 //! - [`frames`]: photographs as frames (`--frames`) and `lop codecs`, every frame codec priced
 //!   on them.
 //! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
+//! - [`stream`]: `lop stream`, one robot streaming into a running edge (a load generator).
 #![deny(missing_docs)]
 
 pub mod activations;
@@ -34,6 +35,7 @@ pub mod profile;
 pub mod run_model;
 pub mod scenario;
 pub mod simulate;
+pub mod stream;
 pub mod verify;
 
 use clap::{Parser, Subcommand};
@@ -165,6 +167,9 @@ pub enum Command {
     CameraJpegs(camera_frames::CameraJpegsArgs),
     /// Make a site's CA and the certificates of its edges and robots (mutual TLS).
     Certs(certs::CertsArgs),
+    /// Stream frames into a running edge as one robot at a camera's rate, a JSON line per frame
+    /// (a load generator for an edge).
+    Stream(stream::StreamArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -193,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::FleetWatch(a) => fleet::run_watch(&a),
         Command::FleetRss(a) => fleet_rss::run(&a, args.threads),
         Command::Certs(a) => certs::run(&a),
+        Command::Stream(a) => stream::run(&a),
         Command::Codecs(a) => frames::run_codecs(&a),
         Command::CameraJpegs(a) => camera_frames::run_camera_jpegs(&a),
     }

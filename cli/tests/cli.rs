@@ -133,6 +133,31 @@ fn bad_inputs_give_clear_errors_not_panics() {
     let out =
         lop(&["run", "zoo:occupancy3d@64x64x16", "--input", small.to_str().expect("utf8"), "--output", "y.npy", "--split", "sideways"]);
     assert_eq!(out.status.code(), Some(2));
+    // `lop stream`: a rate that is no rate, and a table that is not there, each named.
+    let stream = |fps: &str, table: &str| {
+        let args = [
+            "stream",
+            "zoo:resnet18@32x32",
+            "--connect",
+            "tcp/127.0.0.1:9",
+            "--robot-id",
+            "r",
+            "--model-id",
+            "m",
+            "--fps",
+            fps,
+            "--table",
+            table,
+        ];
+        let out = lop(&args);
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = stream("0", "table.json");
+    assert!(code == Some(2) && err.contains("--fps 0: must be in (0, 1000]"), "{err}");
+    let missing = dir.join("no-such-table.json");
+    let (code, err) = stream("30", missing.to_str().expect("utf8"));
+    assert!(code == Some(2) && err.contains("reading the schedule table") && err.contains("no-such-table.json"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The `lop_edge` process driven end to end: configuration, fleets, security, chaos, soak.
+//! The `lop_edge` process driven end to end: configuration, fleets, security, chaos, soak, a
+//! stalled robot, the operator's dashboard and alerting rules.
 //!
 //! One test binary for the crate (`autotests = false` in its Cargo.toml): the files of this folder
 //! are its modules, so that the test build links zenoh and libtorch once instead of once per file.
@@ -16,6 +17,7 @@ mod lop_edge;
 mod operations;
 mod security;
 mod soak;
+mod stall;
 
 /// Held by the tests that start processes or Zenoh sessions or time what they measure, so that no
 /// two of them share the two cores at once.
