@@ -92,6 +92,11 @@ fn command_line_overrides_and_bad_values() {
         "table.input_wire:=f16",
         "edge.mode:=router",
         "edge.deadline_ms:=0",
+        // Numbers a node turns into durations: refused by name, not a panic where they are used
+        // (the hour-long fuzz run found 2e49 ms).
+        "edge.deadline_ms:=2e49",
+        "diagnostics_period_s:=1e300",
+        "deadline_factor:=1e300",
         "edge.deadline_binding:=maybe",
     ] {
         let args = RosArgs::parse(&["-p".to_string(), bad.to_string()]).unwrap();
@@ -100,6 +105,32 @@ fn command_line_overrides_and_bad_values() {
         let name = bad.split(":=").next().unwrap().rsplit('.').next().unwrap();
         assert!(err.contains(name), "{bad}: {err}");
     }
+}
+
+/// lop_bandwidth's and lop_power's rates and windows: each a duration or a buffer where it is
+/// used, so bounded where it is read, by name.
+#[test]
+fn rates_and_windows_are_bounded_by_name() {
+    let load = |node: &str, kvs: &str| {
+        let args: Vec<String> = kvs.split(' ').flat_map(|kv| ["-p".to_string(), kv.to_string()]).collect();
+        let mut p = Params::load(node, None, &RosArgs::parse(&args).unwrap()).unwrap();
+        match node {
+            "lop_bandwidth" => BandwidthConfig::from_params(&mut p).err(),
+            _ => PowerConfig::from_params(&mut p).err(),
+        }
+        .map(|e| e.to_string())
+    };
+    for (node, bad, says) in [
+        ("lop_bandwidth", "rate_hz:=1e-300", "rate_hz must be in [0.01, 1000]"),
+        ("lop_power", "rate_hz:=1e-300", "rate_hz must be in [0.01, 10000]"),
+        ("lop_power", "publish_hz:=1e-300", "publish_hz must be in [0.01, 1000]"),
+        ("lop_power", "window_s:=1e300", "window_s must be in [0.01, 3600]"),
+        ("lop_power", "rate_hz:=1000 window_s:=3600", "rate_hz x window_s must keep at most 1000000 readings"),
+    ] {
+        let err = load(node, bad).unwrap_or_default();
+        assert!(err.contains(says), "{node} {bad}: {err}");
+    }
+    assert_eq!(load("lop_power", "window_s:=600"), None, "100 Hz for 600 s is 60,000 readings");
 }
 
 /// The edge session's TLS and password parameters: all three TLS files or none, a tls/

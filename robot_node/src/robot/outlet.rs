@@ -1,0 +1,194 @@
+//! Where answered frames go out ([`Outlet`]): the outputs read, the task's messages
+//! (detections, keypoints, occupancy, class and instance maps) on their topics, the
+//! `InferenceResult`, and the counts and recent times kept for /diagnostics.
+
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use lop::postprocess::Postprocess;
+use lop_msgs::ros::msg::{ClassScore, OutputTensor};
+use lop_runtime::client::{Inference, InferenceStats};
+use tch::Tensor;
+
+use super::frame::FrameMeta;
+use super::messages::{outputs_msg, result_msg};
+use super::shared::Shared;
+use crate::backend::{InferenceResult, Pub, SharedRos, to_time};
+use crate::config::RobotConfig;
+use crate::error::Result;
+use crate::results::{OutputView, Source, TaskMessages, task_messages_for};
+
+/// Where answered frames go out, and what building their messages takes.
+pub(super) struct Outlet<'a> {
+    cfg: &'a RobotConfig,
+    shared: &'a Shared,
+    // Dropped in field order: the task's publishers, then the result's.
+    task_pubs: TaskPublishers,
+    task: Postprocess,
+    publisher: Pub<InferenceResult>,
+    /// The model's output names.
+    names: Vec<String>,
+    model_hash: String,
+}
+
+impl<'a> Outlet<'a> {
+    /// Declares the result's publisher, then the configured task's.
+    ///
+    /// # Errors
+    /// A topic the backend refuses.
+    pub(super) fn new(
+        cfg: &'a RobotConfig,
+        ros: &SharedRos,
+        shared: &'a Shared,
+        names: Vec<String>,
+        model_hash: String,
+    ) -> Result<Outlet<'a>> {
+        let publisher = ros.inference_publisher(&cfg.topics.inference)?;
+        let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
+        let task_pubs = TaskPublishers::new(ros, &task, &cfg.topics)?;
+        Ok(Outlet { cfg, shared, task_pubs, task, publisher, names, model_hash })
+    }
+
+    /// Publishes one answered frame: its outputs decoded, the task's messages, the result and
+    /// the window of recent latencies.
+    pub(super) async fn publish(&self, meta: FrameMeta, r: Inference) {
+        let finished = std::time::SystemTime::now();
+        let t_out = Instant::now();
+        let Some(decoded) = self.decode(r.outputs).await else { return };
+        let out_s = t_out.elapsed().as_secs_f64();
+        let t_pub = Instant::now();
+        let header = meta.header;
+        if !decoded.0.is_empty() {
+            self.publish_task(&decoded.0, &header, &meta.source);
+        }
+        let received = meta.received;
+        let msg = result_msg(
+            &r.stats,
+            header,
+            (meta.started, finished),
+            meta.kind,
+            &self.cfg.model_source,
+            &self.model_hash,
+            meta.mbps,
+            received.elapsed(),
+            decoded,
+        );
+        if let Err(e) = self.publisher.publish(&msg) {
+            tracing::warn!(error = %e, "publishing the result failed");
+            return;
+        }
+        let pub_s = t_pub.elapsed().as_secs_f64();
+        let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
+        self.count(&r.stats, ros_s);
+        tracing::debug!(
+            id = r.stats.id,
+            total_ms = r.stats.total_s * 1e3,
+            ros_ms = ros_s * 1e3,
+            convert_ms = meta.convert_s * 1e3,
+            outputs_ms = out_s * 1e3,
+            publish_ms = pub_s * 1e3,
+            bucket = meta.bucket,
+            fallback = r.stats.fallback,
+            "inference published"
+        );
+    }
+
+    /// The outputs as messages and their top-k, read on the blocking pool; `None` (counted as
+    /// an inference error) when they cannot be read.
+    async fn decode(&self, outs: Vec<Tensor>) -> Option<(Vec<OutputTensor>, Vec<ClassScore>)> {
+        let (names, top_k) = (self.names.clone(), self.cfg.top_k);
+        match tokio::task::spawn_blocking(move || outputs_msg(&outs, &names, top_k)).await {
+            Ok(Ok(d)) => Some(d),
+            Ok(Err(e)) => {
+                self.shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "reading the outputs failed");
+                None
+            }
+            Err(e) => {
+                self.shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "output task failed");
+                None
+            }
+        }
+    }
+
+    /// Publishes the task's messages (detections, keypoints, occupancy, class map, instance map)
+    /// made from the outputs (the first, or `segment-instance`'s two); a failure is counted in
+    /// `task_message_errors`.
+    fn publish_task(&self, outputs: &[OutputTensor], header: &crate::backend::Header, source: &Source) {
+        let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
+        let shapes: Vec<Vec<usize>> = outputs.iter().map(|o| o.shape.iter().map(|&d| d as usize).collect()).collect();
+        let views: Vec<OutputView<'_>> = outputs.iter().zip(&shapes).map(|(o, shape)| OutputView { values: &o.data, shape }).collect();
+        let failed = match task_messages_for(&self.task, &views, &ros_header, source, &self.cfg.class_names) {
+            Ok(m) => !self.task_pubs.publish(m),
+            Err(e) => {
+                tracing::error!(error = %e, task = self.task.task_name(), "building the task's messages failed");
+                true
+            }
+        };
+        if failed {
+            self.shared.counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a published result and keeps its latency and ROS-layer time for /diagnostics.
+    fn count(&self, stats: &InferenceStats, ros_s: f64) {
+        let counters = &self.shared.counters;
+        let ros_ns = (ros_s * 1e9) as u64;
+        counters.answered.fetch_add(1, Ordering::Relaxed);
+        if stats.fallback {
+            counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        {
+            let mut w = self.shared.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            w.0.push(stats.total_s);
+            w.1.push(ros_s);
+            w.2.clone_from(&stats.plan_hash);
+        }
+        counters.ros_ns_last.store(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_max.fetch_max(ros_ns, Ordering::Relaxed);
+        counters.ros_ns_sum.fetch_add(ros_ns, Ordering::Relaxed);
+    }
+}
+
+/// The publishers of the configured task's messages.
+struct TaskPublishers {
+    detections: Option<crate::backend::Pub<crate::backend::Detection2DArray>>,
+    keypoints: Option<crate::backend::Pub<crate::backend::KeypointsArray>>,
+    occupancy: Option<crate::backend::Pub<crate::backend::PointCloud2>>,
+    segmentation: Option<crate::backend::Pub<crate::backend::Image>>,
+    instances: Option<crate::backend::Pub<crate::backend::Image>>,
+}
+
+impl TaskPublishers {
+    /// Declares the publishers the task needs (none for `raw`).
+    fn new(ros: &SharedRos, task: &Postprocess, topics: &crate::config::RobotTopics) -> Result<TaskPublishers> {
+        let boxes = matches!(task, Postprocess::Detect(_) | Postprocess::Pose(_) | Postprocess::SegmentInstance(_));
+        Ok(TaskPublishers {
+            detections: boxes.then(|| ros.detections_publisher(&topics.detections)).transpose()?,
+            keypoints: matches!(task, Postprocess::Pose(_)).then(|| ros.keypoints_publisher(&topics.keypoints)).transpose()?,
+            occupancy: matches!(task, Postprocess::Occupancy(_)).then(|| ros.cloud_publisher(&topics.occupancy)).transpose()?,
+            segmentation: matches!(task, Postprocess::Segment).then(|| ros.image_publisher(&topics.segmentation)).transpose()?,
+            instances: matches!(task, Postprocess::SegmentInstance(_)).then(|| ros.image_publisher(&topics.instances)).transpose()?,
+        })
+    }
+
+    /// Publishes what `m` holds; a failure is logged, the others still go out. False when one
+    /// failed.
+    fn publish(&self, m: TaskMessages) -> bool {
+        fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<T>, what: &str) -> bool {
+            let (Some(p), Some(msg)) = (p, msg) else { return true };
+            p.publish(&msg).inspect_err(|e| tracing::warn!(error = %e, what, "publishing failed")).is_ok()
+        }
+        [
+            one(&self.detections, m.detections, "detections"),
+            one(&self.keypoints, m.keypoints, "keypoints"),
+            one(&self.occupancy, m.occupancy, "occupancy"),
+            one(&self.segmentation, m.segmentation, "segmentation"),
+            one(&self.instances, m.instances, "instances"),
+        ]
+        .iter()
+        .all(|&ok| ok)
+    }
+}

@@ -1,0 +1,40 @@
+//! What the subscriptions, the diagnostics task and the frame loop share ([`Shared`]): the
+//! counters, the live settings, recent times, the one-slot mailbox and the latest bandwidth.
+
+use std::sync::{Arc, Mutex};
+
+use super::counters::RobotCounters;
+use super::frame::Frame;
+use crate::config::RobotConfig;
+use crate::live::LiveSettings;
+use crate::mailbox::Mailbox;
+use crate::window::Recent;
+
+/// (inference latency, ROS-layer time, plan hash) of recent frames, for /diagnostics'
+/// percentiles.
+pub(super) type RecentTimes = Mutex<(Recent, Recent, String)>;
+
+/// What the subscriptions, the diagnostics task and the frame loop share.
+pub(super) struct Shared {
+    pub(super) counters: Arc<RobotCounters>,
+    pub(super) live: Arc<LiveSettings>,
+    pub(super) recent: Arc<RecentTimes>,
+    /// The frame waiting for the model (one slot).
+    pub(super) mailbox: Arc<Mailbox<Frame>>,
+    /// The latest bandwidth prediction, Mbit/s.
+    pub(super) latest_mbps: Arc<Mutex<Option<f64>>>,
+}
+
+impl Shared {
+    /// Fresh counters and recent times, the live settings at their configured values, an empty
+    /// mailbox, no bandwidth yet.
+    pub(super) fn new(cfg: &RobotConfig) -> Shared {
+        Shared {
+            counters: Arc::new(RobotCounters::default()),
+            live: Arc::new(LiveSettings::new(cfg.enabled, &cfg.method, cfg.drop_policy)),
+            recent: Arc::default(),
+            mailbox: Arc::new(Mailbox::new()),
+            latest_mbps: Arc::new(Mutex::new(None)),
+        }
+    }
+}

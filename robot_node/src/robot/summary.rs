@@ -1,0 +1,54 @@
+//! What a finished run reports ([`RobotSummary`]), read from the counters once the frame loop is
+//! over and the edge session closed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::counters::RobotCounters;
+use crate::backend::SharedRos;
+
+/// What a finished `run` reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RobotSummary {
+    /// Frames received.
+    pub received: u64,
+    /// Results published.
+    pub answered: u64,
+    /// Frames replaced while busy.
+    pub dropped_busy: u64,
+    /// Bad input in all: unconvertible frames, messages of the wrong type, undecodable ones.
+    pub bad_input: u64,
+    /// Messages of another type on the input topic (included in `bad_input`).
+    pub wrong_type: u64,
+    /// Input messages that failed to decode (included in `bad_input`).
+    pub undecodable: u64,
+    /// Fallbacks.
+    pub fallbacks: u64,
+    /// Mean ROS-layer time per answered frame, seconds.
+    pub ros_mean_s: f64,
+    /// Largest ROS-layer time, seconds.
+    pub ros_max_s: f64,
+}
+
+/// After the frame loop (the edge clients gone): closes the edge session and logs and returns
+/// the summary of the counters.
+pub(super) async fn finish(session: &zenoh::Session, counters: &RobotCounters, ros: &SharedRos) -> RobotSummary {
+    if let Err(e) = session.close().await {
+        tracing::debug!(error = %e, "closing the edge session");
+    }
+    let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let answered = g(&counters.answered);
+    let faults = ros.input_faults();
+    let summary = RobotSummary {
+        received: g(&counters.received),
+        answered,
+        dropped_busy: g(&counters.dropped_busy),
+        bad_input: counters.bad_total(faults),
+        wrong_type: faults.wrong_type,
+        undecodable: faults.undecodable,
+        fallbacks: g(&counters.fallbacks),
+        ros_mean_s: g(&counters.ros_ns_sum).checked_div(answered).unwrap_or(0) as f64 * 1e-9,
+        ros_max_s: g(&counters.ros_ns_max) as f64 * 1e-9,
+    };
+    tracing::info!(?summary, "lop_robot stopped");
+    summary
+}
