@@ -8,6 +8,9 @@
 //!
 //! `--overhead` measures the runtime's own cost instead (see
 //! [`lop_runtime::bench::run_overhead`]).
+//!
+//! The frame codec's part (`--frame-codec`, `--frames`: camera JPEGs, the codec's effect on the
+//! output, its price in both profiles) lives in `bench/codec.rs`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,6 +28,9 @@ use crate::ModelArgs;
 use crate::plan::{Bounds, parse_buckets};
 use crate::scenario::{self, ScenarioRequest};
 use lop_runtime::table_config::InputWireSetting;
+
+mod codec;
+pub use codec::{CameraBytes, camera_frames, codec_effect, measure_codec, price_codec};
 
 /// Arguments of `lop bench`.
 #[derive(Debug, clap::Args)]
@@ -225,6 +231,32 @@ fn profile(
 /// # Errors
 /// Bad options, unreadable trace or profiles, runtime failures.
 pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
+    let (transport, latency_ms) = check_options(args)?;
+    let methods: Vec<&str> = args.methods.split(',').map(method_name).collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(!methods.is_empty(), "--methods is empty");
+    // Robot and server share this machine's cores: one libtorch thread each unless told otherwise.
+    if threads.is_none() {
+        tch::set_num_threads(1);
+    }
+    let trace = match &args.trace {
+        Some(path) => Trace::load(path).with_context(|| format!("trace {}", path.display()))?,
+        None => Trace::constant(1000.0)?,
+    };
+    let (cfg, scenario, scenario_line, codec_effect) = configure(args, &methods, &trace, latency_ms)?;
+    let (scale, latency_ms) = (scenario.bandwidth_scale, scenario.latency_ms);
+    if args.overhead {
+        return measure_overhead(args, &cfg);
+    }
+    let mut run = Run { transport: "inprocess", link: String::new(), latency_ms, netns: None, edge: None, scenario, scenario_line };
+    let reports = run_methods(args, &cfg, transport, threads, &mut run)?;
+    print_report(args, &cfg, scale, &run, &reports, codec_effect)?;
+    check_outputs(&reports)?;
+    Ok(0)
+}
+
+/// Checks the options that need no model (requests, dilation, the link); returns the transport
+/// (Zenoh with `--netns`) and the one-way latency asked for, in milliseconds.
+fn check_options(args: &BenchArgs) -> anyhow::Result<(Transport, f64)> {
     anyhow::ensure!(args.requests >= 1, "--requests must be at least 1");
     anyhow::ensure!(args.dilation.is_finite() && args.dilation >= 1.0, "--dilation must be >= 1");
     let transport = if args.netns || args.transport == Transport::Zenoh { Transport::Zenoh } else { Transport::Inprocess };
@@ -243,36 +275,25 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             })?;
         }
     }
-    let methods: Vec<&str> = args.methods.split(',').map(method_name).collect::<anyhow::Result<_>>()?;
-    anyhow::ensure!(!methods.is_empty(), "--methods is empty");
-    // Robot and server share this machine's cores: one libtorch thread each unless told otherwise.
-    if threads.is_none() {
-        tch::set_num_threads(1);
-    }
-    let trace = match &args.trace {
-        Some(path) => Trace::load(path).with_context(|| format!("trace {}", path.display()))?,
-        None => Trace::constant(1000.0)?,
-    };
+    Ok((transport, latency_ms))
+}
+
+/// The benchmark's configuration: the model loaded and checked, its profiles, its frames and
+/// their codec priced, the scenario resolved (and printed), the table's specification. Returns
+/// it with the scenario, the scenario's line and the codec's effect on the output.
+fn configure(
+    args: &BenchArgs,
+    methods: &[&str],
+    trace: &Trace,
+    latency_ms: f64,
+) -> anyhow::Result<(BenchConfig, scenario::Scenario, String, Option<f64>)> {
     let mut graph = args.model.load()?;
     args.input_wire.check(&graph)?;
     args.post_side.check(&graph)?;
     if let Some(side) = args.post_side.side() {
         anyhow::ensure!(methods == ["lop"], "--post-side {} pins LOP's plans only: run it with --methods lop", side.name());
     }
-    let tmp = std::env::temp_dir();
-    let pdir = args.profile_dir.clone().unwrap_or_else(|| tmp.join("lop-profiles"));
-    let (mut robot, mut server) = if args.synthetic_profiles {
-        anyhow::ensure!(
-            args.robot_profile.is_none() && args.server_profile.is_none(),
-            "--synthetic-profiles and --robot-profile/--server-profile exclude each other"
-        );
-        synthetic_profiles(&graph)?
-    } else {
-        (
-            profile(&mut graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation, args.layout)?,
-            profile(&mut graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0, args.layout)?,
-        )
-    };
+    let (mut robot, mut server) = profiles(args, &mut graph)?;
     let (frames, cameras) = if args.frame_codec == lop::codec::FrameCodec::Passthrough {
         camera_frames(&graph, args.frames.as_deref())?
     } else {
@@ -280,7 +301,56 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     };
     price_codec(args.frame_codec, &graph, &frames, &cameras, &mut robot, &mut server)?;
     let codec_effect = codec_effect(args.frame_codec, &graph, &frames)?;
-    let request = match (args.bandwidth_scale.as_str(), args.server_real_ms) {
+    let scenario = scenario::resolve(scenario_request(args)?, &graph, &robot, &server, trace, latency_ms, args.dilation)?;
+    let scenario_line = scenario.describe(trace);
+    eprintln!("{scenario_line}");
+    let (scale, latency_ms) = (scenario.bandwidth_scale, scenario.latency_ms);
+    let spec = table_spec(args, scale, latency_ms, &robot, &server)?;
+    let cfg = BenchConfig {
+        model_id: graph.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_"),
+        source: args.model.model.clone(),
+        load: args.model.load_options(),
+        robot,
+        server,
+        spec,
+        trace: trace.clone().scaled(scale)?,
+        latency: Duration::from_secs_f64(latency_ms / 1e3),
+        methods: methods.iter().map(|m| m.to_string()).collect(),
+        requests: args.requests,
+        dilation: args.dilation,
+        paced: args.robot_pace == RobotPace::Profile,
+        warmup: args.warmup,
+        input_wire: args.input_wire.wire(),
+        cache_dir: args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache")),
+        power: Default::default(),
+        gap: Duration::ZERO,
+        frames,
+        cameras,
+    };
+    Ok((cfg, scenario, scenario_line, codec_effect))
+}
+
+/// The robot's and the server's profiles: the synthetic pair, the files given, or measured now
+/// (cached in `--profile-dir`).
+fn profiles(args: &BenchArgs, graph: &mut lop::Graph) -> anyhow::Result<(Profile, Profile)> {
+    let pdir = args.profile_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-profiles"));
+    if args.synthetic_profiles {
+        anyhow::ensure!(
+            args.robot_profile.is_none() && args.server_profile.is_none(),
+            "--synthetic-profiles and --robot-profile/--server-profile exclude each other"
+        );
+        return synthetic_profiles(graph);
+    }
+    Ok((
+        profile(graph, args.robot_profile.as_deref(), &pdir, Side::Robot, args.dilation, args.layout)?,
+        profile(graph, args.server_profile.as_deref(), &pdir, Side::Server, 1.0, args.layout)?,
+    ))
+}
+
+/// What `--bandwidth-scale` and `--server-real-ms` ask of the scenario (the overhead run keeps
+/// the trace as it is).
+fn scenario_request(args: &BenchArgs) -> anyhow::Result<ScenarioRequest> {
+    Ok(match (args.bandwidth_scale.as_str(), args.server_real_ms) {
         _ if args.overhead => ScenarioRequest::Scale(1.0),
         ("auto", Some(ms)) => ScenarioRequest::Realistic { server_real_ms: ms },
         (v, Some(_)) => anyhow::bail!("--server-real-ms sets the link's scale itself: drop --bandwidth-scale {v}"),
@@ -288,12 +358,12 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         (v, None) => ScenarioRequest::Scale(
             v.parse::<f64>().ok().filter(|f| f.is_finite() && *f > 0.0).with_context(|| format!("--bandwidth-scale '{v}'"))?,
         ),
-    };
-    let scenario = scenario::resolve(request, &graph, &robot, &server, &trace, latency_ms, args.dilation)?;
-    let scenario_line = scenario.describe(&trace);
-    eprintln!("{scenario_line}");
-    let (scale, latency_ms) = (scenario.bandwidth_scale, scenario.latency_ms);
-    let spec = TableSpec {
+    })
+}
+
+/// The schedule table's specification for the scenario's link (`scale`, `latency_ms`).
+fn table_spec(args: &BenchArgs, scale: f64, latency_ms: f64, robot: &Profile, server: &Profile) -> anyhow::Result<TableSpec> {
+    Ok(TableSpec {
         // The overhead run uses the plans of the fastest bucket only.
         buckets: match parse_buckets(&args.buckets)? {
             b if args.overhead => b.last().map(|&v| vec![v]).unwrap_or(b),
@@ -311,64 +381,38 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         post_side: args.post_side.side(),
         frame: Default::default(),
     }
-    .with_frame_codec(args.frame_codec, &robot, &server)?;
-    let cfg = BenchConfig {
-        model_id: graph.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_"),
-        source: args.model.model.clone(),
-        load: args.model.load_options(),
-        robot,
-        server,
-        spec,
-        trace: trace.clone().scaled(scale)?,
-        latency: Duration::from_secs_f64(latency_ms / 1e3),
-        methods: methods.iter().map(|m| m.to_string()).collect(),
-        requests: args.requests,
-        dilation: args.dilation,
-        paced: args.robot_pace == RobotPace::Profile,
-        warmup: args.warmup,
-        input_wire: args.input_wire.wire(),
-        cache_dir: args.cache_dir.clone().unwrap_or_else(|| tmp.join("lop-plan-cache")),
-        power: Default::default(),
-        gap: Duration::ZERO,
-        frames,
-        cameras,
-    };
-    drop(graph);
-    let verbose = args.verbose;
-    let task = args.model.task.clone();
-    let progress = |m: &str, i: usize, s: &lop_runtime::client::InferenceStats, outputs: &[tch::Tensor]| {
-        if verbose {
-            // What the frame's result holds (detections, voxels), when the model has a task.
-            let result = match (&task, outputs) {
-                (Some(t), [out]) => t.summary(out, 3).map(|s| format!("  {s}")).unwrap_or_default(),
-                _ => String::new(),
-            };
-            // Where the time went: each side's compute (the server's as the edge reports it).
-            let server = s.server_compute_s.map(|c| format!("  server {:6.1} ms", c * 1e3)).unwrap_or_default();
-            eprintln!(
-                "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B  robot {:6.1} ms{server}{}{result}",
-                s.total_s * 1e3,
-                s.bucket_mb_s,
-                s.bytes_up,
-                s.bytes_down,
-                s.robot_compute_s * 1e3,
-                if s.fallback { "  FALLBACK" } else { "" }
-            );
-        }
-    };
-    let runtime = || tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio");
-    if args.overhead {
-        let report = runtime()?.block_on(lop_runtime::bench::run_overhead(&cfg)).context("overhead measurement")?;
-        print_overhead(args, &cfg, &report)?;
-        anyhow::ensure!(
-            report.outputs_agree,
-            "outputs differ from the unsplit model: relative error {:e} (tolerance {})",
-            report.max_rel_err,
-            lop::exec::Tolerance::OTHER_RUNTIME.describe()
-        );
-        return Ok(0);
-    }
-    let mut run = Run { transport: "inprocess", link: String::new(), latency_ms, netns: None, edge: None, scenario, scenario_line };
+    .with_frame_codec(args.frame_codec, robot, server)?)
+}
+
+/// `--overhead`: the runtime's own cost on unshaped loopback Zenoh, printed.
+fn measure_overhead(args: &BenchArgs, cfg: &BenchConfig) -> anyhow::Result<i32> {
+    let report = runtime()?.block_on(lop_runtime::bench::run_overhead(cfg)).context("overhead measurement")?;
+    print_overhead(args, cfg, &report)?;
+    anyhow::ensure!(
+        report.outputs_agree,
+        "outputs differ from the unsplit model: relative error {:e} (tolerance {})",
+        report.max_rel_err,
+        lop::exec::Tolerance::OTHER_RUNTIME.describe()
+    );
+    Ok(0)
+}
+
+/// The tokio runtime the benchmark's robot and in-process edge run on.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")
+}
+
+/// Runs every method over the link (`run` says which, and gets its description and what the
+/// link reports); returns the methods' reports.
+fn run_methods(
+    args: &BenchArgs,
+    cfg: &BenchConfig,
+    transport: Transport,
+    threads: Option<i32>,
+    run: &mut Run,
+) -> anyhow::Result<std::collections::BTreeMap<String, MethodReport>> {
+    let latency_ms = run.latency_ms;
+    let progress = progress_printer(args);
     let reports = if args.netns {
         run.transport = "zenoh-netns";
         run.link = format!(
@@ -390,21 +434,53 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
             ready_timeout: Duration::from_secs(600),
             interrupted: Some(lop_runtime::netns::interrupt_flag()?),
         };
-        let (reports, summary) = lop_runtime::bench::run_netns(&cfg, &opts, progress).context("benchmark in network namespaces")?;
+        let (reports, summary) = lop_runtime::bench::run_netns(cfg, &opts, progress).context("benchmark in network namespaces")?;
         run.netns = Some(summary);
         reports
     } else if transport == Transport::Zenoh {
         run.transport = "zenoh";
         run.link = "Zenoh over loopback (127.0.0.1), UNSHAPED: the trace only selects the plans".into();
         eprintln!("link: {}", run.link);
-        let (reports, counts) = runtime()?.block_on(lop_runtime::bench::run_zenoh_loopback(&cfg, progress))?;
+        let (reports, counts) = runtime()?.block_on(lop_runtime::bench::run_zenoh_loopback(cfg, progress))?;
         run.edge = Some(counts);
         reports
     } else {
         run.link = format!("in-process link shaped by the trace, {latency_ms} ms one way");
-        runtime()?.block_on(lop_runtime::bench::run_in_process(&cfg, progress))?
+        runtime()?.block_on(lop_runtime::bench::run_in_process(cfg, progress))?
     };
-    print_report(args, &cfg, scale, &run, &reports, codec_effect)?;
+    Ok(reports)
+}
+
+/// With `--verbose`, a line on stderr per inference: its time, bucket, bytes, each side's
+/// compute and what its result holds.
+fn progress_printer(args: &BenchArgs) -> impl Fn(&str, usize, &lop_runtime::client::InferenceStats, &[tch::Tensor]) {
+    let verbose = args.verbose;
+    let task = args.model.task.clone();
+    move |m: &str, i: usize, s: &lop_runtime::client::InferenceStats, outputs: &[tch::Tensor]| {
+        if verbose {
+            // What the frame's result holds (detections, voxels), when the model has a task.
+            let result = match (&task, outputs) {
+                (Some(t), [out]) => t.summary(out, 3).map(|s| format!("  {s}")).unwrap_or_default(),
+                _ => String::new(),
+            };
+            // Where the time went: each side's compute (the server's as the edge reports it).
+            let server = s.server_compute_s.map(|c| format!("  server {:6.1} ms", c * 1e3)).unwrap_or_default();
+            eprintln!(
+                "{m:>15} #{i:<3} {:8.1} ms  bucket {:>4.1}  up {:>8} B  down {:>8} B  robot {:6.1} ms{server}{}{result}",
+                s.total_s * 1e3,
+                s.bucket_mb_s,
+                s.bytes_up,
+                s.bytes_down,
+                s.robot_compute_s * 1e3,
+                if s.fallback { "  FALLBACK" } else { "" }
+            );
+        }
+    }
+}
+
+/// Reports the detection rows that agreed at another position, and refuses outputs that differ
+/// from the unsplit model's.
+fn check_outputs(reports: &std::collections::BTreeMap<String, MethodReport>) -> anyhow::Result<()> {
     let worst = reports.values().map(|r| r.max_rel_err).fold(0.0, f64::max);
     let reordered: usize = reports.values().map(|r| r.reordered_rows).sum();
     if reordered > 0 {
@@ -415,115 +491,6 @@ pub fn run(args: &BenchArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         "outputs differ from the unsplit model: relative error {worst:e} (tolerance {})",
         lop::exec::Tolerance::OTHER_RUNTIME.describe()
     );
-    Ok(0)
-}
-
-/// A camera JPEG's bytes, as they came.
-pub type CameraBytes = std::sync::Arc<[u8]>;
-
-/// The camera JPEGs at `path` as they are, with their decodings (`--frame-codec passthrough`):
-/// each must be the model's input size, which a model takes at a camera's size with
-/// `--camera-fit`.
-///
-/// # Errors
-/// No `--frames`, a model without one uint8 image input, a file that is not a JPEG of that size.
-pub fn camera_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CameraBytes>)> {
-    let path = path.context(
-        "--frame-codec passthrough sends camera JPEGs as they are: give --frames DIR of them (lop camera-jpegs --frames $(scripts/photos.sh) --out DIR writes some)",
-    )?;
-    let [input] = graph.inputs()[..] else {
-        anyhow::bail!("--frames needs a model with one input; '{}' has {}", graph.name, graph.inputs().len())
-    };
-    let image =
-        lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frames needs a uint8 image input: {why}"))?;
-    let frames = crate::camera_frames::load_camera(path, &image)?;
-    let bytes: usize = frames.iter().map(|f| f.jpeg.len()).sum();
-    eprintln!(
-        "{} camera JPEG(s) from {}, {}x{}, {:.0} bytes each on average, sent unchanged",
-        frames.len(),
-        path.display(),
-        image.width,
-        image.height,
-        bytes as f64 / frames.len().max(1) as f64
-    );
-    Ok(frames.into_iter().map(|f| (f.planar, f.jpeg)).unzip())
-}
-
-/// How much a lossy codec moves the unsplit model's output: the largest relative difference
-/// ([`lop::exec::max_rel_err_all`]) between its outputs on each frame and on that frame as
-/// decoded (`None` without frames or for an exact codec). A fact for users, printed beside the
-/// table; it is what the codec costs in accuracy, not an error of the split.
-///
-/// # Errors
-/// Codec or libtorch failures.
-pub fn codec_effect(codec: lop::codec::FrameCodec, graph: &lop::Graph, frames: &[Vec<u8>]) -> anyhow::Result<Option<f64>> {
-    if !codec.is_lossy() || frames.is_empty() || codec == lop::codec::FrameCodec::Passthrough {
-        return Ok(None);
-    }
-    let [input] = graph.inputs()[..] else { return Ok(None) };
-    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("{why}"))?;
-    let tensor = |p: &[u8]| {
-        tch::Tensor::f_from_data_size(p, &[1, image.channels as i64, image.height as i64, image.width as i64], tch::Kind::Uint8)
-            .context("frame to tensor")
-    };
-    let mut worst = 0.0f64;
-    for f in frames {
-        let decoded = lop::codec::decode(codec, &image, &lop::codec::encode(codec, &image, f, image.height)?, image.height)?;
-        let a = lop::exec::run_whole(graph, &[tensor(f)?])?.outputs;
-        let b = lop::exec::run_whole(graph, &[tensor(&decoded)?])?.outputs;
-        worst = worst.max(lop::exec::max_rel_err_all(&b, &a)?);
-    }
-    eprintln!("frame codec {codec} moves the unsplit model's output by at most {worst:.3e} (relative) on these frames");
-    Ok(Some(worst))
-}
-
-/// Measures `codec` on `frames` (fitted to the model's one image input), cut in 8 bands, the
-/// fastest of 3 runs; prints what it found.
-///
-/// # Errors
-/// A model without one uint8 image input; codec failures.
-pub fn measure_codec(codec: lop::codec::FrameCodec, graph: &lop::Graph, frames: &[Vec<u8>]) -> anyhow::Result<lop::codec::CodecCost> {
-    let [input] = graph.inputs()[..] else { anyhow::bail!("frame codec {codec} needs a model with one image input") };
-    let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("frame codec {codec}: {why}"))?;
-    let cost = lop::codec::measure_cost(codec, &image, frames, 8, 3)?;
-    eprintln!(
-        "frame codec {codec}: {:.3} of raw bytes, encode {:.2} ms, decode {:.2} ms a frame",
-        cost.ratio,
-        cost.encode_s_per_row * image.height as f64 * 1e3,
-        cost.decode_s_per_row * image.height as f64 * 1e3
-    );
-    Ok(cost)
-}
-
-/// Measures `codec` on `frames` and records its cost in both profiles (robot and server share
-/// this machine's CPU; the codec is not the dilated part of the emulated robot: a Jetson codes
-/// frames on its CPU cores, not on the GPU the dilation stands for).
-///
-/// # Errors
-/// A coded codec without frames, or passthrough without camera JPEGs; codec failures.
-pub fn price_codec(
-    codec: lop::codec::FrameCodec,
-    graph: &lop::Graph,
-    frames: &[Vec<u8>],
-    cameras: &[std::sync::Arc<[u8]>],
-    robot: &mut Profile,
-    server: &mut Profile,
-) -> anyhow::Result<()> {
-    if !codec.is_coded() {
-        return Ok(());
-    }
-    anyhow::ensure!(
-        !frames.is_empty(),
-        "--frame-codec {codec} needs --frames PATH: codecs are priced on real photographs (scripts/photos.sh prints a folder of them)"
-    );
-    let mut cost = measure_codec(codec, graph, frames)?;
-    if !cameras.is_empty() {
-        // The camera's own bytes, not a re-encoding's, are what crosses.
-        let raw: usize = frames.iter().map(Vec::len).sum();
-        cost.ratio = cameras.iter().map(|c| c.len()).sum::<usize>() as f64 / raw.max(1) as f64;
-    }
-    robot.set_codec_cost(cost);
-    server.set_codec_cost(cost);
     Ok(())
 }
 
@@ -582,6 +549,46 @@ fn print_overhead(args: &BenchArgs, cfg: &BenchConfig, r: &OverheadReport) -> an
     Ok(())
 }
 
+/// The methods' reports in table order, and how LOP compares with the baselines.
+struct Comparison<'a> {
+    /// Each method that ran with its report, by its JSON name: robot-only, server-only, layer,
+    /// lop.
+    ordered: Vec<(&'a str, &'a MethodReport)>,
+    /// LOP's measured mean over the best baseline's; only when some baseline ran (`--methods
+    /// lop` alone has nothing to compare with).
+    lop_ratio: Option<f64>,
+    /// In the lop requests' buckets, simulated: LOP's plans and the server-pipelining bound
+    /// against the best baseline.
+    lop_sim: Option<(f64, Option<f64>)>,
+}
+
+impl<'a> Comparison<'a> {
+    /// Orders `reports` and compares LOP with the best baseline.
+    fn of(reports: &'a std::collections::BTreeMap<String, MethodReport>) -> Self {
+        let ordered: Vec<(&str, &MethodReport)> = ["robot-only", "server-only", "layer-partition", "lop"]
+            .iter()
+            .filter_map(|m| reports.get(*m).map(|r| (short_name(m), r)))
+            .collect();
+        let best_other = ["robot-only", "server-only", "layer"]
+            .iter()
+            .filter_map(|m| ordered.iter().find(|(n, _)| n == m))
+            .map(|(_, r)| r.mean_ms)
+            .fold(f64::INFINITY, f64::min);
+        let lop_ratio = ordered
+            .iter()
+            .find(|(n, _)| *n == "lop")
+            .filter(|_| best_other.is_finite())
+            .map(|(_, r)| r.mean_ms / best_other)
+            .filter(|r| r.is_finite());
+        let lop_sim = ordered.iter().find(|(n, _)| *n == "lop").and_then(|(_, r)| {
+            let best = r.sim_best_baseline_ms.filter(|b| *b > 0.0)?;
+            Some((r.sim_mean_ms / best, r.sim_bound_ms.map(|b| b.min(best) / best)))
+        });
+        Comparison { ordered, lop_ratio, lop_sim }
+    }
+}
+
+/// Prints the methods' results: one JSON object with `--json`, else the table and what it shows.
 fn print_report(
     args: &BenchArgs,
     cfg: &BenchConfig,
@@ -590,59 +597,60 @@ fn print_report(
     reports: &std::collections::BTreeMap<String, MethodReport>,
     codec_effect: Option<f64>,
 ) -> anyhow::Result<()> {
-    let ordered: Vec<(&str, &MethodReport)> = ["robot-only", "server-only", "layer-partition", "lop"]
-        .iter()
-        .filter_map(|m| reports.get(*m).map(|r| (short_name(m), r)))
-        .collect();
-    let best_other = ["robot-only", "server-only", "layer"]
-        .iter()
-        .filter_map(|m| ordered.iter().find(|(n, _)| n == m))
-        .map(|(_, r)| r.mean_ms)
-        .fold(f64::INFINITY, f64::min);
-    // Only when some baseline ran (`--methods lop` alone has nothing to compare with).
-    let lop_ratio = ordered
-        .iter()
-        .find(|(n, _)| *n == "lop")
-        .filter(|_| best_other.is_finite())
-        .map(|(_, r)| r.mean_ms / best_other)
-        .filter(|r| r.is_finite());
+    let c = Comparison::of(reports);
     let trace = args.trace.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    // In the lop requests' buckets, simulated: LOP's plans and the server-pipelining bound
-    // against the best baseline.
-    let lop_sim = ordered.iter().find(|(n, _)| *n == "lop").and_then(|(_, r)| {
-        let best = r.sim_best_baseline_ms.filter(|b| *b > 0.0)?;
-        Some((r.sim_mean_ms / best, r.sim_bound_ms.map(|b| b.min(best) / best)))
-    });
     if args.json {
-        let methods: serde_json::Map<String, serde_json::Value> =
-            ordered.iter().map(|(m, r)| Ok((m.to_string(), serde_json::to_value(r)?))).collect::<anyhow::Result<_>>()?;
-        let v = serde_json::json!({
-            "model": args.model.model,
-            "trace": trace,
-            "dilation": cfg.dilation,
-            "robot_pace": if cfg.paced { "profile" } else { "measured" },
-            "bandwidth_scale": scale,
-            "scenario": run.scenario,
-            "input_wire": args.input_wire.name(),
-            "transport": run.transport,
-            "link": run.link,
-            "latency_ms": run.latency_ms,
-            "requests": cfg.requests,
-            "energy": "modelled (power model), not measured",
-            "methods": methods,
-            "lop_vs_best_other": lop_ratio,
-            "post_side": args.post_side.side().map_or("auto", |s| s.name()),
-            "lop_sim_vs_best_baseline_sim": lop_sim.map(|x| x.0),
-            "bound_vs_best_baseline_sim": lop_sim.and_then(|x| x.1),
-            "netns": run.netns,
-            "edge_counts": run.edge,
-            "frame_codec": args.frame_codec.to_string(),
-            "frames": cfg.frames.len(),
-            "codec_output_rel_diff": codec_effect,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        return print_json(args, cfg, scale, run, &c, &trace, codec_effect);
     }
+    print_table(args, cfg, scale, run, &c, &trace);
+    print_findings(args, run, &c);
+    Ok(())
+}
+
+/// `--json`: the run and every method's report as one object.
+fn print_json(
+    args: &BenchArgs,
+    cfg: &BenchConfig,
+    scale: f64,
+    run: &Run,
+    c: &Comparison,
+    trace: &str,
+    codec_effect: Option<f64>,
+) -> anyhow::Result<()> {
+    let (ordered, lop_ratio, lop_sim) = (&c.ordered, c.lop_ratio, c.lop_sim);
+    let methods: serde_json::Map<String, serde_json::Value> =
+        ordered.iter().map(|(m, r)| Ok((m.to_string(), serde_json::to_value(r)?))).collect::<anyhow::Result<_>>()?;
+    let v = serde_json::json!({
+        "model": args.model.model,
+        "trace": trace,
+        "dilation": cfg.dilation,
+        "robot_pace": if cfg.paced { "profile" } else { "measured" },
+        "bandwidth_scale": scale,
+        "scenario": run.scenario,
+        "input_wire": args.input_wire.name(),
+        "transport": run.transport,
+        "link": run.link,
+        "latency_ms": run.latency_ms,
+        "requests": cfg.requests,
+        "energy": "modelled (power model), not measured",
+        "methods": methods,
+        "lop_vs_best_other": lop_ratio,
+        "post_side": args.post_side.side().map_or("auto", |s| s.name()),
+        "lop_sim_vs_best_baseline_sim": lop_sim.map(|x| x.0),
+        "bound_vs_best_baseline_sim": lop_sim.and_then(|x| x.1),
+        "netns": run.netns,
+        "edge_counts": run.edge,
+        "frame_codec": args.frame_codec.to_string(),
+        "frames": cfg.frames.len(),
+        "codec_output_rel_diff": codec_effect,
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// The table: the run's lines, then a row per method.
+fn print_table(args: &BenchArgs, cfg: &BenchConfig, scale: f64, run: &Run, c: &Comparison, trace: &str) {
+    let ordered = &c.ordered;
     println!(
         "{} over {trace} (x{scale:.3}), dilation {}, input wire {}, {} requests per method",
         args.model.model,
@@ -656,7 +664,7 @@ fn print_report(
         "{:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>11} {:>11} {:>9} {:>9} {:>10}",
         "method", "mean ms", "std", "p50", "p95", "sim ms", "meas/sim", "up B", "down B", "energy J", "fallback", "max err"
     );
-    for (m, r) in &ordered {
+    for (m, r) in ordered {
         // A ratio measured while the machine changed speed describes the machine: marked.
         let fidelity = r.fidelity.map_or_else(|| "-".to_string(), |f| format!("{f:.2}{}", if r.steady { "" } else { "!" }));
         println!(
@@ -674,13 +682,19 @@ fn print_report(
             r.max_rel_err
         );
     }
+}
+
+/// What the table shows beyond its rows: unsteady machines, the server's compute measured
+/// against simulated, LOP against the baselines, the link's shaping.
+fn print_findings(args: &BenchArgs, run: &Run, c: &Comparison) {
+    let (ordered, lop_ratio, lop_sim) = (&c.ordered, c.lop_ratio, c.lop_sim);
     for (m, r) in ordered.iter().filter(|(_, r)| !r.steady) {
         println!(
             "{m}: ! this machine did not hold its speed (calibration kernel {:.2} ms before, {:.2} ms after; robot kernels over their paced time: {}, {:.1} ms per request): its meas/sim describes the machine",
             r.calibration_before_ms, r.calibration_after_ms, r.overruns, r.overrun_ms
         );
     }
-    for (m, r) in &ordered {
+    for (m, r) in ordered {
         if let (Some(meas), Some(sim)) = (r.server_compute_ms, r.sim_server_compute_ms) {
             println!("{m}: server compute {meas:.1} ms measured, {sim:.1} ms simulated (meas/sim {:.2})", meas / sim.max(1e-9));
         }
@@ -699,5 +713,4 @@ fn print_report(
             println!("tc shaping during {m}: {} steps, {} rate changes, {} failures", s.steps, s.updates, s.failures);
         }
     }
-    Ok(())
 }

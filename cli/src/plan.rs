@@ -5,7 +5,7 @@
 
 use crate::ModelArgs;
 use anyhow::Context;
-use lop::planner::{PlannerConfig, TableSpec, load_or_build, svg};
+use lop::planner::{CacheUse, PlannerConfig, ScheduleTable, TableSpec, load_or_build, svg};
 use lop::profile::Profile;
 use lop::sim::{ChunkBounds, ChunkOrder, Objective};
 use lop_runtime::table_config::InputWireSetting;
@@ -256,16 +256,61 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     anyhow::ensure!(args.budget >= 1, "--budget must be >= 1");
     let setup = args.setup.load()?;
     args.post_side.check(&setup.graph)?;
-    let scale = match args.bandwidth_scale.as_str() {
-        "auto" => auto_scale(&setup)?,
+    let scale = bandwidth_scale(args, &setup)?;
+    let spec = table_spec(args, &setup, buckets, scale)?;
+    let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
+    let (table, times, usage, planning) = build_table(args, &setup, &spec, threads)?;
+    let bounds = table.pipeline_bounds(&setup.graph, &setup.robot, &setup.server)?;
+    let fluid = table.fluid_bounds(&setup.graph, &setup.robot, &setup.server)?;
+    let rows = bucket_rows(&table, &bounds, &fluid, &times);
+    if let Some(path) = &args.svg {
+        write_svg(path, &rows, &table.model, args.setup.input_wire)?;
+    }
+    let fluid_s: Vec<Option<f64>> = fluid.iter().map(|f| f.map(|f| f.bound_s)).collect();
+    let means = mean_ratios(&table.entries, &bounds, &fluid_s);
+    let activations = study_activations(args, &setup, &table)?;
+    let summary = serde_json::json!({
+        "model": table.model,
+        "table": args.out.display().to_string(),
+        "table_hash": table.hash,
+        "cache": format!("{usage:?}").to_lowercase(),
+        "planning_time_s": planning,
+        "total_time_s": started.elapsed().as_secs_f64(),
+        "threads": threads,
+        "input_wire": args.setup.input_wire.name(),
+        "bandwidth_scale": scale,
+        "objective": spec.objective,
+        "chunk_order": spec.chunk_order,
+        "chunk_bounds": spec.chunk_bounds,
+        "post_side": spec.post_side.map_or("auto", |s| s.name()),
+        "mean_ratios": means,
+        "buckets": rows,
+        "activations": activations,
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        print_summary(args, scale, planning, usage, &rows, &means, activations.as_ref());
+    }
+    Ok(0)
+}
+
+/// `--bandwidth-scale`: a positive factor, or `auto` ([`auto_scale`]).
+fn bandwidth_scale(args: &PlanArgs, setup: &Setup) -> anyhow::Result<f64> {
+    Ok(match args.bandwidth_scale.as_str() {
+        "auto" => auto_scale(setup)?,
         v => v
             .parse::<f64>()
             .ok()
             .filter(|f| f.is_finite() && *f > 0.0)
             .with_context(|| format!("--bandwidth-scale '{v}' must be positive or auto"))?,
-    };
+    })
+}
+
+/// The table's specification from the options, its frame codec priced by both profiles.
+fn table_spec(args: &PlanArgs, setup: &Setup, buckets: Vec<f64>, scale: f64) -> anyhow::Result<TableSpec> {
     let planner = PlannerConfig { seed: args.seed, prune_larger_than_input: args.prune, ..PlannerConfig::default() }.scaled(args.budget);
-    let spec = TableSpec {
+    Ok(TableSpec {
         buckets,
         bandwidth_scale: scale,
         latency_s: args.setup.latency_ms / 1e3,
@@ -279,28 +324,47 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         post_side: args.post_side.side(),
         frame: Default::default(),
     }
-    .with_frame_codec(args.frame_codec, &setup.robot, &setup.server)?;
-    let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
+    .with_frame_codec(args.frame_codec, &setup.robot, &setup.server)?)
+}
+
+/// Loads the table from the cache (`--cache-dir`) or plans it on `threads` threads, and writes
+/// it to `--out`; returns it with each bucket's planning time, whether the cache had it, and
+/// the seconds it took.
+fn build_table(
+    args: &PlanArgs,
+    setup: &Setup,
+    spec: &TableSpec,
+    threads: usize,
+) -> anyhow::Result<(ScheduleTable, Vec<f64>, CacheUse, f64)> {
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
     let opts = args.setup.model.load_options();
     let name = args.setup.model.model.clone();
     let loader = move || lop::model::load(&name, &opts);
     let plan_start = std::time::Instant::now();
-    let (table, times, usage) = load_or_build(&dir, &setup.graph, Some(&loader), &setup.robot, &setup.server, &spec, threads)?;
+    let (table, times, usage) = load_or_build(&dir, &setup.graph, Some(&loader), &setup.robot, &setup.server, spec, threads)?;
     let planning = plan_start.elapsed().as_secs_f64();
-    if usage == lop::planner::CacheUse::Hit {
+    if usage == CacheUse::Hit {
         // The cached bytes, not a re-serialisation of parsed floats: byte-identical tables.
         let cached = lop::planner::table::cache_path(&dir, &table.key);
         std::fs::copy(&cached, &args.out).with_context(|| format!("copying {} to {}", cached.display(), args.out.display()))?;
     } else {
         table.save(&args.out)?;
     }
+    Ok((table, times, usage, planning))
+}
+
+/// One JSON row per bucket: every method's makespan, both bounds (the fluid bound's terms too),
+/// the layer search's status, the energy and the planning effort.
+fn bucket_rows(
+    table: &ScheduleTable,
+    bounds: &[Option<f64>],
+    fluid: &[Option<lop::sim::FluidBound>],
+    times: &[f64],
+) -> Vec<serde_json::Value> {
     let ms = |v: Option<f64>| v.map(|s| s * 1e3);
-    let bounds = table.pipeline_bounds(&setup.graph, &setup.robot, &setup.server)?;
-    let fluid = table.fluid_bounds(&setup.graph, &setup.robot, &setup.server)?;
     let base = |e: &lop::planner::BucketEntry, n: &str| e.baselines.iter().find(|b| b.name == n).and_then(|b| b.makespan_s);
     let energy_name = "layer-partition-energy-deadline";
-    let rows: Vec<serde_json::Value> = table
+    table
         .entries
         .iter()
         .enumerate()
@@ -331,90 +395,84 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
                 "planning_time_s": times.get(i),
             })
         })
+        .collect()
+}
+
+/// `--svg`: latency against bandwidth for every method and both bounds, from the rows.
+fn write_svg(path: &Path, rows: &[serde_json::Value], model: &str, wire: InputWireSetting) -> anyhow::Result<()> {
+    let mut series: Vec<svg::Series> = [("robot-only", "robot-only"), ("server-only", "server-only"), ("layer", "layer"), ("lop", "lop")]
+        .iter()
+        .map(|(label, key)| {
+            let pts = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["makespan_ms"][key].as_f64())).collect();
+            (label.to_string(), pts)
+        })
         .collect();
-    if let Some(path) = &args.svg {
-        let mut series: Vec<svg::Series> =
-            [("robot-only", "robot-only"), ("server-only", "server-only"), ("layer", "layer"), ("lop", "lop")]
-                .iter()
-                .map(|(label, key)| {
-                    let pts = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["makespan_ms"][key].as_f64())).collect();
-                    (label.to_string(), pts)
-                })
-                .collect();
-        let bound = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["server_pipeline_bound_ms"].as_f64())).collect();
-        series.push(("pipelining bound".to_string(), bound));
-        let fluid = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["fluid_bound_ms"].as_f64())).collect();
-        series.push(("fluid bound".to_string(), fluid));
-        let title = format!("{}: latency vs bandwidth ({} input)", table.model, args.setup.input_wire.name());
-        std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    let fluid_s: Vec<Option<f64>> = fluid.iter().map(|f| f.map(|f| f.bound_s)).collect();
-    let means = mean_ratios(&table.entries, &bounds, &fluid_s);
-    let activations = match &args.activations {
+    let bound = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["server_pipeline_bound_ms"].as_f64())).collect();
+    series.push(("pipelining bound".to_string(), bound));
+    let fluid = rows.iter().map(|r| (r["bandwidth_mb_s"].as_f64().unwrap_or(0.0), r["fluid_bound_ms"].as_f64())).collect();
+    series.push(("fluid bound".to_string(), fluid));
+    let title = format!("{model}: latency vs bandwidth ({} input)", wire.name());
+    std::fs::write(path, svg::latency_plot(&series, &title, "link bandwidth (MB/s)"))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// `--activations`: the values that cross the link in each bucket's plan, studied on real frames.
+fn study_activations(args: &PlanArgs, setup: &Setup, table: &ScheduleTable) -> anyhow::Result<Option<serde_json::Value>> {
+    Ok(match &args.activations {
         Some(path) => {
             let frames = crate::frames::real_frames(&setup.graph, Some(path))?;
-            Some(crate::activations::study(&setup.graph, &table, &frames, 0.03)?)
+            Some(crate::activations::study(&setup.graph, table, &frames, 0.03)?)
         }
         None => None,
-    };
-    let summary = serde_json::json!({
-        "model": table.model,
-        "table": args.out.display().to_string(),
-        "table_hash": table.hash,
-        "cache": format!("{usage:?}").to_lowercase(),
-        "planning_time_s": planning,
-        "total_time_s": started.elapsed().as_secs_f64(),
-        "threads": threads,
-        "input_wire": args.setup.input_wire.name(),
-        "bandwidth_scale": scale,
-        "objective": spec.objective,
-        "chunk_order": spec.chunk_order,
-        "chunk_bounds": spec.chunk_bounds,
-        "post_side": spec.post_side.map_or("auto", |s| s.name()),
-        "mean_ratios": means,
-        "buckets": rows,
-        "activations": activations,
-    });
-    if args.json {
-        println!("{summary}");
-    } else {
-        eprintln!("bandwidth scale {scale:.6} (bucket b = b x {scale:.6} MB/s)");
-        for r in &rows {
-            let bound = |k: &str| r[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
-            println!(
-                "bucket {:>5} MB/s: {} {:.2} ms (bounds: server pipelining {} ms, fluid {} ms)",
-                r["bucket_mb_s"],
-                r["method"],
-                r["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN),
-                bound("server_pipeline_bound_ms"),
-                bound("fluid_bound_ms")
-            );
-        }
-        if let Some(m) = means.as_object() {
-            let f = |k: &str| m[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
-            println!(
-                "over the {} buckets with a link, LOSS / best baseline averages {}; no table can average below {} (fluid bound / \
-                 best), nor a plan that leaves the robot no rows below {} (server-pipelining bound / best)",
-                m["buckets"],
-                f("lop_over_best"),
-                f("fluid_over_best"),
-                f("pipeline_over_best")
-            );
-        }
-        println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());
-        if let Some(study) = &activations {
-            crate::activations::print(study);
-        }
-        let budget: Vec<String> =
-            rows.iter().filter(|r| r["layer_search"]["status"] == "budget").map(|r| r["bucket_mb_s"].to_string()).collect();
-        if !budget.is_empty() {
-            println!(
-                "layer-partition search reached its budget in bucket(s) {} MB/s: that baseline is the best layer partition seen \
-                 (never worse than the minimum cuts), not a proven optimum",
-                budget.join(", ")
-            );
-        }
+    })
+}
+
+/// The summary for people: each bucket's plan and bounds, the mean ratios, where the table went,
+/// the activations' study, the buckets where the layer search ran out of budget.
+fn print_summary(
+    args: &PlanArgs,
+    scale: f64,
+    planning: f64,
+    usage: CacheUse,
+    rows: &[serde_json::Value],
+    means: &serde_json::Value,
+    activations: Option<&serde_json::Value>,
+) {
+    eprintln!("bandwidth scale {scale:.6} (bucket b = b x {scale:.6} MB/s)");
+    for r in rows {
+        let bound = |k: &str| r[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        println!(
+            "bucket {:>5} MB/s: {} {:.2} ms (bounds: server pipelining {} ms, fluid {} ms)",
+            r["bucket_mb_s"],
+            r["method"],
+            r["makespan_ms"]["lop"].as_f64().unwrap_or(f64::NAN),
+            bound("server_pipeline_bound_ms"),
+            bound("fluid_bound_ms")
+        );
     }
-    Ok(0)
+    if let Some(m) = means.as_object() {
+        let f = |k: &str| m[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+        println!(
+            "over the {} buckets with a link, LOSS / best baseline averages {}; no table can average below {} (fluid bound / \
+             best), nor a plan that leaves the robot no rows below {} (server-pipelining bound / best)",
+            m["buckets"],
+            f("lop_over_best"),
+            f("fluid_over_best"),
+            f("pipeline_over_best")
+        );
+    }
+    println!("{} buckets in {planning:.2} s ({usage:?}), written to {}", rows.len(), args.out.display());
+    if let Some(study) = activations {
+        crate::activations::print(study);
+    }
+    let budget: Vec<String> =
+        rows.iter().filter(|r| r["layer_search"]["status"] == "budget").map(|r| r["bucket_mb_s"].to_string()).collect();
+    if !budget.is_empty() {
+        println!(
+            "layer-partition search reached its budget in bucket(s) {} MB/s: that baseline is the best layer partition seen \
+             (never worse than the minimum cuts), not a proven optimum",
+            budget.join(", ")
+        );
+    }
 }

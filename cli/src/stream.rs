@@ -91,8 +91,8 @@ struct Summary {
 /// # Errors
 /// A bad model, table, endpoint or rate; engine failures.
 pub fn run(args: &StreamArgs) -> anyhow::Result<i32> {
-    anyhow::ensure!(args.fps.is_finite() && args.fps > 0.0 && args.fps <= 1000.0, "--fps {}: must be in (0, 1000]", args.fps);
-    anyhow::ensure!(args.hello_timeout.is_finite() && args.hello_timeout > 0.0, "--hello-timeout {}: must be positive", args.hello_timeout);
+    anyhow::ensure!((0.01..=1000.0).contains(&args.fps), "--fps {}: must be in [0.01, 1000]", args.fps);
+    anyhow::ensure!((0.001..=3600.0).contains(&args.hello_timeout), "--hello-timeout {}: must be in [0.001, 3600] s", args.hello_timeout);
     let table = ScheduleTable::load(&args.table).with_context(|| format!("reading the schedule table {}", args.table.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
     rt.block_on(stream(args, table))

@@ -153,7 +153,7 @@ fn bad_inputs_give_clear_errors_not_panics() {
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (code, err) = stream("0", "table.json");
-    assert!(code == Some(2) && err.contains("--fps 0: must be in (0, 1000]"), "{err}");
+    assert!(code == Some(2) && err.contains("--fps 0: must be in [0.01, 1000]"), "{err}");
     let missing = dir.join("no-such-table.json");
     let (code, err) = stream("30", missing.to_str().expect("utf8"));
     assert!(code == Some(2) && err.contains("reading the schedule table") && err.contains("no-such-table.json"), "{err}");

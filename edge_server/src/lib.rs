@@ -18,6 +18,7 @@ pub mod http;
 pub mod metrics;
 pub mod notify;
 
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,10 +28,12 @@ use lop::plan::Side;
 use lop::profile::{DeviceKind, Profile, ProfileCache, ProfileOptions};
 use lop_power::Ring;
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, Served, ServerDevice};
-use lop_runtime::zenoh_link::EdgeAcceptor;
+use lop_runtime::fleet::{AggregatorHandle, ReporterHandle};
+use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::serve_zenoh;
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
 
 pub use config::{ConfigError, EdgeConfig};
 use config::{ModelSource, ProfileSource};
@@ -348,9 +351,45 @@ pub async fn serve(
 ) -> Result<RunSummary, Error> {
     tokio::pin!(shutdown);
     let device = opts.devices.first().map_or(tch::Device::Cpu, |d| d.device);
-    // Every CUDA device's NVML figures in /metrics, where NVML answers.
-    let gpus: Vec<(String, lop_power::nvml::GpuGauges)> = opts
-        .devices
+    ops.metrics.attach_gpus(gpu_gauges(&opts));
+    let notifier = Arc::new(notify::Notifier::from_env());
+    let svc = EdgeService::start(opts).await?;
+    ops.metrics.attach(svc.clone());
+    let heart = tokio::spawn(heartbeat(ops.clone(), Some((svc.clone(), notifier.clone()))));
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let meter = gpu_meter(&cfg, device);
+    let accounting = tokio::spawn(account(svc.served(), meter, ops.clone(), stop_rx));
+    let (zcfg, session) = open_session(&cfg).await?;
+    let edge_id = cfg.edge_id();
+    let tasks = accept_robots(&cfg, &svc, &session, &edge_id).await?;
+    // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
+    // Rationed per robot and in total (`ProbeLimits`), counted in /metrics.
+    let probes = lop_runtime::bandwidth::probe::serve_probes(&session, Default::default(), svc.probe_counts()).await?;
+    let (reporter, _aggregator) = join_fleet(&cfg, &svc, &session, &edge_id, device).await?;
+    log_serving(&cfg, &edge_id, &zcfg, &svc);
+    serve_until(&svc, &ops, &notifier, &edge_id, shutdown).await;
+    ops.ready.store(false, std::sync::atomic::Ordering::SeqCst);
+    notifier.notify("STOPPING=1");
+    // Leave the fleet first, so robots route elsewhere while running inferences finish.
+    drop(reporter);
+    let abandoned = drain(&cfg, &svc).await;
+    probes.stop();
+    close_session(session, tasks).await;
+    let counts = svc.counts();
+    heart.abort();
+    drop(svc);
+    let _ = stop_tx.send(());
+    let gpu_energy = match tokio::time::timeout(Duration::from_secs(5), accounting).await {
+        Ok(Ok(t)) => t,
+        _ => None,
+    };
+    log_stopped(&counts, gpu_energy.as_ref());
+    Ok(RunSummary { counts, gpu_energy, abandoned })
+}
+
+/// Every CUDA device's NVML figures for /metrics, where NVML answers.
+fn gpu_gauges(opts: &EdgeOptions) -> Vec<(String, lop_power::nvml::GpuGauges)> {
+    opts.devices
         .iter()
         .filter_map(|d| match d.device {
             tch::Device::Cuda(i) => match lop_power::nvml::GpuGauges::open(i as u32) {
@@ -362,34 +401,43 @@ pub async fn serve(
             },
             _ => None,
         })
-        .collect();
-    ops.metrics.attach_gpus(gpus);
-    let notifier = Arc::new(notify::Notifier::from_env());
-    let svc = EdgeService::start(opts).await?;
-    ops.metrics.attach(svc.clone());
-    let heart = tokio::spawn(heartbeat(ops.clone(), Some((svc.clone(), notifier.clone()))));
-    let (stop_tx, stop_rx) = oneshot::channel();
-    let meter = gpu_meter(&cfg, device);
-    let accounting = tokio::spawn(account(svc.served(), meter, ops.clone(), stop_rx));
+        .collect()
+}
+
+/// Opens the edge's Zenoh session on the endpoints its listen plan allows, logging the plan's
+/// warnings; returns the session's configuration with it.
+async fn open_session(cfg: &EdgeConfig) -> Result<(ZenohConfig, zenoh::Session), Error> {
     let zcfg = cfg.zenoh_config()?;
     for warning in cfg.listen_plan()?.warnings {
         tracing::warn!("{warning}");
     }
     let session = zcfg.open().await?;
-    // Robots that address this edge by its fleet id, and (unless turned off) robots configured
-    // with this edge's address: the single-edge key space.
-    let edge_id = cfg.edge_id();
-    let keys = lop_msgs::key::SessionKeys::fleet(&edge_id).map_err(|e| {
+    Ok((zcfg, session))
+}
+
+/// Serves robots that address this edge by its fleet id, and (unless turned off) robots
+/// configured with this edge's address: the single-edge key space. One task per key space.
+async fn accept_robots(cfg: &EdgeConfig, svc: &EdgeService, session: &zenoh::Session, edge_id: &str) -> Result<Vec<JoinHandle<()>>, Error> {
+    let keys = lop_msgs::key::SessionKeys::fleet(edge_id).map_err(|e| {
         Error::Config(crate::config::ConfigError::Invalid { path: cfg.path.clone(), field: "id".into(), msg: e.to_string() })
     })?;
-    let mut tasks = vec![serve_zenoh(svc.clone(), EdgeAcceptor::on(&session, keys).await?)];
+    let mut tasks = vec![serve_zenoh(svc.clone(), EdgeAcceptor::on(session, keys).await?)];
     if cfg.serve_unaddressed {
-        tasks.push(serve_zenoh(svc.clone(), EdgeAcceptor::new(&session).await?));
+        tasks.push(serve_zenoh(svc.clone(), EdgeAcceptor::new(session).await?));
     }
-    // Robots' bandwidth monitors time uploads and downloads against this responder when idle.
-    // Rationed per robot and in total (`ProbeLimits`), counted in /metrics.
-    let probes = lop_runtime::bandwidth::probe::serve_probes(&session, Default::default(), svc.probe_counts()).await?;
-    // The fleet: a liveliness token and a load report (10 Hz by default), so robots find this edge.
+    Ok(tasks)
+}
+
+/// Joins the fleet: a liveliness token and a load report (10 Hz by default), so robots find this
+/// edge; the site's aggregator where configured; forwarding where allowed. The reporter's handle
+/// leaves the fleet when dropped, the aggregator's stops the digests.
+async fn join_fleet(
+    cfg: &EdgeConfig,
+    svc: &EdgeService,
+    session: &zenoh::Session,
+    edge_id: &str,
+    device: tch::Device,
+) -> Result<(ReporterHandle, Option<AggregatorHandle>), Error> {
     let gpu_memory = match device {
         tch::Device::Cuda(i) => {
             lop_power::nvml::GpuMemory::open(i as u32).map_err(|e| tracing::info!("GPU free memory not reported: {e}")).ok()
@@ -397,18 +445,18 @@ pub async fn serve(
         _ => None,
     };
     let reporter = lop_runtime::fleet::start_reporter(
-        &session,
-        &edge_id,
+        session,
+        edge_id,
         svc.clone(),
         Duration::from_secs_f64(cfg.site.report_period_ms / 1e3),
         Box::new(move || gpu_memory.as_ref().and_then(|g| g.free_bytes())),
     )
     .await?;
     // The site's aggregator, where configured: digests of shards for robots hearing the site.
-    let _aggregator = if cfg.site.aggregate {
+    let aggregator = if cfg.site.aggregate {
         Some(
             lop_runtime::fleet::start_aggregator(
-                &session,
+                session,
                 cfg.site.shard_size,
                 Duration::from_secs_f64(cfg.site.digest_period_ms / 1e3),
                 lop_runtime::fleet::STALE_AFTER,
@@ -420,9 +468,14 @@ pub async fn serve(
     };
     // Inferences it cannot serve in time go to an edge of its own view of the fleet.
     if cfg.max_forwards > 0 {
-        let forwarding = lop_runtime::fleet::forwarding(&session, &edge_id, cfg.max_forwards, lop_runtime::fleet::STALE_AFTER).await?;
+        let forwarding = lop_runtime::fleet::forwarding(session, edge_id, cfg.max_forwards, lop_runtime::fleet::STALE_AFTER).await?;
         svc.set_forwarding(forwarding)?;
     }
+    Ok((reporter, aggregator))
+}
+
+/// The start-up line: what the edge serves, where and how.
+fn log_serving(cfg: &EdgeConfig, edge_id: &str, zcfg: &ZenohConfig, svc: &EdgeService) {
     tracing::info!(
         edge = %edge_id,
         mode = ?cfg.zenoh.mode,
@@ -435,8 +488,18 @@ pub async fn serve(
         device = %cfg.device,
         "lop_edge serving"
     );
-    // Ready once the tables of the robot profiles it was given are planned (robots whose
-    // profile comes in a Hello get theirs on first contact, running alone meanwhile).
+}
+
+/// Serves until `shutdown`: ready once the tables of the robot profiles it was given are planned
+/// (robots whose profile comes in a Hello get theirs on first contact, running alone meanwhile),
+/// and never ready when `shutdown` comes first.
+async fn serve_until(
+    svc: &EdgeService,
+    ops: &http::OpsState,
+    notifier: &notify::Notifier,
+    edge_id: &str,
+    mut shutdown: Pin<&mut impl std::future::Future<Output = ()>>,
+) {
     let tables = tokio::select! {
         n = svc.prepare_tables() => Some(n),
         () = &mut shutdown => None,
@@ -447,20 +510,25 @@ pub async fn serve(
         tracing::info!(edge = %edge_id, tables, "lop_edge ready");
         shutdown.await;
     }
-    ops.ready.store(false, std::sync::atomic::Ordering::SeqCst);
-    notifier.notify("STOPPING=1");
-    // Leave the fleet first, so robots route elsewhere while running inferences finish.
-    drop(reporter);
+}
+
+/// Refuses new work and gives running inferences `shutdown_grace_s` to finish; returns how many
+/// were still running when it ended.
+async fn drain(cfg: &EdgeConfig, svc: &EdgeService) -> u64 {
     svc.shutdown();
     let grace = Duration::from_secs_f64(cfg.shutdown_grace_s);
-    let abandoned = if svc.drain(grace).await {
+    if svc.drain(grace).await {
         0
     } else {
         let left = svc.in_flight();
         tracing::warn!(left, grace_s = cfg.shutdown_grace_s, "grace period over with inferences still running");
         left
-    };
-    probes.stop();
+    }
+}
+
+/// Closes the Zenoh session, then waits up to 2 s for each acceptor task to end (aborting it
+/// after that).
+async fn close_session(session: zenoh::Session, tasks: Vec<JoinHandle<()>>) {
     if let Err(e) = session.close().await {
         tracing::warn!(error = %e, "closing the Zenoh session");
     }
@@ -469,14 +537,10 @@ pub async fn serve(
             task.abort();
         }
     }
-    let counts = svc.counts();
-    heart.abort();
-    drop(svc);
-    let _ = stop_tx.send(());
-    let gpu_energy = match tokio::time::timeout(Duration::from_secs(5), accounting).await {
-        Ok(Ok(t)) => t,
-        _ => None,
-    };
+}
+
+/// The closing lines: the service's counters, and the GPU energy of served inferences.
+fn log_stopped(counts: &lop_runtime::edge::EdgeCounts, gpu_energy: Option<&EnergyTotals>) {
     tracing::info!(
         sessions = counts.sessions,
         rejected = counts.rejected,
@@ -491,7 +555,7 @@ pub async fn serve(
         dropped_frames = counts.dropped.total(),
         "lop_edge stopped"
     );
-    if let Some(t) = &gpu_energy {
+    if let Some(t) = gpu_energy {
         tracing::info!(
             inferences = t.inferences,
             measured = t.measured,
@@ -500,7 +564,6 @@ pub async fn serve(
             "GPU energy of served inferences"
         );
     }
-    Ok(RunSummary { counts, gpu_energy, abandoned })
 }
 
 /// The NVML meter, or `None` (logged once) when GPU energy is off or unavailable.

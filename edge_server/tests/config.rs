@@ -97,6 +97,8 @@ fn bad_values_name_their_field() {
         ("site:\n  report_period_ms: 5\n", "site.report_period_ms"),
         ("site:\n  digest_period_ms: .nan\n", "site.digest_period_ms"),
         ("site:\n  shard_size: 0\n", "site.shard_size"),
+        // A rate the sampler turns into a wait: refused here, not a panic at start.
+        ("gpu_energy:\n  rate_hz: 1.0e-300\n", "gpu_energy.rate_hz"),
         ("site:\n  shard_size: 257\n", "site.shard_size"),
         ("devices: [cpu:0, cpu]\n", "devices[1]"),
         ("devices: [cpu:0, cpu]\n", "listed twice"),

@@ -224,7 +224,12 @@ impl RobotConfig {
             retry_interval: ms(p, "retry_interval_ms", 500.0)?,
             top_k: usize::try_from(top_k).map_err(|_| invalid(format!("top_k must be >= 0, got {top_k}")))?,
             class_names: model.class_names,
-            diagnostics_period: Duration::from_secs_f64(within("diagnostics_period_s", p.double("diagnostics_period_s", 1.0)?, 0.01, 3600.0)?),
+            diagnostics_period: Duration::from_secs_f64(within(
+                "diagnostics_period_s",
+                p.double("diagnostics_period_s", 1.0)?,
+                0.01,
+                3600.0,
+            )?),
             threads: i32::try_from(p.int("threads", 0)?).map_err(|e| invalid(format!("threads: {e}")))?,
         })
     }
