@@ -607,7 +607,8 @@ pub struct ModelFeed {
     acc_j: f64,
 }
 
-/// How long before the first inference the model feed's first (idle) reading lies.
+/// How long before an inference that follows idling (or comes first) the model feed's idle
+/// reading lies.
 const FIRST_LEAD: Duration = Duration::from_millis(1);
 
 /// The rail name of modelled readings.
@@ -639,7 +640,12 @@ impl ModelFeed {
                 last
             }
             Some(last) => {
-                // Idle since the previous inference.
+                // Idle since the previous inference, and an idle reading just before this one:
+                // without it, the readings around an inference after more than the accountant's
+                // gap limit (2 s) of idling were that far apart, and it got no energy figure.
+                if let Some(before) = states.start().checked_sub(FIRST_LEAD).filter(|&b| b > last) {
+                    push(&mut out, reading(before, self.model.idle_w, self.acc_j + self.model.idle_w * (before - last).as_secs_f64()));
+                }
                 self.acc_j += self.model.idle_w * (states.start() - last).as_secs_f64();
                 states.start()
             }
@@ -848,16 +854,21 @@ mod tests {
         let t0 = Instant::now();
         let mut feed = ModelFeed::new(m).expect("valid model");
         // Two inferences: 30 ms compute, 20 ms transmit, 100 ms total; then a 3 s one with 2.5 s of
-        // compute (long states are split below the gap limit), after 1 s idle.
+        // compute (long states are split below the gap limit), after 10 s idle (past the gap
+        // limit: an idle reading just before it covers its start).
         let a = ModelStates::from_inference(t0 + secs(0.2), 0.030, 0.020, 0.100).expect("valid");
-        let b = ModelStates::from_inference(a.end() + secs(1.0), 2.5, 0.1, 3.0).expect("valid");
+        let b = ModelStates::from_inference(a.end() + secs(10.0), 2.5, 0.1, 3.0).expect("valid");
         assert_eq!(a.transitions().len(), 4);
         let analytic_a = 13.35 * 0.030 + 4.25 * 0.020 + 4.04 * 0.050;
         assert!((a.energy_j(&m) - analytic_a).abs() < 1e-9);
         feed.feed(&a, &acc).expect("fed");
         feed.feed(&b, &acc).expect("fed");
+        // Each interval as lop_power reads it from a result's wall-clock stamps, which may start
+        // a little before the model's instants: half a millisecond of idling more.
+        let early = secs(0.0005);
         for (states, expect) in [(&a, analytic_a), (&b, 13.35 * 2.5 + 4.25 * 0.1 + 4.04 * 0.4)] {
-            let (s, e) = (acc.system_time_of(states.start()), acc.system_time_of(states.end()));
+            let (s, e) = (acc.system_time_of(states.start()) - early, acc.system_time_of(states.end()));
+            let expect = expect + m.idle_w * early.as_secs_f64();
             let r = acc.energy(1, s, e).expect("covered");
             assert!(r.modelled && r.method == "counter", "{r:?}");
             assert!((r.joules - expect).abs() < 1e-6, "{} vs {expect}", r.joules);
