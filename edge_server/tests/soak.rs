@@ -12,7 +12,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Edge, OneModelEdge, free_port};
+use common::{Edge, OneModelEdge, free_port, rss_bytes};
 
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
@@ -37,17 +37,6 @@ const MOST_NEW_HIGHS: usize = 5;
 const HIGH_STEP: u64 = 1 << 20;
 /// Most growth of a process's memory over the run, after the warm-up.
 const MOST_GROWTH: f64 = 0.10;
-
-/// Resident set size of a process, bytes (`/proc/<pid>/status`, VmRSS).
-fn rss_bytes(pid: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
-    kb * 1024
-}
 
 /// What one robot saw over the run.
 #[derive(Debug, Default, Clone)]

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{Edge, OneModelEdge, free_port};
+use common::{Edge, OneModelEdge, free_port, rss_bytes};
 
 const MODEL: &str = "zoo:resnet18@32x32";
 const ROBOTS: usize = 4;
@@ -34,14 +34,6 @@ fn lop_bin() -> PathBuf {
     let bin = exe.parent().and_then(|deps| deps.parent()).map(|dir| dir.join("lop")).unwrap();
     assert!(bin.exists(), "{} is missing: build it first (cargo build --release -p lop_cli)", bin.display());
     bin
-}
-
-/// Resident set size of a process, bytes.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 =
-        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap();
-    kb * 1024
 }
 
 /// One answered frame as `lop stream` printed it, stamped when this test read it.
@@ -135,7 +127,7 @@ fn a_robot_stopped_for_10_s_beside_three_streaming_ones_costs_them_nothing_and_r
     let table_file = dir.join("table.json");
     table.save(&table_file).unwrap();
     let mut edge = Edge::start(&config);
-    let edge_pid = edge.child.id();
+    let edge_pid = edge.child.id().to_string();
     let mut robots: Vec<Robot> = (0..ROBOTS).map(|i| Robot::start(&endpoint, &format!("stall-{i}"), &table_file)).collect();
 
     // Every robot streaming and split with the edge before the stall (its processes load the model
@@ -148,13 +140,13 @@ fn a_robot_stopped_for_10_s_beside_three_streaming_ones_costs_them_nothing_and_r
         assert!(Instant::now() < deadline, "the robots did not all split 30 frames within 90 s:\n{}", edge.log_now());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let rss_before = rss_bytes(edge_pid);
+    let rss_before = rss_bytes(&edge_pid);
     let stopped = Instant::now();
     robots[0].signal(libc::SIGSTOP);
     let mut rss_peak = rss_before;
     while stopped.elapsed() < STALL {
         std::thread::sleep(Duration::from_millis(250));
-        rss_peak = rss_peak.max(rss_bytes(edge_pid));
+        rss_peak = rss_peak.max(rss_bytes(&edge_pid));
     }
     robots[0].signal(libc::SIGCONT);
     let continued = Instant::now();
@@ -169,7 +161,7 @@ fn a_robot_stopped_for_10_s_beside_three_streaming_ones_costs_them_nothing_and_r
         }
         assert!(r.child.wait().unwrap().success(), "lop stream failed");
     }
-    let rss_end = rss_bytes(edge_pid);
+    let rss_end = rss_bytes(&edge_pid);
     let mib = |b: u64| b as f64 / f64::from(1 << 20);
     eprintln!(
         "stall: lop_edge RSS {:.1} MiB at SIGSTOP, peak {:.1} MiB during the {} s stall, {:.1} MiB at the end",

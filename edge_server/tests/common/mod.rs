@@ -127,3 +127,14 @@ impl OneModelEdge {
         OneModelEdge { dir, config, table, inputs, whole }
     }
 }
+
+/// Resident set size of a process, bytes (`/proc/<pid>/status`, VmRSS).
+pub fn rss_bytes(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
+    kb * 1024
+}
