@@ -8,8 +8,8 @@
 # their dependencies) and runs every test of the workspace with that build
 # (the r2r nodes against rclpy among them), with --no-fail-fast so that one failing test binary
 # hides no other, and clippy (warnings denied) beside them. A test that cannot run here (no
-# network namespaces, no netem qdisc, no TCP retransmission cap) fails, unless LOP_ALLOW_SKIP
-# names what it lacks (for example LOP_ALLOW_SKIP=netem; runtime/src/skips.rs); the summary at
+# network namespaces, no TCP retransmission cap) fails, unless LOP_ALLOW_SKIP
+# names what it lacks (for example LOP_ALLOW_SKIP=netns; runtime/src/skips.rs); the summary at
 # the end lists every test skipped that way.
 #
 #   scripts/test.sh [--build-fuzz] [CARGO TEST ARGS...]
@@ -49,7 +49,7 @@ wait "$ros_pid" || ros_rc=$?
 [ "$ros_rc" = 0 ] || { echo "test: scripts/ros.sh failed (exit $ros_rc)" >&2; exit 1; }
 # iproute2 (`ip netns`, `tc`) for the network-namespace tests, which fail rather than skip
 # where namespaces cannot be made (unless LOP_ALLOW_SKIP names netns); nftables for the chaos test's faults in
-# network namespaces (the kernel here has no netem).
+# network namespaces (the kernel here has no netem qdisc).
 missing=()
 command -v ip >/dev/null && command -v tc >/dev/null || missing+=(iproute2)
 command -v nft >/dev/null || missing+=(nftables)

@@ -110,7 +110,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub frames: Option<PathBuf>,
     /// One-way link latency, milliseconds (default: 1 in-process; 0 over Zenoh, where loopback
-    /// and a veth without netem add none of their own).
+    /// and a veth add none of their own; with --netns a delay line in userspace adds it).
     #[arg(long)]
     pub latency_ms: Option<f64>,
     /// Schedule table buckets FROM:TO:STEP (MB/s before scaling).
@@ -263,17 +263,10 @@ fn check_options(args: &BenchArgs) -> anyhow::Result<(Transport, f64)> {
     let latency_ms = args.latency_ms.unwrap_or(if transport == Transport::Inprocess && !args.overhead { 1.0 } else { 0.0 });
     anyhow::ensure!(latency_ms.is_finite() && latency_ms >= 0.0, "--latency-ms must be >= 0");
     if latency_ms > 0.0 && (args.overhead || (transport == Transport::Zenoh && !args.netns)) {
-        anyhow::bail!("--latency-ms {latency_ms}: Zenoh over loopback cannot add latency (use the in-process link, or --netns with netem)");
+        anyhow::bail!("--latency-ms {latency_ms}: Zenoh over loopback cannot add latency (use the in-process link, or --netns)");
     }
     if args.netns {
         lop_runtime::netns::NetnsLink::is_available().map_err(|e| anyhow::anyhow!("--netns is unusable here: {e}"))?;
-        if latency_ms > 0.0 {
-            lop_runtime::netns::netem_available().map_err(|e| {
-                anyhow::anyhow!(
-                    "--latency-ms {latency_ms} with --netns needs the netem qdisc, which this kernel lacks ({e}); use --latency-ms 0"
-                )
-            })?;
-        }
     }
     Ok((transport, latency_ms))
 }
@@ -418,9 +411,9 @@ fn run_methods(
         run.link = format!(
             "Zenoh over a veth pair between two network namespaces, both directions shaped by tc tbf from the trace every 0.5 s; {}",
             if latency_ms > 0.0 {
-                format!("netem adds {latency_ms} ms one way")
+                format!("a delay line in a third namespace adds {latency_ms} ms one way")
             } else {
-                "no latency added (veth only; netem unused)".into()
+                "no latency added (veth only)".into()
             }
         );
         eprintln!("link: {}", run.link);

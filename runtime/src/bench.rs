@@ -757,7 +757,7 @@ pub async fn serve_edge_process(
 pub struct NetnsBenchOptions {
     /// Namespace name prefix (see [`crate::netns::process_prefix`]).
     pub prefix: String,
-    /// One-way latency per direction (`netem`; 0 adds none, the only choice without `sch_netem`).
+    /// One-way latency per direction (a delay line in userspace, see [`crate::netns`]; 0 adds none).
     pub latency: Duration,
     /// The edge router's TCP port on the edge address.
     pub port: u16,

@@ -9,11 +9,12 @@
 //!  | lo (up)                  |                      |                  lo (up) |
 //!  | {prefix}-r  10.77.0.1/24 |====== veth pair =====| 10.77.0.2/24  {prefix}-e |
 //!  |  egress: tbf (uplink)    |  robot -> edge: up   |  egress: tbf (downlink)  |
-//!  |  [netem delay, if any]   |  edge -> robot: down |  [netem delay, if any]   |
+//!  |                          |  edge -> robot: down |                          |
 //!  +--------------------------+                      +--------------------------+
 //! ```
 //!
-//! Each direction is shaped on the egress of the side that sends it: [`Direction::Up`]
+//! (Under a latency the veth pair becomes two, through the delay line of `{prefix}-wire`; see
+//! "Latency" below.) Each direction is shaped on the egress of the side that sends it: [`Direction::Up`]
 //! (robot -> edge) on the robot's veth end, [`Direction::Down`] (edge -> robot) on the edge's.
 //!
 //! # Shaping: why `tbf`
@@ -44,18 +45,11 @@
 //!
 //! # Latency
 //!
-//! A one-way latency ([`NetnsOptions::latency`] > 0) puts `netem` at the root with the `tbf` as
-//! its child, so packets are delayed first and then rate-limited (netem's own documentation
-//! recipe for delay plus rate):
-//!
-//! ```text
-//! tc qdisc add dev {prefix}-r root handle 1: netem delay {us}us limit 100000
-//! tc qdisc add dev {prefix}-r parent 1:1 handle 10: tbf rate ... burst ... limit ...
-//! ```
-//!
-//! On a kernel without `sch_netem` ([`netem_available`] says so) this fails with an
-//! [`Error::Command`] that says so; use latency 0 there. (That kernel is where this module was
-//! written, so the netem path has not been exercised end to end.)
+//! A one-way latency ([`NetnsOptions::latency`] > 0) is added in userspace, on every kernel:
+//! the robot and the edge are then joined through a third namespace, `{prefix}-wire`, where a
+//! delay line holds each frame for the latency (`netns/delay.rs` says how, and why not `netem`, which
+//! kernels such as this project's CI machines lack). The `tbf` qdiscs stay where they are, on
+//! the robot's and the edge's own veth ends, so rate and latency add up as on a real link.
 //!
 //! # Entering a namespace
 //!
@@ -108,6 +102,9 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::trace::Trace;
 
+mod delay;
+pub use delay::{DelayStats, QUEUE_BYTES as DELAY_QUEUE_BYTES};
+
 /// The lowest rate given to `tc`, bit/s: a trace rate of 0 (an outage) is clamped to it.
 pub const MIN_RATE_BITS: u64 = 8_000;
 
@@ -125,10 +122,6 @@ const MAX_PREFIX_LEN: usize = 13;
 
 /// One Ethernet frame at a 1500-byte MTU, bytes.
 const FRAME_BYTES: u64 = 1514;
-
-/// `netem`'s packet limit: it holds every packet in flight during the delay, the queue bound
-/// that matters is the `tbf` child's.
-const NETEM_LIMIT_PACKETS: u32 = 100_000;
 
 /// One of the two namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -188,7 +181,9 @@ pub struct NetnsOptions {
     pub edge_addr: Ipv4Addr,
     /// Prefix length of both addresses. Default 24.
     pub prefix_len: u8,
-    /// One-way latency added in each direction (`netem delay`); 0 adds no `netem`. Default 0.
+    /// One-way latency added in each direction (by a delay line in userspace, see the module
+    /// docs); 0 joins the two sides
+    /// directly. Default 0.
     pub latency: Duration,
     /// The rate of both directions until a trace or [`NetnsLink::set_rate`] changes it, Mbit/s.
     /// Default 1000.
@@ -264,6 +259,10 @@ struct Inner {
     robot_addr: Ipv4Addr,
     edge_addr: Ipv4Addr,
     latency: Duration,
+    /// The namespace of the delay line, under a latency.
+    ns_wire: Option<String>,
+    /// The delay line, under a latency; stopped before the namespaces are deleted.
+    delay: Option<delay::DelayLine>,
     ip: PathBuf,
     tc: PathBuf,
 }
@@ -283,24 +282,40 @@ impl Inner {
         }
     }
 
-    /// `parent` argument of the `tbf` qdisc: `root`, or netem's class `1:1` under a latency.
-    fn tbf_parent(&self) -> [&'static str; 2] {
-        if self.latency.is_zero() { ["root", ""] } else { ["parent", "1:1"] }
+    fn address(&self, side: NetnsSide) -> Ipv4Addr {
+        match side {
+            NetnsSide::Robot => self.robot_addr,
+            NetnsSide::Edge => self.edge_addr,
+        }
     }
 
-    /// `tc -n NS qdisc {add|change} dev DEV <parent> handle 10: tbf ...` for `mbit`; returns the
+    /// Creates the veth pair between the sides' namespaces, or under a latency the two pairs
+    /// through the wire namespace, whose ends come up without addresses of any kind
+    /// (`addrgenmode none`: not even an IPv6 link-local one), so the wire sends nothing itself.
+    fn wire(&self) -> Result<()> {
+        let (ip, r, e) = (&self.ip, &self.dev_robot, &self.dev_edge);
+        let Some(w) = &self.ns_wire else {
+            // Created directly inside the namespaces, so nothing is ever left in the root namespace.
+            run(ip, &["link", "add", r, "netns", &self.ns_robot, "type", "veth", "peer", "name", e, "netns", &self.ns_edge])?;
+            return Ok(());
+        };
+        run(ip, &["link", "add", r, "netns", &self.ns_robot, "type", "veth", "peer", "name", delay::WIRE_ROBOT_DEV, "netns", w])?;
+        run(ip, &["link", "add", e, "netns", &self.ns_edge, "type", "veth", "peer", "name", delay::WIRE_EDGE_DEV, "netns", w])?;
+        for dev in [delay::WIRE_ROBOT_DEV, delay::WIRE_EDGE_DEV] {
+            run(ip, &["-n", w, "link", "set", "dev", dev, "addrgenmode", "none"])?;
+            run(ip, &["-n", w, "link", "set", "dev", dev, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// `tc -n NS qdisc {add|change} dev DEV root handle 10: tbf ...` for `mbit`; returns the
     /// rate applied, bit/s.
     fn tbf(&self, verb: &str, direction: Direction, mbit: f64) -> Result<u64> {
         let side = direction.sender();
         let p = TbfParams::for_mbit(mbit);
         let (rate, burst, limit) = (format!("{}bit", p.rate_bits), p.burst_bytes.to_string(), p.limit_bytes.to_string());
-        let [parent_kw, parent] = self.tbf_parent();
-        let mut args = vec!["-n", self.namespace(side), "qdisc", verb, "dev", self.device(side), parent_kw];
-        if !parent.is_empty() {
-            args.push(parent);
-        }
-        args.extend(["handle", "10:", "tbf", "rate", &rate, "burst", &burst, "limit", &limit]);
-        run(&self.tc, &args)?;
+        let args = ["-n", self.namespace(side), "qdisc", verb, "dev", self.device(side), "root", "handle", "10:", "tbf"];
+        run(&self.tc, &[&args[..], &["rate", &rate, "burst", &burst, "limit", &limit]].concat())?;
         Ok(p.rate_bits)
     }
 
@@ -316,7 +331,8 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for ns in [&self.ns_robot, &self.ns_edge] {
+        drop(self.delay.take()); // its sockets are bound to devices of the wire namespace
+        for ns in [Some(&self.ns_robot), Some(&self.ns_edge), self.ns_wire.as_ref()].into_iter().flatten() {
             match run(&self.ip, &["netns", "del", ns]) {
                 Ok(_) => tracing::debug!(ns = %ns, "netns deleted"),
                 Err(e) => tracing::warn!(ns = %ns, error = %e, "deleting a network namespace failed"),
@@ -401,80 +417,42 @@ impl NetnsLink {
         let ip = find_tool("ip").ok_or_else(|| missing("ip"))?;
         let tc = find_tool("tc").ok_or_else(|| missing("tc"))?;
         let p = &opts.prefix;
+        let ns_wire = (!opts.latency.is_zero()).then(|| format!("{p}-wire"));
         let (ns_robot, ns_edge) = (format!("{p}-robot"), format!("{p}-edge"));
-        for ns in [&ns_robot, &ns_edge] {
-            if Path::new(NETNS_DIR).join(ns).exists() {
-                tracing::warn!(ns = %ns, "removing a stale network namespace");
-                run(&ip, &["netns", "del", ns])?;
-            }
-        }
-        run(&ip, &["netns", "add", &ns_robot])?;
-        if let Err(e) = run(&ip, &["netns", "add", &ns_edge]) {
-            let _ = run(&ip, &["netns", "del", &ns_robot]);
-            return Err(e);
-        }
-        // From here on, dropping `link` (on any error) deletes both namespaces.
-        let link = NetnsLink {
-            inner: Arc::new(Inner {
-                ns_robot,
-                ns_edge,
-                dev_robot: format!("{p}-r"),
-                dev_edge: format!("{p}-e"),
-                robot_addr: opts.robot_addr,
-                edge_addr: opts.edge_addr,
-                latency: opts.latency,
-                ip,
-                tc,
-            }),
+        add_namespaces(&ip, [Some(&ns_robot), Some(&ns_edge), ns_wire.as_ref()].into_iter().flatten())?;
+        // From here on, dropping `inner` (on any error) deletes the namespaces.
+        let mut inner = Inner {
+            ns_robot,
+            ns_edge,
+            dev_robot: format!("{p}-r"),
+            dev_edge: format!("{p}-e"),
+            robot_addr: opts.robot_addr,
+            edge_addr: opts.edge_addr,
+            latency: opts.latency,
+            ns_wire,
+            delay: None,
+            ip,
+            tc,
         };
-        let i = &*link.inner;
-        // Created directly inside the namespaces, so nothing is ever left in the root namespace.
-        run(&i.ip, &["link", "add", &i.dev_robot, "netns", &i.ns_robot, "type", "veth", "peer", "name", &i.dev_edge, "netns", &i.ns_edge])?;
+        inner.wire()?;
         for side in [NetnsSide::Robot, NetnsSide::Edge] {
-            let (ns, dev) = (i.namespace(side), i.device(side));
-            let addr = format!("{}/{}", link.address(side), opts.prefix_len);
-            run(&i.ip, &["-n", ns, "addr", "add", &addr, "dev", dev])?;
-            run(&i.ip, &["-n", ns, "link", "set", "lo", "up"])?;
-            run(&i.ip, &["-n", ns, "link", "set", dev, "up"])?;
+            let (ns, dev) = (inner.namespace(side), inner.device(side));
+            let addr = format!("{}/{}", inner.address(side), opts.prefix_len);
+            run(&inner.ip, &["-n", ns, "addr", "add", &addr, "dev", dev])?;
+            run(&inner.ip, &["-n", ns, "link", "set", "lo", "up"])?;
+            run(&inner.ip, &["-n", ns, "link", "set", dev, "up"])?;
         }
         for direction in [Direction::Up, Direction::Down] {
-            let side = direction.sender();
-            if !opts.latency.is_zero() {
-                let delay = format!("{}us", opts.latency.as_micros());
-                let limit = NETEM_LIMIT_PACKETS.to_string();
-                let args = [
-                    "-n",
-                    i.namespace(side),
-                    "qdisc",
-                    "add",
-                    "dev",
-                    i.device(side),
-                    "root",
-                    "handle",
-                    "1:",
-                    "netem",
-                    "delay",
-                    &delay,
-                    "limit",
-                    &limit,
-                ];
-                run(&i.tc, &args).map_err(|e| match e {
-                    Error::Command { command, stderr } if stderr.contains("unknown") => Error::Command {
-                        command,
-                        stderr: format!(
-                            "{stderr} (a one-way latency needs the netem qdisc, CONFIG_NET_SCH_NETEM; use latency 0 on this kernel)"
-                        ),
-                    },
-                    e => e,
-                })?;
-            }
-            i.tbf("add", direction, opts.initial_mbit)?;
+            inner.tbf("add", direction, opts.initial_mbit)?;
+        }
+        if let Some(wire) = &inner.ns_wire {
+            inner.delay = Some(delay::DelayLine::start(wire, opts.latency)?);
         }
         tracing::info!(
-            robot = %i.ns_robot, edge = %i.ns_edge, robot_addr = %i.robot_addr, edge_addr = %i.edge_addr,
+            robot = %inner.ns_robot, edge = %inner.ns_edge, robot_addr = %inner.robot_addr, edge_addr = %inner.edge_addr,
             latency_ms = opts.latency.as_secs_f64() * 1e3, mbit = opts.initial_mbit, "netns link created"
         );
-        Ok(link)
+        Ok(NetnsLink { inner: Arc::new(inner) })
     }
 
     /// The namespace's name (`{prefix}-robot` / `{prefix}-edge`).
@@ -489,15 +467,17 @@ impl NetnsLink {
 
     /// The side's IPv4 address.
     pub fn address(&self, side: NetnsSide) -> Ipv4Addr {
-        match side {
-            NetnsSide::Robot => self.inner.robot_addr,
-            NetnsSide::Edge => self.inner.edge_addr,
-        }
+        self.inner.address(side)
     }
 
     /// The one-way latency of each direction.
     pub fn latency(&self) -> Duration {
         self.inner.latency
+    }
+
+    /// What the delay line has carried so far; `None` without a latency (no delay line).
+    pub fn delay_stats(&self) -> Option<DelayStats> {
+        self.inner.delay.as_ref().map(delay::DelayLine::stats)
     }
 
     /// Moves the calling thread into the side's namespace (`setns(CLONE_NEWNET)`); sockets it
@@ -696,8 +676,6 @@ pub fn enter_namespace(name: &str) -> Result<()> {
         .custom_flags(libc::O_CLOEXEC)
         .open(&path)
         .map_err(|source| Error::Netns { what: format!("opening {}", path.display()), source })?;
-    // SAFETY: the fd is open (owned by `file` for the duration of the call); setns only
-    // changes the calling thread's network namespace.
     // SAFETY: the fd is open (owned by `file` for the duration of the call); setns only changes
     // the calling thread's network namespace.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -709,14 +687,14 @@ pub fn enter_namespace(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Namespace names `{stem}{pid}-robot` / `{stem}{pid}-edge` of a process: a per-process prefix
+/// Namespace names `{stem}{pid}-robot` / `{stem}{pid}-edge` (and `-wire`) of a process: a per-process prefix
 /// (at most 13 characters for stems up to 5 characters) so that concurrent runs never collide
 /// and [`remove_stale`] can tell whose namespaces were left behind.
 pub fn process_prefix(stem: &str) -> String {
     format!("{stem}{}", std::process::id())
 }
 
-/// Deletes namespaces named `{stem}{pid}-robot` / `{stem}{pid}-edge` whose process `pid` no
+/// Deletes namespaces named `{stem}{pid}-robot` / `-edge` / `-wire` whose process `pid` no
 /// longer runs (left by a run that was killed with SIGKILL, which no guard survives); returns
 /// the names deleted. Failures are logged, never fatal.
 pub fn remove_stale(stem: &str) -> Vec<String> {
@@ -725,7 +703,7 @@ pub fn remove_stale(stem: &str) -> Vec<String> {
     let mut removed = Vec::new();
     for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
         let Some(rest) = name.strip_prefix(stem) else { continue };
-        let Some(pid) = rest.strip_suffix("-robot").or_else(|| rest.strip_suffix("-edge")) else { continue };
+        let Some(pid) = ["-robot", "-edge", "-wire"].iter().find_map(|suffix| rest.strip_suffix(suffix)) else { continue };
         if pid.is_empty() || !pid.chars().all(|c| c.is_ascii_digit()) || Path::new("/proc").join(pid).exists() {
             continue;
         }
@@ -772,14 +750,24 @@ pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
     Ok(&INTERRUPTED)
 }
 
-/// Whether the kernel has the `netem` qdisc (needed for [`NetnsOptions::latency`] > 0), probed
-/// on a dummy veth pair in a throwaway namespace. `Err` says why not.
-pub fn netem_available() -> std::result::Result<(), String> {
-    NetnsLink::is_available()?;
-    static PROBES: AtomicU32 = AtomicU32::new(0);
-    let prefix = format!("lopnm{}{}", std::process::id() % 1_000_000, PROBES.fetch_add(1, Ordering::Relaxed) % 100);
-    let opts = NetnsOptions::default().with_prefix(prefix).with_latency(Duration::from_millis(1));
-    NetnsLink::create(opts).map(drop).map_err(|e| e.to_string())
+/// Adds the named namespaces, after removing stale ones of the same names (left by a crashed
+/// run); on a failure, those already added are deleted again.
+fn add_namespaces<'a>(ip: &Path, names: impl Iterator<Item = &'a String>) -> Result<()> {
+    let mut added: Vec<&String> = Vec::new();
+    for ns in names {
+        if Path::new(NETNS_DIR).join(ns).exists() {
+            tracing::warn!(ns = %ns, "removing a stale network namespace");
+            run(ip, &["netns", "del", ns])?;
+        }
+        if let Err(e) = run(ip, &["netns", "add", ns]) {
+            for earlier in added {
+                let _ = run(ip, &["netns", "del", earlier]);
+            }
+            return Err(e);
+        }
+        added.push(ns);
+    }
+    Ok(())
 }
 
 /// Runs `program args...` and returns its stdout; failures become [`Error::Command`] with the

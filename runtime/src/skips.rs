@@ -2,10 +2,10 @@
 //! allow-list (issue 56): a green test run then means every test ran, or says which did not.
 //!
 //! `LOP_ALLOW_SKIP` is a comma-separated list of needs a test may lack and still pass by
-//! skipping (`netns`: network namespaces, root and iproute2; `netem`: the kernel's netem qdisc;
-//! `rto-cap`: the kernel's cap on TCP's retransmission backoff; `all`). Each skip so allowed is
-//! printed loudly on stderr and, when `LOP_SKIP_LOG` names a file, appended to it as one line,
-//! so that `scripts/test.sh` lists every skipped test in its summary.
+//! skipping (`netns`: network namespaces, root and iproute2; `rto-cap`: the kernel's cap on
+//! TCP's retransmission backoff; `all`). Each skip so allowed is printed loudly on stderr and,
+//! when `LOP_SKIP_LOG` names a file, appended to it as one line, so that `scripts/test.sh` lists
+//! every skipped test in its summary.
 
 use std::io::Write;
 
