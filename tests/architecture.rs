@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use tests::{run_command, workspace_root};
 
+mod imports;
+
 /// One row of the codemap.
 #[derive(Debug)]
 struct Row {
@@ -177,4 +179,81 @@ fn every_integration_test_file_is_built() {
     }
     assert!(checked >= 20, "only {checked} files under the members' tests/ folders: is this the workspace?");
     assert!(missing.is_empty(), "test files no test binary builds (declare them in tests/all.rs or as a [[test]]): {missing:?}");
+}
+
+#[test]
+fn import_reader_follows_use_paths_and_finds_circles() {
+    let decls = imports::use_declarations(
+        "use std::fmt;\npub use crate::a::{A, b::{C as D, self}};\npub(crate) use super::x::Y;\n// use crate::not::This;\n\
+         fn f() {\n    use self::inner::Z;\n}\n#[cfg(test)]\nmod tests {\n    use crate::test_only::T;\n}\n",
+    );
+    assert_eq!(decls, ["std::fmt", "crate::a::{A, b::{C as D, self}}", "super::x::Y", "self::inner::Z"]);
+    let paths = imports::expand("crate::a::{A, b::{C as D, self}}");
+    let want: Vec<Vec<String>> = [&["crate", "a", "A"][..], &["crate", "a", "b", "C"], &["crate", "a", "b"]]
+        .iter()
+        .map(|p| p.iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(paths, want);
+
+    let m = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(imports::module_of(std::path::Path::new("lib.rs")), Some(m(&[])));
+    assert_eq!(imports::module_of(std::path::Path::new("a/mod.rs")), Some(m(&["a"])));
+    assert_eq!(imports::module_of(std::path::Path::new("a/b.rs")), Some(m(&["a", "b"])));
+    assert_eq!(imports::module_of(std::path::Path::new("bin/tool.rs")), None);
+    let modules: BTreeSet<Vec<String>> = [m(&[]), m(&["a"]), m(&["a", "b"]), m(&["c"])].into_iter().collect();
+    let from = m(&["a", "b"]);
+    assert_eq!(imports::resolve(&from, &m(&["super", "Item"]), &modules), Some(m(&["a"])));
+    assert_eq!(imports::resolve(&from, &m(&["crate", "c", "Thing", "method"]), &modules), Some(m(&["c"])));
+    assert_eq!(imports::resolve(&m(&["a"]), &m(&["b", "Item"]), &modules), Some(m(&["a", "b"])), "a child module by name");
+    assert_eq!(imports::resolve(&from, &m(&["serde", "Serialize"]), &modules), None, "another crate");
+
+    // A crate on disk: lib -> a -> b -> a is a circle of a and b; c only imports.
+    let dir = std::env::temp_dir().join(format!("lop-imports-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("src/b")).expect("temp dir");
+    assert_eq!(
+        imports::inline_paths("x: $crate::a::B, y: crate::c::D<super::super::e::F>, // crate::z\n"),
+        [vec!["crate".to_string(), "c".into(), "D".into()], vec!["super".to_string(), "super".into(), "e".into(), "F".into()]]
+    );
+    let files = [
+        ("src/lib.rs", "mod a;\nmod b;\nmod c;\npub use a::A;\n"), // containment: no edge
+        ("src/b/inner.rs", "pub(crate) type Kept = crate::c::C; // crate::a::A in a comment\n"),
+        ("src/a.rs", "use crate::b::{B, helper};\npub struct A;\n"),
+        ("src/b/mod.rs", "pub use inner::Kept;\nuse super::a::A;\npub struct B;\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n"),
+        ("src/c.rs", "use crate::{a::A, b::B};\npub struct C;\n"),
+    ];
+    for (path, text) in files {
+        std::fs::write(dir.join(path), text).expect("write");
+    }
+    let graph = imports::crate_graph(&dir);
+    assert_eq!(graph["src/c.rs"], ["src/a.rs", "src/b/mod.rs"].into_iter().map(String::from).collect());
+    assert_eq!(graph["src/b/mod.rs"], ["src/a.rs"].into_iter().map(String::from).collect(), "no edge to its child nor from tests");
+    assert_eq!(graph["src/b/inner.rs"], ["src/c.rs"].into_iter().map(String::from).collect(), "an inline path, not a comment");
+    assert!(graph["src/lib.rs"].is_empty(), "{graph:?}");
+    assert_eq!(imports::circles(&graph), vec![vec!["src/a.rs".to_string(), "src/b/mod.rs".to_string()]]);
+    std::fs::write(dir.join("src/b/mod.rs"), "pub struct B;\n").expect("write");
+    assert!(imports::circles(&imports::crate_graph(&dir)).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// No two source files of a crate import from each other, directly or around a longer circle
+/// (issue 57); each circle is printed with the imports that close it.
+#[test]
+fn no_import_circle_between_files() {
+    let root = workspace_root();
+    let mut problems = Vec::new();
+    let mut files = 0;
+    for (krate, folder) in members() {
+        let graph = imports::crate_graph(&root.join(&folder));
+        files += graph.len();
+        for circle in imports::circles(&graph) {
+            let edges: Vec<String> = circle
+                .iter()
+                .flat_map(|from| graph[from].iter().filter(|to| circle.contains(to)).map(move |to| format!("{from} -> {to}")))
+                .collect();
+            problems.push(format!("{krate}: {}", edges.join(", ")));
+        }
+    }
+    assert!(files >= 200, "only {files} source files read: is this the workspace?");
+    assert!(problems.is_empty(), "import circles between files:\n{}", problems.join("\n"));
 }

@@ -47,6 +47,7 @@ pub mod onnx;
 pub mod ops;
 pub mod plan;
 pub mod planner;
+mod post_append;
 pub mod postprocess;
 pub mod preprocess;
 pub mod profile;

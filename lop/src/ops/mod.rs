@@ -3,6 +3,7 @@
 //! to compute an output row band from input bands ([`Op::compute`]), padding only at the true
 //! tensor border so that any split reproduces the whole output.
 
+pub(crate) mod band;
 mod elementwise;
 mod layout;
 mod packed;
@@ -12,6 +13,7 @@ mod rowwise;
 mod whole;
 mod window;
 
+pub use band::BandIn;
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
 pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
@@ -50,52 +52,6 @@ impl OpClass {
     /// Whether nodes of this class can be cut into row bands.
     pub fn is_local(self) -> bool {
         matches!(self, OpClass::ElementWise | OpClass::BlockWise | OpClass::RowWise)
-    }
-}
-
-/// One input band handed to [`Op::compute`]: a tensor holding rows `[start, start + n)` of an
-/// input value along its row axis (or the whole value when it has no row axis).
-#[derive(Debug)]
-pub struct BandIn<'a> {
-    /// The rows held.
-    pub tensor: &'a Tensor,
-    /// The first row held.
-    pub start: usize,
-    /// The full value's description.
-    pub info: &'a ValueInfo,
-}
-
-impl BandIn<'_> {
-    /// The given rows of this input (a view, no copy). Values without a row axis are returned
-    /// whole.
-    pub(crate) fn rows(&self, rows: &Rows) -> Result<Tensor, tch::TchError> {
-        match self.info.row_axis {
-            Some(a) => self.rows_on(a, rows),
-            None => Ok(self.tensor.shallow_clone()),
-        }
-    }
-
-    /// The given rows along `axis`, counted from [`BandIn::start`].
-    pub(crate) fn rows_on(&self, axis: usize, rows: &Rows) -> Result<Tensor, tch::TchError> {
-        let have = self.tensor.size().get(axis).copied().unwrap_or(1) as usize;
-        if rows.start < self.start || rows.end > self.start + have {
-            return Err(tch::TchError::Shape(format!(
-                "band holds rows {}..{} but rows {:?} were asked for",
-                self.start,
-                self.start + have,
-                rows
-            )));
-        }
-        if rows.start == self.start && rows.len() == have {
-            return Ok(self.tensor.shallow_clone());
-        }
-        self.tensor.f_narrow(axis as i64, (rows.start - self.start) as i64, rows.len() as i64)
-    }
-
-    /// The whole value (the band must hold all of it).
-    pub(crate) fn whole(&self) -> Result<Tensor, tch::TchError> {
-        let rows = 0..self.info.rows();
-        self.rows(&rows)
     }
 }
 

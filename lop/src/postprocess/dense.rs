@@ -13,7 +13,7 @@ pub struct ClassMap {
 }
 
 impl ClassMap {
-    pub(super) fn new(head: &ValueInfo) -> Result<ClassMap, String> {
+    pub(crate) fn new(head: &ValueInfo) -> Result<ClassMap, String> {
         let &[1, c, _, _] = &head.shape[..] else {
             return Err(format!("a segmentation head has shape [1, classes, H, W], not {:?}", head.shape));
         };
@@ -53,7 +53,7 @@ pub struct Occupancy {
 }
 
 impl Occupancy {
-    pub(super) fn new(spec: &OccupancySpec, head: &ValueInfo) -> Result<Occupancy, String> {
+    pub(crate) fn new(spec: &OccupancySpec, head: &ValueInfo) -> Result<Occupancy, String> {
         let &[1, c, _, _, _] = &head.shape[..] else {
             return Err(format!("an occupancy head has shape [1, C, D, H, W], not {:?}", head.shape));
         };

@@ -114,7 +114,7 @@ pub fn detections(rows: &[f32], width: usize) -> Vec<Detection> {
 
 impl Detect {
     /// The stage for a head of shape `head` on a model whose image input is `input_hw`.
-    pub(super) fn new(spec: &DetectSpec, head: &ValueInfo, input_hw: Option<(usize, usize)>) -> Result<Detect, String> {
+    pub(crate) fn new(spec: &DetectSpec, head: &ValueInfo, input_hw: Option<(usize, usize)>) -> Result<Detect, String> {
         let &[1, a, b] = &head.shape[..] else {
             return Err(format!("a detection head has shape [1, channels, anchors] or [1, anchors, channels], not {:?}", head.shape));
         };
@@ -184,7 +184,7 @@ impl Detect {
     /// The stage for a YOLOv8-seg head `[1, 4 + classes + coefficients, anchors]` whose last
     /// `coefficients` channels (the prototypes' count) are mask coefficients: the boxes and
     /// classes as [`Detect::new`] reads them, the coefficients left for the mask stage.
-    pub(super) fn with_coefficients(spec: &DetectSpec, head: &ValueInfo, coefficients: usize) -> Result<Detect, String> {
+    pub(crate) fn with_coefficients(spec: &DetectSpec, head: &ValueInfo, coefficients: usize) -> Result<Detect, String> {
         let &[1, a, anchors] = &head.shape[..] else {
             return Err(format!("a segmentation head has shape [1, 4 + classes + mask coefficients, anchors], not {:?}", head.shape));
         };

@@ -44,7 +44,7 @@ pub struct Instances {
 impl Instances {
     /// The stage for a head read by `detect` (built with its coefficients) and prototypes of
     /// shape `protos` (`[1, nm, mh, mw]`), on a model whose image input is `input_hw`.
-    pub(super) fn new(
+    pub(crate) fn new(
         detect: Detect,
         head: &ValueInfo,
         protos: &ValueInfo,

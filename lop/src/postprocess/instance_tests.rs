@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::exec::{run_split, run_whole};
-use crate::ops::{Conv, OpClass};
+use crate::graph::{Graph, GraphBuilder};
+use crate::ops::{Conv, Op, OpClass};
 use crate::plan::Plan;
 use crate::value::DType;
 use tch::{Device, Kind};
