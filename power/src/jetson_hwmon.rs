@@ -6,7 +6,8 @@
 //! summed current) duplicates the others: both are skipped. Channels 4..6 are shunt voltages with
 //! no current and no label, and are ignored.
 
-use super::sysfs::{list_dir, read_number, read_trimmed};
+use super::rails::{RailLayout, find_rails, rail_file};
+use super::sysfs::read_number;
 use super::{PowerReading, PowerSource, check_power, midpoint, total_index};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -44,44 +45,25 @@ impl JetsonHwmon {
     /// [`Error::NotAvailable`] when the driver directory or rails are absent; [`Error::Power`] when
     /// a file is unreadable or holds garbage, or there is no total rail.
     pub fn open(root: &Path, total_rail: Option<&str>) -> Result<Self> {
-        let dir = root.join(DRIVER_DIR);
-        if !dir.is_dir() {
-            return Err(Error::not_available(NAME, format!("no {} (not a JetPack 5/6 Jetson)", dir.display())));
-        }
-        let mut rails: Vec<String> = Vec::new();
+        let layout = RailLayout {
+            source: NAME,
+            driver_dir: DRIVER_DIR,
+            missing_means: "not a JetPack 5/6 Jetson",
+            instances_in: "hwmon",
+            instance_prefix: "hwmon",
+            channels: 1..=16,
+            label_file: |k| format!("in{k}_label"),
+            skip: skipped_label,
+            looked_for: "labelled inK_label rails",
+        };
+        let mut rails = Vec::new();
         let mut channels = Vec::new();
-        for (dev_name, dev) in list_dir(NAME, &dir)? {
-            let hwmon_dir = dev.join("hwmon");
-            if !dev_name.contains('-') || !hwmon_dir.is_dir() {
-                continue;
-            }
-            for (hw_name, hw) in list_dir(NAME, &hwmon_dir)? {
-                if !hw_name.starts_with("hwmon") {
-                    continue;
-                }
-                for k in 1..=16 {
-                    let label_path = hw.join(format!("in{k}_label"));
-                    if !label_path.exists() {
-                        continue;
-                    }
-                    let label = read_trimmed(NAME, &label_path)?;
-                    if skipped_label(&label) {
-                        continue;
-                    }
-                    let ch = Channel { volts_mv: hw.join(format!("in{k}_input")), curr_ma: hw.join(format!("curr{k}_input")) };
-                    for p in [&ch.volts_mv, &ch.curr_ma] {
-                        if !p.exists() {
-                            return Err(Error::power(NAME, format!("rail {label}: no {}", p.display())));
-                        }
-                    }
-                    let name = if rails.contains(&label) { format!("{label}@{dev_name}") } else { label };
-                    rails.push(name);
-                    channels.push(ch);
-                }
-            }
-        }
-        if rails.is_empty() {
-            return Err(Error::not_available(NAME, format!("no labelled inK_label rails below {}", dir.display())));
+        for rail in find_rails(root, &layout)? {
+            let (k, dir) = (rail.channel, &rail.dir);
+            let volts_mv = rail_file(NAME, &rail.name, dir.join(format!("in{k}_input")))?;
+            let curr_ma = rail_file(NAME, &rail.name, dir.join(format!("curr{k}_input")))?;
+            channels.push(Channel { volts_mv, curr_ma });
+            rails.push(rail.name);
         }
         let total = total_index(NAME, &rails, total_rail)?;
         let mut source = JetsonHwmon { rails, channels, total };

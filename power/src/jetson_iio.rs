@@ -5,9 +5,10 @@
 //! one or two). The total is the module input rail (`POM_5V_IN` on Nano, `VDD_IN` on Xavier NX /
 //! TX2), see [`super::total_index`].
 
-use super::sysfs::{list_dir, read_number, read_trimmed};
+use super::rails::{RailLayout, find_rails, rail_file};
+use super::sysfs::read_number;
 use super::{PowerReading, PowerSource, check_power, midpoint, total_index};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -32,42 +33,22 @@ impl JetsonIio {
     /// [`Error::NotAvailable`] when the driver directory or rails are absent; [`Error::Power`] when
     /// a file is unreadable or holds garbage, or there is no total rail.
     pub fn open(root: &Path, total_rail: Option<&str>) -> Result<Self> {
-        let dir = root.join(DRIVER_DIR);
-        if !dir.is_dir() {
-            return Err(Error::not_available(NAME, format!("no {} (not a JetPack 4 Jetson)", dir.display())));
-        }
-        let mut rails: Vec<String> = Vec::new();
+        let layout = RailLayout {
+            source: NAME,
+            driver_dir: DRIVER_DIR,
+            missing_means: "not a JetPack 4 Jetson",
+            instances_in: "",
+            instance_prefix: "iio:device",
+            channels: 0..=15,
+            label_file: |k| format!("rail_name_{k}"),
+            skip: |label| label.is_empty() || label.eq_ignore_ascii_case("NC"),
+            looked_for: "rail_name_K files",
+        };
+        let mut rails = Vec::new();
         let mut files = Vec::new();
-        for (dev_name, dev) in list_dir(NAME, &dir)? {
-            // Device directories are `<bus>-<addr>`; the rest are driver files (bind, uevent, ...).
-            if !dev.is_dir() || !dev_name.contains('-') {
-                continue;
-            }
-            for (iio_name, iio) in list_dir(NAME, &dev)? {
-                if !iio_name.starts_with("iio:device") {
-                    continue;
-                }
-                for k in 0..16 {
-                    let label_path = iio.join(format!("rail_name_{k}"));
-                    if !label_path.exists() {
-                        continue;
-                    }
-                    let label = read_trimmed(NAME, &label_path)?;
-                    if label.is_empty() || label.eq_ignore_ascii_case("NC") {
-                        continue;
-                    }
-                    let power = iio.join(format!("in_power{k}_input"));
-                    if !power.exists() {
-                        return Err(Error::power(NAME, format!("rail {label}: no {}", power.display())));
-                    }
-                    let name = if rails.contains(&label) { format!("{label}@{dev_name}") } else { label };
-                    rails.push(name);
-                    files.push(power);
-                }
-            }
-        }
-        if rails.is_empty() {
-            return Err(Error::not_available(NAME, format!("no rail_name_K files below {}", dir.display())));
+        for rail in find_rails(root, &layout)? {
+            files.push(rail_file(NAME, &rail.name, rail.dir.join(format!("in_power{}_input", rail.channel)))?);
+            rails.push(rail.name);
         }
         let total = total_index(NAME, &rails, total_rail)?;
         let mut source = JetsonIio { rails, files, total };
@@ -101,6 +82,7 @@ impl PowerSource for JetsonIio {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::testutil::Fixture;
 
     #[test]

@@ -48,6 +48,7 @@ pub mod jetson_hwmon;
 pub mod jetson_iio;
 pub mod model;
 pub mod nvml;
+mod rails;
 pub mod rapl;
 pub mod ring;
 pub mod sampler;
