@@ -1,15 +1,83 @@
 //! What the three binaries share: the command line (`--config FILE`, `--backend`, then ROS 2
-//! arguments after `--ros-args`), logging, opening the backend, and the shutdown signal.
+//! arguments after `--ros-args`), logging, opening the backend, the shutdown signal, and the
+//! life of a node from its command line to its shutdown ([`run_node`]).
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use clap::Parser;
 
 use crate::backend::SharedRos;
-use crate::config::RosSettings;
+use crate::config::{BandwidthConfig, PowerConfig, RobotConfig, RosSettings};
 use crate::error::{Error, Result};
 use crate::params::{Declared, Params, RosArgs};
+
+/// A node's configuration, read from its parameters.
+pub trait NodeConfig: Sized {
+    /// Reads and checks the node's parameters.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the parameter that is missing, malformed or out of range.
+    fn read(params: &mut Params) -> Result<Self>;
+    /// The node's ROS settings.
+    fn ros(&self) -> &RosSettings;
+}
+
+impl NodeConfig for RobotConfig {
+    fn read(params: &mut Params) -> Result<Self> {
+        RobotConfig::from_params(params)
+    }
+    fn ros(&self) -> &RosSettings {
+        &self.ros
+    }
+}
+
+impl NodeConfig for BandwidthConfig {
+    fn read(params: &mut Params) -> Result<Self> {
+        BandwidthConfig::from_params(params)
+    }
+    fn ros(&self) -> &RosSettings {
+        &self.ros
+    }
+}
+
+impl NodeConfig for PowerConfig {
+    fn read(params: &mut Params) -> Result<Self> {
+        PowerConfig::from_params(params)
+    }
+    fn ros(&self) -> &RosSettings {
+        &self.ros
+    }
+}
+
+/// A node's life, as each binary's `main` runs it: logging started; the command line and the
+/// parameters read into `C` (unknown ones warned about; with `--print-params`, printed and
+/// done: `None`); the ROS node `node` opened on the chosen backend; `serve` run with the
+/// configuration and the node until it returns (on [`shutdown_signal`], which `serve` is given
+/// to wait on); the ROS node shut down. Returns what `serve` returned.
+///
+/// # Errors
+/// Each step's, with context naming the step or the node.
+pub async fn run_node<C, T, F>(node: &str, serve: impl FnOnce(C, SharedRos) -> F) -> anyhow::Result<Option<T>>
+where
+    C: NodeConfig,
+    F: Future<Output = Result<T>>,
+{
+    init_tracing();
+    let (args, ros_args) = parse(std::env::args().collect())?;
+    let mut params = params(node, &args, &ros_args).context("reading the parameters")?;
+    let config = C::read(&mut params).with_context(|| format!("{node} parameters"))?;
+    report_params(&params, args.print_params);
+    if args.print_params {
+        return Ok(None);
+    }
+    let ros = open_backend(&args.backend, config.ros(), node, &ros_args, params.declared()).await.context("opening the ROS node")?;
+    let result = serve(config, ros.clone()).await;
+    ros.shutdown();
+    Ok(Some(result.with_context(|| node.to_string())?))
+}
 
 /// The command line of a node (ROS 2 arguments follow `--ros-args`).
 #[derive(Debug, Clone, Parser)]
@@ -49,8 +117,14 @@ pub fn report_params(p: &Params, print: bool) {
         tracing::warn!(node = p.node(), parameter = %name, "unknown parameter ignored");
     }
     if print {
+        // Written without println!, so that a closed pipe (`--print-params | head`) ends the
+        // listing instead of panicking.
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
         for d in p.declared() {
-            println!("{}.{} = {} (default {})", p.node(), d.name, d.value.to_text(), d.default.to_text());
+            if writeln!(out, "{}.{} = {} (default {})", p.node(), d.name, d.value.to_text(), d.default.to_text()).is_err() {
+                break;
+            }
         }
     }
 }

@@ -1,28 +1,11 @@
 //! `lop_bandwidth`: the link monitor node (see `robot_node::bandwidth_node`).
 
-use anyhow::Context as _;
 use robot_node::cli;
 use robot_node::config::BandwidthConfig;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    cli::finish(run().await);
-}
-
-async fn run() -> anyhow::Result<()> {
-    cli::init_tracing();
-    let (args, ros_args) = cli::parse(std::env::args().collect())?;
-    let mut params = cli::params("lop_bandwidth", &args, &ros_args).context("reading the parameters")?;
-    let config = BandwidthConfig::from_params(&mut params).context("lop_bandwidth parameters")?;
-    cli::report_params(&params, args.print_params);
-    if args.print_params {
-        return Ok(());
-    }
-    let ros = cli::open_backend(&args.backend, &config.ros, "lop_bandwidth", &ros_args, params.declared())
-        .await
-        .context("opening the ROS node")?;
-    let result = robot_node::bandwidth_node::run(config, ros.clone(), cli::shutdown_signal()).await;
-    ros.shutdown();
-    result.context("lop_bandwidth")?;
-    Ok(())
+    let run =
+        cli::run_node("lop_bandwidth", |config: BandwidthConfig, ros| robot_node::bandwidth_node::run(config, ros, cli::shutdown_signal()));
+    cli::finish(run.await.map(drop));
 }
