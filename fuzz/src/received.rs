@@ -288,11 +288,11 @@ thread_local! {
 
 /// A frame that carries a profile: a Hello (the robot's, at the edge), a Welcome or a Planning
 /// Reject (the edge's, at the robot). Each profile is checked as its receiver checks it (the
-/// edge's `received_profile` in `runtime/src/edge.rs`, the robot's `start_replan` in
-/// `runtime/src/client.rs`: JSON of a profile whose own contents are sane, of the right side,
-/// of the model), kept where the edge keeps received ones, and a schedule table planned with it
-/// as the receiver does next. The hash a Hello names is the profile's own here (no fuzzer forges
-/// a sha256), so everything past that check is reached.
+/// edge's `received_profile` in `runtime/src/edge/profiles.rs`, the robot's `start_replan` in
+/// `runtime/src/client/replan.rs`: JSON of a profile whose own contents are sane, of the right
+/// side, of the model), kept where the edge keeps received ones, and a schedule table planned
+/// with it as the receiver does next. The hash a Hello names is the profile's own here (no fuzzer
+/// forges a sha256), so everything past that check is reached.
 pub fn hello(data: &[u8]) {
     let _ = hello_accepted(data);
 }

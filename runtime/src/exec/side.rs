@@ -169,177 +169,298 @@ fn run(
     send: &mut dyn FnMut(Vec<u8>) -> bool,
     race: bool,
 ) -> Result<(Stopped, SideStats)> {
-    let graph: &Graph = exec.graph();
-    let side = config.side;
-    let mut stats = SideStats::default();
-    let (mut pending, mut ready, mut left_chunks) = start_state(schedule, side);
-    // Bands this side must receive before it is done: every transfer towards it.
-    let mut left_bands = schedule.transfers.iter().filter(|t| t.from() != side).count();
-    let mut received = vec![false; schedule.transfers.len()];
-    let mut uses = Uses::new(graph, schedule, side);
+    let uses = Uses::new(exec.graph(), schedule, config.side);
+    let progress = Progress::new(schedule, config.side);
     let _guard = tch::no_grad_guard();
+    let mut run = SideRun { exec, part: Part { meta, schedule, config }, incoming, send, race, uses, progress };
+    let stop = run.go()?;
+    Ok((stop, run.progress.stats))
+}
 
-    // Transfers of values held before anything runs (graph inputs) leave at once, each coded
-    // in turn under a frame codec; then the robot codes the rows it keeps, so that it computes
-    // on the decoded frame.
-    let mut coded_any = false;
-    for (i, t) in schedule.transfers.iter().enumerate() {
-        if t.from() == side && t.producer.is_none() {
-            let sent = if config.codec.is_coded() && meta.is_input(t.node) {
-                let t0 = Instant::now();
-                let frame = super::coded::encode_coded_band(
-                    exec,
-                    meta,
-                    config.inference_id,
-                    (t.node, &t.rows),
-                    config.codec,
-                    config.camera.as_ref(),
-                )?;
-                stats.coding_s += t0.elapsed().as_secs_f64();
-                coded_any = true;
-                stats.input_coded_bytes += frame.len() as u64;
-                stats.input_raw_bytes += meta.wire_shape(t.node, &t.rows).0.iter().map(|&d| u64::from(d)).product::<u64>();
-                stats.bands_sent += 1;
-                stats.bytes_sent += frame.len() as u64;
-                send(frame)
-            } else {
-                send_transfer(exec, meta, schedule, config, i, send, &mut stats)?
-            };
-            if !sent {
-                return Ok((Stopped::Aborted("the link is gone".into()), stats));
+/// What a side runs: the graph's wire facts, the schedule, and how.
+#[derive(Clone, Copy)]
+struct Part<'r> {
+    meta: &'r GraphMeta,
+    schedule: &'r Schedule,
+    config: &'r SideConfig,
+}
+
+/// How far a side has come: the chunks it waits for and can compute, the bands it has received
+/// and still needs, and its statistics.
+struct Progress {
+    stats: SideStats,
+    /// Every chunk's count of inputs not yet held.
+    pending: Vec<u32>,
+    /// This side's chunks that hold all their inputs, in wavefront order.
+    ready: BinaryHeap<Ready>,
+    /// This side's chunks not computed yet.
+    left_chunks: usize,
+    /// Bands this side must receive before it is done: every transfer towards it.
+    left_bands: usize,
+    /// Per transfer: whether its band is here.
+    received: Vec<bool>,
+}
+
+/// One side's run of one inference ([`run_side`], [`run_side_racing`]).
+struct SideRun<'r, 'g> {
+    exec: &'r mut SideExec<'g>,
+    part: Part<'r>,
+    incoming: &'r Receiver<Incoming>,
+    send: &'r mut dyn FnMut(Vec<u8>) -> bool,
+    /// Past the deadline, race the peer for its bands rather than stop.
+    race: bool,
+    uses: Uses,
+    progress: Progress,
+}
+
+impl SideRun<'_, '_> {
+    /// Runs the side to its end: the bands of values held from the start go first, then chunks
+    /// in wavefront order, bands taken in as they arrive, until all are done or it stops.
+    fn go(&mut self) -> Result<Stopped> {
+        if let Some(stop) = self.send_held()? {
+            return Ok(stop);
+        }
+        loop {
+            if let Some(stop) = self.take_arrived()? {
+                return Ok(stop);
             }
-            uses.sent(exec, t.node);
+            let past_deadline = self.part.config.deadline.is_some_and(|d| Instant::now() >= d);
+            if past_deadline && !self.race {
+                return Ok(Stopped::DeadlineExceeded);
+            }
+            if let Some(r) = self.progress.ready.pop() {
+                if let Some(stop) = self.compute(r)? {
+                    return Ok(stop);
+                }
+                continue;
+            }
+            if self.progress.left_chunks == 0 && self.progress.left_bands == 0 {
+                return Ok(Stopped::Finished);
+            }
+            let stop = if past_deadline { self.steal()? } else { self.wait()? };
+            if let Some(stop) = stop {
+                return Ok(stop);
+            }
         }
     }
-    if coded_any {
-        stats.coded = true;
+
+    /// Transfers of values held before anything runs (graph inputs) leave at once, each coded
+    /// in turn under a frame codec; then the robot codes the rows it keeps, so that it computes
+    /// on the decoded frame. Stops (`Some`) when the link is gone.
+    fn send_held(&mut self) -> Result<Option<Stopped>> {
+        let Part { meta, schedule, config } = self.part;
+        let mut coded_any = false;
+        for (i, t) in schedule.transfers.iter().enumerate() {
+            if t.from() == config.side && t.producer.is_none() {
+                let coded = config.codec.is_coded() && meta.is_input(t.node);
+                let sent = if coded { self.send_coded(i)? } else { self.send_transfer(i)? };
+                coded_any |= coded;
+                if !sent {
+                    return Ok(Some(Stopped::Aborted("the link is gone".into())));
+                }
+                self.uses.sent(self.exec, t.node);
+            }
+        }
+        if coded_any {
+            let stats = &mut self.progress.stats;
+            stats.coded = true;
+            let t0 = Instant::now();
+            super::coded::code_kept_rows(self.exec, meta, schedule, config.codec)?;
+            stats.coding_s += t0.elapsed().as_secs_f64();
+        }
+        Ok(None)
+    }
+
+    /// Codes and sends the band of transfer `ti` of a graph input under the frame codec;
+    /// whether the link took it.
+    fn send_coded(&mut self, ti: usize) -> Result<bool> {
+        let Part { meta, schedule, config } = self.part;
+        let t = &schedule.transfers[ti];
+        let stats = &mut self.progress.stats;
         let t0 = Instant::now();
-        super::coded::code_kept_rows(exec, meta, schedule, config.codec)?;
+        let frame =
+            super::coded::encode_coded_band(self.exec, meta, config.inference_id, (t.node, &t.rows), config.codec, config.camera.as_ref())?;
         stats.coding_s += t0.elapsed().as_secs_f64();
+        stats.input_coded_bytes += frame.len() as u64;
+        stats.input_raw_bytes += meta.wire_shape(t.node, &t.rows).0.iter().map(|&d| u64::from(d)).product::<u64>();
+        stats.bands_sent += 1;
+        stats.bytes_sent += frame.len() as u64;
+        Ok((self.send)(frame))
     }
 
-    loop {
-        // Take in whatever has arrived, without blocking.
-        while let Ok(msg) = incoming.try_recv() {
-            if let Some(stop) =
-                accept(exec, meta, schedule, config, msg, &mut received, &mut left_bands, &mut pending, &mut ready, &mut stats)?
-            {
-                return Ok((stop, stats));
+    /// Sends the band of transfer `ti` as it is held; whether the link took it.
+    fn send_transfer(&mut self, ti: usize) -> Result<bool> {
+        let Part { meta, schedule, config } = self.part;
+        let t = &schedule.transfers[ti];
+        let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+        let tensor: Tensor = self.exec.extract(t.node, &rows).map_err(Error::Engine)?;
+        let frame = encode_band(meta, config.inference_id, t.node, &t.rows, &tensor, config.input_wire)?;
+        self.progress.stats.bands_sent += 1;
+        self.progress.stats.bytes_sent += frame.len() as u64;
+        Ok((self.send)(frame))
+    }
+
+    /// Takes in whatever has arrived, without blocking. Stops (`Some`) when told to.
+    fn take_arrived(&mut self) -> Result<Option<Stopped>> {
+        while let Ok(msg) = self.incoming.try_recv() {
+            if let Some(stop) = self.progress.accept(self.exec, self.part, msg)? {
+                return Ok(Some(stop));
             }
         }
-        let past_deadline = config.deadline.is_some_and(|d| Instant::now() >= d);
-        if past_deadline && !race {
-            return Ok((Stopped::DeadlineExceeded, stats));
+        Ok(None)
+    }
+
+    /// Computes the ready chunk `r` (stretched as configured), readies the chunks waiting for
+    /// it and sends the bands it completes. Stops (`Some`) when the link is gone.
+    fn compute(&mut self, r: Ready) -> Result<Option<Stopped>> {
+        let Part { schedule, config, .. } = self.part;
+        let c = &schedule.chunks[r.id as usize];
+        let stats = &mut self.progress.stats;
+        let t0 = Instant::now();
+        self.exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
+        let over = config.stretch.wait_after(c.node, c.rows.len(), t0.elapsed());
+        if !over.is_zero() {
+            stats.overruns += 1;
+            stats.overrun_s += over.as_secs_f64();
         }
-        if let Some(r) = ready.pop() {
-            let c = &schedule.chunks[r.id as usize];
-            let t0 = Instant::now();
-            exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
-            let over = config.stretch.wait_after(c.node, c.rows.len(), t0.elapsed());
-            if !over.is_zero() {
-                stats.overruns += 1;
-                stats.overrun_s += over.as_secs_f64();
+        stats.compute_s += t0.elapsed().as_secs_f64();
+        stats.chunks += 1;
+        // Each chunk's time, for comparing a run with its profile chunk by chunk.
+        tracing::trace!(
+            side = config.side.name(),
+            node = c.node,
+            rows_start = c.rows.start,
+            rows_end = c.rows.end,
+            seconds = t0.elapsed().as_secs_f64(),
+            "chunk computed"
+        );
+        self.progress.left_chunks -= 1;
+        arrived(schedule, &c.successors, &mut self.progress.pending, &mut self.progress.ready);
+        for &tr in &c.enables {
+            if !self.send_transfer(tr as usize)? {
+                return Ok(Some(Stopped::Aborted("the link is gone".into())));
             }
-            stats.compute_s += t0.elapsed().as_secs_f64();
-            stats.chunks += 1;
-            // Each chunk's time, for comparing a run with its profile chunk by chunk.
-            tracing::trace!(
-                side = side.name(),
-                node = c.node,
-                rows_start = c.rows.start,
-                rows_end = c.rows.end,
-                seconds = t0.elapsed().as_secs_f64(),
-                "chunk computed"
-            );
-            left_chunks -= 1;
-            arrived(schedule, &c.successors, &mut pending, &mut ready);
-            for &tr in &c.enables {
-                if !send_transfer(exec, meta, schedule, config, tr as usize, send, &mut stats)? {
-                    return Ok((Stopped::Aborted("the link is gone".into()), stats));
-                }
-                uses.sent(exec, schedule.transfers[tr as usize].node);
-            }
-            uses.computed(exec, c.node);
-            continue;
+            self.uses.sent(self.exec, schedule.transfers[tr as usize].node);
         }
-        if left_chunks == 0 && left_bands == 0 {
-            return Ok((Stopped::Finished, stats));
+        self.uses.computed(self.exec, c.node);
+        Ok(None)
+    }
+
+    /// Racing past the deadline: computes the first band not received rather than wait for it,
+    /// from what the side holds, taking in what arrives meanwhile (the steal ends once the band
+    /// itself arrives). Stops (`Some`) when told to, or with no band left to wait for.
+    fn steal(&mut self) -> Result<Option<Stopped>> {
+        let (part, incoming) = (self.part, self.incoming);
+        let Part { meta, schedule, config } = part;
+        let p = &mut self.progress;
+        let Some(ti) = (0..schedule.transfers.len()).find(|&i| schedule.transfers[i].from() != config.side && !p.received[i]) else {
+            return Ok(Some(Stopped::DeadlineExceeded));
+        };
+        let t = &schedule.transfers[ti];
+        let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+        let t0 = Instant::now();
+        // After each piece: the stretch of a dilated robot, taking in what arrives meanwhile.
+        let mut between = |exec: &mut SideExec<'_>, node: NodeId, rows: usize, took: Duration| -> Result<Step> {
+            let (wait, _) = config.stretch.after(node, rows, took);
+            p.stretch(exec, part, incoming, ti, Instant::now() + wait)
+        };
+        if let Step::Stop(stop) = compute_rows(self.exec, t.node, &rows, &mut between)? {
+            return Ok(Some(stop));
         }
-        if past_deadline {
-            // Racing: compute the first band not received rather than wait for it.
-            let Some(ti) = (0..schedule.transfers.len()).find(|&i| schedule.transfers[i].from() != side && !received[i]) else {
-                return Ok((Stopped::DeadlineExceeded, stats));
-            };
-            let t = &schedule.transfers[ti];
-            let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
-            let t0 = Instant::now();
-            // After each piece: the stretch of a dilated robot, taking in what arrives meanwhile;
-            // the steal ends once the band itself arrives.
-            let mut between = |exec: &mut SideExec<'_>, node: NodeId, rows: usize, took: Duration| -> Result<Step> {
-                let (wait, _) = config.stretch.after(node, rows, took);
-                let until = Instant::now() + wait;
-                loop {
-                    let left = until.saturating_duration_since(Instant::now());
-                    let msg = if left.is_zero() { incoming.try_recv().ok() } else { incoming.recv_timeout(left).ok() };
-                    match msg {
-                        Some(msg) => {
-                            let stop = accept(
-                                exec,
-                                meta,
-                                schedule,
-                                config,
-                                msg,
-                                &mut received,
-                                &mut left_bands,
-                                &mut pending,
-                                &mut ready,
-                                &mut stats,
-                            )?;
-                            if let Some(stop) = stop {
-                                return Ok(Step::Stop(stop));
-                            }
-                            if received[ti] {
-                                return Ok(Step::Arrived);
-                            }
-                        }
-                        None if left.is_zero() || Instant::now() >= until => return Ok(Step::Go),
-                        // Disconnected: the stretch is still due.
-                        None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
-                    }
-                }
-            };
-            if let Step::Stop(stop) = compute_rows(exec, t.node, &rows, &mut between)? {
-                return Ok((stop, stats));
-            }
-            stats.compute_s += t0.elapsed().as_secs_f64();
-            if !received[ti] {
-                received[ti] = true;
-                left_bands -= 1;
-                stats.stolen += 1;
-                arrived(schedule, &t.waiters, &mut pending, &mut ready);
-            }
-            continue;
+        p.stats.compute_s += t0.elapsed().as_secs_f64();
+        if !p.received[ti] {
+            p.received[ti] = true;
+            p.left_bands -= 1;
+            p.stats.stolen += 1;
+            arrived(schedule, &t.waiters, &mut p.pending, &mut p.ready);
         }
-        // Nothing to compute: wait for a band.
+        Ok(None)
+    }
+
+    /// Nothing to compute: waits for a band, until the deadline if there is one. Stops (`Some`)
+    /// when told to, when the session ended, or at the deadline unless racing (then the
+    /// deadline ends the wait, not the inference).
+    fn wait(&mut self) -> Result<Option<Stopped>> {
+        let config = self.part.config;
         let t0 = Instant::now();
         let wait = config.deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(t0));
-        let msg = incoming.recv_timeout(wait);
-        stats.wait_s += t0.elapsed().as_secs_f64();
+        let msg = self.incoming.recv_timeout(wait);
+        self.progress.stats.wait_s += t0.elapsed().as_secs_f64();
         match msg {
-            Ok(msg) => {
-                if let Some(stop) =
-                    accept(exec, meta, schedule, config, msg, &mut received, &mut left_bands, &mut pending, &mut ready, &mut stats)?
-                {
-                    return Ok((stop, stats));
+            Ok(msg) => self.progress.accept(self.exec, self.part, msg),
+            Err(RecvTimeoutError::Timeout) => Ok((config.deadline.is_some() && !self.race).then_some(Stopped::DeadlineExceeded)),
+            Err(RecvTimeoutError::Disconnected) => Ok(Some(Stopped::Aborted("the session ended".into()))),
+        }
+    }
+}
+
+impl Progress {
+    /// Where `side` starts: nothing received, its chunks that need no input ready.
+    fn new(schedule: &Schedule, side: Side) -> Progress {
+        let (pending, ready, left_chunks) = start_state(schedule, side);
+        Progress {
+            stats: SideStats::default(),
+            pending,
+            ready,
+            left_chunks,
+            left_bands: schedule.transfers.iter().filter(|t| t.from() != side).count(),
+            received: vec![false; schedule.transfers.len()],
+        }
+    }
+
+    /// Takes in one message: an abort stops the side (`Some`); a band towards it not received
+    /// yet is stored, readying the chunks that wait for it.
+    fn accept(&mut self, exec: &mut SideExec<'_>, part: Part<'_>, msg: Incoming) -> Result<Option<Stopped>> {
+        let Part { meta, schedule, config } = part;
+        let band = match msg {
+            Incoming::Abort(why) => return Ok(Some(Stopped::Aborted(why))),
+            Incoming::Band(b) => b,
+        };
+        let ti = band.transfer as usize;
+        // The I/O side matched it to a transfer towards this side and dropped duplicates; check again
+        // so that a bug there cannot corrupt the state.
+        let Some(t) = schedule.transfers.get(ti) else { return Ok(None) };
+        if t.from() == config.side || self.received[ti] {
+            return Ok(None);
+        }
+        self.received[ti] = true;
+        self.left_bands -= 1;
+        self.stats.bands_received += 1;
+        self.stats.bytes_received += band.frame.len() as u64;
+        let tensor = band.tensor(meta, t.node, &t.rows, config.device)?;
+        let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
+        exec.insert(t.node, rows, tensor).map_err(Error::Engine)?;
+        arrived(schedule, &t.waiters, &mut self.pending, &mut self.ready);
+        Ok(None)
+    }
+
+    /// A stolen piece's stretch (a dilated robot's), until `until`, taking in what arrives
+    /// meanwhile: [`Step::Arrived`] once the band of transfer `ti` has, [`Step::Stop`] when the
+    /// inference stops, else [`Step::Go`] at `until`.
+    fn stretch(
+        &mut self,
+        exec: &mut SideExec<'_>,
+        part: Part<'_>,
+        incoming: &Receiver<Incoming>,
+        ti: usize,
+        until: Instant,
+    ) -> Result<Step> {
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let msg = if left.is_zero() { incoming.try_recv().ok() } else { incoming.recv_timeout(left).ok() };
+            match msg {
+                Some(msg) => {
+                    if let Some(stop) = self.accept(exec, part, msg)? {
+                        return Ok(Step::Stop(stop));
+                    }
+                    if self.received[ti] {
+                        return Ok(Step::Arrived);
+                    }
                 }
+                None if left.is_zero() || Instant::now() >= until => return Ok(Step::Go),
+                // Disconnected: the stretch is still due.
+                None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
             }
-            // Racing, the deadline ends the wait, not the inference.
-            Err(RecvTimeoutError::Timeout) => {
-                if config.deadline.is_some() && !race {
-                    return Ok((Stopped::DeadlineExceeded, stats));
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => return Ok((Stopped::Aborted("the session ended".into()), stats)),
         }
     }
 }
@@ -367,41 +488,6 @@ pub(super) fn arrived(schedule: &Schedule, chunks: &[u32], pending: &mut [u32], 
             ready.push(Ready { key: schedule.chunks[c as usize].key, id: c });
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn accept(
-    exec: &mut SideExec<'_>,
-    meta: &GraphMeta,
-    schedule: &Schedule,
-    config: &SideConfig,
-    msg: Incoming,
-    received: &mut [bool],
-    left_bands: &mut usize,
-    pending: &mut [u32],
-    ready: &mut BinaryHeap<Ready>,
-    stats: &mut SideStats,
-) -> Result<Option<Stopped>> {
-    let band = match msg {
-        Incoming::Abort(why) => return Ok(Some(Stopped::Aborted(why))),
-        Incoming::Band(b) => b,
-    };
-    let ti = band.transfer as usize;
-    // The I/O side matched it to a transfer towards this side and dropped duplicates; check again
-    // so that a bug there cannot corrupt the state.
-    let Some(t) = schedule.transfers.get(ti) else { return Ok(None) };
-    if t.from() == config.side || received[ti] {
-        return Ok(None);
-    }
-    received[ti] = true;
-    *left_bands -= 1;
-    stats.bands_received += 1;
-    stats.bytes_received += band.frame.len() as u64;
-    let tensor = band.tensor(meta, t.node, &t.rows, config.device)?;
-    let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
-    exec.insert(t.node, rows, tensor).map_err(Error::Engine)?;
-    arrived(schedule, &t.waiters, pending, ready);
-    Ok(None)
 }
 
 /// What a stolen computation does after each piece.
@@ -445,24 +531,6 @@ fn compute_rows(
         }
     }
     Ok(Step::Go)
-}
-
-fn send_transfer(
-    exec: &SideExec<'_>,
-    meta: &GraphMeta,
-    schedule: &Schedule,
-    config: &SideConfig,
-    ti: usize,
-    send: &mut dyn FnMut(Vec<u8>) -> bool,
-    stats: &mut SideStats,
-) -> Result<bool> {
-    let t = &schedule.transfers[ti];
-    let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
-    let tensor: Tensor = exec.extract(t.node, &rows).map_err(Error::Engine)?;
-    let frame = encode_band(meta, config.inference_id, t.node, &t.rows, &tensor, config.input_wire)?;
-    stats.bands_sent += 1;
-    stats.bytes_sent += frame.len() as u64;
-    Ok(send(frame))
 }
 
 /// Reference counts that free a value's rows on this side once every chunk reading it is done
