@@ -2,16 +2,26 @@
 //! many bytes they may hold received and not yet taken, in each session and in all together,
 //! and how many robot ids it remembers. A Hello past a cap is refused on the spot (a `Busy`
 //! Reject naming the cap, counted), so no session, thread or queue is made for it.
+//!
+//! The records those caps bound live here too, below the callbacks that fill them: what the
+//! edge knows about one robot id (`RobotEntry`) and its open session (`Slot`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{RobotEntry, SESSION_QUEUE_BYTES};
+use tokio::sync::mpsc;
+
+use super::peer::{PeerState, TokenCount};
 
 /// Robot sessions open at once on one acceptor; a Hello from another robot past it is refused
 /// as `Busy` (each session holds two sender threads and up to [`SESSION_QUEUE_BYTES`]).
 pub const MAX_SESSIONS: usize = 256;
+
+/// Bytes one robot session may have received and not yet taken (its edge session task drains
+/// continuously; a robot that sends faster than the edge can take is cut off here, its frames
+/// dropped and counted, so that memory stays bounded): 128 MiB.
+pub const SESSION_QUEUE_BYTES: usize = 128 << 20;
 
 /// Bytes all sessions of one acceptor may hold received and not yet taken: 1 GiB. Past it, a
 /// frame is dropped (counted, its inference finished by the robot alone) and a new Hello refused.
@@ -107,6 +117,32 @@ impl QueueShare {
     }
 }
 
+/// What the edge knows about one robot id.
+#[derive(Debug, Default)]
+pub(super) struct RobotEntry {
+    pub(super) tokens: TokenCount,
+    pub(super) session: Option<Slot>,
+    /// When its last Hello was acted on.
+    pub(super) last_hello: Option<std::time::Instant>,
+}
+
+/// The current session of one robot, as the callbacks see it.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) inbox: mpsc::UnboundedSender<Vec<u8>>,
+    pub(super) peer: Arc<PeerState>,
+    /// Bytes in `inbox` not yet received by the session (at most [`SESSION_QUEUE_BYTES`], and
+    /// all sessions together at most [`TOTAL_QUEUE_BYTES`]).
+    pub(super) queued: QueueShare,
+}
+
+impl Slot {
+    pub(super) fn end(self) {
+        self.peer.set_gone();
+        // Dropping `inbox` lets the rx drain and then return `Ok(None)`.
+    }
+}
+
 /// Sessions whose receiving half is still there.
 fn live_sessions(robots: &HashMap<String, RobotEntry>) -> usize {
     robots.values().filter(|e| e.session.as_ref().is_some_and(|s| !s.inbox.is_closed())).count()
@@ -137,9 +173,8 @@ pub(super) fn admit(robots: &mut HashMap<String, RobotEntry>, robot_id: &str) ->
 
 #[cfg(test)]
 mod tests {
-    use super::super::{PeerState, Slot};
+    use super::super::peer::PeerState;
     use super::*;
-    use tokio::sync::mpsc;
 
     /// A map of `n` robots with open sessions, and the receivers that keep them open.
     fn open(n: usize) -> (HashMap<String, RobotEntry>, Vec<mpsc::UnboundedReceiver<Vec<u8>>>) {

@@ -1,12 +1,18 @@
 //! Loopback tests: the edge is a router on `tcp/127.0.0.1:<free port>`, robots are clients.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc as std_mpsc};
 use std::time::Duration;
 
-use lop_msgs::Digest;
+use lop_msgs::key::SessionKeys;
 use lop_msgs::protocol::{Band, BandHeader, DType, Hello, Start, Welcome, decode};
+use lop_msgs::{Digest, Frame};
 use tokio::time::{Instant, timeout};
 
+use super::peer::{PeerState, lock};
 use super::*;
+use crate::error::Error;
+use crate::link::{LinkRx, LinkTx};
 
 /// Bound of every wait in these tests.
 const LIMIT: Duration = Duration::from_secs(15);
@@ -91,40 +97,6 @@ async fn connected(port: u16, acceptor: &mut EdgeAcceptor, robot_id: &str) -> (z
     conn.tx.send(welcome()).await.unwrap();
     assert_eq!(recv(&mut rx).await.unwrap(), welcome());
     (session, tx, rx, conn)
-}
-
-#[test]
-fn token_count_rule() {
-    let mut c = TokenCount::default();
-    // A removal before any appearance (edge not there yet) leaves `seen` false: not "gone".
-    assert!(c.apply(SampleKind::Delete));
-    assert!(!c.seen);
-    assert!(!c.apply(SampleKind::Put));
-    assert!(!c.apply(SampleKind::Put));
-    assert!(!c.apply(SampleKind::Delete)); // one token left
-    assert!(c.apply(SampleKind::Delete));
-    assert!(c.seen);
-}
-
-#[test]
-fn config_builds() {
-    ZenohConfig::router(vec!["tcp/127.0.0.1:7447".into()]).to_zenoh().unwrap();
-    ZenohConfig::client(vec!["tcp/127.0.0.1:7447".into()]).to_zenoh().unwrap();
-    ZenohConfig::peer(vec![], vec!["udp/127.0.0.1:7447".into()]).with_multicast_scouting(true).to_zenoh().unwrap();
-    assert!(matches!(ZenohConfig::client(vec!["nonsense".into()]).to_zenoh(), Err(Error::Zenoh(_))));
-}
-
-/// A peer or a client given no listen endpoint listens nowhere (Zenoh's peer default would be
-/// every interface); a router keeps its default, and endpoints given are kept.
-#[test]
-fn only_a_router_listens_by_default() {
-    let listen = |c: ZenohConfig| c.to_zenoh().unwrap().get_json("listen/endpoints").unwrap();
-    let connect = vec!["tcp/127.0.0.1:7447".to_string()];
-    assert_eq!(listen(ZenohConfig::peer(vec![], connect.clone())), "[]");
-    assert_eq!(listen(ZenohConfig::client(connect.clone())), "[]");
-    assert_eq!(listen(ZenohConfig::peer(vec!["tcp/127.0.0.1:0".into()], connect)), r#"["tcp/127.0.0.1:0"]"#);
-    let router = listen(ZenohConfig::router(vec![]));
-    assert!(router.contains("7447"), "{router}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
