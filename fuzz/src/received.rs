@@ -309,7 +309,7 @@ pub fn hello_accepted(data: &[u8]) -> bool {
 }
 
 fn robot_profile_at_the_edge(h: &Hello) -> bool {
-    // The link's check (runtime/src/zenoh_link.rs): a valid robot id's hello key names it, in
+    // The link's check (runtime/src/zenoh_link/edge_shared.rs): a valid robot id's hello key names it, in
     // the single edge's key space and in a fleet edge's.
     if lop_msgs::validate_robot_id(&h.robot_id).is_ok() {
         for keys in [SessionKeys::single(), SessionKeys::fleet("gpu-1").expect("a fleet edge id")] {
