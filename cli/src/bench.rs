@@ -105,10 +105,16 @@ pub struct BenchArgs {
     /// frame). Needs --frames: codecs are priced on real photographs.
     #[arg(long, default_value = "raw")]
     pub frame_codec: lop::codec::FrameCodec,
-    /// Real frames: a photograph (PNG or JPEG) or a folder of them, fitted to the model's input
-    /// and fed in turn (`scripts/photos.sh` prints one); default: one synthetic input.
+    /// Real frames: a photograph (PNG or JPEG) or a folder of them (`scripts/photos.sh` prints
+    /// one), or a rosbag2 recording in MCAP storage (a `.mcap` file or the recording's folder),
+    /// fitted to the model's input and fed in turn; default: one synthetic input.
     #[arg(long)]
     pub frames: Option<PathBuf>,
+    /// The recording's camera topic, sensor_msgs/msg/Image (rgb8, bgr8, rgba8, bgra8, mono8) or
+    /// CompressedImage (a camera JPEG, as a .jpg file: passthrough sends it unchanged), read in
+    /// the order recorded; optional when the recording has one image topic.
+    #[arg(long, requires = "frames")]
+    pub frames_topic: Option<String>,
     /// One-way link latency, milliseconds (default: 1 in-process; 0 over Zenoh, where loopback
     /// and a veth add none of their own; with --netns a delay line in userspace adds it).
     #[arg(long)]
@@ -288,9 +294,9 @@ fn configure(
     }
     let (mut robot, mut server) = profiles(args, &mut graph)?;
     let (frames, cameras) = if args.frame_codec == lop::codec::FrameCodec::Passthrough {
-        camera_frames(&graph, args.frames.as_deref())?
+        camera_frames(&graph, args.frames.as_deref(), args.frames_topic.as_deref())?
     } else {
-        (crate::frames::real_frames(&graph, args.frames.as_deref())?, Vec::new())
+        (crate::frames::real_frames(&graph, args.frames.as_deref(), args.frames_topic.as_deref())?, Vec::new())
     };
     price_codec(args.frame_codec, &graph, &frames, &cameras, &mut robot, &mut server)?;
     let codec_effect = codec_effect(args.frame_codec, &graph, &frames)?;

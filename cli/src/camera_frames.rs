@@ -3,18 +3,24 @@
 //! --frame-codec passthrough --frames DIR` sends such files unchanged (issue 59).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
-use lop::codec::photo::{Format, dimensions};
-use lop::codec::{FrameCodec, Image};
+use lop::codec::Image;
+
+pub use crate::frame_bytes::CameraFrame;
+use crate::frame_bytes::camera_frame;
 
 /// Arguments of `lop camera-jpegs`.
 #[derive(Debug, clap::Args)]
 pub struct CameraJpegsArgs {
-    /// A photograph (PNG or JPEG) or a folder of them (`scripts/photos.sh` prints one).
+    /// A photograph (PNG or JPEG) or a folder of them (`scripts/photos.sh` prints one), or a
+    /// rosbag2 recording in MCAP storage (a `.mcap` file or the recording's folder).
     #[arg(long)]
     pub frames: PathBuf,
+    /// The recording's image topic (sensor_msgs/msg/Image or CompressedImage); optional when
+    /// it has one.
+    #[arg(long)]
+    pub frames_topic: Option<String>,
     /// The camera's frame size, WIDTHxHEIGHT: each photograph is scaled to cover it and
     /// cropped at the centre.
     #[arg(long, default_value = "640x480")]
@@ -36,7 +42,7 @@ pub fn run_camera_jpegs(args: &CameraJpegsArgs) -> anyhow::Result<i32> {
     let (width, height) = crate::frames::parse_size(&args.size)?;
     anyhow::ensure!((1..=100).contains(&args.quality), "--quality {}: 1-100", args.quality);
     let image = Image { channels: 3, width, height };
-    let frames = crate::frames::load(&args.frames, &image)?;
+    let frames = crate::frames::load(&args.frames, args.frames_topic.as_deref(), &image)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     for (name, planar) in &frames {
         let jpeg = lop::codec::jpeg::encode_as_a_camera_does(&image, planar, height, args.quality)?;
@@ -49,44 +55,25 @@ pub fn run_camera_jpegs(args: &CameraJpegsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// One camera frame: the file's name, its JPEG bytes as they are, and their decoding (planar,
-/// by the decoder both sides use), which is the model's input.
-pub struct CameraFrame {
-    /// The file's name.
-    pub name: String,
-    /// The JPEG, unchanged.
-    pub jpeg: Arc<[u8]>,
-    /// Its decoding, planar `[C, H, W]`.
-    pub planar: Vec<u8>,
-}
-
-/// Reads the camera JPEGs at `path` (a file or a folder's `.jpg`/`.jpeg` files, by name), each
-/// of exactly `image`'s size: the model takes camera frames as they are.
+/// Reads the camera JPEGs at `path` (a file or a folder's `.jpg`/`.jpeg` files, by name, or the
+/// `CompressedImage` JPEGs of a rosbag2 recording's `topic`), each of exactly `image`'s size:
+/// the model takes camera frames as they are.
 ///
 /// # Errors
 /// A file that is not a JPEG, or of another size (both sizes named, with the fit to use), or
-/// that does not decode.
-pub fn load_camera(path: &Path, image: &Image) -> anyhow::Result<Vec<CameraFrame>> {
+/// that does not decode; a topic for files; the recording's errors.
+pub fn load_camera(path: &Path, topic: Option<&str>, image: &Image) -> anyhow::Result<Vec<CameraFrame>> {
+    if crate::bag::is_recording(path) {
+        return crate::bag_frames::cameras(path, topic, image);
+    }
+    crate::bag_frames::no_topic(path, topic)?;
     let files = crate::frames::picture_files(path)?;
     files
         .iter()
         .map(|f| {
             let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
             let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
-            anyhow::ensure!(
-                Format::sniff(&bytes) == Some(Format::Jpeg),
-                "{name} is not a JPEG: --frame-codec passthrough sends camera JPEGs as they are (lop camera-jpegs writes some)"
-            );
-            let (w, h) = dimensions(&bytes).with_context(|| format!("reading {name}'s headers"))?;
-            anyhow::ensure!(
-                (w, h) == (image.width, image.height),
-                "{name} is {w}x{h}, but the model takes {}x{} camera frames: load it with --camera-fit letterbox@{w}x{h} (or resize@{w}x{h})",
-                image.width,
-                image.height
-            );
-            let planar = lop::codec::decode(FrameCodec::Passthrough, image, &bytes, image.height)
-                .with_context(|| format!("decoding {name}"))?;
-            Ok(CameraFrame { name, jpeg: Arc::from(bytes), planar })
+            camera_frame(name, bytes, image)
         })
         .collect()
 }

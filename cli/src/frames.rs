@@ -4,33 +4,39 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use lop::codec::photo::{decode_picture, fit};
 use lop::codec::{FrameCodec, Image, measure_cost};
 
 /// Reads the photographs at `path` (a PNG or JPEG file, or a folder: every `.png`, `.jpg` and
-/// `.jpeg` in it, by name) and fits each to `image` (scaled to cover, cropped at the centre).
-/// Returns each file's name with its planar frame.
+/// `.jpeg` in it, by name), or the frames of a rosbag2 recording's image topic (`topic`; see
+/// [`crate::bag_frames`]), and fits each to `image` (scaled to cover, cropped at the centre).
+/// Returns each file's (or message's) name with its planar frame.
 ///
 /// # Errors
-/// A path that cannot be read, a folder without pictures, a file that does not decode (named).
-pub fn load(path: &Path, image: &Image) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+/// A path that cannot be read, a folder without pictures, a file that does not decode (named);
+/// a topic for pictures; the recording's errors.
+pub fn load(path: &Path, topic: Option<&str>, image: &Image) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    if crate::bag::is_recording(path) {
+        return crate::bag_frames::fitted(path, topic, image);
+    }
+    crate::bag_frames::no_topic(path, topic)?;
     let files = picture_files(path)?;
     files
         .iter()
         .map(|f| {
             let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-            let picture = decode_picture(&bytes).with_context(|| format!("decoding {}", f.display()))?;
+            let frame = crate::frame_bytes::fit_picture(&bytes, image).with_context(|| format!("decoding {}", f.display()))?;
             let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
-            Ok((name, fit(&picture, image)))
+            Ok((name, frame))
         })
         .collect()
 }
 
-/// The photographs at `path` fitted to the model's one image input (none without a path).
+/// The photographs (or the recording's frames of `topic`) at `path` fitted to the model's one
+/// image input (none without a path).
 ///
 /// # Errors
 /// A model without one uint8 image input; unreadable photographs.
-pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<u8>>> {
+pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>, topic: Option<&str>) -> anyhow::Result<Vec<Vec<u8>>> {
     let Some(path) = path else { return Ok(Vec::new()) };
     let [input] = graph.inputs()[..] else {
         anyhow::bail!("--frames needs a model with one input; '{}' has {}", graph.name, graph.inputs().len())
@@ -38,7 +44,7 @@ pub fn real_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow
     let image = lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| {
         anyhow::anyhow!("--frames needs a uint8 image input [1, C, H, W] (C = 1 or 3; add --preprocess for a float model): {why}")
     })?;
-    let frames = load(path, &image)?;
+    let frames = load(path, topic, &image)?;
     eprintln!("{} frame(s) from {}, fitted to {}x{}", frames.len(), path.display(), image.width, image.height);
     Ok(frames.into_iter().map(|(_, f)| f).collect())
 }
@@ -67,9 +73,14 @@ pub fn picture_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// Arguments of `lop codecs`.
 #[derive(Debug, clap::Args)]
 pub struct CodecsArgs {
-    /// A photograph (PNG or JPEG) or a folder of them (`scripts/photos.sh` prints one).
+    /// A photograph (PNG or JPEG) or a folder of them (`scripts/photos.sh` prints one), or a
+    /// rosbag2 recording in MCAP storage (a `.mcap` file or the recording's folder).
     #[arg(long)]
     pub frames: PathBuf,
+    /// The recording's image topic (sensor_msgs/msg/Image or CompressedImage); optional when
+    /// it has one.
+    #[arg(long)]
+    pub frames_topic: Option<String>,
     /// Frame size the photographs are fitted to, WIDTHxHEIGHT.
     #[arg(long, default_value = "640x480")]
     pub size: String,
@@ -116,7 +127,7 @@ pub fn run_codecs(args: &CodecsArgs) -> anyhow::Result<i32> {
         .split(',')
         .map(|c| c.parse::<FrameCodec>().with_context(|| format!("--codecs '{}'", args.codecs)))
         .collect::<anyhow::Result<_>>()?;
-    let frames = load(&args.frames, &image)?;
+    let frames = load(&args.frames, args.frames_topic.as_deref(), &image)?;
     eprintln!("{} photograph(s) from {}, fitted to {width}x{height}x{}", frames.len(), args.frames.display(), args.channels);
     let planar: Vec<Vec<u8>> = frames.iter().map(|(_, f)| f.clone()).collect();
     let mut rows = Vec::new();

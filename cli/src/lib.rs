@@ -14,11 +14,16 @@
 //! - [`fleet_rss`]: `lop fleet-rss`, a fleet robot's memory with 1, 3, 10 edges up.
 //! - [`frames`]: photographs as frames (`--frames`) and `lop codecs`, every frame codec priced
 //!   on them.
+//! - [`frame_bytes`]: one picture's bytes as a frame (fitted, or a camera JPEG kept as it is).
+//! - [`bag`], [`bag_frames`]: a rosbag2 recording's camera topic as frames (`--frames
+//!   recording.mcap --frames-topic T`).
 //! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
 //! - [`stream`]: `lop stream`, one robot streaming into a running edge (a load generator).
 #![deny(missing_docs)]
 
 pub mod activations;
+pub mod bag;
+pub mod bag_frames;
 pub mod bench;
 pub mod bench_batch;
 pub mod bench_edge;
@@ -27,6 +32,7 @@ pub mod camera_frames;
 pub mod certs;
 pub mod fleet;
 pub mod fleet_rss;
+pub mod frame_bytes;
 pub mod frames;
 pub mod inspect;
 pub mod plan;

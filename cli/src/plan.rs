@@ -421,7 +421,7 @@ fn write_svg(path: &Path, rows: &[serde_json::Value], model: &str, wire: InputWi
 fn study_activations(args: &PlanArgs, setup: &Setup, table: &ScheduleTable) -> anyhow::Result<Option<serde_json::Value>> {
     Ok(match &args.activations {
         Some(path) => {
-            let frames = crate::frames::real_frames(&setup.graph, Some(path))?;
+            let frames = crate::frames::real_frames(&setup.graph, Some(path), None)?;
             Some(crate::activations::study(&setup.graph, table, &frames, 0.03)?)
         }
         None => None,

@@ -130,7 +130,7 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     }
     let mut profile = profile;
     if let Some(path) = &args.frames {
-        let frames = crate::frames::real_frames(&graph, Some(path))?;
+        let frames = crate::frames::real_frames(&graph, Some(path), None)?;
         for name in args.frame_codecs.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let codec: lop::codec::FrameCodec = name.parse().with_context(|| format!("--frame-codecs '{}'", args.frame_codecs))?;
             profile.set_codec_cost(crate::bench::measure_codec(codec, &graph, &frames)?);

@@ -8,13 +8,17 @@ use lop::profile::Profile;
 /// A camera JPEG's bytes, as they came.
 pub type CameraBytes = std::sync::Arc<[u8]>;
 
-/// The camera JPEGs at `path` as they are, with their decodings (`--frame-codec passthrough`):
-/// each must be the model's input size, which a model takes at a camera's size with
-/// `--camera-fit`.
+/// The camera JPEGs at `path` (files, or a recording's `CompressedImage` topic `topic`) as they
+/// are, with their decodings (`--frame-codec passthrough`): each must be the model's input size,
+/// which a model takes at a camera's size with `--camera-fit`.
 ///
 /// # Errors
 /// No `--frames`, a model without one uint8 image input, a file that is not a JPEG of that size.
-pub fn camera_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CameraBytes>)> {
+pub fn camera_frames(
+    graph: &lop::Graph,
+    path: Option<&std::path::Path>,
+    topic: Option<&str>,
+) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CameraBytes>)> {
     let path = path.context(
         "--frame-codec passthrough sends camera JPEGs as they are: give --frames DIR of them (lop camera-jpegs --frames $(scripts/photos.sh) --out DIR writes some)",
     )?;
@@ -23,7 +27,7 @@ pub fn camera_frames(graph: &lop::Graph, path: Option<&std::path::Path>) -> anyh
     };
     let image =
         lop::codec::Image::of(&graph.nodes[input].info).map_err(|why| anyhow::anyhow!("--frames needs a uint8 image input: {why}"))?;
-    let frames = crate::camera_frames::load_camera(path, &image)?;
+    let frames = crate::camera_frames::load_camera(path, topic, &image)?;
     let bytes: usize = frames.iter().map(|f| f.jpeg.len()).sum();
     eprintln!(
         "{} camera JPEG(s) from {}, {}x{}, {:.0} bytes each on average, sent unchanged",
