@@ -9,6 +9,7 @@
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
 //! - [`rows`]: row ranges, units, footprints.
+//! - [`order`]: a heap entry popped earliest first ([`order::Earliest`]).
 //! - [`plan`]: band layouts (who computes which rows of which op) and their validation.
 //! - [`exec`]: whole-graph execution, one side's band executor, and the in-process split run.
 //! - [`onnx`]: ONNX import.
@@ -45,6 +46,7 @@ pub mod libtorch;
 pub mod model;
 pub mod onnx;
 pub mod ops;
+pub mod order;
 pub mod plan;
 pub mod planner;
 mod post_append;

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::rng::Rng;
 use crate::sim::RobotPower;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 /// A bandwidth trace as the simulator reads it: equally spaced samples, looped.
@@ -382,129 +382,208 @@ impl Fleet {
 
     /// Simulates the fleet under `policy`.
     pub fn run(&self, policy: Policy) -> PolicyReport {
-        let n_s = self.speeds.len();
-        let spec = &self.spec;
-        let power = spec.power;
-        let mut rng = Rng::new(spec.seed ^ 0x5eed_f1ee7 ^ ((policy as u64 + 1) * 0x9e37_79b9));
-        // Each robot's heard servers, and where its slots start in the per-(robot, heard server)
-        // arrays; routers index the servers a robot hears.
-        let mut offsets = Vec::with_capacity(self.robots.len() + 1);
-        offsets.push(0usize);
-        for i in 0..self.robots.len() {
-            offsets.push(offsets[i] + self.heard.of(i).len());
-        }
-        let mut routers: Vec<Router> = self
-            .robots
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Router::new(policy, self.heard.of(i).iter().position(|&j| j as usize == r.home).unwrap_or(0)))
-            .collect();
-        let mut free_at = vec![0.0f64; n_s];
-        // The reports the robots see: queued seconds at `seen_t` (snapshot number `seen_ix`),
-        // taken every `tick` and heard `lag` later. Direct: every report, as it is made. Site: a
-        // digest every digest period, of reports made half a report period before on average.
+        let mut run = PolicyRun::new(self, policy);
+        self.for_each_frame(|i, r, t| run.frame(i, r, t));
+        run.report()
+    }
+}
+
+/// The load reports the robots see: queued seconds at `seen_t` (snapshot number `seen_ix`),
+/// taken every `tick` and heard `lag` later. Direct: every report, as it is made. Site: a
+/// digest every digest period, of reports made half a report period before on average.
+struct Reports {
+    tick: f64,
+    lag: f64,
+    /// When the next snapshot is taken.
+    next_t: f64,
+    /// Snapshots taken so far.
+    taken: u32,
+    /// Snapshots taken and not yet heard (digests on their way), oldest first.
+    on_the_way: VecDeque<(f64, u32, Vec<f64>)>,
+    seen: Vec<f64>,
+    seen_t: f64,
+    seen_ix: u32,
+}
+
+impl Reports {
+    fn new(spec: &FleetSpec, servers: usize) -> Reports {
         let (tick, lag) = match spec.hearing {
             Hearing::Every => (spec.report_period_s, 0.0),
             Hearing::Site { digest_period_s, .. } => (digest_period_s, spec.report_period_s / 2.0),
         };
-        let mut seen = vec![0.0f64; n_s];
-        let (mut seen_t, mut seen_ix) = (0.0f64, 0u32);
-        // Snapshots taken and not yet heard (digests on their way), oldest first.
-        let mut on_the_way: std::collections::VecDeque<(f64, u32, Vec<f64>)> = std::collections::VecDeque::new();
-        let mut taken = 0u32;
-        // Each robot's own sends since the report it sees, per heard server.
-        let mut own = vec![0.0f64; offsets[self.robots.len()]];
-        let mut own_ix = vec![u32::MAX; offsets[self.robots.len()]];
-        let mut robot_free = vec![0.0f64; self.robots.len()];
-        let mut last_published = vec![0.0f64; self.robots.len()];
-        let mut latencies: Vec<f32> = Vec::new();
-        let mut decisions: Vec<f32> = Vec::new();
-        let mut views: Vec<ServerView> = Vec::with_capacity(n_s);
-        let (mut good, mut robot_only, mut late, mut frames) = (0usize, 0usize, 0usize, 0usize);
-        let mut energy = power.idle_w * spec.seconds * self.robots.len() as f64;
-        let mut next_report_t = tick;
-        self.for_each_frame(|i, r, t| {
-            while next_report_t <= t {
-                let snapshot: Vec<f64> = free_at.iter().map(|f| (f - next_report_t).max(0.0)).collect();
-                taken += 1;
-                on_the_way.push_back((next_report_t, taken, snapshot));
-                next_report_t += tick;
+        Reports { tick, lag, next_t: tick, taken: 0, on_the_way: VecDeque::new(), seen: vec![0.0; servers], seen_t: 0.0, seen_ix: 0 }
+    }
+
+    /// Takes the snapshots of the servers' queues (`free_at`) due by `t`, and hears those
+    /// whose lag has passed by then.
+    fn hear_by(&mut self, free_at: &[f64], t: f64) {
+        while self.next_t <= t {
+            let snapshot: Vec<f64> = free_at.iter().map(|f| (f - self.next_t).max(0.0)).collect();
+            self.taken += 1;
+            self.on_the_way.push_back((self.next_t, self.taken, snapshot));
+            self.next_t += self.tick;
+        }
+        while self.on_the_way.front().is_some_and(|(at, _, _)| at + self.lag <= t) {
+            if let Some((at, ix, v)) = self.on_the_way.pop_front() {
+                (self.seen, self.seen_t, self.seen_ix) = (v, at, ix);
             }
-            while on_the_way.front().is_some_and(|(at, _, _)| at + lag <= t) {
-                if let Some((at, ix, v)) = on_the_way.pop_front() {
-                    (seen, seen_t, seen_ix) = (v, at, ix);
+        }
+    }
+}
+
+/// One policy's simulation of a fleet, frame by frame ([`Fleet::run`]).
+struct PolicyRun<'a> {
+    fleet: &'a Fleet,
+    rng: Rng,
+    /// Where each robot's slots start in the per-(robot, heard server) arrays; routers index
+    /// the servers a robot hears.
+    offsets: Vec<usize>,
+    routers: Vec<Router>,
+    /// When each server is done with its queue.
+    free_at: Vec<f64>,
+    reports: Reports,
+    /// Each robot's own sends since the report it sees (snapshot `own_ix`), per heard server.
+    own: Vec<f64>,
+    own_ix: Vec<u32>,
+    robot_free: Vec<f64>,
+    last_published: Vec<f64>,
+    latencies: Vec<f32>,
+    decisions: Vec<f32>,
+    views: Vec<ServerView>,
+    good: usize,
+    robot_only: usize,
+    late: usize,
+    frames: usize,
+    energy: f64,
+}
+
+impl<'a> PolicyRun<'a> {
+    fn new(fleet: &'a Fleet, policy: Policy) -> PolicyRun<'a> {
+        let (spec, robots, n_s) = (&fleet.spec, fleet.robots.len(), fleet.speeds.len());
+        let mut offsets = Vec::with_capacity(robots + 1);
+        offsets.push(0usize);
+        for i in 0..robots {
+            offsets.push(offsets[i] + fleet.heard.of(i).len());
+        }
+        let routers = (fleet.robots.iter().enumerate())
+            .map(|(i, r)| Router::new(policy, fleet.heard.of(i).iter().position(|&j| j as usize == r.home).unwrap_or(0)))
+            .collect();
+        let slots = offsets[robots];
+        PolicyRun {
+            fleet,
+            rng: Rng::new(spec.seed ^ 0x5eed_f1ee7 ^ ((policy as u64 + 1) * 0x9e37_79b9)),
+            offsets,
+            routers,
+            free_at: vec![0.0; n_s],
+            reports: Reports::new(spec, n_s),
+            own: vec![0.0; slots],
+            own_ix: vec![u32::MAX; slots],
+            robot_free: vec![0.0; robots],
+            last_published: vec![0.0; robots],
+            latencies: Vec::new(),
+            decisions: Vec::new(),
+            views: Vec::with_capacity(n_s),
+            good: 0,
+            robot_only: 0,
+            late: 0,
+            frames: 0,
+            energy: spec.power.idle_w * spec.seconds * robots as f64,
+        }
+    }
+
+    /// Routes, serves and publishes robot `i`'s frame captured at `t`.
+    fn frame(&mut self, i: usize, r: &RobotSpec, t: f64) {
+        self.reports.hear_by(&self.free_at, t);
+        let f = self.fleet;
+        let m = &f.models[r.model];
+        let bw = f.traces[r.trace].rate(t + r.trace_offset_s);
+        let deadline = t + r.deadline_s;
+        let started = Instant::now();
+        self.see(i, bw, t);
+        let robot_back = self.robot_free[i].max(t) + m.robot_s;
+        let choice = self.routers[i].choose(m, t, deadline, robot_back, &self.views, &mut self.rng);
+        self.decisions.push(started.elapsed().as_secs_f32() * 1e6);
+        let back = self.apply(i, choice, m, t, bw, robot_back);
+        self.frames += 1;
+        self.publish(i, r, t, deadline, back);
+    }
+
+    /// Fills `views` with the servers robot `i` hears as it sees them at `t`: the last report
+    /// drained by the time since, plus its own sends after it.
+    fn see(&mut self, i: usize, bw: f64, t: f64) {
+        let f = self.fleet;
+        self.views.clear();
+        let since = t - self.reports.seen_t;
+        let base = self.offsets[i];
+        for (k, &j) in f.heard.of(i).iter().enumerate() {
+            let j = j as usize;
+            let slot = base + k;
+            let mine = if self.own_ix[slot] == self.reports.seen_ix { self.own[slot] } else { 0.0 };
+            self.views.push(ServerView {
+                queued_s: (self.reports.seen[j] - since).max(0.0) + mine,
+                speed: f.speeds[j],
+                bytes_per_s: bw,
+                latency_s: f.spec.latency_s,
+                warm: true,
+            });
+        }
+    }
+
+    /// Serves robot `i`'s frame where `choice` says; returns when its result is back.
+    fn apply(&mut self, i: usize, choice: Choice, m: &ModelCost, t: f64, bw: f64, robot_back: f64) -> f64 {
+        let (f, power) = (self.fleet, self.fleet.spec.power);
+        match choice {
+            Choice::Server(k) => {
+                let j = f.heard.of(i)[k] as usize;
+                let (back, done) = offload_finish(m, t, self.free_at[j], f.speeds[j], bw, f.spec.latency_s);
+                self.free_at[j] = done;
+                let slot = self.offsets[i] + k;
+                if self.own_ix[slot] != self.reports.seen_ix {
+                    self.own_ix[slot] = self.reports.seen_ix;
+                    self.own[slot] = 0.0;
                 }
+                self.own[slot] += m.server_s / f.speeds[j];
+                self.energy += (power.transmitting_w - power.idle_w) * m.upload_s(bw);
+                back
             }
-            let m = &self.models[r.model];
-            let bw = self.traces[r.trace].rate(t + r.trace_offset_s);
-            let deadline = t + r.deadline_s;
-            let started = Instant::now();
-            views.clear();
-            let since = t - seen_t;
-            let heard = self.heard.of(i);
-            let base = offsets[i];
-            for (k, &j) in heard.iter().enumerate() {
-                let j = j as usize;
-                let slot = base + k;
-                let mine = if own_ix[slot] == seen_ix { own[slot] } else { 0.0 };
-                views.push(ServerView {
-                    queued_s: (seen[j] - since).max(0.0) + mine,
-                    speed: self.speeds[j],
-                    bytes_per_s: bw,
-                    latency_s: spec.latency_s,
-                    warm: true,
-                });
+            Choice::Robot => {
+                self.robot_only += 1;
+                self.robot_free[i] = robot_back;
+                self.energy += (power.computing_w - power.idle_w) * m.robot_s;
+                robot_back
             }
-            let robot_back = robot_free[i].max(t) + m.robot_s;
-            let choice = routers[i].choose(m, t, deadline, robot_back, &views, &mut rng);
-            decisions.push(started.elapsed().as_secs_f32() * 1e6);
-            let back = match choice {
-                Choice::Server(k) => {
-                    let j = heard[k] as usize;
-                    let (back, done) = offload_finish(m, t, free_at[j], self.speeds[j], bw, spec.latency_s);
-                    free_at[j] = done;
-                    let slot = base + k;
-                    if own_ix[slot] != seen_ix {
-                        own_ix[slot] = seen_ix;
-                        own[slot] = 0.0;
-                    }
-                    own[slot] += m.server_s / self.speeds[j];
-                    energy += (power.transmitting_w - power.idle_w) * m.upload_s(bw);
-                    back
-                }
-                Choice::Robot => {
-                    robot_only += 1;
-                    let back = robot_back;
-                    robot_free[i] = back;
-                    energy += (power.computing_w - power.idle_w) * m.robot_s;
-                    back
-                }
-            };
-            frames += 1;
-            let publish = if r.frequency_sensitive { back.max(last_published[i]) } else { back };
-            if publish <= deadline {
-                good += 1;
-                if r.frequency_sensitive {
-                    last_published[i] = publish;
-                }
-                latencies.push(((publish - t) * 1e3) as f32);
-            } else {
-                late += 1;
-                latencies.push(((back - t) * 1e3) as f32);
+        }
+    }
+
+    /// Publishes robot `i`'s result of the frame captured at `t`, back at `back`, in frame
+    /// order for a frequency-sensitive stream, and counts it.
+    fn publish(&mut self, i: usize, r: &RobotSpec, t: f64, deadline: f64, back: f64) {
+        let publish = if r.frequency_sensitive { back.max(self.last_published[i]) } else { back };
+        if publish <= deadline {
+            self.good += 1;
+            if r.frequency_sensitive {
+                self.last_published[i] = publish;
             }
-        });
-        let offered = frames as f64 / spec.seconds;
-        let goodput = good as f64 / spec.seconds;
+            self.latencies.push(((publish - t) * 1e3) as f32);
+        } else {
+            self.late += 1;
+            self.latencies.push(((back - t) * 1e3) as f32);
+        }
+    }
+
+    fn report(mut self) -> PolicyReport {
+        let seconds = self.fleet.spec.seconds;
+        let (good, frames) = (self.good, self.frames);
         PolicyReport {
-            goodput,
-            offered,
+            goodput: good as f64 / seconds,
+            offered: frames as f64 / seconds,
             goodput_ratio: if frames > 0 { good as f64 / frames as f64 } else { 0.0 },
-            p99_ms: percentile(&mut latencies, 0.99),
-            robot_energy_j: energy,
-            decision_p99_us: percentile(&mut decisions, 0.99),
+            p99_ms: percentile(&mut self.latencies, 0.99),
+            robot_energy_j: self.energy,
+            decision_p99_us: percentile(&mut self.decisions, 0.99),
             frames,
-            robot_only_frames: robot_only,
-            late_frames: late,
+            robot_only_frames: self.robot_only,
+            late_frames: self.late,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::derive::Tasks;
 use super::{ChunkOrder, Simulator, side_ix};
-use std::cmp::Ordering;
+use crate::order::Earliest;
 use std::collections::BinaryHeap;
 
 /// A simulated plan: the task graph with every start and end filled in.
@@ -26,66 +26,15 @@ enum Kind {
     Arrive(u32),
 }
 
-/// An event; the heap pops the earliest (ties: the first pushed).
-#[derive(Debug)]
-struct Event {
-    time: f64,
-    seq: u64,
-    kind: Kind,
-}
+/// An event; the heap pops the earliest (ties: the first pushed, by sequence number).
+type Event = Earliest<Kind>;
 
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.time.total_cmp(&self.time).then(o.seq.cmp(&self.seq))
-    }
-}
+/// A transfer waiting for its link (the item: its id), ordered by readiness then id.
+type Waiting = Earliest<u32>;
 
-/// A transfer waiting for its link, ordered by readiness then creation.
-#[derive(Debug, PartialEq)]
-struct Waiting {
-    ready: f64,
-    id: u32,
-}
-impl Eq for Waiting {}
-impl PartialOrd for Waiting {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Waiting {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.ready.total_cmp(&self.ready).then(o.id.cmp(&self.id))
-    }
-}
-
-/// A chunk whose inputs are all available, ordered by wavefront key then task index.
-#[derive(Debug, PartialEq)]
-struct Ready {
-    key: f64,
-    id: u32,
-}
-impl Eq for Ready {}
-impl PartialOrd for Ready {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ready {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.key.total_cmp(&self.key).then(o.id.cmp(&self.id))
-    }
-}
+/// A chunk whose inputs are all available (the item: its task index), ordered by wavefront
+/// key then task index.
+type Ready = Earliest<u32>;
 
 struct State<'a> {
     t: &'a mut Tasks,
@@ -108,7 +57,7 @@ struct State<'a> {
 impl State<'_> {
     fn push(&mut self, time: f64, kind: Kind) {
         self.seq += 1;
-        self.events.push(Event { time, seq: self.seq, kind });
+        self.events.push(Event::new(time, self.seq, kind));
     }
 
     fn try_compute(&mut self, s: usize, now: f64) {
@@ -117,7 +66,7 @@ impl State<'_> {
         }
         let ti = if self.wavefront {
             let Some(r) = self.ready[s].pop() else { return };
-            r.id
+            r.item
         } else {
             let Some(&ti) = self.t.seq[s].get(self.next[s]) else { return };
             if self.t.tasks[ti as usize].pending > 0 {
@@ -139,14 +88,14 @@ impl State<'_> {
             return;
         }
         let Some(w) = self.queue[l].pop() else { return };
-        let tr = &mut self.t.transfers[w.id as usize];
+        let tr = &mut self.t.transfers[w.item as usize];
         tr.start = now;
         tr.end = now + self.overhead + tr.bytes as f64 / self.bandwidth;
         tr.arrive = tr.end + self.latency + tr.decode_s;
         let (end, arrive) = (tr.end, tr.arrive);
         self.link_busy[l] = true;
         self.push(end, Kind::LinkDone(l));
-        self.push(arrive, Kind::Arrive(w.id));
+        self.push(arrive, Kind::Arrive(w.item));
     }
 
     /// One input of chunk `ti` became available.
@@ -155,13 +104,13 @@ impl State<'_> {
         task.pending -= 1;
         if task.pending == 0 && self.wavefront {
             let (s, key) = (side_ix(task.side), task.key);
-            self.ready[s].push(Ready { key, id: ti });
+            self.ready[s].push(Ready::new(key, u64::from(ti), ti));
         }
     }
 
     fn enqueue(&mut self, id: u32, ready: f64) {
         let l = if self.t.transfers[id as usize].up { 0 } else { 1 };
-        self.queue[l].push(Waiting { ready, id });
+        self.queue[l].push(Waiting::new(ready, u64::from(id), id));
         self.try_link(l, ready);
     }
 }
@@ -200,15 +149,15 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
     if st.wavefront {
         for (ti, task) in st.t.tasks.iter().enumerate() {
             if task.pending == 0 {
-                st.ready[side_ix(task.side)].push(Ready { key: task.key, id: ti as u32 });
+                st.ready[side_ix(task.side)].push(Ready::new(task.key, ti as u64, ti as u32));
             }
         }
     }
     st.try_compute(0, 0.0);
     st.try_compute(1, 0.0);
     while let Some(ev) = st.events.pop() {
-        let now = ev.time;
-        match ev.kind {
+        let now = ev.key;
+        match ev.item {
             Kind::Free(s) => st.busy[s] = false,
             Kind::Release(id) => st.enqueue(id, now),
             Kind::ComputeDone(ti) => {
@@ -236,7 +185,7 @@ pub(super) fn execute(sim: &Simulator<'_>, mut t: Tasks) -> Run {
         }
         // A free side picks its next chunk once every event of this instant is in, so that
         // the choice sees every chunk that became ready at `now`.
-        if st.events.peek().is_none_or(|e| e.time > now) {
+        if st.events.peek().is_none_or(|e| e.key > now) {
             st.try_compute(0, now);
             st.try_compute(1, now);
         }
