@@ -123,7 +123,7 @@ pub fn run_batch(
         }
         complete_transfers(exec, schedule, &mut states, &mut incomplete, &mut pending, &mut ready)?;
         if let Some(r) = ready.pop() {
-            let c = &schedule.chunks[r.id as usize];
+            let c = &schedule.chunks[r.item as usize];
             let t0 = Instant::now();
             exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
             // A batch's kernel is stretched as one member's would be (batches run on the edge,

@@ -1,7 +1,6 @@
 //! One side of one inference: its chunks in wavefront order (the simulator's rule), each band
 //! sent the moment its rows exist, received bands stored as they arrive.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -102,22 +101,13 @@ pub struct SideConfig {
     pub deadline: Option<Instant>,
 }
 
-/// A chunk whose inputs are all held, ordered by its wavefront key (smallest first).
-#[derive(Debug, PartialEq)]
-pub(super) struct Ready {
-    pub(super) key: f64,
-    pub(super) id: u32,
-}
-impl Eq for Ready {}
-impl PartialOrd for Ready {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ready {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.key.total_cmp(&self.key).then(o.id.cmp(&self.id))
-    }
+/// A chunk whose inputs are all held, ordered by its wavefront key (smallest first), ties by
+/// its index; the entry carries the index.
+pub(super) type Ready = lop::order::Earliest<u32>;
+
+/// The ready entry of chunk `id` with wavefront key `key`.
+pub(super) fn ready(key: f64, id: u32) -> Ready {
+    Ready::new(key, u64::from(id), id)
 }
 
 /// Runs `config.side`'s part of `schedule`: `exec` holds the graph inputs (robot) or nothing
@@ -314,7 +304,7 @@ impl SideRun<'_, '_> {
     /// it and sends the bands it completes. Stops (`Some`) when the link is gone.
     fn compute(&mut self, r: Ready) -> Result<Option<Stopped>> {
         let Part { schedule, config, .. } = self.part;
-        let c = &schedule.chunks[r.id as usize];
+        let c = &schedule.chunks[r.item as usize];
         let stats = &mut self.progress.stats;
         let t0 = Instant::now();
         self.exec.compute_and_store(c.node, &c.rows, 1).map_err(Error::Engine)?;
@@ -474,7 +464,7 @@ pub(super) fn start_state(schedule: &Schedule, side: Side) -> (Vec<u32>, BinaryH
     for (i, c) in schedule.side_chunks(side) {
         left_chunks += 1;
         if c.inputs == 0 {
-            ready.push(Ready { key: c.key, id: i });
+            ready.push(self::ready(c.key, i));
         }
     }
     (pending, ready, left_chunks)
@@ -485,7 +475,7 @@ pub(super) fn arrived(schedule: &Schedule, chunks: &[u32], pending: &mut [u32], 
     for &c in chunks {
         pending[c as usize] -= 1;
         if pending[c as usize] == 0 {
-            ready.push(Ready { key: schedule.chunks[c as usize].key, id: c });
+            ready.push(self::ready(schedule.chunks[c as usize].key, c));
         }
     }
 }
