@@ -57,28 +57,6 @@ fn reference(jpeg: &[u8]) -> Vec<tch::Tensor> {
     lop::exec::run_whole(&g, &[input]).unwrap().outputs
 }
 
-/// Publishes `m` until a result with its stamp arrives.
-fn roundtrip(
-    camera: &hiroz::pubsub::ZPub<CompressedImage, <CompressedImage as hiroz::msg::ZMessage>::Serdes>,
-    results: &mpsc::Receiver<InferenceResult>,
-    m: &CompressedImage,
-    deadline: Instant,
-) -> InferenceResult {
-    let mut last_send = None::<Instant>;
-    while Instant::now() < deadline {
-        if last_send.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
-            camera.publish(m).unwrap();
-            last_send = Some(Instant::now());
-        }
-        if let Ok(r) = results.recv_timeout(Duration::from_millis(50))
-            && r.header.stamp.sec == m.header.stamp.sec
-        {
-            return r;
-        }
-    }
-    panic!("no result for the frame stamped {}", m.header.stamp.sec);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_camera_jpeg_at_its_own_size_crosses_unchanged_and_matches_the_letterboxed_model() {
     let _heavy = crate::HEAVY.lock().await;
@@ -136,7 +114,7 @@ async fn a_camera_jpeg_at_its_own_size_crosses_unchanged_and_matches_the_letterb
 
     let blocking = tokio::task::spawn_blocking(move || {
         let jpeg = camera_jpeg(640, 480);
-        let r = roundtrip(&camera, &results, &message(&jpeg, 100), deadline);
+        let r = common::roundtrip_compressed(&camera, &results, &message(&jpeg, 100), deadline);
         assert!(!r.fallback, "the frame fell back: {}", r.fallback_reason);
         assert_eq!(r.method, "server-only");
         let n = jpeg.len() as u64;
@@ -155,7 +133,7 @@ async fn a_camera_jpeg_at_its_own_size_crosses_unchanged_and_matches_the_letterb
                 }
             }
         };
-        let again = roundtrip(&camera, &results, &message(&jpeg, 102), deadline);
+        let again = common::roundtrip_compressed(&camera, &results, &message(&jpeg, 102), deadline);
         assert!(!again.fallback, "{}", again.fallback_reason);
         assert_outputs_equal(&again, &reference(&jpeg));
         (refused, r.bytes_up, n)

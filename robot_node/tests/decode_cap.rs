@@ -307,25 +307,6 @@ fn reference(g: &lop::graph::Graph, format: &str, data: &[u8]) -> Vec<tch::Tenso
     lop::exec::run_whole(g, &[tch::Tensor::from_slice(&chw).reshape([1, 3, 224, 224])]).unwrap().outputs
 }
 
-type CameraPub = hiroz::pubsub::ZPub<CompressedImage, <CompressedImage as hiroz::msg::ZMessage>::Serdes>;
-
-/// Publishes `m` (again every 2 s, until the node has subscribed) until its result arrives.
-fn roundtrip(camera: &CameraPub, results: &mpsc::Receiver<InferenceResult>, m: &CompressedImage, deadline: Instant) -> InferenceResult {
-    let mut last_send = None::<Instant>;
-    while Instant::now() < deadline {
-        if last_send.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
-            camera.publish(m).unwrap();
-            last_send = Some(Instant::now());
-        }
-        if let Ok(r) = results.recv_timeout(Duration::from_millis(50))
-            && r.header.stamp.sec == m.header.stamp.sec
-        {
-            return r;
-        }
-    }
-    panic!("no result for the frame stamped {}", m.header.stamp.sec);
-}
-
 /// /diagnostics' counters of the node's frames (received, answered, dropped busy,
 /// unconvertible), from the next report published after `after`.
 fn counters(diags: &mpsc::Receiver<(Instant, DiagnosticArray)>, after: Instant, deadline: Instant) -> [u64; 4] {
@@ -425,7 +406,7 @@ async fn a_20_megapixel_png_is_refused_from_its_headers_named_and_counted() {
     let node = tokio::task::spawn_blocking(move || {
         let (jpeg_ref, cap_ref) = (reference(&g, "jpeg", &jpeg), reference(&g, "png", &at_cap));
         // A camera frame, answered exactly.
-        let before = roundtrip(&camera, &results, &message("jpeg", &jpeg, 200), deadline);
+        let before = common::roundtrip_compressed(&camera, &results, &message("jpeg", &jpeg, 200), deadline);
         assert!(!before.fallback, "{}", before.fallback_reason);
         assert_outputs_equal(&before, &jpeg_ref);
         let [_, _, _, bad] = settled(&diags, deadline);
@@ -449,7 +430,7 @@ async fn a_20_megapixel_png_is_refused_from_its_headers_named_and_counted() {
 
         // A frame at the cap: answered exactly, and decoded (the probe sees what a decode costs).
         let rss = node.reset_peak();
-        let after = roundtrip(&camera, &results, &message("png", &at_cap, 202), deadline);
+        let after = common::roundtrip_compressed(&camera, &results, &message("png", &at_cap, 202), deadline);
         let cap_peak = node.status_bytes("VmHWM").saturating_sub(rss);
         assert!(!after.fallback, "{}", after.fallback_reason);
         assert_outputs_equal(&after, &cap_ref);

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use hiroz_msgs::builtin_interfaces::Time;
-use hiroz_msgs::sensor_msgs::Image;
+use hiroz_msgs::sensor_msgs::{CompressedImage, Image};
 use hiroz_msgs::std_msgs::Header;
 use lop::planner::table::TableSpec;
 use lop::profile::Profile;
@@ -71,26 +71,52 @@ pub async fn start_edge(
     (svc, (serving, probes, session))
 }
 
-/// Publishes `img` every 300 ms until the result with its stamp arrives.
+/// A publisher of camera JPEGs (`sensor_msgs/CompressedImage`).
+pub type CompressedPub = hiroz::pubsub::ZPub<CompressedImage, <CompressedImage as hiroz::msg::ZMessage>::Serdes>;
+
+/// Publishes raw frame `img` (again every 300 ms, until the node has subscribed) until a result
+/// with its stamp arrives.
 pub fn roundtrip(
     camera: &hiroz::pubsub::ZPub<Image, <Image as hiroz::msg::ZMessage>::Serdes>,
     results: &mpsc::Receiver<InferenceResult>,
     img: &Image,
     deadline: Instant,
 ) -> InferenceResult {
+    until_answered(|| camera.publish(img).unwrap(), img.header.stamp.sec, Duration::from_millis(300), results, deadline)
+}
+
+/// Publishes camera JPEG `m` (again every 2 s, until the node has subscribed) until a result
+/// with its stamp arrives.
+pub fn roundtrip_compressed(
+    camera: &CompressedPub,
+    results: &mpsc::Receiver<InferenceResult>,
+    m: &CompressedImage,
+    deadline: Instant,
+) -> InferenceResult {
+    until_answered(|| camera.publish(m).unwrap(), m.header.stamp.sec, Duration::from_secs(2), results, deadline)
+}
+
+/// Calls `publish` every `every` until a result stamped `stamp_sec` arrives.
+fn until_answered(
+    publish: impl Fn(),
+    stamp_sec: i32,
+    every: Duration,
+    results: &mpsc::Receiver<InferenceResult>,
+    deadline: Instant,
+) -> InferenceResult {
     let mut last_send = None::<Instant>;
     while Instant::now() < deadline {
-        if last_send.is_none_or(|t| t.elapsed() > Duration::from_millis(300)) {
-            camera.publish(img).unwrap();
+        if last_send.is_none_or(|t| t.elapsed() > every) {
+            publish();
             last_send = Some(Instant::now());
         }
         if let Ok(r) = results.recv_timeout(Duration::from_millis(50))
-            && r.header.stamp.sec == img.header.stamp.sec
+            && r.header.stamp.sec == stamp_sec
         {
             return r;
         }
     }
-    panic!("no result for the frame stamped {}", img.header.stamp.sec);
+    panic!("no result for the frame stamped {stamp_sec}");
 }
 
 /// Asserts that a published result's outputs equal `whole` (relative error <= 1e-5).
