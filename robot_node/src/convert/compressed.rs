@@ -46,7 +46,11 @@ pub fn decode(format: &str, data: &[u8], max_pixels: usize) -> Result<Picture, C
             });
         }
     }
-    photo::decode_picture_within(data, max_pixels).map_err(|e| ConvertError::Compressed { msg: e.to_string() })
+    photo::decode_picture_within(data, max_pixels).map_err(|e| {
+        // The only size error here is the cap's: say which parameter sets it.
+        let cap = if matches!(e, lop::codec::CodecError::Dimensions { .. }) { " (the cap is image.max_pixels)" } else { "" };
+        ConvertError::Compressed { msg: format!("{e}{cap}") }
+    })
 }
 
 /// The picture as an image message's fields: `mono8`, `rgb8` or `rgba8`, rows packed.
