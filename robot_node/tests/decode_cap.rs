@@ -23,11 +23,9 @@ use hiroz_msgs::sensor_msgs::CompressedImage;
 use hiroz_msgs::std_msgs::Header;
 use lop::codec::Image;
 use lop::codec::photo::{self, Picture};
-use lop::plan::Side;
 use lop_msgs::ros::msg::InferenceResult;
-use lop_runtime::edge::EdgeModel;
 use robot_node::backend::hiroz::HirozRos;
-use robot_node::config::{ProfileSource, RobotConfig};
+use robot_node::config::RobotConfig;
 use robot_node::convert::{ChannelOrder, Fit, ImageTarget, image_to_chw};
 use robot_node::params::Params;
 
@@ -384,12 +382,7 @@ async fn a_20_megapixel_png_is_refused_from_its_headers_named_and_counted() {
     assert!(BOMB.0 * BOMB.1 > cap);
 
     // The edge, in this process, with the same table settings and profiles.
-    let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap();
-    let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();
-    let spec = cfg.table.spec(&g, &robot, &server).unwrap();
-    let model = EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: server };
-    let (_svc, _edge) = common::start_edge(&edge_ep, vec![model], vec![robot], spec, &dir).await;
+    let (_svc, _edge) = common::start_synthetic_edge(&edge_ep, MODEL, &cfg.table, &dir).await;
 
     let mut peer = cfg.ros.clone();
     peer.embedded_router = true;
@@ -404,6 +397,7 @@ async fn a_20_megapixel_png_is_refused_from_its_headers_named_and_counted() {
         n.create_sub::<DiagnosticArray>("/diagnostics").build_with_callback(move |d| drop(diag_tx.send((Instant::now(), d)))).unwrap();
 
     let node = tokio::task::spawn_blocking(move || {
+        let g = lop::model::load(MODEL, &Default::default()).unwrap();
         let (jpeg_ref, cap_ref) = (reference(&g, "jpeg", &jpeg), reference(&g, "png", &at_cap));
         // A camera frame, answered exactly.
         let before = common::roundtrip_compressed(&camera, &results, &message("jpeg", &jpeg, 200), deadline);

@@ -72,12 +72,7 @@ async fn camera_frames_to_exact_results() {
     assert!(params.unknown().is_empty(), "{:?}", params.unknown());
 
     // The edge, with the same table settings and profiles.
-    let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap();
-    let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();
-    let spec = cfg.table.spec(&g, &robot, &server).unwrap();
-    let model = EdgeModel { id: "resnet18".into(), source: MODEL.into(), load: Default::default(), server_profile: server };
-    let (_svc, _edge) = common::start_edge(&edge_ep, vec![model], vec![robot], spec, &dir).await;
+    let (_svc, _edge) = common::start_synthetic_edge(&edge_ep, MODEL, &cfg.table, &dir).await;
 
     // The node (it starts the embedded ROS router).
     let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());

@@ -38,6 +38,25 @@ pub fn image_bytes(img: &Image) -> Vec<u8> {
     img.data.0.zslices().flat_map(|s| s.as_slice().iter().copied()).collect()
 }
 
+/// [`start_edge`] serving zoo `model` (under its zoo name) with synthetic profiles, planning its
+/// tables with `table`: the robot's own settings, so both sides agree on the table.
+pub async fn start_synthetic_edge(
+    endpoint: &str,
+    model: &str,
+    table: &lop_runtime::table_config::TableSettings,
+    cache_dir: &Path,
+) -> (EdgeService, impl Sized) {
+    use lop::plan::Side;
+    use robot_node::config::ProfileSource;
+    let g = lop::model::load(model, &Default::default()).unwrap();
+    let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap();
+    let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();
+    let spec = table.spec(&g, &robot, &server).unwrap();
+    let id = model.trim_start_matches("zoo:").to_string();
+    let model = EdgeModel { id, source: model.into(), load: Default::default(), server_profile: server };
+    start_edge(endpoint, vec![model], vec![robot], spec, cache_dir).await
+}
+
 /// An edge service on its own Zenoh router at `endpoint`, answering probes; the returned values
 /// keep it serving.
 pub async fn start_edge(
