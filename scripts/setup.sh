@@ -26,6 +26,9 @@ ddddocr_version=1.6.1
 rapidocr_version=1.4.4
 zenoh_version=1.10.2
 rosbags_version=0.11.9
+# An independent libjpeg-turbo build that decodes with merged upsampling, as lop does
+# (tests/jpeg/cases.py: the reference for tests/jpeg_decoding.rs).
+simplejpeg_version=1.9.0
 skimage_version=0.26.0
 
 test_deps=0
@@ -90,9 +93,10 @@ if [ "$test_deps" = 1 ]; then
   # dependencies are deliberately absent).
   check_test_deps() {
     "$venv/bin/python" - "$torch_version" "$torchvision_version" "$onnx_version" "$onnxruntime_version" "$numpy_version" "$ddddocr_version" \
-      "$zenoh_version" "$rosbags_version" "$rapidocr_version" <<'PY'
+      "$zenoh_version" "$rosbags_version" "$rapidocr_version" "$simplejpeg_version" <<'PY'
 import importlib.metadata as md, importlib.util, os, sys
-names = ["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr", "eclipse-zenoh", "rosbags", "rapidocr-onnxruntime"]
+names = ["torch", "torchvision", "onnx", "onnxruntime", "numpy", "ddddocr", "eclipse-zenoh", "rosbags", "rapidocr-onnxruntime",
+         "simplejpeg"]
 want = dict(zip(names, sys.argv[1:]))
 want["pillow"] = None
 bad = []
@@ -116,12 +120,12 @@ if bad:
 PY
   }
   if ! check_test_deps 2>/dev/null; then
-    echo "setup: installing test peers (torchvision, onnx, onnxruntime, numpy, ddddocr, eclipse-zenoh, rosbags) into $venv" >&2
+    echo "setup: installing test peers (torchvision, onnx, onnxruntime, numpy, ddddocr, eclipse-zenoh, rosbags, simplejpeg) into $venv" >&2
     # torch is named with its pin so that resolving torchvision can never replace it.
     "$venv/bin/pip" install --quiet \
       "torch==$torch_version" "torchvision==$torchvision_version" \
       "onnx==$onnx_version" "onnxruntime==$onnxruntime_version" "numpy==$numpy_version" pillow \
-      "eclipse-zenoh==$zenoh_version" "rosbags==$rosbags_version" >&2
+      "eclipse-zenoh==$zenoh_version" "rosbags==$rosbags_version" "simplejpeg==$simplejpeg_version" >&2
     "$venv/bin/pip" install --quiet --no-deps "ddddocr==$ddddocr_version" "rapidocr-onnxruntime==$rapidocr_version" >&2
     if ! check_test_deps; then
       echo "setup: test peers still incomplete after installing (see above)" >&2

@@ -1,18 +1,20 @@
 //! libjpeg-turbo's decoding, bit for bit (issue 59): the project's photographs as camera JPEGs at
-//! 4:4:4, 4:2:2 and 4:2:0 (and one progressive), decoded by lop against Pillow's own libjpeg-turbo (an independent
-//! build, tests/jpeg/cases.py), with SIMD against SIMD forced off (`JSIMD_FORCENONE=1`, in a child
-//! process: libjpeg-turbo picks its SIMD once per process), and JPEG bands against the whole frame.
+//! 4:4:4, 4:2:2 and 4:2:0 (and one progressive), decoded by lop against another build of
+//! libjpeg-turbo (simplejpeg's, asked for the same merged upsampling: tests/jpeg/cases.py), with
+//! SIMD against SIMD forced off (`JSIMD_FORCENONE=1`, in a child process: libjpeg-turbo picks its
+//! SIMD once per process), JPEG bands against the whole frame, and the camera's JPEG cut at
+//! restart markers, band by band as it streams, against its whole decoding.
 
 use lop::codec::{self, FrameCodec, Image, photo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One JPEG and Pillow's decoding of it.
+/// One JPEG and the reference decoding of it.
 struct Case {
     name: String,
     channels: usize,
     jpeg: Vec<u8>,
-    pillow: Vec<u8>,
+    reference: Vec<u8>,
 }
 
 /// Folder holding the cases: written by tests/jpeg/cases.py, or handed to a child process.
@@ -26,7 +28,8 @@ fn write_cases(test: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("scratch folder");
     let python = tests::python_test_env().expect("the tests' Python peers");
     let script = tests::workspace_root().join("tests/jpeg/cases.py");
-    let listing = tests::run_command("writing the JPEG cases with Pillow", Command::new(python).arg(script).arg(&dir)).expect("cases.py");
+    let listing = tests::run_command("writing the JPEG cases with Pillow and simplejpeg", Command::new(python).arg(script).arg(&dir))
+        .expect("cases.py");
     std::fs::write(dir.join("cases.txt"), listing).expect("listing");
     dir
 }
@@ -39,7 +42,7 @@ fn read_cases(dir: &Path) -> Vec<Case> {
             let f: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(f.len(), 4, "a case line: {line}");
             let read = |ext: &str| std::fs::read(dir.join(format!("{}.{ext}", f[0]))).expect("case file");
-            Case { name: f[0].to_string(), channels: f[3].parse().expect("channels"), jpeg: read("jpg"), pillow: read("pixels") }
+            Case { name: f[0].to_string(), channels: f[3].parse().expect("channels"), jpeg: read("jpg"), reference: read("pixels") }
         })
         .collect();
     // Six photographs at three chroma samplings, one of them also progressive, two as shipped,
@@ -50,8 +53,9 @@ fn read_cases(dir: &Path) -> Vec<Case> {
     cases
 }
 
-/// Digests of everything decoded or encoded here, per case: the whole picture, and the 640x480
-/// pictures as JPEG bands (the robot's encoding and the server's decoding).
+/// Digests of everything decoded or encoded here, per case: the whole picture, the 640x480
+/// pictures as JPEG bands (the robot's encoding and the server's decoding), and the camera's
+/// JPEG as it streams under passthrough (the rewrite's bytes and the bands' pixels).
 fn digests(cases: &[Case]) -> Vec<String> {
     let mut out = Vec::new();
     for case in cases {
@@ -60,6 +64,10 @@ fn digests(cases: &[Case]) -> Vec<String> {
         if (pic.width, pic.height) == (640, 480) && case.channels == 3 {
             let (encoded, decoded) = bands(&pic);
             out.push(format!("{} bands {:016x} {:016x}", case.name, codec::digest(&encoded), codec::digest(&decoded)));
+        }
+        if case.channels == 3 {
+            let (rewritten, streamed) = camera_bands(case, &pic);
+            out.push(format!("{} streamed {:016x} {:016x}", case.name, codec::digest(&rewritten), codec::digest(&streamed)));
         }
     }
     out
@@ -97,9 +105,36 @@ fn bands(pic: &photo::Picture) -> (Vec<u8>, Vec<u8>) {
     (bytes, frame)
 }
 
+/// The camera's JPEG of `case` cut at restart markers into bands on the passthrough grid, each
+/// decoded on its own as the server decodes it: (the rewritten JPEG, the bands' pixels
+/// stacked), checked against the whole picture's decoding.
+fn camera_bands(case: &Case, pic: &photo::Picture) -> (Vec<u8>, Vec<u8>) {
+    let image = Image { channels: 3, width: pic.width, height: pic.height };
+    let cut = codec::camera_scan::CameraScan::cut(&case.jpeg, &image).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let whole = codec::decode(FrameCodec::Passthrough, &image, &case.jpeg, image.height).expect("decodes");
+    let grid = codec::camera_scan::GRID;
+    let cuts: Vec<usize> = [0, grid, 5 * grid, 13 * grid].into_iter().filter(|&r| r < image.height).chain([image.height]).collect();
+    let (plane, mut stacked, mut header) = (image.width * image.height, vec![0u8; whole.len()], Vec::new());
+    for w in cuts.windows(2) {
+        let (a, n) = (w[0], w[1] - w[0]);
+        let unit = cut.unit(&(a..a + n), a == 0).expect("unit");
+        let (carried, scan) = codec::camera_scan::split_unit(&unit).expect("splits");
+        if let Some(h) = carried {
+            header = h.to_vec();
+        }
+        let rows = codec::camera_scan::decode_scan(&image, &header, scan, n).unwrap_or_else(|e| panic!("{} rows {a}: {e}", case.name));
+        for c in 0..3 {
+            stacked[c * plane + a * image.width..c * plane + (a + n) * image.width]
+                .copy_from_slice(&rows[c * n * image.width..(c + 1) * n * image.width]);
+        }
+    }
+    assert!(stacked == whole, "{}: the streamed bands decode to the whole frame's pixels", case.name);
+    (cut.jpeg().to_vec(), stacked)
+}
+
 #[test]
-fn every_photograph_decodes_to_pillows_libjpeg_turbo_pixels() {
-    let dir = write_cases("pillow");
+fn every_photograph_decodes_to_another_libjpeg_turbos_pixels() {
+    let dir = write_cases("reference");
     for case in read_cases(&dir) {
         let pic = photo::decode_picture(&case.jpeg).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let ours: Vec<u8> = if case.channels == 1 {
@@ -108,9 +143,9 @@ fn every_photograph_decodes_to_pillows_libjpeg_turbo_pixels() {
         } else {
             pic.pixels.clone()
         };
-        assert_eq!(ours.len(), case.pillow.len(), "{}: size", case.name);
-        let differ = ours.iter().zip(&case.pillow).filter(|(a, b)| a != b).count();
-        assert_eq!(differ, 0, "{}: {differ} bytes differ from Pillow's decoding", case.name);
+        assert_eq!(ours.len(), case.reference.len(), "{}: size", case.name);
+        let differ = ours.iter().zip(&case.reference).filter(|(a, b)| a != b).count();
+        assert_eq!(differ, 0, "{}: {differ} bytes differ from simplejpeg's decoding", case.name);
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -105,7 +105,7 @@ pub fn band_graph() -> Graph {
 }
 
 /// The input bands the band target's plan sends (input, rows), on JPEG's 8-row grid.
-pub const BAND_TRANSFERS: [(usize, Range<usize>); 5] = [(0, 0..8), (0, 8..24), (0, 0..24), (1, 0..16), (1, 8..16)];
+pub const BAND_TRANSFERS: [(usize, Range<usize>); 6] = [(0, 0..8), (0, 8..24), (0, 0..24), (0, 0..16), (1, 0..16), (1, 8..16)];
 
 /// The plans the band target's first byte picks: how they carry their input bands.
 pub const BAND_CODECS: [(FrameCodec, InputWire); 5] = [
@@ -173,7 +173,8 @@ pub fn band_accepted(data: &[u8]) -> bool {
         let mut received = vec![false; plan.schedule.transfers.len()];
         let Some(band) = session::match_band(&limits, plan, true, bytes, &mut received, &stats) else { return false };
         let t = &plan.schedule.transfers[band.transfer as usize];
-        let Ok(tensor) = band.tensor(&b.meta, t.node, &t.rows, Device::Cpu) else { return false };
+        let mut headers = lop_runtime::exec::CameraHeaders::default();
+        let Ok(tensor) = band.tensor(&b.meta, (t.node, &t.rows), Device::Cpu, &mut headers) else { return false };
         let info = b.meta.info(t.node);
         let dims = [1, info.shape[1] as i64, t.rows.len() as i64, info.shape[3] as i64];
         assert_eq!(tensor.size(), dims, "a band the edge takes in is its rows of the input");
@@ -204,6 +205,10 @@ fn own_digest(meta: &GraphMeta, plan: &Prepared, frame: &mut [u8]) {
         Coding::Qoi => codec::decode(FrameCodec::Lossless, &image, unit, t.rows.len()),
         Coding::Jpeg | Coding::Camera => codec::decode(FrameCodec::Passthrough, &image, unit, t.rows.len()),
         Coding::JpegScan => codec::restart::decode_unit(&image, unit, t.rows.len()),
+        Coding::CameraScan => match codec::camera_scan::split_unit(unit) {
+            Ok((Some(header), scan)) => codec::camera_scan::decode_scan(&image, header, scan, t.rows.len()),
+            _ => return,
+        },
         _ => return,
     };
     let Ok(pixels) = pixels else { return };

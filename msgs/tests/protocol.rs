@@ -169,7 +169,7 @@ fn exact_wire_bytes_of_a_small_band() {
     #[rustfmt::skip]
     let expected: &[u8] = &[
         b'L', b'O', b'P', b'F', // magic
-        6, 0,                   // version 6
+        7, 0,                   // version 7
         0x05,                   // kind Band
         0,                      // flags
         42, 0, 0, 0,            // body_len = 24 + 4*4 + 2
@@ -193,7 +193,7 @@ fn exact_wire_bytes_of_an_error_frame() {
     let f = Frame::Error(ErrorFrame { inference_id: 3, code: ErrorCode::OutOfPlan, text: "ab".into() });
     #[rustfmt::skip]
     let expected: &[u8] = &[
-        b'L', b'O', b'P', b'F', 6, 0, 0x07, 0, 14, 0, 0, 0,
+        b'L', b'O', b'P', b'F', 7, 0, 0x07, 0, 14, 0, 0, 0,
         3, 0, 0, 0, 0, 0, 0, 0, // inference_id
         4, 0,                   // code OutOfPlan
         2, 0, b'a', b'b',       // text
@@ -213,7 +213,7 @@ fn exact_wire_bytes_of_a_done_frame() {
         upload_ns: 0x0102_0304,
     };
     let f = Frame::Done(Done { inference_id: 9, stats });
-    let mut expected = vec![b'L', b'O', b'P', b'F', 6, 0, 0x06, 0, 56, 0, 0, 0];
+    let mut expected = vec![b'L', b'O', b'P', b'F', 7, 0, 0x06, 0, 56, 0, 0, 0];
     for v in [9u64, 1, 2, 3, 4] {
         expected.extend_from_slice(&v.to_le_bytes());
     }
@@ -272,12 +272,12 @@ fn header_errors() {
 
     let mut b = good.clone();
     b[4] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 6 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 1, supported: 7 }));
     // The version is rejected as soon as it is there.
-    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 6 }));
+    assert_eq!(decode(&b[..6]), Err(Error::UnsupportedVersion { found: 1, supported: 7 }));
     let mut b = good.clone();
     b[5] = 1;
-    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0106, supported: 6 }));
+    assert_eq!(decode(&b), Err(Error::UnsupportedVersion { found: 0x0107, supported: 7 }));
 
     for kind in [0u8, 0x0a, 0x42, 0xff] {
         let mut b = good.clone();
@@ -376,7 +376,7 @@ fn band_errors() {
     assert!(matches!(encode_band_header(&hdr, 0, &mut buf), Err(Error::ShapeOverflow { .. })));
     assert!(buf.is_empty());
     // The same header on the wire (built by hand) decodes to the same error, without allocating.
-    let mut raw = vec![b'L', b'O', b'P', b'F', 6, 0, 5, 0, 56, 0, 0, 0];
+    let mut raw = vec![b'L', b'O', b'P', b'F', 7, 0, 5, 0, 56, 0, 0, 0];
     raw.extend_from_slice(&1u64.to_le_bytes());
     raw.extend_from_slice(&1u32.to_le_bytes());
     raw.extend_from_slice(&0u32.to_le_bytes());

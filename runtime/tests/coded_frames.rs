@@ -247,6 +247,54 @@ async fn passthrough_sends_the_camera_jpeg_unchanged() {
     assert_eq!(counts.input_mismatches, 1, "{counts:?}");
 }
 
+/// `passthrough` under a plan that cuts the frame: the camera's JPEG (4:2:0, as cameras write
+/// it) crosses band by band at its restart markers, the edge decodes each band as it arrives,
+/// and the output is the unsplit model's on the JPEG's decoding; the bytes up are the JPEG's
+/// and a few more a band.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_streams_a_cut_camera_frame() {
+    let _heavy = crate::HEAVY.lock().await;
+    use lop_runtime::exec::CameraJpeg;
+    let (s, _) = setup(FrameCodec::Passthrough);
+    let g = lop::model::load(MODEL, &Default::default()).unwrap();
+    // The table's plans that send the frame in several bands.
+    let cut: Vec<(f64, usize)> = s
+        .table
+        .entries
+        .iter()
+        .filter_map(|e| {
+            let schedule = lop::sim::Schedule::derive(&g, &e.plan, lop::sim::ChunkBounds::Even, FrameCodec::Passthrough).ok()?;
+            let bands = schedule.transfers.iter().filter(|t| t.up && t.node == 0 && t.producer.is_none()).count();
+            (bands > 1).then_some((e.bandwidth_mb_s, bands))
+        })
+        .collect();
+    assert!(!cut.is_empty(), "some bucket's plan cuts the frame: {:?}", s.table.entries.iter().map(|e| &e.method).collect::<Vec<_>>());
+    let dir = tempdir();
+    let board = Switchboard::new();
+    let edge = board.plug(edge(&s, &dir).await);
+    let mut c = robot_client(&board, &s, "lop").await;
+    let camera = lop::codec::jpeg::encode_as_a_camera_does(&IMAGE, &frame(), 224, 90).unwrap();
+    let decoded = lop::codec::decode(FrameCodec::Passthrough, &IMAGE, &camera, 224).unwrap();
+    let tensor = |p: &[u8]| tch::Tensor::from_slice(p).reshape([1, 3, 224, 224]);
+    let whole = lop::exec::run_whole(&g, &[tensor(&decoded)]).unwrap().outputs;
+    let jpeg = CameraJpeg(std::sync::Arc::from(camera.as_slice()));
+    for (bw, bands) in cut {
+        let r = c.infer_camera(vec![tensor(&decoded)], Some(jpeg.clone()), bw).await.unwrap();
+        let what = format!("lop at {bw} MB/s, {bands} input bands");
+        assert!(!r.stats.fallback, "{what}: {:?}", r.stats.fallback_reason);
+        assert_exact(&r.outputs, &whole, &what);
+        // The JPEG (rewritten: a restart marker an MCU row), one band header and digest a band.
+        let n = camera.len() as u64;
+        assert!(
+            r.stats.bytes_up > n && r.stats.bytes_up < n + 14 * 3 + bands as u64 * 120 + 256,
+            "{what}: {} B up, JPEG {n} B",
+            r.stats.bytes_up
+        );
+    }
+    let counts = edge.service().counts();
+    assert_eq!((counts.dropped.total(), counts.input_mismatches), (0, 0), "{counts:?}");
+}
+
 /// The robot reads the table at an effective bandwidth when its frames code larger than the
 /// table priced them: a table priced at 1% of raw, frames that code at about half, read at the
 /// lowest bucket after the first frame.

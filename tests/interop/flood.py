@@ -43,7 +43,7 @@ MAX_FLOOD_S = 60.0
 MAX_FLOOD_HELLOS = 7000
 MAX_RSS_GROWTH_MIB = 64
 # The frame format (msgs/src/protocol/mod.rs).
-MAGIC, VERSION = b"LOPF", 6
+MAGIC, VERSION = b"LOPF", 7
 KIND_HELLO, KIND_WELCOME, KIND_REJECT = 0x01, 0x02, 0x03
 DTYPE_U8, DTYPE_F32 = 1, 4
 REASONS = {1: "UnsupportedVersion", 2: "UnknownModel", 3: "BadInput", 4: "NoTable", 5: "Busy", 6: "ShuttingDown", 7: "Planning", 8: "Loading", 255: "Other"}

@@ -18,6 +18,7 @@ use lop_msgs::protocol::{
     Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, Hello, Reject, RejectReason, Start, Welcome,
 };
 use lop_msgs::site::LoadDigest;
+use lop_runtime::exec::camera::CameraSend;
 use lop_runtime::exec::coded::encode_coded_band;
 use lop_runtime::exec::{CameraJpeg, GraphMeta, InputWire, encode_band};
 use tch::Tensor;
@@ -243,7 +244,8 @@ fn pictures() -> Result<()> {
 /// Input bands as the robot sends them for the band target's plans (lop_fuzz::BAND_CODECS, whose
 /// index is each seed's first byte; its top bit set: the digest is checked as sent): raw rows
 /// (uint8, float32), QOI and JPEG bands with their digests, the camera's own JPEG of a whole
-/// frame, and the lossless band a passthrough robot sends for part of one.
+/// frame and of part of one (cut at its restart markers), and the lossless band a passthrough
+/// robot without a camera JPEG sends for part of one.
 fn bands() -> Result<()> {
     let g = lop_fuzz::band_graph();
     let meta = GraphMeta::of(&g);
@@ -276,8 +278,12 @@ fn bands() -> Result<()> {
     let camera = jpeg::encode_as_a_camera_does(&image, &frame, h, 80)?;
     let decoded = lop::codec::decode(FrameCodec::Passthrough, &image, &camera, h)?;
     let mut exec = robot(&decoded)?;
-    let bytes = encode_coded_band(&mut exec, &meta, 7, (0, &(0..h)), FrameCodec::Passthrough, Some(&CameraJpeg(camera.into())))?;
-    write("band", "passthrough-camera", &tagged(4, &bytes))
+    let jpeg = CameraJpeg(camera.into());
+    let bytes = encode_coded_band(&mut exec, &meta, 7, (0, &(0..h)), FrameCodec::Passthrough, Some(&mut CameraSend::new(jpeg.clone())))?;
+    write("band", "passthrough-camera", &tagged(4, &bytes))?;
+    // Its first 16 rows, cut at its restart markers, the JPEG's header with them.
+    let bytes = encode_coded_band(&mut exec, &meta, 7, (0, &(0..16)), FrameCodec::Passthrough, Some(&mut CameraSend::new(jpeg)))?;
+    write("band", "passthrough-camera-scan", &tagged(4, &bytes))
 }
 
 /// Site digests as the aggregator publishes them: one shard of one, the middle shard of three

@@ -37,9 +37,10 @@ impl CodecCost {
 
 /// Measures `codec` on `frames` (planar `[C, H, W]` frames of `image`), each cut into `bands`
 /// bands of whole units as a plan cuts its input messages, `repeats` times (the fastest of each
-/// is kept, as the profiler does). Passthrough is priced as a camera's JPEG (quality 90, 4:2:0,
-/// [`super::jpeg::encode_as_a_camera_does`]) in one unit: the camera's encoder is not this
-/// machine's, only the decoder is.
+/// is kept, as the profiler does). Passthrough is priced on a camera's JPEG (quality 90, 4:2:0,
+/// [`super::jpeg::encode_as_a_camera_does`]): the camera's encoder is not this machine's, so its
+/// "encode" is the rewrite with restart markers the robot makes before it sends a cut frame
+/// ([`super::camera_scan`]), and its decode is the server's, band by band.
 ///
 /// # Errors
 /// [`CodecError`] from the codec; an empty frame list is a [`CodecError::Dimensions`] error.
@@ -50,18 +51,19 @@ pub fn measure(codec: FrameCodec, image: &Image, frames: &[Vec<u8>], bands: usiz
     if frames.is_empty() || frames.iter().any(|f| f.len() != image.bytes(image.height)) {
         return Err(super::dims("codec measurement", image, image.height, format!("{} frames", frames.len())));
     }
-    let (codec_run, bands) = match codec {
-        FrameCodec::Passthrough => (FrameCodec::Jpeg { quality: 90 }, 1),
-        c => (c, bands.max(1)),
-    };
-    let unit = codec_run.unit_rows().unwrap_or(image.height).max(1);
-    let per = image.height.div_ceil(bands).div_ceil(unit) * unit;
+    let unit = codec.unit_rows().max(1);
+    let per = image.height.div_ceil(bands.max(1)).div_ceil(unit) * unit;
     let (mut enc_s, mut dec_s, mut coded, mut raw) = (0.0, 0.0, 0usize, 0usize);
     for frame in frames {
         let plane = image.height * image.width;
         let (mut best_enc, mut best_dec) = (f64::MAX, f64::MAX);
         let mut bytes = 0;
         for _ in 0..repeats.max(1) {
+            if codec == FrameCodec::Passthrough {
+                let (e, d, b) = camera_costs(image, frame, per)?;
+                (best_enc, best_dec, bytes) = (best_enc.min(e), best_dec.min(d), b);
+                continue;
+            }
             let (mut e, mut d) = (0.0, 0.0);
             bytes = 0;
             let mut start = 0;
@@ -73,16 +75,15 @@ pub fn measure(codec: FrameCodec, image: &Image, frames: &[Vec<u8>], bands: usiz
                     .collect();
                 let t0 = Instant::now();
                 let data = match codec {
-                    FrameCodec::Passthrough => super::jpeg::encode_as_a_camera_does(image, &band, rows, 90)?,
                     // As the robot sends a band: its restart intervals, without headers.
                     FrameCodec::Jpeg { quality } => super::restart::RestartJpeg::encode(image, &band, rows, quality)?.unit(&(0..rows))?,
-                    _ => encode(codec_run, image, &band, rows)?,
+                    _ => encode(codec, image, &band, rows)?,
                 };
                 e += t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 let back = match codec {
                     FrameCodec::Jpeg { .. } => super::restart::decode_unit(image, &data, rows)?,
-                    _ => decode(codec_run, image, &data, rows)?,
+                    _ => decode(codec, image, &data, rows)?,
                 };
                 d += t1.elapsed().as_secs_f64();
                 std::hint::black_box(back);
@@ -98,8 +99,31 @@ pub fn measure(codec: FrameCodec, image: &Image, frames: &[Vec<u8>], bands: usiz
         raw += image.bytes(image.height);
     }
     let rows = (frames.len() * image.height) as f64;
-    let encode_s_per_row = if codec == FrameCodec::Passthrough { 0.0 } else { enc_s / rows };
-    Ok(CodecCost { codec, ratio: coded as f64 / raw as f64, encode_s_per_row, decode_s_per_row: dec_s / rows })
+    Ok(CodecCost { codec, ratio: coded as f64 / raw as f64, encode_s_per_row: enc_s / rows, decode_s_per_row: dec_s / rows })
+}
+
+/// A passthrough frame's costs: seconds to rewrite a camera's JPEG of planar `frame` with
+/// restart markers, seconds to decode its bands of `per` rows as the server does, and the bytes
+/// of those bands.
+fn camera_costs(image: &Image, frame: &[u8], per: usize) -> Result<(f64, f64, usize), CodecError> {
+    let camera = super::jpeg::encode_as_a_camera_does(image, frame, image.height, 90)?;
+    let t0 = Instant::now();
+    let cut = super::camera_scan::CameraScan::cut(&camera, image)?;
+    let encode_s = t0.elapsed().as_secs_f64();
+    let (mut decode_s, mut bytes, mut header) = (0.0, 0, Vec::new());
+    for start in (0..image.height).step_by(per.max(1)) {
+        let rows = start..(start + per).min(image.height);
+        let unit = cut.unit(&rows, start == 0)?;
+        let t1 = Instant::now();
+        let (carried, scan) = super::camera_scan::split_unit(&unit)?;
+        if let Some(h) = carried {
+            header = h.to_vec();
+        }
+        std::hint::black_box(super::camera_scan::decode_scan(image, &header, scan, rows.len())?);
+        decode_s += t1.elapsed().as_secs_f64();
+        bytes += unit.len();
+    }
+    Ok((encode_s, decode_s, bytes))
 }
 
 /// A photograph-like planar frame of `image` (smooth shading, a few hard edges, fine texture),

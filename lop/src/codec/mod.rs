@@ -12,6 +12,7 @@
 //!
 //! No I/O here: bytes in, bytes out.
 
+pub mod camera_scan;
 mod cost;
 pub mod jpeg;
 pub mod lossless;
@@ -85,7 +86,9 @@ pub enum FrameCodec {
         /// 1-100.
         quality: u8,
     },
-    /// The camera's own JPEG bytes, unchanged: one message holds the whole frame.
+    /// The camera's own JPEG: unchanged when one message holds the whole frame; cut at restart
+    /// markers on a [`camera_scan::GRID`]-row grid when the plan splits the frame
+    /// ([`camera_scan`]).
     Passthrough,
 }
 
@@ -113,12 +116,13 @@ impl FrameCodec {
 
     /// The row grid code units are cut on: a unit starts at a multiple of it, and ends at one
     /// or at the frame's bottom. JPEG's 8-row blocks make each band decode to exactly the rows a
-    /// whole-frame encoding would give; `None`: the whole frame is one unit (passthrough).
-    pub fn unit_rows(self) -> Option<usize> {
+    /// whole-frame encoding would give; a camera's JPEG is cut on the MCU rows of any common
+    /// subsampling ([`camera_scan::GRID`]).
+    pub fn unit_rows(self) -> usize {
         match self {
-            FrameCodec::Raw | FrameCodec::Lossless => Some(1),
-            FrameCodec::Jpeg { .. } => Some(jpeg::BLOCK),
-            FrameCodec::Passthrough => None,
+            FrameCodec::Raw | FrameCodec::Lossless => 1,
+            FrameCodec::Jpeg { .. } => jpeg::BLOCK,
+            FrameCodec::Passthrough => camera_scan::GRID,
         }
     }
 
@@ -311,5 +315,7 @@ fn planarize(image: &Image, packed: &[u8], k: usize, rows: usize) -> Vec<u8> {
     out
 }
 
+#[cfg(test)]
+mod test_frames;
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,7 @@ pub struct RestartJpeg {
     height: usize,
 }
 
-fn corrupt(why: impl Into<String>) -> CodecError {
+pub(super) fn corrupt(why: impl Into<String>) -> CodecError {
     CodecError::Corrupt { codec: "JPEG restart unit", why: why.into() }
 }
 
@@ -83,13 +83,19 @@ impl RestartJpeg {
         let picked = &self.intervals[rows.start / BLOCK..rows.end.div_ceil(BLOCK)];
         let mut out = Vec::with_capacity(1 + picked.iter().map(|r| r.len() + 2).sum::<usize>());
         out.push(self.quality);
-        for (k, r) in picked.iter().enumerate() {
-            if k > 0 {
-                out.extend_from_slice(&[0xFF, 0xD0 + ((k - 1) % 8) as u8]);
-            }
-            out.extend_from_slice(&self.jpeg[r.clone()]);
-        }
+        join_intervals(&self.jpeg, picked, &mut out);
         Ok(out)
+    }
+}
+
+/// Appends the intervals `picked` of `jpeg` to `out` with their restart markers renumbered from
+/// RST0, as a standalone JPEG of those MCU rows holds them.
+pub(super) fn join_intervals(jpeg: &[u8], picked: &[Range<usize>], out: &mut Vec<u8>) {
+    for (k, r) in picked.iter().enumerate() {
+        if k > 0 {
+            out.extend_from_slice(&[0xFF, 0xD0 + ((k - 1) % 8) as u8]);
+        }
+        out.extend_from_slice(&jpeg[r.clone()]);
     }
 }
 
@@ -154,25 +160,33 @@ thread_local! {
 }
 
 /// Where the headers of a JPEG written by libjpeg-turbo put what this module needs.
-struct Layout {
-    /// Offset of the frame header's (SOF0) height field.
-    height: usize,
+pub(super) struct Layout {
+    /// Offset of the frame header's (SOF0 or SOF1) height field.
+    pub(super) height: usize,
     /// Offset of the first byte of scan data, just past the scan header (SOS).
-    scan: usize,
+    pub(super) scan: usize,
+    /// Rows of one MCU row: 8 times the largest vertical sampling factor of the frame's
+    /// components (8 for a single component, whose scan is not interleaved).
+    pub(super) mcu_height: usize,
 }
 
 impl Layout {
-    fn of(jpeg: &[u8]) -> Result<Layout, CodecError> {
+    /// Reads the headers of `jpeg`, a sequential Huffman-coded JPEG, up to its first scan.
+    pub(super) fn of(jpeg: &[u8]) -> Result<Layout, CodecError> {
         if jpeg.get(..2) != Some(&[0xFF, 0xD8][..]) {
             return Err(corrupt("no start-of-image marker"));
         }
-        let (mut at, mut height) = (2, None);
+        let (mut at, mut frame) = (2, None);
         while let Some(&[0xFF, marker, hi, lo]) = jpeg.get(at..at + 4) {
             let end = at + 2 + usize::from(u16::from_be_bytes([hi, lo]));
             match marker {
-                // Baseline frame header: FF C0, length, precision, height, width, ...
-                0xC0 => height = Some(at + 5),
-                0xDA => return height.map(|height| Layout { height, scan: end }).ok_or_else(|| corrupt("no baseline frame header")),
+                // Sequential frame header: FF C0 (or C1), length, precision, height, width,
+                // components, then 3 bytes a component (id, sampling factors, table).
+                0xC0 | 0xC1 => frame = Some((at + 5, mcu_height(jpeg.get(at + 9..end.min(jpeg.len())).unwrap_or(&[])))),
+                0xDA => {
+                    let (height, mcu_height) = frame.ok_or_else(|| corrupt("no sequential frame header"))?;
+                    return Ok(Layout { height, scan: end, mcu_height: mcu_height? });
+                }
                 _ => {}
             }
             at = end;
@@ -181,17 +195,31 @@ impl Layout {
     }
 }
 
+/// The MCU height of a frame header's component list (its count byte first).
+fn mcu_height(components: &[u8]) -> Result<usize, CodecError> {
+    let Some((&n, list)) = components.split_first() else { return Err(corrupt("a frame header without components")) };
+    let list = list.get(..3 * usize::from(n)).ok_or_else(|| corrupt("a frame header cut short"))?;
+    if n == 1 {
+        return Ok(BLOCK);
+    }
+    let v = list.chunks_exact(3).map(|c| usize::from(c[1] & 0x0F)).max().unwrap_or(1);
+    if !(1..=4).contains(&v) {
+        return Err(corrupt(format!("vertical sampling factor {v}")));
+    }
+    Ok(BLOCK * v)
+}
+
 /// Where scan data ends: a whole JPEG's at its end-of-image marker, a unit's at its last byte
 /// (it holds no end-of-image marker).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(super) enum End {
     AtEndOfImage,
     AtTheLastByte,
 }
 
 /// The restart intervals of scan data `scan`: the byte ranges between markers, which must be
 /// RST0, RST1, ... in sequence.
-fn intervals(scan: &[u8], end: End) -> Result<Vec<Range<usize>>, CodecError> {
+pub(super) fn intervals(scan: &[u8], end: End) -> Result<Vec<Range<usize>>, CodecError> {
     let (mut out, mut start, mut from) = (Vec::new(), 0, 0);
     // Entropy-coded data holds 0xFF only as a stuffed FF00 or before a marker: jump between them.
     while let Some(k) = memchr::memchr(0xFF, &scan[from..]) {

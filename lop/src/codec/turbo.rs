@@ -6,12 +6,20 @@
 //! portable Rust decoder and encoder it replaced took 3.5 and 4.4 ms).
 //!
 //! **Why its pixels do not depend on the CPU.** Decoding uses the accurate integer IDCT (islow:
-//! `TJPARAM_FASTDCT` off) and fancy upsampling, both integer arithmetic. libjpeg-turbo's own
-//! regression suite holds one set of checksums for them, run with its SIMD forced on and forced
-//! off (`JSIMD_FORCENONE`), so its SSE2/AVX2, NEON and C paths decode to the same bits; the float
-//! IDCT, which could differ, is never used. The tests compare the SIMD path with the forced-C
-//! path and with Pillow's libjpeg-turbo, bit for bit; each coded band's digest checks it at run
-//! time anyway.
+//! `TJPARAM_FASTDCT` off) and merged (not "fancy") chroma upsampling (`TJPARAM_FASTUPSAMPLE`),
+//! both integer arithmetic. libjpeg-turbo's own regression suite holds one set of checksums for
+//! them, run with its SIMD forced on and forced off (`JSIMD_FORCENONE`), so its SSE2/AVX2, NEON
+//! and C paths decode to the same bits; the float IDCT, which could differ, is never used. The
+//! tests compare the SIMD path with the forced-C path and with another build of libjpeg-turbo
+//! (Python's simplejpeg, asked for the same upsampling), bit for bit; each coded band's digest
+//! checks it at run time anyway.
+//!
+//! **Why merged upsampling.** Fancy upsampling blends each chroma row with the rows above and
+//! below it, so the pixels of an MCU row depend on its neighbours' data. Merged upsampling reads
+//! the MCU row's own chroma only, so a band of a camera's JPEG decodes on its own to exactly the
+//! rows of the whole frame ([`super::camera_scan`]): what lets the server start on the first rows
+//! of a frame before its last bytes are in. It costs the chroma a little smoothness, nothing the
+//! digest or the exactness of the split could notice: every side decodes alike.
 //!
 //! **Outside bytes.** Decoding stops at the first warning (`TJPARAM_STOPONWARNING`: a truncated
 //! or damaged scan is an error, not grey rows), the size is checked from the header before any
@@ -75,7 +83,7 @@ pub struct Header {
 }
 
 /// A TurboJPEG instance; destroyed on drop.
-struct Handle(tj::tjhandle);
+pub(super) struct Handle(tj::tjhandle);
 
 impl Handle {
     fn new(kind: tj::TJINIT) -> Result<Handle, CodecError> {
@@ -87,7 +95,7 @@ impl Handle {
         Ok(Handle(raw))
     }
 
-    fn set(&mut self, param: tj::TJPARAM, value: i32) -> Result<(), CodecError> {
+    pub(super) fn set(&mut self, param: tj::TJPARAM, value: i32) -> Result<(), CodecError> {
         // SAFETY: the handle is live; an unknown parameter is reported by the return code.
         if unsafe { tj::tj3Set(self.0, param as i32, value) } != 0 {
             return Err(CodecError::Encode { codec: "JPEG", why: format!("parameter {param}: {}", self.error()) });
@@ -121,6 +129,7 @@ impl Drop for Handle {
 thread_local! {
     static DECOMPRESSOR: RefCell<Option<Handle>> = const { RefCell::new(None) };
     static COMPRESSOR: RefCell<Option<Handle>> = const { RefCell::new(None) };
+    static TRANSFORMER: RefCell<Option<Handle>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with this thread's handle of `kind`, made at first use (a handle is not shareable
@@ -230,7 +239,7 @@ fn decode_into(
         accept(&header)?;
         h.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)?;
         h.set(tj::TJPARAM_TJPARAM_FASTDCT, 0)?;
-        h.set(tj::TJPARAM_TJPARAM_FASTUPSAMPLE, 0)?;
+        h.set(tj::TJPARAM_TJPARAM_FASTUPSAMPLE, 1)?;
         h.set(tj::TJPARAM_TJPARAM_SCANLIMIT, SCAN_LIMIT)?;
         let len = header.width.checked_mul(header.height).and_then(|n| n.checked_mul(pixels.channels()));
         let len = len.ok_or_else(|| corrupt(format!("{}x{} overflows", header.width, header.height)))?;
@@ -269,7 +278,7 @@ pub fn encode(data: &[u8], width: usize, height: usize, pixels: Pixels, options:
 
 /// [`encode`], with `also` setting more of the compressor's parameters last (the tests make
 /// arithmetic-coded JPEGs with it, as some encoders write).
-fn encode_with(
+pub(super) fn encode_with(
     data: &[u8],
     (width, height): (usize, usize),
     pixels: Pixels,
@@ -320,28 +329,59 @@ fn encode_with(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    /// An arithmetic-coded JPEG (legal, rare from cameras) is read as such and decodes to the very
-    /// pixels of the Huffman-coded JPEG of the same frame: the entropy coding is lossless, the
-    /// quantised coefficients are the same. A camera that writes one is served, as one message.
-    #[test]
-    fn an_arithmetic_coded_jpeg_decodes_to_the_huffman_ones_pixels() {
-        let (w, h) = (64, 48);
-        let frame: Vec<u8> = (0..w * h * 3).map(|i| (((i % (w * 3)) * 3 + (i / (w * 3)) * 5 + (i * 7919) % 13) % 256) as u8).collect();
-        let options = EncodeOptions { quality: 85, subsampling: tj::TJSAMP_TJSAMP_420, restart_rows: 0 };
-        let huffman = encode(&frame, w, h, Pixels::Rgb, options).unwrap();
-        let arithmetic = encode_with(&frame, (w, h), Pixels::Rgb, options, |c| c.set(tj::TJPARAM_TJPARAM_ARITHMETIC, 1)).unwrap();
-        assert_ne!(huffman, arithmetic);
-        assert!(header(&arithmetic).unwrap().arithmetic && !header(&huffman).unwrap().arithmetic);
-        let any = |_: &Header| Ok(());
-        let (_, a) = decode(&arithmetic, Pixels::Rgb, any).unwrap();
-        let (_, b) = decode(&huffman, Pixels::Rgb, any).unwrap();
-        assert_eq!(a, b);
-        // Cut short, it is refused like any truncated scan.
-        assert!(decode(&arithmetic[..arithmetic.len() / 2], Pixels::Rgb, any).is_err());
+/// Rows of one MCU row of a JPEG of `subsampling` (`TJSAMP_*`), as libjpeg-turbo lays it out;
+/// `None` for an unknown subsampling.
+pub fn mcu_height(subsampling: i32) -> Option<usize> {
+    match subsampling {
+        tj::TJSAMP_TJSAMP_444 | tj::TJSAMP_TJSAMP_422 | tj::TJSAMP_TJSAMP_GRAY | tj::TJSAMP_TJSAMP_411 => Some(8),
+        tj::TJSAMP_TJSAMP_420 | tj::TJSAMP_TJSAMP_440 => Some(16),
+        tj::TJSAMP_TJSAMP_441 => Some(32),
+        _ => None,
     }
 }
+
+/// Rewrites a JPEG with a restart marker after every MCU row, without touching its quantised
+/// coefficients (libjpeg-turbo's lossless transformation, what `jpegtran -restart 1` does), so
+/// that it decodes to the very pixels of `data`. The result is baseline and Huffman-coded
+/// whatever `data` was (a progressive or arithmetic-coded JPEG comes out sequential, so it can
+/// be cut by rows too), with the standard Huffman tables, and without `data`'s application
+/// markers (Exif, ICC: the server needs the pixels only).
+///
+/// # Errors
+/// [`CodecError::Corrupt`] for data that does not read without a warning (truncated, damaged),
+/// or a JPEG of other than 8 bits.
+pub fn restart_every_mcu_row(data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    with_handle(&TRANSFORMER, tj::TJINIT_TJINIT_TRANSFORM, |h| {
+        read_header(h, data)?;
+        h.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)?;
+        h.set(tj::TJPARAM_TJPARAM_SCANLIMIT, SCAN_LIMIT)?;
+        h.set(tj::TJPARAM_TJPARAM_OPTIMIZE, 0)?;
+        h.set(tj::TJPARAM_TJPARAM_PROGRESSIVE, 0)?;
+        h.set(tj::TJPARAM_TJPARAM_ARITHMETIC, 0)?;
+        h.set(tj::TJPARAM_TJPARAM_RESTARTROWS, 1)?;
+        h.set(tj::TJPARAM_TJPARAM_NOREALLOC, 1)?;
+        // SAFETY: an all-zero tjtransform is the identity (TJXOP_NONE, no crop, no filter).
+        let mut transform: tj::tjtransform = unsafe { std::mem::zeroed() };
+        transform.op = tj::TJXOP_TJXOP_NONE as i32;
+        transform.options = tj::TJXOPT_COPYNONE as i32;
+        // SAFETY: the handle holds the header just read; the transform is a live struct.
+        let bound = unsafe { tj::tj3TransformBufSize(h.0, &transform) };
+        // Restart markers add two bytes and at most one byte of padding an MCU row.
+        let bound = usize::try_from(bound).unwrap_or(0).max(data.len() * 2 + 4096);
+        let mut out = vec![0u8; bound];
+        let mut buf = out.as_mut_ptr();
+        let mut size = bound as tj::size_t;
+        // SAFETY: `data` is a live slice of the length passed; `buf` points to `size` writable
+        // bytes, which NOREALLOC keeps the library within; one transform, one buffer.
+        let rc = unsafe { tj::tj3Transform(h.0, data.as_ptr(), data.len() as tj::size_t, 1, &mut buf, &mut size, &transform) };
+        if rc != 0 {
+            return Err(corrupt(h.error()));
+        }
+        out.truncate(usize::try_from(size).unwrap_or(0).min(bound));
+        Ok(out)
+    })
+}
+
+#[cfg(test)]
+#[path = "turbo/tests.rs"]
+mod tests;

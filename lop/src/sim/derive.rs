@@ -92,8 +92,8 @@ fn missing(need: &Rows, own: &Rows, received: &[(Rows, u32)]) -> Vec<Rows> {
 }
 
 /// A coded frame's pieces and cuts moved onto the codec's unit grid
-/// ([`crate::codec::FrameCodec::unit_rows`]): each piece widened to whole units (the whole frame
-/// when the codec has one unit), less what the receiver already holds (itself on the grid), and
+/// ([`crate::codec::FrameCodec::unit_rows`]): each piece widened to whole units, less what the
+/// receiver already holds (itself on the grid), and
 /// each cut moved down to the unit that holds it. The robot holds the whole frame, so it can send
 /// the extra rows; the receiver's chunks wait for the units that hold what they read.
 pub(super) fn align_frame(
@@ -103,7 +103,7 @@ pub(super) fn align_frame(
     cuts: &[usize],
     held: &[(Rows, u32)],
 ) -> (Vec<Rows>, Vec<usize>) {
-    let unit = codec.unit_rows().unwrap_or(rows.max(1)).max(1);
+    let unit = codec.unit_rows().max(1);
     if unit == 1 {
         return (pieces, cuts.to_vec());
     }
@@ -326,12 +326,22 @@ fn price_frame(sim: &Simulator<'_>, t: &mut Tasks) {
     }
     let mut clock = 0.0;
     let mut inputs = vec![0usize; sim.graph.nodes.len()];
+    let mut cut = vec![false; sim.graph.nodes.len()];
     for tr in t.transfers.iter_mut().filter(|tr| tr.producer.is_none() && tr.up && sim.holder[tr.node] == Holder::Input) {
         let rows = tr.rows.len();
         inputs[tr.node] += rows;
         let frame_rows = sim.graph.nodes[tr.node].info.rows();
         match f.codec {
-            FrameCodec::Passthrough => tr.decode_s = f.server_decode_s_per_row * frame_rows as f64,
+            // The camera's JPEG goes as it is when one band holds the frame; cut, it is first
+            // rewritten with restart markers (once a frame: `robot_encode_s_per_row`), and the
+            // server decodes each band.
+            FrameCodec::Passthrough => {
+                if tr.rows != (0..frame_rows) && !cut[tr.node] {
+                    cut[tr.node] = true;
+                    clock += f.robot_encode_s_per_row * frame_rows as f64;
+                }
+                tr.decode_s = f.server_decode_s_per_row * rows as f64;
+            }
             FrameCodec::Jpeg { .. } => {
                 clock += (f.robot_encode_s_per_row + f.robot_decode_s_per_row) * rows as f64;
                 tr.decode_s = f.server_decode_s_per_row * rows as f64;

@@ -380,9 +380,9 @@ fn a_coded_frame_travels_in_fewer_bytes_on_the_codecs_row_grid() {
     // JPEG: on 8-row blocks, the last ending at the frame's bottom.
     let jpeg = Simulator::new(&g, &rp, &sp, coded(FrameCodec::Jpeg { quality: 90 }, 0.25, 0.0, 0.0, 0.0)).expect("jpeg");
     assert_eq!(input_transfers(&jpeg), vec![0..8, 8..16, 16..20]);
-    // Passthrough: the camera's JPEG is one message.
+    // Passthrough: the camera's JPEG cut on its 16-row grid.
     let pass = Simulator::new(&g, &rp, &sp, coded(FrameCodec::Passthrough, 0.25, 0.0, 0.0, 0.0)).expect("pass");
-    assert_eq!(input_transfers(&pass), vec![0..20]);
+    assert_eq!(input_transfers(&pass), vec![0..16, 16..20]);
     // Lossless keeps the raw cuts; a quarter of the bytes plus each band's digest.
     let lossless = Simulator::new(&g, &rp, &sp, coded(FrameCodec::Lossless, 0.25, 0.0, 0.0, 0.0)).expect("lossless");
     assert_eq!(input_transfers(&lossless), vec![0..6, 6..13, 13..20]);
@@ -418,6 +418,21 @@ fn coding_time_is_paid_where_the_runtime_pays_it() {
         let d = cost(priced(codec), &server_only) - cost(free(codec), &server_only);
         assert!(close(d, extra), "{codec}: {d} != {extra}");
     }
+    // Split, a camera's JPEG of 32 rows is rewritten once (32 x 1 ms) before its first band
+    // leaves, and the server decodes each band's rows (16 x 4 ms), overlapping the second with
+    // the link and its compute: more than the rewrite, less than rewrite and whole decode.
+    let g32 = chain(32, 8, Op::Unary(crate::ops::UnaryOp::Relu));
+    let (rp32, sp32) = profiles(&g32, &[(0.0, 0.0), (0.001, 0.0), (0.001, 0.0)], &[(0.0, 0.0), (1e-4, 0.0), (1e-4, 0.0)]);
+    let cost32 =
+        |cfg: SimConfig, plan: &Plan| Simulator::new(&g32, &rp32, &sp32, cfg).expect("sim").simulate(plan).expect("run").makespan_s;
+    let mut split = Plan::server_only(&g32, 32);
+    split.splits[1].server_chunks = 2;
+    split.splits[2].server_chunks = 2;
+    let s = Simulator::new(&g32, &rp32, &sp32, priced(pass)).expect("sim").schedule(&split).expect("schedule");
+    let bands: Vec<Rows> = s.transfers.iter().filter(|t| t.node == 0).map(|t| t.rows.clone()).collect();
+    assert_eq!(bands, vec![0..16, 16..32], "the frame crosses in two bands");
+    let d = cost32(priced(pass), &split) - cost32(free(pass), &split);
+    assert!(d > 32.0 * 1e-3 && d < 32.0 * 5e-3, "{d}");
     // A bad price is refused.
     let bad = SimConfig { frame: FrameWire { ratio: 0.0, ..free(FrameCodec::Lossless).frame }, ..config(1e6, 0.0, 0.0) };
     assert!(Simulator::new(&g, &rp, &sp, bad).is_err());

@@ -111,6 +111,10 @@ pub enum Coding {
     /// marker after every MCU row) the robot encoded of the whole frame, after a byte naming its
     /// quality: the frame crosses as its one JPEG, without a header per band.
     JpegScan = 4,
+    /// The restart intervals of the band's rows, cut from the camera's own JPEG rewritten with a
+    /// restart marker after every MCU row (coefficients untouched), after a u32 LE length and
+    /// the JPEG's header up to its scan data (in the frame's first band sent; 0 in the others).
+    CameraScan = 5,
 }
 
 impl Coding {
@@ -122,6 +126,7 @@ impl Coding {
             2 => Coding::Jpeg,
             3 => Coding::Camera,
             4 => Coding::JpegScan,
+            5 => Coding::CameraScan,
             _ => return None,
         })
     }

@@ -13,7 +13,7 @@
 //! | offset | size | field      | value                                              |
 //! |-------:|-----:|------------|----------------------------------------------------|
 //! | 0      | 4    | magic      | `b"LOPF"` ([`FRAME_MAGIC`])                        |
-//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 6); others rejected   |
+//! | 4      | 2    | version    | u16, [`PROTOCOL_VERSION`] (= 7); others rejected   |
 //! | 6      | 1    | kind       | [`FrameKind`] code, below                          |
 //! | 7      | 1    | flags      | reserved, 0                                        |
 //! | 8      | 4    | body_len   | u32, bytes after the header                        |
@@ -94,6 +94,9 @@
 //! Version 6 added coding 4 (`JpegScan`): under `jpeg:Q` the robot encodes the frame once with a
 //! restart marker after every MCU row, and a band carries only its rows' restart intervals (the
 //! edge rebuilds the tables and headers from the quality byte that leads the unit).
+//! Version 7 added coding 5 (`CameraScan`): under `passthrough`, a frame the plan cuts crosses
+//! as the camera's JPEG rewritten with a restart marker after every MCU row, each band carrying
+//! its rows' intervals, and the first band sent the JPEG's header.
 //!
 //! Band rules: `row_axis < rank`; `row_start < row_end` (a zero-row band is rejected: a side
 //! with nothing to send sends no band); `row_end - row_start == shape[row_axis]`; other
@@ -125,7 +128,7 @@ pub use rules::CODED_DIGEST_LEN;
 /// The 4 bytes every frame starts with.
 pub const FRAME_MAGIC: [u8; 4] = *b"LOPF";
 /// Version of the frame format this crate reads and writes.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 /// Most edges a forwarded inference's path may name.
 pub const MAX_PATH: usize = 8;
 /// Length of the frame header.

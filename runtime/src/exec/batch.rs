@@ -17,6 +17,7 @@ use lop::exec::SideExec;
 use lop::sim::Schedule;
 use tch::Tensor;
 
+use super::camera::CameraHeaders;
 use super::side::{Incoming, Ready, SideConfig, SideStats, Stopped, Uses, arrived, start_state};
 use super::wire::{GraphMeta, encode_band};
 use crate::error::{Error, Result};
@@ -51,6 +52,8 @@ struct State {
     stop: Option<Stopped>,
     received: Vec<bool>,
     staged: Vec<Option<Tensor>>,
+    /// The camera headers its cut frame's first band carried.
+    headers: CameraHeaders,
     stats: SideStats,
 }
 
@@ -86,6 +89,7 @@ pub fn run_batch(
             stop: None,
             received: vec![false; n_transfers],
             staged: (0..n_transfers).map(|_| None).collect(),
+            headers: CameraHeaders::default(),
             stats: SideStats::default(),
         })
         .collect();
@@ -203,7 +207,7 @@ fn accept(
     state.received[ti] = true;
     state.stats.bands_received += 1;
     state.stats.bytes_received += band.frame.len() as u64;
-    state.staged[ti] = Some(band.tensor(meta, t.node, &t.rows, config.device)?);
+    state.staged[ti] = Some(band.tensor(meta, (t.node, &t.rows), config.device, &mut state.headers)?);
     first_staged[ti].get_or_insert_with(Instant::now);
     Ok(())
 }
@@ -394,7 +398,7 @@ mod tests {
         let header = lop_msgs::protocol::Limits::default().decode_band(&mine[0].frame).unwrap().0;
         assert_eq!(header.inference_id, 1);
         let t = &schedule.transfers[mine[0].transfer as usize];
-        let got = mine[0].tensor(&meta, out, &t.rows, tch::Device::Cpu).unwrap();
+        let got = mine[0].tensor(&meta, (out, &t.rows), tch::Device::Cpu, &mut CameraHeaders::default()).unwrap();
         assert!(lop::exec::max_rel_err(&got, &whole[0]).unwrap() <= 1e-5);
         assert!(sent[1].borrow().is_empty() && sent[2].borrow().is_empty(), "nothing is sent for members that left");
     }

@@ -12,13 +12,9 @@ use lop::sim::Schedule;
 use lop_msgs::protocol::{CODED_DIGEST_LEN, Coding, DType, encode_band_header};
 use tch::{Device, Kind, Tensor};
 
+use super::camera::{CameraHeaders, CameraSend, CameraUnit};
 use super::wire::{GraphMeta, coding_of};
 use crate::error::{Error, Result};
-
-/// The camera's own JPEG of a frame (`passthrough`): the whole frame, whose decoding (by
-/// [`lop::codec::decode`]) is the model's input the robot computes on.
-#[derive(Debug, Clone)]
-pub struct CameraJpeg(pub std::sync::Arc<[u8]>);
 
 fn torch(what: &'static str) -> impl Fn(tch::TchError) -> Error {
     move |e| Error::Executor(format!("{what}: {e}"))
@@ -49,9 +45,10 @@ fn band_tensor(image: &Image, planar: &[u8], rows: usize, device: Device) -> Res
 /// For a lossy codec it first replaces the rows it holds by their decoding, so that it computes
 /// on what the server decodes; the frame carries the digest of those pixels.
 ///
-/// Under `passthrough` the band is `camera` itself when it carries the whole frame (the robot
-/// holds its decoding already); without a camera JPEG, or for part of a frame, the rows go
-/// lossless, which is exact too.
+/// Under `passthrough` the band is the camera's JPEG ([`super::camera`]): unchanged when it
+/// carries the whole frame, its rows' restart intervals otherwise (the robot holds its decoding
+/// already). Without a camera JPEG, or one that cannot be cut, the rows go lossless, which is
+/// exact too.
 ///
 /// # Errors
 /// Codec failures (a frame the codec cannot hold), libtorch failures.
@@ -61,19 +58,20 @@ pub fn encode_coded_band(
     inference_id: u64,
     (id, rows): (NodeId, &Rows),
     codec: FrameCodec,
-    camera: Option<&CameraJpeg>,
+    camera: Option<&mut CameraSend>,
 ) -> Result<Vec<u8>> {
     let image = image_of(meta, id)?;
     let planar = rows_bytes(exec, id, rows)?;
     if codec == FrameCodec::Passthrough {
-        let whole = rows.start == 0 && rows.end == image.height;
-        return match camera.filter(|_| whole) {
-            Some(jpeg) => coded_frame(meta, inference_id, (id, rows), Coding::Camera, &planar, &jpeg.0),
-            None => {
-                let unit = codec::encode(FrameCodec::Lossless, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
-                coded_frame(meta, inference_id, (id, rows), Coding::Qoi, &planar, &unit)
-            }
-        };
+        let band = (id, rows);
+        match camera.map(|c| c.unit(&image, rows)).transpose()? {
+            Some(CameraUnit::Whole(jpeg)) => return coded_frame(meta, inference_id, band, Coding::Camera, &planar, jpeg),
+            Some(CameraUnit::Scan(unit)) => return coded_frame(meta, inference_id, band, Coding::CameraScan, &planar, &unit),
+            Some(CameraUnit::Uncut(why)) => tracing::debug!(inference = inference_id, %why, "camera JPEG not cut: its rows go lossless"),
+            None => {}
+        }
+        let unit = codec::encode(FrameCodec::Lossless, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
+        return coded_frame(meta, inference_id, band, Coding::Qoi, &planar, &unit);
     }
     let FrameCodec::Jpeg { quality } = codec else {
         let unit = codec::encode(codec, &image, &planar, rows.len()).map_err(|e| Error::Engine(e.into()))?;
@@ -151,13 +149,21 @@ pub fn code_kept_rows(exec: &mut SideExec<'_>, meta: &GraphMeta, schedule: &Sche
 }
 
 /// The server decodes a coded band's `payload` (digest, then one code unit) into rows `rows`
-/// of image input `id`, on `device`.
+/// of image input `id`, on `device`; `headers` keeps the camera header a cut camera frame's
+/// first band carries, for its later bands.
 ///
 /// # Errors
 /// [`Error::InputMismatch`] for a unit that does not decode to those rows, or decodes to other
 /// pixels than the robot's (the digest differs): the edge refuses and reports, never computes
 /// on other pixels.
-pub fn decode_coded_band(meta: &GraphMeta, id: NodeId, rows: &Rows, coding: Coding, payload: &[u8], device: Device) -> Result<Tensor> {
+pub fn decode_coded_band(
+    meta: &GraphMeta,
+    (id, rows): (NodeId, &Rows),
+    coding: Coding,
+    payload: &[u8],
+    device: Device,
+    headers: &mut CameraHeaders,
+) -> Result<Tensor> {
     let image = image_of(meta, id)?;
     let Some((digest, unit)) = payload.split_first_chunk::<CODED_DIGEST_LEN>() else {
         return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: no digest")));
@@ -166,6 +172,7 @@ pub fn decode_coded_band(meta: &GraphMeta, id: NodeId, rows: &Rows, coding: Codi
         Coding::Qoi => codec::decode(FrameCodec::Lossless, &image, unit, rows.len()),
         Coding::Jpeg | Coding::Camera => codec::decode(FrameCodec::Passthrough, &image, unit, rows.len()),
         Coding::JpegScan => codec::restart::decode_unit(&image, unit, rows.len()),
+        Coding::CameraScan => Ok(headers.decode(&image, id, rows, unit)?),
         _ => return Err(Error::InputMismatch(format!("band of input {id} rows {rows:?}: coding {coding:?} is not a frame codec"))),
     }
     .map_err(|e| Error::InputMismatch(format!("band of input {id} rows {rows:?} does not decode: {e}")))?;
@@ -231,7 +238,8 @@ mod tests {
                 assert_eq!(h.coding, coding_of(codec));
                 let raw = 3 * rows.len() * 24;
                 assert!(payload.len() < raw + CODED_DIGEST_LEN + 1024, "{codec}: {} bytes for {raw} raw", payload.len());
-                server_rows.push(decode_coded_band(&meta, 0, rows, h.coding, payload, Device::Cpu).unwrap());
+                server_rows
+                    .push(decode_coded_band(&meta, (0, rows), h.coding, payload, Device::Cpu, &mut CameraHeaders::default()).unwrap());
             }
             let schedule = Schedule {
                 chunks: Vec::new(),
@@ -288,6 +296,43 @@ mod tests {
         assert!(units + 300 < one, "five bands cost {units} bytes, the frame's one JPEG {one}");
     }
 
+    /// Under `passthrough` a frame the plan cuts crosses as its camera's JPEG, cut at restart
+    /// markers: the first band carries the header, the server keeps it for the second, and
+    /// both bands decode to the rows the robot computes on (the camera JPEG's decoding). The
+    /// bands cost the camera's JPEG and a few bytes; a whole frame is the JPEG unchanged. A
+    /// band that comes without any header before it is refused.
+    #[test]
+    fn a_cut_camera_frame_streams_as_its_jpeg() {
+        let g = graph();
+        let meta = GraphMeta::of(&g);
+        let image = Image { channels: 3, width: 24, height: 40 };
+        let planar: Vec<u8> = Vec::<u8>::try_from(frame().flatten(0, -1)).unwrap();
+        let camera = codec::jpeg::encode_as_a_camera_does(&image, &planar, 40, 90).unwrap();
+        let decoded = codec::decode(FrameCodec::Passthrough, &image, &camera, 40).unwrap();
+        let mut exec = SideExec::new(&g, lop::Side::Robot);
+        exec.insert(0, 0..40, band_tensor(&image, &decoded, 40, Device::Cpu).unwrap()).unwrap();
+        let jpeg = super::super::camera::CameraJpeg(camera.clone().into());
+        let mut send = CameraSend::new(jpeg.clone());
+        let (mut headers, mut sent, mut later) = (CameraHeaders::default(), 0, None);
+        for (rows, coding) in [(0..16, Coding::CameraScan), (16..40, Coding::CameraScan)] {
+            let bytes = encode_coded_band(&mut exec, &meta, 3, (0, &rows), FrameCodec::Passthrough, Some(&mut send)).unwrap();
+            let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&bytes).unwrap();
+            assert_eq!(h.coding, coding);
+            sent += payload.len() - CODED_DIGEST_LEN;
+            let server = decode_coded_band(&meta, (0, &rows), h.coding, payload, Device::Cpu, &mut headers).unwrap();
+            assert!(server.equal(&exec.extract(0, &rows).unwrap()), "rows {rows:?}");
+            later = Some(payload.to_vec());
+        }
+        assert!(sent <= camera.len() + 64, "{sent} bytes for a {} B camera JPEG", camera.len());
+        let e = decode_coded_band(&meta, (0, &(16..40)), Coding::CameraScan, &later.unwrap(), Device::Cpu, &mut CameraHeaders::default())
+            .unwrap_err();
+        assert!(matches!(e, Error::InputMismatch(ref m) if m.contains("carried the camera's header")), "{e}");
+        let whole =
+            encode_coded_band(&mut exec, &meta, 4, (0, &(0..40)), FrameCodec::Passthrough, Some(&mut CameraSend::new(jpeg))).unwrap();
+        let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&whole).unwrap();
+        assert_eq!((h.coding, &payload[CODED_DIGEST_LEN..]), (Coding::Camera, &camera[..]), "a whole frame is the JPEG unchanged");
+    }
+
     /// A band whose unit decodes to other pixels than its digest names, or does not decode, is
     /// refused as an input mismatch, never computed on.
     #[test]
@@ -298,14 +343,14 @@ mod tests {
         let (h, payload) = lop_msgs::protocol::Limits::default().decode_band(&bytes).unwrap();
         let mut wrong = payload.to_vec();
         wrong[0] ^= 1; // the digest
-        let e = decode_coded_band(&meta, 0, &(0..16), h.coding, &wrong, Device::Cpu).unwrap_err();
+        let e = decode_coded_band(&meta, (0, &(0..16)), h.coding, &wrong, Device::Cpu, &mut CameraHeaders::default()).unwrap_err();
         assert!(matches!(e, Error::InputMismatch(ref m) if m.contains("other pixels")), "{e}");
         let mut garbled = payload.to_vec();
         garbled.truncate(payload.len() - 5);
-        let e = decode_coded_band(&meta, 0, &(0..16), h.coding, &garbled, Device::Cpu).unwrap_err();
+        let e = decode_coded_band(&meta, (0, &(0..16)), h.coding, &garbled, Device::Cpu, &mut CameraHeaders::default()).unwrap_err();
         assert!(matches!(e, Error::InputMismatch(ref m) if m.contains("does not decode")), "{e}");
         // Rows of another size than the unit holds.
-        let e = decode_coded_band(&meta, 0, &(0..8), h.coding, payload, Device::Cpu).unwrap_err();
+        let e = decode_coded_band(&meta, (0, &(0..8)), h.coding, payload, Device::Cpu, &mut CameraHeaders::default()).unwrap_err();
         assert!(matches!(e, Error::InputMismatch(_)), "{e}");
     }
 }

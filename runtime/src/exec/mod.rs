@@ -10,6 +10,7 @@
 //! bands come back through the `send` callback.
 
 mod batch;
+pub mod camera;
 pub mod coded;
 mod fallback;
 mod received;
@@ -19,7 +20,7 @@ pub mod wire;
 pub mod worker;
 
 pub use batch::{BatchConfig, Member, run_batch};
-pub use coded::CameraJpeg;
+pub use camera::{CameraHeaders, CameraJpeg};
 pub use fallback::{finish_dilated, finish_locally, outputs};
 pub use received::ReceivedBand;
 pub use side::{Incoming, SideConfig, SideStats, Stopped, run_side, run_side_racing};

@@ -9,6 +9,7 @@ use lop::rows::Rows;
 use lop_msgs::protocol::DType;
 use tch::{Device, Tensor};
 
+use super::camera::CameraHeaders;
 use super::wire::{GraphMeta, kind_of, torch, wire_dtype};
 use crate::error::Result;
 
@@ -31,14 +32,16 @@ pub struct ReceivedBand {
 
 impl ReceivedBand {
     /// The band as a tensor of node `id`'s dtype and shape for its rows, on `device` (a coded
-    /// band decoded, its digest checked: [`super::coded::decode_coded_band`]).
+    /// band decoded, its digest checked: [`super::coded::decode_coded_band`]; `headers` are the
+    /// inference's camera headers so far).
     ///
     /// # Errors
     /// `Error::Executor` for libtorch failures; `Error::InputMismatch` for a coded band that
     /// does not decode to the robot's pixels.
-    pub fn tensor(&self, meta: &GraphMeta, id: NodeId, rows: &Rows, device: Device) -> Result<Tensor> {
+    pub fn tensor(&self, meta: &GraphMeta, (id, rows): (NodeId, &Rows), device: Device, headers: &mut CameraHeaders) -> Result<Tensor> {
         if self.coding != lop_msgs::protocol::Coding::Raw {
-            return super::coded::decode_coded_band(meta, id, rows, self.coding, &self.frame[self.payload.clone()], device);
+            let payload = &self.frame[self.payload.clone()];
+            return super::coded::decode_coded_band(meta, (id, rows), self.coding, payload, device, headers);
         }
         let kind = kind_of(self.dtype)?;
         let info = meta.info(id);

@@ -13,6 +13,7 @@ use lop::rows::Rows;
 use lop::sim::Schedule;
 use tch::{Device, Tensor};
 
+use super::camera::{CameraHeaders, CameraSend};
 use super::received::ReceivedBand;
 use super::stretch::Stretch;
 use super::wire::{GraphMeta, InputWire, encode_band};
@@ -95,8 +96,9 @@ pub struct SideConfig {
     /// How the robot codes its frame's bands (the table's codec; the server reads each band's
     /// coding from its header).
     pub codec: lop::codec::FrameCodec,
-    /// The camera's own JPEG of the frame, sent unchanged under `passthrough` (robot only).
-    pub camera: Option<super::coded::CameraJpeg>,
+    /// The camera's own JPEG of the frame, sent under `passthrough` (robot only): unchanged, or
+    /// cut by rows when the plan splits the frame ([`super::camera`]).
+    pub camera: Option<super::camera::CameraJpeg>,
     /// When to give up.
     pub deadline: Option<Instant>,
 }
@@ -162,7 +164,8 @@ fn run(
     let uses = Uses::new(exec.graph(), schedule, config.side);
     let progress = Progress::new(schedule, config.side);
     let _guard = tch::no_grad_guard();
-    let mut run = SideRun { exec, part: Part { meta, schedule, config }, incoming, send, race, uses, progress };
+    let camera = config.camera.clone().map(CameraSend::new);
+    let mut run = SideRun { exec, part: Part { meta, schedule, config }, incoming, send, race, uses, progress, camera };
     let stop = run.go()?;
     Ok((stop, run.progress.stats))
 }
@@ -189,6 +192,8 @@ struct Progress {
     left_bands: usize,
     /// Per transfer: whether its band is here.
     received: Vec<bool>,
+    /// The camera headers the robot's cut frame brought (server only).
+    headers: CameraHeaders,
 }
 
 /// One side's run of one inference ([`run_side`], [`run_side_racing`]).
@@ -201,6 +206,8 @@ struct SideRun<'r, 'g> {
     race: bool,
     uses: Uses,
     progress: Progress,
+    /// The robot's camera JPEG, cut once if the plan splits the frame.
+    camera: Option<CameraSend>,
 }
 
 impl SideRun<'_, '_> {
@@ -269,7 +276,7 @@ impl SideRun<'_, '_> {
         let stats = &mut self.progress.stats;
         let t0 = Instant::now();
         let frame =
-            super::coded::encode_coded_band(self.exec, meta, config.inference_id, (t.node, &t.rows), config.codec, config.camera.as_ref())?;
+            super::coded::encode_coded_band(self.exec, meta, config.inference_id, (t.node, &t.rows), config.codec, self.camera.as_mut())?;
         stats.coding_s += t0.elapsed().as_secs_f64();
         stats.input_coded_bytes += frame.len() as u64;
         stats.input_raw_bytes += meta.wire_shape(t.node, &t.rows).0.iter().map(|&d| u64::from(d)).product::<u64>();
@@ -395,6 +402,7 @@ impl Progress {
             left_chunks,
             left_bands: schedule.transfers.iter().filter(|t| t.from() != side).count(),
             received: vec![false; schedule.transfers.len()],
+            headers: CameraHeaders::default(),
         }
     }
 
@@ -417,7 +425,7 @@ impl Progress {
         self.left_bands -= 1;
         self.stats.bands_received += 1;
         self.stats.bytes_received += band.frame.len() as u64;
-        let tensor = band.tensor(meta, t.node, &t.rows, config.device)?;
+        let tensor = band.tensor(meta, (t.node, &t.rows), config.device, &mut self.headers)?;
         let rows = if meta.info(t.node).row_axis.is_some() { t.rows.clone() } else { 0..1 };
         exec.insert(t.node, rows, tensor).map_err(Error::Engine)?;
         arrived(schedule, &t.waiters, &mut self.pending, &mut self.ready);

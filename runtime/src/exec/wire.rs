@@ -48,11 +48,12 @@ pub struct Expected {
 
 impl Expected {
     /// Whether a band coded as `coding` fits: the expected coding, or, where the camera's own
-    /// JPEG is expected (`passthrough`), the lossless code a robot sends for a frame it holds
-    /// no camera JPEG of (a raw camera topic, a frame not at the model's size).
+    /// JPEG is expected (`passthrough`), its restart intervals (a band of a cut frame) or the
+    /// lossless code a robot sends for a frame it holds no camera JPEG of (a raw camera topic)
+    /// or cannot cut.
     pub fn accepts(&self, coding: lop_msgs::protocol::Coding) -> bool {
         use lop_msgs::protocol::Coding;
-        coding == self.coding || (self.coding == Coding::Camera && coding == Coding::Qoi)
+        coding == self.coding || (self.coding == Coding::Camera && matches!(coding, Coding::Qoi | Coding::CameraScan))
     }
 }
 

@@ -1,28 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
+use crate::codec::test_frames::{frame as seeded_frame, planar_rows};
 use crate::codec::{FrameCodec, decode as decode_codec, encode as encode_codec};
 
-/// A photograph-like planar frame: gradients, hard edges and a deterministic texture.
 fn frame(image: &Image) -> Vec<u8> {
-    let (w, h) = (image.width, image.height);
-    let mut s: u32 = 0x9E37_79B9;
-    (0..image.channels * h * w)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let (c, y, x) = (i / (h * w), (i / w) % h, i % w);
-            ((x * 200 / w + y * 90 / h + c * 45 + if (x / 7 + y / 5) % 2 == 0 { 40 } else { 0 } + (s % 11) as usize) % 256) as u8
-        })
-        .collect()
-}
-
-/// Planar rows `rows` of a whole planar frame.
-fn planar_rows(image: &Image, planar: &[u8], rows: &Range<usize>) -> Vec<u8> {
-    let plane = image.height * image.width;
-    (0..image.channels)
-        .flat_map(|c| planar[c * plane + rows.start * image.width..c * plane + rows.end * image.width].iter().copied())
-        .collect()
+    seeded_frame(image, 1)
 }
 
 fn images() -> [Image; 3] {
