@@ -19,6 +19,8 @@
 //!   recording.mcap --frames-topic T`).
 //! - [`certs`]: `lop certs`, a site's CA and certificates for mutual TLS.
 //! - [`stream`]: `lop stream`, one robot streaming into a running edge (a load generator).
+//! - [`replay`]: `lop replay`, a recording's camera topic played into a running `lop_robot`, its
+//!   answers as JSON lines.
 #![deny(missing_docs)]
 
 pub mod activations;
@@ -38,6 +40,7 @@ pub mod inspect;
 pub mod plan;
 pub mod power;
 pub mod profile;
+pub mod replay;
 pub mod run_model;
 pub mod scenario;
 pub mod simulate;
@@ -176,6 +179,9 @@ pub enum Command {
     /// Stream frames into a running edge as one robot at a camera's rate, a JSON line per frame
     /// (a load generator for an edge).
     Stream(stream::StreamArgs),
+    /// Play a rosbag2 recording's camera topic into a running lop_robot (at the recorded rate, or
+    /// as fast as it answers), a JSON line of its answer per frame.
+    Replay(replay::ReplayArgs),
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -205,6 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::FleetRss(a) => fleet_rss::run(&a, args.threads),
         Command::Certs(a) => certs::run(&a),
         Command::Stream(a) => stream::run(&a),
+        Command::Replay(a) => replay::run(&a),
         Command::Codecs(a) => frames::run_codecs(&a),
         Command::CameraJpegs(a) => camera_frames::run_camera_jpegs(&a),
     }

@@ -103,8 +103,9 @@ async fn served(site: &Site, c: &mut RobotClient<ZenohConnector>, edge: &mut Edg
             }
             continue;
         }
-        // (The edge's Done, with its compute time, may land after the robot has its outputs.)
         assert!(r.stats.bytes_up > 0 && r.stats.bytes_down > 0, "{who} was not split with the edge: {:?}\n{}", r.stats, edge.log_now());
+        // The edge's Done, with its compute time, came with the answer.
+        assert!(r.stats.server_compute_s.is_some_and(|s| s > 0.0), "{who}: no edge compute figure: {:?}", r.stats);
         return took;
     }
     panic!("{who} was never served by the edge:\n{}", edge.log_now());

@@ -1,4 +1,4 @@
-//! The robot node end to end: its configuration file, a decompression bomb refused, detections, instance maps, dynamic inputs, the sockets it exposes, camera frames to exact results.
+//! The robot node end to end: its configuration file, a decompression bomb refused, detections, instance maps, dynamic inputs, the sockets it exposes, camera frames to exact results, a recording replayed into it (`lop replay`).
 //!
 //! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
 //! is a module of it, so that the test build links zenoh and libtorch once per crate instead of
@@ -13,6 +13,7 @@ mod detections;
 mod dynamic_input;
 mod exposure;
 mod instances;
+mod replay;
 mod robot_e2e;
 
 /// Held by the tests that start processes or Zenoh sessions or time what they measure, so that no

@@ -8,14 +8,13 @@
 //! right after, raises it by tens: the probe sees a decode when there is one.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::Command;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::common;
 
-use common::{assert_outputs_equal, free_port};
+use common::{Node, assert_outputs_equal, free_port};
 use hiroz::Builder as _;
 use hiroz_msgs::diagnostic_msgs::DiagnosticArray;
 use hiroz_msgs::ros::builtin_interfaces::Time;
@@ -205,85 +204,6 @@ fn blocks_png(w: usize, h: usize, block: usize, seed: u32) -> Vec<u8> {
         png.extend_from_slice(&crc.to_be_bytes());
     }
     png
-}
-
-// ---- The node's process: its log, its memory ----
-
-/// `lop_robot` started by the test: killed if the test ends early.
-struct Node {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// A log line without its colours.
-fn plain(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-impl Node {
-    fn start(config: &std::path::Path) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lop_robot"))
-            .arg("--config")
-            .arg(config)
-            .env("RUST_LOG", "info,zenoh=warn,hiroz=warn")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        // Its log goes to stdout (tracing's default), its errors to stderr.
-        let out: [Box<dyn std::io::Read + Send>; 2] = [Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
-        for stream in out {
-            let lines = log.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(stream).lines().map_while(Result::ok) {
-                    lines.lock().unwrap().push(plain(&l));
-                }
-            });
-        }
-        Node { child, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// A field of /proc/PID/status in bytes (`VmRSS`, `VmHWM`).
-    fn status_bytes(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap_or_else(|| panic!("no {field}: {status}"));
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-    }
-
-    /// Resets the process's peak resident size to its resident size now (clear_refs 5) and
-    /// returns that size.
-    fn reset_peak(&self) -> u64 {
-        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").unwrap();
-        self.status_bytes("VmRSS")
-    }
 }
 
 // ---- The frames ----

@@ -8,6 +8,7 @@
 mod bench_switch;
 mod coded_frames;
 mod common;
+mod edge_figures;
 mod fleet_discovery;
 mod fleet_edges;
 mod fleet_routing;

@@ -4,9 +4,8 @@
 //! The reading of CDR itself (alignment, strings, sequences, bounds) is `hiroz-cdr`'s
 //! `CdrReader`, the reader the generated decoders `lop_robot` receives these messages with
 //! (`hiroz-msgs`) are built on; only the order of the fields, as the `.msg` files give it, is
-//! written here. Those generated decoders themselves are out of reach: they come with `hiroz`,
-//! which the codemap (ARCHITECTURE.md) keeps out of `lop_cli`, and the nodes' crate is not among
-//! its dependencies either.
+//! written here. Read field by field, a message's header can be read alone ([`header_of`]: what
+//! `lop replay` needs of the messages it publishes as they were recorded).
 
 use byteorder::{BigEndian, ByteOrder, LittleEndian};
 use hiroz_cdr::CdrReader;
@@ -17,11 +16,11 @@ use super::{COMPRESSED_IMAGE, IMAGE, Payload};
 /// A decoded camera message: its header stamp (nanoseconds since the epoch) and its picture.
 pub type Decoded = (i64, Payload);
 
-/// `std_msgs/Header`: the stamp, in nanoseconds, and the frame id (read past).
-fn header<BO: ByteOrder>(r: &mut CdrReader<'_, BO>) -> hiroz_cdr::Result<i64> {
+/// `std_msgs/Header`: the stamp, in nanoseconds, and the frame id.
+fn header<'a, BO: ByteOrder>(r: &mut CdrReader<'a, BO>) -> hiroz_cdr::Result<(i64, &'a str)> {
     let (sec, nanosec) = (r.read_i32()?, r.read_u32()?);
-    r.read_str()?;
-    Ok(i64::from(sec) * 1_000_000_000 + i64::from(nanosec))
+    let frame_id = r.read_str()?;
+    Ok((i64::from(sec) * 1_000_000_000 + i64::from(nanosec), frame_id))
 }
 
 /// `sensor_msgs/Image` after its header.
@@ -44,8 +43,38 @@ fn fields<BO: ByteOrder>(msg_type: &str, payload: &[u8]) -> Result<Decoded, Stri
         COMPRESSED_IMAGE => compressed,
         other => return Err(format!("{other} is not a camera frame")),
     };
-    let stamp = header(r).map_err(|e| e.to_string())?;
+    let (stamp, _) = header(r).map_err(|e| e.to_string())?;
     read(r).map(|p| (stamp, p)).map_err(|e| e.to_string())
+}
+
+/// The fields of a CDR message, after its encapsulation header, in the byte order it names.
+enum Fields<'a> {
+    Little(&'a [u8]),
+    Big(&'a [u8]),
+}
+
+/// Splits `cdr` into its encapsulation header's byte order and its fields.
+fn fields_of(cdr: &[u8]) -> Result<Fields<'_>, String> {
+    match cdr {
+        [0x00, 0x01, _, _, payload @ ..] => Ok(Fields::Little(payload)),
+        [0x00, 0x00, _, _, payload @ ..] => Ok(Fields::Big(payload)),
+        [a, b, _, _, ..] => Err(format!("encapsulation {a:#04x} {b:#04x} is not plain CDR (0x00 0x01 little endian, 0x00 0x00 big)")),
+        _ => Err(format!("{} bytes, shorter than CDR's encapsulation header", cdr.len())),
+    }
+}
+
+/// The header of a camera message's `cdr` (encapsulation header included; `Image` and
+/// `CompressedImage` both start with it): its stamp in nanoseconds and its frame id. What
+/// `lop replay` needs of a message it publishes as it was recorded.
+///
+/// # Errors
+/// What is wrong with bytes that do not start with a header.
+pub fn header_of(cdr: &[u8]) -> Result<(i64, String), String> {
+    let read = match fields_of(cdr)? {
+        Fields::Little(p) => header(&mut CdrReader::<LittleEndian>::new(p)).map(|(s, f)| (s, f.to_string())),
+        Fields::Big(p) => header(&mut CdrReader::<BigEndian>::new(p)).map(|(s, f)| (s, f.to_string())),
+    };
+    read.map_err(|e| e.to_string())
 }
 
 /// Decodes `cdr` (encapsulation header included) as `msg_type` ([`IMAGE`] or
@@ -54,11 +83,9 @@ fn fields<BO: ByteOrder>(msg_type: &str, payload: &[u8]) -> Result<Decoded, Stri
 /// # Errors
 /// What is wrong with bytes that are not that type, or another type name.
 pub fn decode(msg_type: &str, cdr: &[u8]) -> Result<Decoded, String> {
-    match cdr {
-        [0x00, 0x01, _, _, payload @ ..] => fields::<LittleEndian>(msg_type, payload),
-        [0x00, 0x00, _, _, payload @ ..] => fields::<BigEndian>(msg_type, payload),
-        [a, b, _, _, ..] => Err(format!("encapsulation {a:#04x} {b:#04x} is not plain CDR (0x00 0x01 little endian, 0x00 0x00 big)")),
-        _ => Err(format!("{} bytes, shorter than CDR's encapsulation header", cdr.len())),
+    match fields_of(cdr)? {
+        Fields::Little(payload) => fields::<LittleEndian>(msg_type, payload),
+        Fields::Big(payload) => fields::<BigEndian>(msg_type, payload),
     }
 }
 
@@ -101,6 +128,17 @@ mod tests {
         for cdr in [message::<LittleEndian>(false), message::<BigEndian>(false)] {
             let (_, payload) = decode(COMPRESSED_IMAGE, &cdr).expect("decodes");
             assert!(matches!(payload, Payload::Compressed { format, data } if format == "jpeg" && data == [0xFF, 0xD8, 0xFF]));
+        }
+    }
+
+    #[test]
+    fn the_header_alone_in_both_byte_orders() {
+        for cdr in [message::<LittleEndian>(true), message::<BigEndian>(false)] {
+            assert_eq!(header_of(&cdr), Ok((1_700_000_000_000_000_005, "camera".to_string())));
+        }
+        let cdr = message::<LittleEndian>(false);
+        for cut in [0, 3, 4, 10, 15] {
+            assert!(header_of(&cdr[..cut]).is_err(), "cut at {cut}");
         }
     }
 

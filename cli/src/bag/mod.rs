@@ -4,7 +4,8 @@
 //!
 //! - [`source`]: which files a recording is (one `.mcap` file, or a rosbag2 folder of them).
 //! - [`scan`]: reads the files record by record (Foxglove's `mcap` crate, chunks decompressed by
-//!   [`zstd`]) and picks the topic.
+//!   [`zstd`]), picks the topic and hands its messages on as recorded ([`Message`]: what `lop
+//!   replay` publishes).
 //! - [`cdr`]: the messages' CDR, read with `hiroz-cdr` (the reader under `lop_robot`'s decoders).
 //! - [`raw`]: a raw `Image`'s pixels as a picture (`rgb8`, `bgr8`, `rgba8`, `bgra8`, `mono8`).
 //!
@@ -177,6 +178,25 @@ pub struct Frame {
     pub payload: Payload,
 }
 
+/// One message of the camera topic as it was recorded, its header read.
+#[derive(Debug)]
+pub struct Message {
+    /// Its topic.
+    pub topic: String,
+    /// Its place on the topic, from 0.
+    pub index: usize,
+    /// Its type ([`IMAGE`] or [`COMPRESSED_IMAGE`]).
+    pub msg_type: String,
+    /// The header's stamp (when the camera took it), nanoseconds since the epoch.
+    pub stamp_ns: i64,
+    /// The header's frame id.
+    pub frame_id: String,
+    /// When the recorder received it, nanoseconds since the epoch.
+    pub log_time_ns: u64,
+    /// The message's CDR bytes, encapsulation header included, as recorded.
+    pub cdr: Vec<u8>,
+}
+
 /// A frame's picture as its message carries it.
 #[derive(Debug)]
 pub enum Payload {
@@ -233,7 +253,29 @@ pub fn is_recording(path: &Path) -> bool {
 /// # Errors
 /// A [`BagError`] (converted to `E`) for an unreadable, truncated or corrupt recording, a topic
 /// that is missing, of another type, or empty; whatever `each` returns.
-pub fn read_frames<E: From<BagError>>(path: &Path, topic: Option<&str>, each: impl FnMut(Frame) -> Result<(), E>) -> Result<Recording, E> {
+pub fn read_frames<E: From<BagError>>(
+    path: &Path,
+    topic: Option<&str>,
+    mut each: impl FnMut(Frame) -> Result<(), E>,
+) -> Result<Recording, E> {
+    read_messages(path, topic, |m| {
+        let Message { topic, index, msg_type, stamp_ns, log_time_ns, cdr, .. } = m;
+        let (_, payload) = cdr::decode(&msg_type, &cdr).map_err(|why| BagError::Message { topic: topic.clone(), index, msg_type, why })?;
+        each(Frame { topic, index, stamp_ns, log_time_ns, payload })
+    })
+}
+
+/// Reads the messages of `topic` (default: the recording's one image topic) at `path` as they
+/// were recorded (their CDR bytes, their header read), in the order recorded, handing each to
+/// `each`; returns what was read. What `lop replay` publishes.
+///
+/// # Errors
+/// As [`read_frames`], but for the pictures, which are not decoded.
+pub fn read_messages<E: From<BagError>>(
+    path: &Path,
+    topic: Option<&str>,
+    each: impl FnMut(Message) -> Result<(), E>,
+) -> Result<Recording, E> {
     let files = source::files(path)?;
     scan::read(files, topic, each)
 }

@@ -1,7 +1,7 @@
 //! Reads a recording's MCAP files from start to end, record by record (the `mcap` crate's
 //! sans-io linear reader: nothing is held but the record at hand, so a recording larger than
 //! memory reads as well), notes every topic, picks the one the frames come from and hands its
-//! messages on, decoded, in file order.
+//! messages on as recorded, with their header's stamp and frame id, in file order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -12,7 +12,7 @@ use mcap::records::{Channel, MessageHeader, Record};
 use mcap::sans_io::{LinearReadEvent, LinearReader, LinearReaderOptions};
 
 use super::zstd::Zstd;
-use super::{BagError, COMPRESSED_IMAGE, Frame, IMAGE, Recording, TopicInfo, cdr};
+use super::{BagError, COMPRESSED_IMAGE, IMAGE, Message, Recording, TopicInfo, cdr};
 
 /// The longest record read, 1 GiB: more than any camera frame (a raw 8K RGBA frame is 133 MB),
 /// and a cap on what a corrupt length can make the reader allocate.
@@ -54,7 +54,7 @@ struct Scan<'w> {
 pub(super) fn read<E: From<BagError>>(
     files: Vec<PathBuf>,
     wanted: Option<&str>,
-    mut each: impl FnMut(Frame) -> Result<(), E>,
+    mut each: impl FnMut(Message) -> Result<(), E>,
 ) -> Result<Recording, E> {
     let mut scan = Scan {
         wanted,
@@ -96,7 +96,7 @@ fn read_some(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize>
 
 impl Scan<'_> {
     /// Reads one file to its end.
-    fn file<E: From<BagError>>(&mut self, path: &Path, each: &mut impl FnMut(Frame) -> Result<(), E>) -> Result<(), E> {
+    fn file<E: From<BagError>>(&mut self, path: &Path, each: &mut impl FnMut(Message) -> Result<(), E>) -> Result<(), E> {
         let read = |source| BagError::Read { path: path.to_path_buf(), source };
         let mut file = std::fs::File::open(path).map_err(read)?;
         if file.metadata().map_err(read)?.len() == 0 {
@@ -157,13 +157,14 @@ impl Scan<'_> {
         Ok(())
     }
 
-    /// Counts a message, and decodes and hands it on when it is a frame of the chosen topic.
+    /// Counts a message, and hands it on with its header read when it is a frame of the chosen
+    /// topic.
     fn message<E: From<BagError>>(
         &mut self,
         path: &Path,
         header: &MessageHeader,
         data: &[u8],
-        each: &mut impl FnMut(Frame) -> Result<(), E>,
+        each: &mut impl FnMut(Message) -> Result<(), E>,
     ) -> Result<(), E> {
         let Some(channel) = self.channels.get(&header.channel_id).cloned() else {
             let why = format!("a message on channel {} before that channel's record", header.channel_id);
@@ -178,14 +179,18 @@ impl Scan<'_> {
         if self.several || self.chosen.as_deref() != Some(channel.topic.as_str()) {
             return Ok(());
         }
-        let (stamp_ns, payload) =
-            cdr::decode(&msg_type, data).map_err(|why| BagError::Message { topic: channel.topic.clone(), index, msg_type, why })?;
+        let (stamp_ns, frame_id) = cdr::header_of(data).map_err(|why| BagError::Message {
+            topic: channel.topic.clone(),
+            index,
+            msg_type: msg_type.clone(),
+            why,
+        })?;
         self.stamps = Some(self.stamps.map_or((stamp_ns, stamp_ns), |(first, _)| (first, stamp_ns)));
         if header.log_time < self.last_log {
             self.out_of_order += 1;
         }
         self.last_log = header.log_time;
-        each(Frame { topic: channel.topic, index, stamp_ns, log_time_ns: header.log_time, payload })
+        each(Message { topic: channel.topic, index, msg_type, stamp_ns, frame_id, log_time_ns: header.log_time, cdr: data.to_vec() })
     }
 
     /// What was read, or why no frame was.

@@ -12,7 +12,9 @@ and KIND is
 An Image topic's "encoding" (default: its kind) is what its messages say, to record pixels under an
 encoding lop does not read.
 A topic with no files (or N = 0) is recorded without a message. The i-th message of every topic
-is stamped 1700000000 s + i / 30 s (header and log time alike); topics interleave.
+is stamped 1700000000 s + i * PERIOD (header and log time alike), PERIOD the spec's "period_ns"
+(default 1/30 s); topics interleave. A file may be named more than once (a topic of N frames
+from fewer pictures).
 """
 
 import json
@@ -30,13 +32,13 @@ PAD = 4
 MODES = {"rgb8": "RGB", "bgr8": "RGB", "rgba8": "RGBA", "mono8": "L"}
 
 
-def header(ts, i):
-    stamp = T0 + i * PERIOD
+def header(ts, i, period):
+    stamp = T0 + i * period
     time = ts.types["builtin_interfaces/msg/Time"](sec=stamp // 10**9, nanosec=stamp % 10**9)
     return ts.types["std_msgs/msg/Header"](stamp=time, frame_id="camera")
 
 
-def raw(ts, kind, path, i, encoding):
+def raw(ts, kind, path, i, encoding, period):
     pixels = np.asarray(Pil.open(path).convert(MODES[kind]), dtype=np.uint8)
     if kind == "bgr8":
         pixels = pixels[:, :, ::-1]
@@ -44,7 +46,7 @@ def raw(ts, kind, path, i, encoding):
     rows = pixels.reshape(height, -1)
     padded = np.concatenate([rows, np.full((height, PAD), 0xEE, dtype=np.uint8)], axis=1)
     return ts.types["sensor_msgs/msg/Image"](
-        header=header(ts, i),
+        header=header(ts, i, period),
         height=height,
         width=width,
         encoding=encoding,
@@ -54,7 +56,7 @@ def raw(ts, kind, path, i, encoding):
     )
 
 
-def messages(ts, spec):
+def messages(ts, spec, period):
     kind = spec["kind"]
     if kind == "string":
         for i in range(spec.get("count", 0)):
@@ -63,10 +65,10 @@ def messages(ts, spec):
     for i, path in enumerate(spec.get("files", [])):
         if kind == "jpeg":
             data = np.frombuffer(open(path, "rb").read(), dtype=np.uint8)
-            msg = ts.types["sensor_msgs/msg/CompressedImage"](header=header(ts, i), format="jpeg", data=data)
+            msg = ts.types["sensor_msgs/msg/CompressedImage"](header=header(ts, i, period), format="jpeg", data=data)
             yield i, "sensor_msgs/msg/CompressedImage", msg
         else:
-            yield i, "sensor_msgs/msg/Image", raw(ts, kind, path, i, spec.get("encoding", kind))
+            yield i, "sensor_msgs/msg/Image", raw(ts, kind, path, i, spec.get("encoding", kind), period)
 
 
 def msgtype(kind):
@@ -77,6 +79,7 @@ def msgtype(kind):
 
 def main():
     spec = json.load(open(sys.argv[1]))
+    period = int(spec.get("period_ns", PERIOD))
     ts = get_typestore(Stores.ROS2_JAZZY)
     queue = []
     writer = Writer(spec["out"], version=9, storage_plugin=StoragePlugin.MCAP)
@@ -86,8 +89,8 @@ def main():
     with writer:
         for n, topic in enumerate(spec["topics"]):
             conn = writer.add_connection(topic["topic"], msgtype(topic["kind"]), typestore=ts)
-            for i, kind, msg in messages(ts, topic):
-                queue.append((T0 + i * PERIOD + n, conn, kind, msg))
+            for i, kind, msg in messages(ts, topic, period):
+                queue.append((T0 + i * period + n, conn, kind, msg))
         for stamp, conn, kind, msg in sorted(queue, key=lambda q: q[0]):
             writer.write(conn, stamp, ts.serialize_cdr(msg, kind))
 

@@ -1,9 +1,11 @@
-//! What the `lop_robot` end-to-end tests share: ports, camera frames, an in-process edge, and
-//! the publish-until-answered loop.
+//! What the `lop_robot` end-to-end tests share: ports, camera frames, an in-process edge, the
+//! publish-until-answered loop, and `lop_robot` as a process of its own ([`Node`]).
 #![allow(clippy::unwrap_used, dead_code)]
 
-use std::path::Path;
-use std::sync::mpsc;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use hiroz_msgs::builtin_interfaces::Time;
@@ -38,8 +40,9 @@ pub fn image_bytes(img: &Image) -> Vec<u8> {
     img.data.0.zslices().flat_map(|s| s.as_slice().iter().copied()).collect()
 }
 
-/// [`start_edge`] serving zoo `model` (under its zoo name) with synthetic profiles, planning its
-/// tables with `table`: the robot's own settings, so both sides agree on the table.
+/// [`start_edge`] serving zoo `model` (under its zoo name, without a `@WxH` size) with synthetic
+/// profiles, planning its tables with `table`: the robot's own settings, so both sides agree on
+/// the table.
 pub async fn start_synthetic_edge(
     endpoint: &str,
     model: &str,
@@ -52,7 +55,7 @@ pub async fn start_synthetic_edge(
     let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap();
     let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();
     let spec = table.spec(&g, &robot, &server).unwrap();
-    let id = model.trim_start_matches("zoo:").to_string();
+    let id = model.trim_start_matches("zoo:").split('@').next().unwrap_or_default().to_string();
     let model = EdgeModel { id, source: model.into(), load: Default::default(), server_profile: server };
     start_edge(endpoint, vec![model], vec![robot], spec, cache_dir).await
 }
@@ -148,4 +151,93 @@ pub fn assert_outputs_equal(r: &InferenceResult, whole: &[tch::Tensor]) {
         let err = lop::exec::max_rel_err(&got, w).unwrap();
         assert!(err <= 1e-5, "output {} differs from the unsplit model: {err}", o.name);
     }
+}
+
+/// `lop_robot` started by a test as a process, its log kept (its colours removed); killed if the
+/// test ends early.
+pub struct Node {
+    pub child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A log line without its colours.
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Node {
+    /// Starts `lop_robot --config config`.
+    pub fn start(config: &Path) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lop_robot"))
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "info,zenoh=warn,hiroz=warn")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        // Its log goes to stdout (tracing's default), its errors to stderr.
+        let out: [Box<dyn std::io::Read + Send>; 2] = [Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
+        for stream in out {
+            let lines = log.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(stream).lines().map_while(Result::ok) {
+                    lines.lock().unwrap().push(plain(&l));
+                }
+            });
+        }
+        Node { child, log }
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// A field of /proc/PID/status in bytes (`VmRSS`, `VmHWM`).
+    pub fn status_bytes(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap_or_else(|| panic!("no {field}: {status}"));
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+
+    /// Resets the process's peak resident size to its resident size now (clear_refs 5) and
+    /// returns that size.
+    pub fn reset_peak(&self) -> u64 {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").unwrap();
+        self.status_bytes("VmRSS")
+    }
+}
+
+/// The `lop` command beside this test binary (target/release/lop: the test command builds every
+/// binary of the workspace first).
+pub fn lop_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(|deps| deps.parent()).map(|dir| dir.join("lop")).unwrap();
+    assert!(bin.exists(), "{} is missing: build it first (cargo build --release --workspace --bins)", bin.display());
+    bin
 }

@@ -40,7 +40,8 @@ pub struct OverheadReport {
     /// (c), median, ms.
     pub runtime_p50_ms: f64,
     /// The edge's compute time inside (c) (from its Done frames), median, ms; `None` when no
-    /// Done arrived before the robot had its outputs (the robot does not wait for it).
+    /// inference of (c) had it (a Done that trails the last band is waited for only a moment
+    /// after the robot has its outputs).
     pub server_compute_ms: Option<f64>,
     /// How many of (c)'s inferences reported the edge's compute time.
     pub server_compute_reported: usize,

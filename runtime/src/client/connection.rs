@@ -1,7 +1,7 @@
 //! The session with the edge: opening a link and greeting the edge (an attempt, in the
 //! background once the client runs), reconnecting when it is gone, and the link's two tasks: the
 //! writer, and the reader, which routes the edge's frames to the inference they belong to
-//! ([`Shared`]) and drops the others.
+//! ([`Shared`]), wakes whoever waits for a Done ([`Conn::done_seen`]), and drops the others.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use lop_msgs::Frame;
 use lop_msgs::protocol::{DoneStats, Forward, Limits, Reject, RejectReason};
-use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::sync::{Notify, mpsc as tmpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::{Connector, RobotClient};
@@ -54,6 +54,10 @@ pub(super) struct Conn {
     pub(super) out: tmpsc::UnboundedSender<Vec<u8>>,
     pub(super) shared: Arc<Mutex<Shared>>,
     pub(super) gone: Arc<AtomicBool>,
+    /// Woken (all waiters) by the reader each time a Done has been taken in, and when the link
+    /// ends: an inference that ended at the edge's last band waits on it for the Done that
+    /// trails that band.
+    pub(super) done_seen: Arc<Notify>,
     pub(super) tasks: [JoinHandle<()>; 2],
 }
 
@@ -88,12 +92,18 @@ impl<C: Connector> RobotClient<C> {
                 .map_err(|_| Error::Protocol(format!("no edge found within {timeout:?}")))??;
             let shared = Arc::new(Mutex::new(Shared::default()));
             let gone = Arc::new(AtomicBool::new(false));
+            let done_seen = Arc::new(Notify::new());
             let (welcome_tx, welcome_rx) = oneshot::channel();
             lock(&shared).welcome = Some(welcome_tx);
             let (out, out_rx) = tmpsc::unbounded_channel();
             let writer = tokio::spawn(write_loop(tx, out_rx, gone.clone()));
-            let reader = tokio::spawn(read_loop(rx, shared.clone(), gone.clone(), stats, limits));
-            let conn = Conn { out, shared, gone, tasks: [writer, reader] };
+            let reader = tokio::spawn(read_loop(
+                rx,
+                Reader { shared: shared.clone(), gone: gone.clone(), done_seen: done_seen.clone() },
+                stats,
+                limits,
+            ));
+            let conn = Conn { out, shared, gone, done_seen, tasks: [writer, reader] };
             let _ = conn.out.send(hello.encode()?);
             match tokio::time::timeout(timeout, welcome_rx).await {
                 Ok(Ok(Frame::Welcome(w))) if w.table_hash == table_hash => Ok(conn),
@@ -182,9 +192,17 @@ async fn write_loop<T: LinkTx>(tx: T, mut out: tmpsc::UnboundedReceiver<Vec<u8>>
     }
 }
 
+/// What the reader writes to: the shared state, the session's end, and the Done's waiters.
+struct Reader {
+    shared: Arc<Mutex<Shared>>,
+    gone: Arc<AtomicBool>,
+    done_seen: Arc<Notify>,
+}
+
 /// Reads the edge's frames until the link ends (the session is then gone, and the inference in
-/// flight is told so).
-async fn read_loop<R: LinkRx>(mut rx: R, shared: Arc<Mutex<Shared>>, gone: Arc<AtomicBool>, stats: Arc<FrameStats>, limits: Limits) {
+/// flight is told so, as is whoever waits for a Done).
+async fn read_loop<R: LinkRx>(mut rx: R, reader: Reader, stats: Arc<FrameStats>, limits: Limits) {
+    let Reader { shared, gone, done_seen } = reader;
     loop {
         let bytes = match rx.recv().await {
             Ok(Some(b)) => b,
@@ -203,12 +221,17 @@ async fn read_loop<R: LinkRx>(mut rx: R, shared: Arc<Mutex<Shared>>, gone: Arc<A
             continue;
         }
         let Some(inbound) = classify(&limits, bytes, &stats) else { continue };
+        let done = matches!(inbound, Inbound::Control(Frame::Done(_)));
         take_in(&mut lock(&shared), inbound, &stats, &limits);
+        if done {
+            done_seen.notify_waiters();
+        }
     }
     gone.store(true, Ordering::SeqCst);
     if let Some(r) = &lock(&shared).route {
         let _ = r.bands.send(Incoming::Abort("the edge went away".into()));
     }
+    done_seen.notify_waiters();
 }
 
 /// Routes one frame from the edge: Welcome or Reject to the Hello's waiter, Done, Forward and

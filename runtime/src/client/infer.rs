@@ -2,8 +2,9 @@
 //! model's worker thread, overlapped with the edge's ([`RobotRun`]). When the edge fails, is
 //! silent, unreachable or late, the robot finishes the inference from what it holds (a
 //! fallback, with its reason); a frame past its deadline races the edge for the bands still
-//! missing. Then the session's route ends, the edge's Done gives its figures, and a Forward is
-//! handed back to the caller (a fleet's hop).
+//! missing. Then the session's route ends (ending.rs: the edge's Done, waited for briefly when
+//! it trails the edge's last band, gives its figures), and a Forward is handed back to the
+//! caller (a fleet's hop).
 
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
@@ -12,13 +13,13 @@ use lop::exec::SideExec;
 use lop::graph::Graph;
 use lop::plan::Side;
 use lop_msgs::Frame;
-use lop_msgs::protocol::{Cancel, Forward, Start};
+use lop_msgs::protocol::{Cancel, Start};
 use tch::Tensor;
 use tokio::sync::mpsc as tmpsc;
 
 use super::connection::{Conn, Route, Shared, lock};
+use super::ending::LinkReport;
 use super::{Connector, Hop, Hopped, Inference, InferenceStats, RobotClient, SILENT_EDGE_RETRY};
-use crate::bandwidth::upload;
 use crate::error::{Error, Result};
 use crate::exec::{CameraJpeg, GraphMeta, Incoming, SideConfig, SideStats, Stopped, finish_dilated, outputs, run_side, run_side_racing};
 use crate::plans::Prepared;
@@ -51,16 +52,6 @@ impl TimeBudget {
     fn racing(&self) -> bool {
         self.due.is_some_and(|d| d < self.budget)
     }
-}
-
-/// What the link says of an inference once it ended: the edge's figures from its Done (when
-/// it came in time), its Forward, and how long the robot took to hand its bands to the link.
-#[derive(Debug, Default)]
-struct LinkReport {
-    server_compute_s: Option<f64>,
-    upload_s: Option<f64>,
-    forward: Option<Forward>,
-    send_span_s: Option<f64>,
 }
 
 impl<C: Connector> RobotClient<C> {
@@ -141,19 +132,18 @@ impl<C: Connector> RobotClient<C> {
         let job =
             RobotRun { id, inputs, config, meta, plan: plan.clone(), bands: band_rx, out, alone, silent_since, racing, forwarded_here };
         let (outputs, side, reason, last_sent) = self.worker.call(move |g| job.run(g)).await??;
-        // Finished without the edge's answer (computed the bands it would have waited for past
-        // the frame's deadline, or ran out the deadline): the edge may still be working on it.
-        // Cancel frees its replica for other frames (an edge that already ended it ignores it).
-        if use_link
-            && (side.stolen > 0 || reason.as_deref() == Some(DEADLINE_EXCEEDED))
-            && let Some(conn) = &self.conn
-        {
-            let _ = conn.out.send(Frame::Cancel(Cancel { inference_id: id }).encode()?);
+        // The inference ends with its outputs; what follows only reads what the edge said of it.
+        let total_s = t0.elapsed().as_secs_f64();
+        if use_link {
+            self.cancel_unanswered(id, &side, reason.as_deref())?;
+            self.track_silence(id, t0, reason.as_deref(), side.bands_received);
+            // Answered by the edge: its Done trails its last band, which may have been the
+            // robot's last wait (ending.rs).
+            if reason.is_none() {
+                self.await_done(id).await;
+            }
         }
         let send_span_s = start_sent.zip(last_sent).map(|(s, l)| l.saturating_duration_since(s).as_secs_f64());
-        if use_link {
-            self.track_silence(id, t0, reason.as_deref(), side.bands_received);
-        }
         let mut link = self.end_route(id, side.bytes_sent, send_span_s);
         if let Some(f) = link.forward.take().filter(|_| reason.as_deref() == Some(FORWARDED)) {
             tracing::debug!(inference = id, to = %f.to, path = ?f.path, "forwarded by the edge");
@@ -164,7 +154,7 @@ impl<C: Connector> RobotClient<C> {
             tracing::warn!(inference = id, reason = %r, "finished on the robot alone");
         }
         self.ratio.record(side.input_coded_bytes, side.input_raw_bytes);
-        let stats = self.inference_stats(id, &plan, t0, &side, reason, &link);
+        let stats = self.inference_stats(id, &plan, total_s, &side, reason, &link);
         Ok(Hopped::Done(Inference { outputs, stats }))
     }
 
@@ -233,38 +223,26 @@ impl<C: Connector> RobotClient<C> {
         };
     }
 
-    /// Ends inference `id`'s route in the session and reads what the edge said of it: its Done
-    /// (the upload rate measured now, or once a Done that trails it comes) and its Forward.
-    fn end_route(&self, id: u64, bytes_sent: u64, send_span_s: Option<f64>) -> LinkReport {
-        let mut link = LinkReport { send_span_s, ..LinkReport::default() };
-        if let Some(conn) = &self.conn {
-            let mut sh = lock(&conn.shared);
-            sh.route = None;
-            sh.last_ended = id;
-            link.forward = sh.forward.take().filter(|f| f.inference_id == id);
-            sh.sent = None;
-            if let Some((d, st)) = sh.done.take()
-                && d == id
-            {
-                link.server_compute_s = Some(st.server_compute_ns as f64 * 1e-9);
-                link.upload_s = (st.upload_ns > 0).then_some(st.upload_ns as f64 * 1e-9);
-            }
-            match (link.upload_s, send_span_s) {
-                (Some(up), Some(span)) => sh.upload_mbps = upload::upload_mbps(bytes_sent, up, span).or(sh.upload_mbps),
-                // The Done (and the edge's view of the upload) may trail the last band.
-                (None, Some(span)) => sh.sent = Some((id, bytes_sent, span)),
-                _ => {}
-            }
+    /// Tells the edge to drop inference `id` when the robot finished it without the edge's
+    /// answer (computed the bands it would have waited for past the frame's deadline, or ran out
+    /// the deadline): the edge may still be working on it. Cancel frees its replica for other
+    /// frames (an edge that already ended it ignores it).
+    fn cancel_unanswered(&self, id: u64, side: &SideStats, reason: Option<&str>) -> Result<()> {
+        if (side.stolen > 0 || reason == Some(DEADLINE_EXCEEDED))
+            && let Some(conn) = &self.conn
+        {
+            let _ = conn.out.send(Frame::Cancel(Cancel { inference_id: id }).encode()?);
         }
-        link
+        Ok(())
     }
 
-    /// The statistics of inference `id`, run by `plan` from `t0` with the robot's side `side`.
+    /// The statistics of inference `id`, run by `plan` in `total_s` seconds with the robot's
+    /// side `side`.
     fn inference_stats(
         &self,
         id: u64,
         plan: &Prepared,
-        t0: Instant,
+        total_s: f64,
         side: &SideStats,
         reason: Option<String>,
         link: &LinkReport,
@@ -277,7 +255,7 @@ impl<C: Connector> RobotClient<C> {
             plan_hash: plan.plan_hash.to_hex(),
             fallback: reason.is_some(),
             fallback_reason: reason,
-            total_s: t0.elapsed().as_secs_f64(),
+            total_s,
             robot_compute_s: side.compute_s,
             robot_overruns: side.overruns,
             robot_overrun_s: side.overrun_s,

@@ -15,8 +15,11 @@
 //!   and reader (the edge's frames routed to the inference in flight).
 //! - `replan`: planning the edge's schedule table when it differs from the robot's.
 //! - `infer`: one inference, from the plan for the bandwidth to its outputs and statistics.
+//! - `ending`: how an inference's route in the session ends: the edge's Done (waited for a
+//!   moment when it trails the last band) and Forward, read into its figures.
 
 mod connection;
+mod ending;
 mod infer;
 mod options;
 mod outcome;
