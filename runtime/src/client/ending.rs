@@ -16,9 +16,11 @@ use lop_msgs::protocol::Forward;
 
 /// How long an inference the edge answered (no fallback) waits, after the robot has its outputs,
 /// for the edge's Done when it has not come yet. It trails the last band by the edge's job
-/// ending and one message on the link: a few milliseconds. Past this the inference ends without
-/// the edge's figures (a Done that comes later still gives its upload rate).
-pub(super) const DONE_WAIT: Duration = Duration::from_millis(50);
+/// ending and one message on the link: a few milliseconds, more on a loaded machine. The wait
+/// ends as soon as the Done is in, so the bound costs time only when the Done never comes (an
+/// edge that died after its last band). Past it the inference ends without the edge's figures
+/// (a Done that comes later still gives its upload rate).
+pub(super) const DONE_WAIT: Duration = Duration::from_millis(200);
 
 /// What the link says of an inference once it ended: the edge's figures from its Done (when
 /// it came in time), its Forward, and how long the robot took to hand its bands to the link.
