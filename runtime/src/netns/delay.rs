@@ -244,7 +244,7 @@ fn open_ends(wire_ns: &str) -> Result<(OwnedFd, OwnedFd)> {
     let ns = wire_ns.to_string();
     std::thread::scope(|s| {
         s.spawn(move || {
-            super::enter_namespace(&ns)?;
+            super::namespaces::enter_namespace(&ns)?;
             Ok((raw_socket(WIRE_ROBOT_DEV)?, raw_socket(WIRE_EDGE_DEV)?))
         })
         .join()

@@ -3,13 +3,16 @@
 //! when an assertion fails.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::command::{find_tool, run};
+use super::tbf::TbfParams;
 use super::*;
-use crate::trace::TraceEnd;
+use crate::error::Error;
+use crate::trace::{Trace, TraceEnd};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(15);
 
