@@ -152,8 +152,14 @@ fn plan_buckets(
         }
     });
     let slots = slots.into_inner().map_err(|_| Error::Input("a planning thread panicked".into()))?;
-    let mut entries = Vec::with_capacity(n);
-    let mut times = Vec::with_capacity(n);
+    gather(slots, worker_errors)
+}
+
+/// The planned buckets in order, with their planning seconds; a bucket left unplanned (its worker
+/// failed) gives that worker's error.
+fn gather(slots: Vec<Slot>, mut worker_errors: Vec<Error>) -> Result<(Vec<BucketEntry>, Vec<f64>)> {
+    let mut entries = Vec::with_capacity(slots.len());
+    let mut times = Vec::with_capacity(slots.len());
     for s in slots {
         let Some(res) = s else {
             return Err(worker_errors.pop().unwrap_or_else(|| Error::Input("a bucket was not planned".into())));

@@ -6,13 +6,13 @@ use sha2::{Digest, Sha256};
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableKey {
-    /// [`Graph::content_hash`] of the model.
+    /// [`Graph::content_hash`](crate::graph::Graph::content_hash) of the model.
     pub model_hash: String,
-    /// [`Profile::hash`] of the robot profile.
+    /// [`Profile::hash`](crate::profile::Profile::hash) of the robot profile.
     pub robot_profile_hash: String,
-    /// [`Profile::hash`] of the server profile.
+    /// [`Profile::hash`](crate::profile::Profile::hash) of the server profile.
     pub server_profile_hash: String,
-    /// Hash of the [`TableSpec`] (planner configuration, buckets, link, objective).
+    /// Hash of the [`TableSpec`](super::TableSpec) (planner configuration, buckets, link, objective).
     pub config_hash: String,
 }
 
