@@ -1,7 +1,7 @@
 //! The `lop_power` node's logic over the [`lop_power`] crate: the energy of each inference, its CSV log,
 //! the reduced `/lop/power` stream and the power model's state feed.
 //!
-//! - [`EnergyAccountant`] keeps readings in a bounded [`Ring`], filled by its own sampler thread
+//! - [`EnergyAccountant`] keeps readings in a bounded [`Ring`](lop_power::Ring), filled by its own sampler thread
 //!   ([`EnergyAccountant::sampled`]) or by the caller ([`EnergyAccountant::fed`] +
 //!   [`EnergyAccountant::push`]), and answers [`EnergyAccountant::energy`] for wall-clock
 //!   intervals with [`lop_power::energy`] (trapezoid or counter; no integration here).
@@ -14,7 +14,7 @@
 //!   yet written to disk).
 //! - [`RateReducer`] averages readings down to at most a given rate for `/lop/power`.
 //! - [`ModelStates`] turns an inference's timings into computing / transmitting / idle
-//!   intervals, for a live [`ModelSource`] ([`ModelStates::apply`]) or, after the fact, as exact
+//!   intervals, for a live [`ModelSource`](lop_power::ModelSource) ([`ModelStates::apply`]) or, after the fact, as exact
 //!   modelled readings for an accountant ([`ModelFeed`]).
 //!
 //! One file each: `error.rs` ([`PowerNodeError`]), `report.rs` ([`EnergyReport`]), `accountant.rs`,

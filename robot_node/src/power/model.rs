@@ -80,7 +80,7 @@ impl ModelStates {
 }
 
 /// The longest step between two modelled readings inside a state (keeps them within
-/// [`EnergyOptions::max_gap`]).
+/// [`EnergyOptions::max_gap`](lop_power::EnergyOptions::max_gap)).
 const MODEL_STEP: Duration = Duration::from_millis(500);
 
 /// Turns inferences' states into modelled readings, for an accountant fed after the fact: the

@@ -12,7 +12,7 @@ use super::side::{Direction, NetnsSide};
 use super::tbf::TbfParams;
 use crate::error::{Error, Result};
 
-/// Names and settings shared by a [`NetnsLink`] and its [`ShapingHandle`](super::ShapingHandle)s; deleting the
+/// Names and settings shared by a [`NetnsLink`](super::NetnsLink) and its [`ShapingHandle`](super::ShapingHandle)s; deleting the
 /// namespaces happens when the last of them is dropped.
 #[derive(Debug)]
 pub(super) struct Inner {

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 const NETNS_DIR: &str = "/var/run/netns";
 
 /// Moves the calling thread into the named network namespace (a handle under
-/// `/var/run/netns`, as `ip netns add` creates); see [`NetnsLink::enter`]. Threads spawned by the
+/// `/var/run/netns`, as `ip netns add` creates); see [`NetnsLink::enter`](super::NetnsLink::enter). Threads spawned by the
 /// calling thread afterwards start there too.
 ///
 /// # Errors

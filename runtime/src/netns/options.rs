@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 /// Longest prefix: the veth names `{prefix}-r` / `{prefix}-e` must fit Linux's 15 characters.
 const MAX_PREFIX_LEN: usize = 13;
 
-/// How to build a [`NetnsLink`].
+/// How to build a [`NetnsLink`](super::NetnsLink).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetnsOptions {
     /// Name prefix: namespaces `{prefix}-robot` / `{prefix}-edge`, veth ends `{prefix}-r` /
@@ -25,7 +25,7 @@ pub struct NetnsOptions {
     /// docs); 0 joins the two sides
     /// directly. Default 0.
     pub latency: Duration,
-    /// The rate of both directions until a trace or [`NetnsLink::set_rate`] changes it, Mbit/s.
+    /// The rate of both directions until a trace or [`NetnsLink::set_rate`](super::NetnsLink::set_rate) changes it, Mbit/s.
     /// Default 1000.
     pub initial_mbit: f64,
 }
