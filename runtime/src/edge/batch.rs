@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::Instant;
 
 use lop::exec::SideExec;
@@ -13,7 +14,9 @@ use lop::plan::Side;
 use super::options::Batching;
 use super::replica::{JOB_QUEUED, JOB_RUNNING, Waiting};
 use crate::error::Error;
-use crate::exec::{BatchConfig, Member, SideStats, Stopped, run_batch, run_side};
+use crate::exec::{BatchConfig, GraphMeta, Incoming, Member, SideConfig, SideStats, Stopped, run_batch, run_side};
+use crate::outbox::Outbox;
+use crate::plans::Prepared;
 
 /// Batches run so far (two inferences or more) and the inferences in them.
 #[derive(Debug, Default)]
@@ -71,10 +74,14 @@ fn started(group: Vec<Waiting>) -> Vec<Waiting> {
 }
 
 /// Runs `jobs` (two or more of one plan) as one batch on `exec`, counted in `counts`, and sends
-/// each its outcome (its statistics with the batch's size), or every one the batch's error.
+/// each its outcome (its statistics with the batch's size), or every one the batch's error. A
+/// member that leaves the batch early (a straggler, aborted, past its deadline) is answered as it
+/// leaves, so its robot finishes the frame alone at once instead of when the batch ends.
 fn run_together(exec: &mut SideExec<'_>, jobs: Vec<Waiting>, batching: Batching, counts: &BatchCounts) {
     counts.batches.fetch_add(1, Ordering::Relaxed);
     counts.batched.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+    let n = jobs.len() as u32;
+    let (mut results, jobs): (Vec<_>, Vec<_>) = jobs.into_iter().map(Job::split).unzip();
     let mut sends: Vec<Box<dyn FnMut(Vec<u8>) -> bool>> = jobs
         .iter()
         .map(|j| {
@@ -91,24 +98,50 @@ fn run_together(exec: &mut SideExec<'_>, jobs: Vec<Waiting>, batching: Batching,
         .map(|(j, send)| Member { config: j.config.clone(), incoming: &j.bands, send: send.as_mut() })
         .collect();
     let config = BatchConfig { straggler_wait: batching.straggler_wait };
-    let res = run_batch(exec, &jobs[0].meta, &jobs[0].plan.schedule, &mut members, &config);
+    let mut left = |m: usize, stop: &Stopped, stats: &SideStats| {
+        if let Some(result) = results[m].take() {
+            let _ = result.send(Ok((stop.clone(), SideStats { batch: n, ..*stats })));
+        }
+    };
+    let res = run_batch(exec, &jobs[0].meta, &jobs[0].plan.schedule, &mut members, &config, &mut left);
     drop(members);
     match res {
         Ok(outcomes) => {
-            let n = jobs.len() as u32;
-            for (j, (stop, mut st)) in jobs.into_iter().zip(outcomes) {
-                st.batch = n;
-                let _ = j.result.send(Ok((stop, st)));
+            for (result, (stop, st)) in results.into_iter().zip(outcomes) {
+                if let Some(result) = result {
+                    let _ = result.send(Ok((stop, SideStats { batch: n, ..st })));
+                }
             }
         }
         Err(e) => {
             let text = e.to_string();
-            for j in jobs {
-                let _ = j.result.send(Err(Error::Executor(text.clone())));
+            for result in results.into_iter().flatten() {
+                let _ = result.send(Err(Error::Executor(text.clone())));
             }
         }
     }
 }
+
+/// What a batch member needs of its [`Waiting`] once its answer path is taken apart.
+struct Job {
+    plan: Arc<Prepared>,
+    meta: Arc<GraphMeta>,
+    config: SideConfig,
+    bands: mpsc::Receiver<Incoming>,
+    out: Outbox,
+    first_out: Arc<OnceLock<Instant>>,
+}
+
+impl Job {
+    /// Takes `w` apart: where its outcome goes, and the rest.
+    fn split(w: Waiting) -> (Option<Answer>, Job) {
+        let job = Job { plan: w.plan, meta: w.meta, config: w.config, bands: w.bands, out: w.out, first_out: w.first_out };
+        (Some(w.result), job)
+    }
+}
+
+/// Where an inference's outcome goes.
+type Answer = tokio::sync::oneshot::Sender<crate::error::Result<(Stopped, SideStats)>>;
 
 /// Runs one inference alone on the replica's model and sends its outcome.
 fn run_alone(graph: &mut Graph, j: Waiting) {

@@ -7,7 +7,8 @@
 //! A member that stops (aborted, deadline passed, link gone) leaves the batch: the others go on,
 //! its rows are filled with zeros and nothing more is sent for it. A member whose bands lag holds
 //! every other member back, so once the others have waited [`BatchConfig::straggler_wait`] for it
-//! it is dropped (its robot finishes the frame alone from what it holds).
+//! it is dropped (its robot finishes the frame alone from what it holds). A member that leaves is
+//! reported at once, not when the batch ends, so that its robot need not wait for the others.
 
 use std::collections::BinaryHeap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -55,11 +56,24 @@ struct State {
     /// The camera headers its cut frame's first band carried.
     headers: CameraHeaders,
     stats: SideStats,
+    /// Whether its leaving was reported (to `run_batch`'s `left`).
+    told: bool,
+}
+
+/// Reports every member that has stopped since the last call.
+fn tell_leavers(states: &mut [State], left: &mut dyn FnMut(usize, &Stopped, &SideStats)) {
+    for (m, s) in states.iter_mut().enumerate() {
+        if let (Some(stop), false) = (&s.stop, s.told) {
+            left(m, stop, &s.stats);
+            s.told = true;
+        }
+    }
 }
 
 /// Runs the members' shared side of `schedule` as one batch on `exec` (batched with one sample
 /// per member, in member order). Returns each member's outcome and statistics, in order; a
-/// member's `compute_s` is its share of the batch's compute.
+/// member's `compute_s` is its share of the batch's compute. A member that leaves before the
+/// batch ends is also passed to `left` (its index, outcome and statistics) as soon as it leaves.
 ///
 /// # Errors
 /// [`Error::Executor`] when `exec`'s batch does not match the members or their settings differ;
@@ -70,6 +84,7 @@ pub fn run_batch(
     schedule: &Schedule,
     members: &mut [Member<'_>],
     batch: &BatchConfig,
+    left: &mut dyn FnMut(usize, &Stopped, &SideStats),
 ) -> Result<Vec<(Stopped, SideStats)>> {
     let Some(first) = members.first().map(|m| m.config.clone()) else { return Ok(Vec::new()) };
     if exec.batch() != members.len() {
@@ -91,6 +106,7 @@ pub fn run_batch(
             staged: (0..n_transfers).map(|_| None).collect(),
             headers: CameraHeaders::default(),
             stats: SideStats::default(),
+            told: false,
         })
         .collect();
     let (mut pending, mut ready, mut left_chunks) = start_state(schedule, side);
@@ -109,6 +125,7 @@ pub fn run_batch(
     }
 
     loop {
+        tell_leavers(&mut states, left);
         for (m, member) in members.iter().enumerate() {
             while states[m].stop.is_none()
                 && let Ok(msg) = member.incoming.try_recv()
@@ -383,8 +400,20 @@ mod tests {
         let mut exec = SideExec::batched(&g, Side::Server, 3).unwrap();
         let t0 = Instant::now();
         let config = BatchConfig { straggler_wait: Duration::from_millis(50) };
-        let outcomes = run_batch(&mut exec, &meta, &schedule, &mut members, &config).unwrap();
+        // Who left, and how many bands member 0 had been sent by then.
+        let mut leavers: Vec<(usize, Stopped, usize)> = Vec::new();
+        let mut left = |m: usize, stop: &Stopped, _: &SideStats| leavers.push((m, stop.clone(), sent[0].borrow().len()));
+        let outcomes = run_batch(&mut exec, &meta, &schedule, &mut members, &config, &mut left).unwrap();
         drop(members);
+        // The two that left were reported as they left, before member 0's output went out; the
+        // one that finished with the batch is only in the outcomes.
+        let mut told: Vec<usize> = leavers.iter().map(|l| l.0).collect();
+        told.sort_unstable();
+        assert_eq!(told, [1, 2], "{leavers:?}");
+        for (m, stop, sent_then) in &leavers {
+            assert_eq!(stop, &outcomes[*m].0);
+            assert_eq!(*sent_then, 0, "member {m} was reported only after the batch's output went out");
+        }
         assert!(t0.elapsed() < Duration::from_secs(10), "the batch waited for the lagging member: {:?}", t0.elapsed());
         assert_eq!(outcomes[0].0, Stopped::Finished);
         assert_eq!(outcomes[1].0, Stopped::Aborted("its bands came too slowly for its batch".into()));
