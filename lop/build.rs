@@ -29,7 +29,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("cargo:rustc-env=LOP_LIBTORCH_BUILT={}", version.unwrap_or_default());
     build_shim();
+    build_dnnl_shim();
     Ok(())
+}
+
+/// Compiles `csrc/dnnl_conv.cpp` (convolutions straight on oneDNN's C API) where oneDNN's headers
+/// are found, and says so to the crate (`cfg(lop_onednn)`, and `LOP_ONEDNN_LIB_BUILT`: the
+/// library beside those headers, opened at run time). The headers come from the
+/// `onednn-devel-cpu-gomp` wheel `scripts/setup.sh` installs into the venv that holds torch, or
+/// from `LOP_ONEDNN_PREFIX` (a folder with `include/` and `lib/`). Without them lop still builds,
+/// and convolutions take libtorch's route.
+fn build_dnnl_shim() {
+    println!("cargo::rustc-check-cfg=cfg(lop_onednn)");
+    println!("cargo:rerun-if-changed=csrc/dnnl_conv.cpp");
+    println!("cargo:rerun-if-env-changed=LOP_ONEDNN_PREFIX");
+    let Some(prefix) = onednn_prefix() else {
+        println!("cargo:warning=oneDNN's headers not found (scripts/setup.sh installs them on x86_64): convolutions take libtorch's route");
+        return;
+    };
+    println!("cargo:rerun-if-changed={}", prefix.join("include/oneapi/dnnl/dnnl.h").display());
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(prefix.join("include"))
+        .flag("-std=c++17")
+        .file("csrc/dnnl_conv.cpp")
+        .compile("lop_dnnl_conv");
+    println!("cargo:rustc-link-lib=dylib=dl");
+    println!("cargo:rustc-cfg=lop_onednn");
+    println!("cargo:rustc-env=LOP_ONEDNN_LIB_BUILT={}", prefix.join("lib/libdnnl.so.3").display());
+}
+
+/// The folder holding `include/oneapi/dnnl/dnnl.h` and `lib/libdnnl.so.3`: `LOP_ONEDNN_PREFIX`,
+/// else the first folder above libtorch's `lib` (a venv's `site-packages/torch/lib`) that has
+/// both. (The torch wheel's own `include` has oneDNN's headers of its private copy, but no
+/// library beside them: it is not taken.)
+fn onednn_prefix() -> Option<std::path::PathBuf> {
+    let has = |p: &std::path::Path| p.join("include/oneapi/dnnl/dnnl.h").is_file() && p.join("lib/libdnnl.so.3").is_file();
+    if let Some(p) = std::env::var_os("LOP_ONEDNN_PREFIX").map(std::path::PathBuf::from) {
+        return has(&p).then_some(p);
+    }
+    let lib = std::path::PathBuf::from(std::env::var_os("DEP_TCH_LIBTORCH_LIB")?);
+    lib.ancestors().take(6).find(|p| has(p)).map(std::path::Path::to_path_buf)
 }
 
 /// Compiles `csrc/pointwise.cpp` (oneDNN's prepacked convolution, which tch does not wrap) against

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the project-local Python venv (.venv) with the libtorch that tch links against
 # (torch==2.13.0 from PyPI) when it is missing. Idempotent: a venv that already has the right
-# torch is left alone. Installs the JPEG codec's build tools (cmake, NASM) when they are missing.
+# torch is left alone. Installs oneDNN (x86_64: the engine calls its convolutions straight) and the
+# JPEG codec's build tools (cmake, NASM) when they are missing.
 #
 # Pass --test-deps to also install the Python peers the real-model tests use into the same venv:
 # torchvision==0.28.0 (the release built for torch 2.13; torch stays pinned so pip never swaps
@@ -30,6 +31,9 @@ rosbags_version=0.11.9
 # (tests/jpeg/cases.py: the reference for tests/jpeg_decoding.rs).
 simplejpeg_version=1.9.0
 skimage_version=0.26.0
+# oneDNN for the engine's convolutions, called straight (lop/src/ops/direct.rs): Intel's wheel
+# built on GNU OpenMP, the runtime the torch wheel loads too, and its headers (x86_64 only).
+onednn_version=2023.2.0
 
 test_deps=0
 for arg in "$@"; do
@@ -76,6 +80,17 @@ if [ "$have" != "$torch_version" ]; then
   echo "setup: installing torch==$torch_version into $venv (about 1 minute)" >&2
   "$venv/bin/pip" install --quiet --upgrade pip >&2
   "$venv/bin/pip" install --quiet "torch==$torch_version" >&2
+fi
+
+# oneDNN (x86_64): libdnnl.so.3 into $venv/lib and its headers into $venv/include, where lop's
+# build finds them (lop/build.rs). Elsewhere lop builds without it and convolutions take
+# libtorch's route.
+onednn_installed() {
+  "$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("onednn-cpu-gomp"), m.version("onednn-devel-cpu-gomp"))' 2>/dev/null || true
+}
+if [ "$(uname -m)" = x86_64 ] && [ "$(onednn_installed)" != "$onednn_version $onednn_version" ]; then
+  echo "setup: installing onednn-cpu-gomp==$onednn_version (and its headers) into $venv" >&2
+  "$venv/bin/pip" install --quiet --no-deps "onednn-cpu-gomp==$onednn_version" "onednn-devel-cpu-gomp==$onednn_version" >&2
 fi
 
 # Real photographs for benchmarks and the demo (scripts/photos.sh): scikit-image's sample data,
@@ -146,4 +161,5 @@ PY
 fi
 extra=""
 [ "$test_deps" = 1 ] && extra=", test peers"
+[ "$(uname -m)" = x86_64 ] && extra="$extra, oneDNN $onednn_version"
 echo "setup: ok (torch $(torch_installed)$extra)" >&2

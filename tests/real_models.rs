@@ -143,6 +143,7 @@ fn check_model(name: &str) {
             failures.push(format!("split ({which}): [{}]", fmt_errs(&errs)));
         }
     }
+    failures.extend(check_channels_last(name, &onnx_path, &input_shape, &inputs, &expected));
     // Batched with another frame (the input mirrored left to right), as an edge batches two
     // robots' inferences: each sample's outputs are its own.
     // A model that folds its batch axis into others (RT-DETR's attention heads) cannot carry a
@@ -170,6 +171,38 @@ fn check_model(name: &str) {
     if !entry["post"].is_null() {
         check_post(name, entry, &input_shape, &onnx_path, &inputs, &file(&entry["post"]["output"]));
     }
+}
+
+/// The model loaded in channels-last, where every 2-d float convolution runs straight on oneDNN
+/// ([`lop::ops::DirectConv`]): whole and under the even plan, against onnxruntime. Returns the
+/// runs outside the tolerance.
+fn check_channels_last(
+    name: &str,
+    onnx_path: &std::path::Path,
+    input_shape: &[usize],
+    inputs: &[Tensor],
+    expected: &[Tensor],
+) -> Vec<String> {
+    let opts = LoadOptions { input_shape: Some(input_shape.to_vec()), layout: lop::graph::Layout::ChannelsLast, ..LoadOptions::default() };
+    let graph = load(onnx_path.to_str().expect("utf-8 path"), &opts).unwrap_or_else(|e| panic!("{name}: loading in channels-last: {e}"));
+    let direct = graph
+        .nodes
+        .iter()
+        .filter(|n| matches!(&n.op, lop::ops::Op::Conv(c) if matches!(c.packed, Some(lop::ops::PreparedConv::Direct(_)))))
+        .count();
+    let convs = graph.nodes.iter().filter(|n| matches!(&n.op, lop::ops::Op::Conv(c) if c.weight.dim() == 4)).count();
+    assert_eq!(direct, convs, "{name}: every 2-d convolution runs straight on oneDNN in channels-last");
+    let whole = run_whole(&graph, inputs).unwrap_or_else(|e| panic!("{name}: channels-last whole run failed: {e}"));
+    let split = run_split(&graph, &Plan::even(&graph, UNITS), inputs).unwrap_or_else(|e| panic!("{name}: channels-last split failed: {e}"));
+    let mut failures = Vec::new();
+    for (run, outputs) in [("channels-last whole", &whole.outputs), ("channels-last split (even plan)", &split.outputs)] {
+        let errs = compare(name, run, outputs, expected).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("{name}: {run} ({direct} convolutions on oneDNN) vs onnxruntime: rel err [{}]", fmt_errs(&errs));
+        if fails(&errs) {
+            failures.push(format!("{run}: [{}]", fmt_errs(&errs)));
+        }
+    }
+    failures
 }
 
 /// Largest accepted absolute difference from the numpy stage: box corners and keypoints are in

@@ -127,7 +127,7 @@ impl Graph {
     pub fn packing_stats(&self) -> crate::ops::PackingStats {
         let mut sum = crate::ops::PackingStats::default();
         for st in self.nodes.iter().filter_map(|n| match &n.op {
-            Op::Conv(c) => c.packed.as_ref().map(crate::ops::PackedWeights::stats),
+            Op::Conv(c) => c.packed.as_ref().map(crate::ops::PreparedConv::stats),
             _ => None,
         }) {
             sum.shapes += st.shapes;

@@ -4,6 +4,7 @@
 //! tensor border so that any split reproduces the whole output.
 
 pub(crate) mod band;
+mod direct;
 mod elementwise;
 mod layout;
 mod packed;
@@ -14,6 +15,7 @@ mod whole;
 mod window;
 
 pub use band::BandIn;
+pub use direct::{DirectConv, Fused, PreparedConv};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
 pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};

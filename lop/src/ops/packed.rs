@@ -355,7 +355,7 @@ mod tests {
         // copy, and none ran on the plain path.
         for n in &g.nodes {
             if let Op::Conv(c) = &n.op {
-                let st = c.packed.as_ref().map(super::PackedWeights::stats).unwrap_or_default();
+                let st = c.packed.as_ref().map(crate::ops::PreparedConv::stats).unwrap_or_default();
                 assert!(st.shapes >= 2 && st.shapes <= super::MAX_PACKED_SHAPES, "{}: {st:?}", n.name);
                 assert!((1..=st.shapes.min(super::MAX_PACKED_FORMATS)).contains(&st.formats), "{}: {st:?}", n.name);
                 assert_eq!(st.plain_calls, 0, "{}: {st:?}", n.name);

@@ -27,12 +27,13 @@ pub struct Conv {
     pub output_padding: Vec<usize>,
     /// Channel groups.
     pub groups: usize,
-    /// The weight prepacked for oneDNN's channels-last convolution (a 2-d float convolution on
-    /// the CPU in [`crate::value::Layout::ChannelsLast`], where libtorch has the kernel): without
-    /// it libtorch reorders the weight into oneDNN's blocked format at every call, which costs as
-    /// much as the convolution for wide layers and is paid again by every band. `None`: the
-    /// plain path. Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.
-    pub packed: Option<super::PackedWeights>,
+    /// The weight made ready for oneDNN's channels-last convolution (a 2-d float convolution on
+    /// the CPU in [`crate::value::Layout::ChannelsLast`]): run straight on oneDNN where it is
+    /// loaded ([`super::DirectConv`]), else prepacked for libtorch's route. Without it libtorch
+    /// reorders the weight into oneDNN's blocked format at every call, which costs as much as
+    /// the convolution for wide layers and is paid again by every band. `None`: the plain path.
+    /// Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.
+    pub packed: Option<super::PreparedConv>,
 }
 
 /// Every field but [`Conv::packed`], as the derived form printed them before it existed: the
@@ -187,13 +188,23 @@ impl Conv {
         self.weight.dim().saturating_sub(2)
     }
 
-    /// The weight prepacked for inputs of `input_size` ([`Conv::packed`]), where the packed path
-    /// applies: symmetric pads (the kernel pads symmetrically; bands pad rows themselves).
-    pub(crate) fn pack(&self, input_size: &[usize]) -> Result<Option<super::PackedWeights>, tch::TchError> {
-        if self.pads_begin != self.pads_end || input_size.len() != 4 {
+    /// The weight made ready for inputs of `input_size` ([`Conv::packed`]): straight on oneDNN
+    /// where it is loaded; else prepacked for libtorch's route where that applies (symmetric
+    /// pads: libtorch's kernel pads symmetrically, and bands pad rows themselves).
+    pub(crate) fn pack(&self, input_size: &[usize]) -> Result<Option<super::PreparedConv>, tch::TchError> {
+        if input_size.len() != 4 {
             return Ok(None);
         }
-        super::PackedWeights::new(&self.weight, &self.pads_begin, &self.strides, &self.dilations, self.groups, input_size)
+        let direct =
+            super::DirectConv::new(&self.weight, self.bias.as_ref(), &self.strides, &self.dilations, self.groups, super::Fused::None)?;
+        if let Some(d) = direct {
+            return Ok(Some(super::PreparedConv::Direct(d)));
+        }
+        if self.pads_begin != self.pads_end {
+            return Ok(None);
+        }
+        let packed = super::PackedWeights::new(&self.weight, &self.pads_begin, &self.strides, &self.dilations, self.groups, input_size)?;
+        Ok(packed.map(super::PreparedConv::Libtorch))
     }
     fn kernel(&self) -> Vec<usize> {
         self.weight.size()[2..].iter().map(|&k| k as usize).collect()
@@ -286,6 +297,16 @@ impl Conv {
     pub(super) fn compute_conv(&self, b: &BandIn<'_>, rows: &Rows) -> Result<Tensor, tch::TchError> {
         let w = row_window(rows, self.extent(0), self.strides[0], self.pads_begin[0], b.info.shape[2]);
         let x = b.rows(&w.take)?;
+        if let Some(super::PreparedConv::Direct(d)) = &self.packed
+            && x.device() == tch::Device::Cpu
+            && x.kind() == Kind::Float
+            && x.dim() == 4
+        {
+            // The band's own padding, asymmetric where it meets the frame's edge, is oneDNN's.
+            let pads = [w.top as i64, self.pads_begin[1] as i64, w.bottom as i64, self.pads_end[1] as i64];
+            let y = d.run(&x, pads)?;
+            return if y.size()[2] as usize > rows.len() { y.f_narrow(2, 0, rows.len() as i64) } else { Ok(y) };
+        }
         let (x, mut native) = pad_asymmetric_cols(&x, &self.pads_begin, &self.pads_end, 0.0)?;
         // libtorch pads symmetrically: when the band needs at least as much padding on top as
         // at the bottom, symmetric padding only adds trailing windows, which are cut off.
@@ -298,7 +319,7 @@ impl Conv {
         let zeros = vec![0i64; self.nsp()];
         let (strides, dilations) = (i64s(&self.strides), i64s(&self.dilations));
         let packed = match &self.packed {
-            Some(p) if x.device() == tch::Device::Cpu && x.kind() == Kind::Float && x.dim() == 4 => {
+            Some(super::PreparedConv::Libtorch(p)) if x.device() == tch::Device::Cpu && x.kind() == Kind::Float && x.dim() == 4 => {
                 p.for_shape(&self.weight, &x.size(), &native, &strides, &dilations, self.groups as i64)?
             }
             _ => None,

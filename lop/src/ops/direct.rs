@@ -1,0 +1,304 @@
+//! 2-d float convolutions run straight on oneDNN's C API (`csrc/dnnl_conv.cpp`), each keeping
+//! its primitive and packed weight per input shape.
+//!
+//! libtorch reaches the same oneDNN kernels through `mkldnn::_convolution_pointwise`
+//! ([`super::packed`]), but spends about 25 us of set-up on every call before oneDNN's primitive
+//! cache; the kernel itself is the same speed. A whole yolo_det makes 63 such calls, and a server
+//! computing each layer in 8 bands makes 8 times as many, so the set-up alone put a floor of
+//! 1.25-1.44x the whole run under the banded run (stop 66). Called directly a call costs about
+//! 1 us beyond its kernel, and a band's padding (asymmetric at a frame's edges) is given to
+//! oneDNN instead of being copied in.
+//!
+//! oneDNN comes from the pinned `onednn-cpu-gomp` wheel `scripts/setup.sh` installs into the
+//! venv (x86_64): GNU OpenMP, the runtime the torch wheel also loads, so both share one thread
+//! pool. The library is opened at the first convolution ([`available`]); where it is missing
+//! (another machine, aarch64) or `LOP_ONEDNN=off`, convolutions keep libtorch's route, with
+//! the same results under the comparison rule.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use tch::{Kind, Tensor};
+
+use super::packed::PackingStats;
+
+#[cfg(lop_onednn)]
+unsafe extern "C" {
+    fn lop_dnnl_load(path: *const c_char, err: *mut c_char, err_len: usize) -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    fn lop_dnnl_conv_new(
+        w: *const f32,
+        wdims: *const i64,
+        groups: i64,
+        bias: *const f32,
+        strides: *const i64,
+        dilations: *const i64,
+        post: c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> *mut c_void;
+    #[allow(clippy::too_many_arguments)]
+    fn lop_dnnl_conv_run(
+        ctx: *mut c_void,
+        x: *const f32,
+        xdims: *const i64,
+        pads: *const i64,
+        y: *mut f32,
+        ydims: *const i64,
+        threads: c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn lop_dnnl_conv_stats(ctx: *mut c_void, shapes: *mut i64, formats: *mut i64, uncached: *mut i64);
+    fn lop_dnnl_conv_free(ctx: *mut c_void);
+}
+
+/// Where oneDNN is looked for: `LOP_ONEDNN_LIB` at run time, else the venv's copy the build saw,
+/// else the loader's own search path.
+#[cfg(lop_onednn)]
+fn library_candidates() -> Vec<String> {
+    let mut c = Vec::new();
+    if let Ok(p) = std::env::var("LOP_ONEDNN_LIB") {
+        c.push(p);
+    }
+    c.push(env!("LOP_ONEDNN_LIB_BUILT").to_string());
+    c.push("libdnnl.so.3".to_string());
+    c
+}
+
+/// Whether convolutions run straight on oneDNN: the build found its headers, `LOP_ONEDNN` is
+/// not `off`, and the library opened (tried once; the reason it did not is logged once).
+pub fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| match load() {
+        Ok(()) => true,
+        Err(why) => {
+            tracing::info!(%why, "convolutions take libtorch's route");
+            false
+        }
+    })
+}
+
+#[cfg(lop_onednn)]
+fn load() -> Result<(), String> {
+    if std::env::var("LOP_ONEDNN").is_ok_and(|v| v == "off") {
+        return Err("LOP_ONEDNN=off".into());
+    }
+    let mut whys = Vec::new();
+    for path in library_candidates() {
+        let Ok(c) = std::ffi::CString::new(path.clone()) else { continue };
+        let mut err = [0 as c_char; 512];
+        // SAFETY: a NUL-terminated path and an error buffer of its stated length; the shim
+        // catches everything and loads at most once.
+        if unsafe { lop_dnnl_load(c.as_ptr(), err.as_mut_ptr(), err.len()) } == 0 {
+            return Ok(());
+        }
+        whys.push(message(&err));
+    }
+    Err(whys.join("; "))
+}
+
+#[cfg(not(lop_onednn))]
+fn load() -> Result<(), String> {
+    Err("lop was built without oneDNN's headers (scripts/setup.sh installs them on x86_64)".into())
+}
+
+/// The shim's NUL-terminated message.
+fn message(err: &[c_char]) -> String {
+    // SAFETY: the shim always NUL-terminates within the buffer (zeroed before the call).
+    unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+/// An activation oneDNN applies to a convolution's output in the same pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fused {
+    /// None.
+    #[default]
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// `x * sigmoid(x)` (SiLU).
+    Silu,
+}
+
+/// A convolution's oneDNN context (its weight copy, primitives and packings); freed on drop.
+pub struct DirectConv {
+    ctx: *mut c_void,
+    kernel: [i64; 2],
+    strides: [i64; 2],
+    dilations: [i64; 2],
+    out_channels: i64,
+}
+
+// SAFETY: the context is only touched through the shim, which holds its own lock for each call.
+unsafe impl Send for DirectConv {}
+// SAFETY: as above.
+unsafe impl Sync for DirectConv {}
+
+impl DirectConv {
+    /// The context for a 2-d float CPU convolution of `weight` (`[C_out, C_in/groups, kh, kw]`),
+    /// `bias`, `strides`, `dilations` and `groups`, with `fused` applied to its output; `None`
+    /// where this path does not apply (another dtype, device or rank, or no oneDNN).
+    ///
+    /// # Errors
+    /// libtorch failures copying the weight; the shim's message.
+    pub fn new(
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        strides: &[usize],
+        dilations: &[usize],
+        groups: usize,
+        fused: Fused,
+    ) -> Result<Option<DirectConv>, tch::TchError> {
+        let cpu_float = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float;
+        if weight.dim() != 4 || strides.len() != 2 || dilations.len() != 2 || !cpu_float(weight) || !bias.is_none_or(cpu_float) {
+            return Ok(None);
+        }
+        if !available() {
+            return Ok(None);
+        }
+        Self::create(weight, bias, strides, dilations, groups, fused).map(Some)
+    }
+
+    #[cfg(lop_onednn)]
+    fn create(
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        strides: &[usize],
+        dilations: &[usize],
+        groups: usize,
+        fused: Fused,
+    ) -> Result<DirectConv, tch::TchError> {
+        let w = weight.f_contiguous()?;
+        let b = bias.map(Tensor::f_contiguous).transpose()?;
+        let wdims = w.size();
+        let i64s = |v: &[usize]| [v[0] as i64, v[1] as i64];
+        let (strides, dilations) = (i64s(strides), i64s(dilations));
+        let post = match fused {
+            Fused::None => 0,
+            Fused::Relu => 1,
+            Fused::Silu => 2,
+        };
+        let mut err = [0 as c_char; 512];
+        let bias_ptr = b.as_ref().map_or(std::ptr::null(), |b| b.data_ptr() as *const f32);
+        // SAFETY: `w` is a contiguous float tensor of `wdims` and `b` one of `wdims[0]` floats,
+        // alive for the call (the shim copies both); the small arrays hold the stated entries.
+        let ctx = unsafe {
+            lop_dnnl_conv_new(
+                w.data_ptr() as *const f32,
+                wdims.as_ptr(),
+                groups as i64,
+                bias_ptr,
+                strides.as_ptr(),
+                dilations.as_ptr(),
+                post,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        };
+        if ctx.is_null() {
+            return Err(tch::TchError::Torch(format!("oneDNN convolution: {}", message(&err))));
+        }
+        Ok(DirectConv { ctx, kernel: [wdims[2], wdims[3]], strides, dilations, out_channels: wdims[0] })
+    }
+
+    #[cfg(not(lop_onednn))]
+    fn create(_: &Tensor, _: Option<&Tensor>, _: &[usize], _: &[usize], _: usize, _: Fused) -> Result<DirectConv, tch::TchError> {
+        Err(tch::TchError::Torch("lop was built without oneDNN".into()))
+    }
+
+    /// The convolution of `x` (`[N, C, H, W]`, float, CPU, any strides) padded by `pads` (top,
+    /// left, bottom, right), as a channels-last tensor.
+    ///
+    /// # Errors
+    /// A padded input smaller than the kernel; oneDNN's or libtorch's message.
+    pub fn run(&self, x: &Tensor, pads: [i64; 4]) -> Result<Tensor, tch::TchError> {
+        let size = x.size();
+        if size.len() != 4 || x.kind() != Kind::Float || x.device() != tch::Device::Cpu {
+            return Err(tch::TchError::Shape(format!("oneDNN convolution of a {:?} {:?} tensor", x.kind(), size)));
+        }
+        let out = |d: usize, pad: i64| (size[2 + d] + pad - ((self.kernel[d] - 1) * self.dilations[d] + 1)) / self.strides[d] + 1;
+        let (oh, ow) = (out(0, pads[0] + pads[2]), out(1, pads[1] + pads[3]));
+        if oh <= 0 || ow <= 0 {
+            return Err(tch::TchError::Shape(format!("input {size:?} with pads {pads:?} is smaller than the kernel {:?}", self.kernel)));
+        }
+        // NHWC memory, dense: a view when it already is (a band of one sample is).
+        let nhwc = x.f_permute([0, 2, 3, 1])?.f_contiguous()?;
+        let y = Tensor::f_empty([size[0], oh, ow, self.out_channels], (Kind::Float, tch::Device::Cpu))?;
+        self.call(&nhwc, &size, pads, &y, [size[0], self.out_channels, oh, ow])?;
+        y.f_permute([0, 3, 1, 2])
+    }
+
+    #[cfg(lop_onednn)]
+    fn call(&self, nhwc: &Tensor, xdims: &[i64], pads: [i64; 4], y: &Tensor, ydims: [i64; 4]) -> Result<(), tch::TchError> {
+        let mut err = [0 as c_char; 512];
+        let threads = c_int::try_from(tch::get_num_threads()).unwrap_or(1);
+        // SAFETY: `nhwc` and `y` are dense NHWC float tensors of `xdims` and `ydims` (in NCHW
+        // order), alive for the call; the arrays hold 4 entries; the shim catches everything.
+        let rc = unsafe {
+            lop_dnnl_conv_run(
+                self.ctx,
+                nhwc.data_ptr() as *const f32,
+                xdims.as_ptr(),
+                pads.as_ptr(),
+                y.data_ptr() as *mut f32,
+                ydims.as_ptr(),
+                threads,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        };
+        if rc != 0 {
+            return Err(tch::TchError::Torch(format!("oneDNN convolution: {}", message(&err))));
+        }
+        Ok(())
+    }
+
+    #[cfg(not(lop_onednn))]
+    fn call(&self, _: &Tensor, _: &[i64], _: [i64; 4], _: &Tensor, _: [i64; 4]) -> Result<(), tch::TchError> {
+        Err(tch::TchError::Torch("lop was built without oneDNN".into()))
+    }
+
+    /// Input shapes kept, packed copies of the weight kept, and calls past the caps (each packed
+    /// the weight for itself).
+    pub fn stats(&self) -> PackingStats {
+        let (mut shapes, mut formats, mut uncached) = (0i64, 0i64, 0i64);
+        #[cfg(lop_onednn)]
+        // SAFETY: a live context and three out-parameters.
+        unsafe {
+            lop_dnnl_conv_stats(self.ctx, &mut shapes, &mut formats, &mut uncached);
+        }
+        PackingStats { shapes: shapes as usize, formats: formats as usize, plain_calls: uncached as usize }
+    }
+}
+
+impl Drop for DirectConv {
+    fn drop(&mut self) {
+        #[cfg(lop_onednn)]
+        // SAFETY: the context was made by `lop_dnnl_conv_new` and is freed once, here.
+        unsafe {
+            lop_dnnl_conv_free(self.ctx);
+        }
+    }
+}
+
+/// A convolution's weight made ready for the CPU in channels-last ([`super::Conv::packed`]):
+/// straight on oneDNN where it is loaded, else prepacked for libtorch's oneDNN route.
+pub enum PreparedConv {
+    /// Run by [`DirectConv`].
+    Direct(DirectConv),
+    /// Run by libtorch's `mkldnn::_convolution_pointwise` with [`super::PackedWeights`].
+    Libtorch(super::PackedWeights),
+}
+
+impl PreparedConv {
+    /// Shapes, packed copies and calls past the caps, as [`PackingStats`] counts them.
+    pub fn stats(&self) -> PackingStats {
+        match self {
+            PreparedConv::Direct(d) => d.stats(),
+            PreparedConv::Libtorch(p) => p.stats(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "direct_tests.rs"]
+mod tests;

@@ -1,0 +1,109 @@
+//! oneDNN's convolutions called straight ([`super::DirectConv`]) against libtorch's eager ones.
+
+use super::{DirectConv, Fused, available};
+use crate::exec::{Tolerance, agree};
+use tch::{Device, Kind, Tensor};
+
+fn randn(shape: &[i64]) -> Tensor {
+    Tensor::randn(shape, (Kind::Float, Device::Cpu))
+}
+
+/// libtorch's eager convolution of `x` padded by (top, left, bottom, right), zeros.
+fn eager(x: &Tensor, w: &Tensor, b: Option<&Tensor>, s: i64, d: i64, groups: i64, pads: [i64; 4]) -> Tensor {
+    let x = x.constant_pad_nd([pads[1], pads[3], pads[0], pads[2]]);
+    x.convolution(w, b, [s, s], [0, 0], [d, d], false, [0, 0], groups)
+}
+
+fn assert_agree(got: &Tensor, want: &Tensor, what: &str) {
+    assert_eq!(got.size(), want.size(), "{what}");
+    let a = agree(got, want, Tolerance::SPLIT).expect("same shape");
+    assert!(a.within, "{what}: {a:?}");
+}
+
+/// The build found oneDNN and the library opened, so the engine's convolutions take this path
+/// here (as they do in every benchmark of this repository).
+#[test]
+fn onednn_is_loaded() {
+    assert!(available(), "oneDNN did not load: run scripts/setup.sh, or see LOP_ONEDNN_LIB");
+}
+
+/// Strides, dilation, groups (depthwise too), bias or none, asymmetric padding as a band at a
+/// frame's edge has, two samples, and inputs in NCHW memory or a non-dense band of a batch: each
+/// equals libtorch's eager convolution under the one rule, in channels-last memory.
+#[test]
+fn direct_convolutions_agree_with_eager_ones() {
+    let cases: [(i64, i64, i64, i64, i64, i64, bool); 6] = [
+        // (in, out, kernel, stride, dilation, groups, bias)
+        (8, 16, 3, 1, 1, 1, true),
+        (8, 16, 3, 2, 1, 1, false),
+        (16, 16, 3, 1, 2, 1, true),
+        (16, 32, 3, 1, 1, 4, true),
+        (16, 16, 7, 1, 1, 16, true),
+        (24, 12, 1, 1, 1, 1, true),
+    ];
+    for (cin, cout, k, s, d, g, with_bias) in cases {
+        let w = randn(&[cout, cin / g, k, k]);
+        let b = with_bias.then(|| randn(&[cout]));
+        let conv = DirectConv::new(&w, b.as_ref(), &[s as usize; 2], &[d as usize; 2], g as usize, Fused::None)
+            .expect("context")
+            .expect("oneDNN is loaded");
+        let half = (k - 1) * d / 2;
+        for pads in [[half; 4], [half, half, 0, half], [0, half, half, 0], [0; 4]] {
+            for n in [1, 2] {
+                let x = randn(&[n, cin, 13, 11]);
+                let want = eager(&x, &w, b.as_ref(), s, d, g, pads);
+                let got = conv.run(&x, pads).expect("run");
+                assert_agree(&got, &want, &format!("{cin}->{cout} k{k} s{s} d{d} g{g} pads {pads:?} n{n}"));
+                assert_eq!(got.stride()[1], 1, "the output is channels-last");
+            }
+        }
+        // Rows 3..9 of a two-sample channels-last batch: not dense, copied before the call.
+        let batch = crate::value::Layout::ChannelsLast.apply(&randn(&[2, cin, 13, 11])).expect("layout");
+        let band = batch.narrow(2, 3, 6);
+        let want = eager(&band, &w, b.as_ref(), s, d, g, [half; 4]);
+        assert_agree(&conv.run(&band, [half; 4]).expect("band"), &want, "a band of a batch");
+    }
+}
+
+/// A ReLU or SiLU fused into the convolution equals the convolution followed by it.
+#[test]
+fn fused_activations_equal_the_activation_after_the_convolution() {
+    let (w, b, x) = (randn(&[16, 8, 3, 3]), randn(&[16]), randn(&[1, 8, 9, 10]));
+    let plain = eager(&x, &w, Some(&b), 1, 1, 1, [1; 4]);
+    for (fused, want) in [(Fused::Relu, plain.relu()), (Fused::Silu, plain.silu())] {
+        let conv = DirectConv::new(&w, Some(&b), &[1, 1], &[1, 1], 1, fused).expect("context").expect("oneDNN");
+        assert_agree(&conv.run(&x, [1; 4]).expect("run"), &want, &format!("{fused:?}"));
+    }
+}
+
+/// Each new input shape (with its padding) keeps a primitive; its packed weight is shared with
+/// the shapes of the same oneDNN format; past the shape cap a call packs for itself, counted,
+/// and still computes the same values.
+#[test]
+fn shapes_are_kept_up_to_the_cap_and_calls_past_it_are_counted() {
+    let w = randn(&[16, 8, 3, 3]);
+    let conv = DirectConv::new(&w, None, &[1, 1], &[1, 1], 1, Fused::None).expect("context").expect("oneDNN");
+    let extra = 3;
+    for h in 3..3 + 64 + extra {
+        let x = randn(&[1, 8, h, 12]);
+        assert_agree(&conv.run(&x, [1, 1, 0, 1]).expect("run"), &eager(&x, &w, None, 1, 1, 1, [1, 1, 0, 1]), &format!("height {h}"));
+    }
+    // The same shape again reuses its primitive.
+    let x = randn(&[1, 8, 3, 12]);
+    drop(conv.run(&x, [1, 1, 0, 1]).expect("run"));
+    let st = conv.stats();
+    assert_eq!(st.shapes, 64, "{st:?}");
+    assert_eq!(st.plain_calls, extra as usize, "{st:?}");
+    assert!(st.formats >= 1 && st.formats <= 4, "{st:?}");
+}
+
+/// Bad input is refused by name, never computed: a padded input smaller than the kernel, or a
+/// tensor of another dtype.
+#[test]
+fn inputs_the_kernel_cannot_take_are_refused() {
+    let conv = DirectConv::new(&randn(&[4, 2, 5, 5]), None, &[1, 1], &[1, 1], 1, Fused::None).expect("context").expect("oneDNN");
+    let small = conv.run(&randn(&[1, 2, 3, 8]), [0; 4]).expect_err("3 rows for a 5-row kernel");
+    assert!(small.to_string().contains("smaller than the kernel"), "{small}");
+    let ints = conv.run(&Tensor::zeros([1, 2, 8, 8], (Kind::Int, Device::Cpu)), [0; 4]).expect_err("int input");
+    assert!(ints.to_string().contains("Int"), "{ints}");
+}
