@@ -32,6 +32,7 @@ void write_error(const std::string& what, char* err, size_t err_len) {
   X(dnnl_engine_create)                        \
   X(dnnl_stream_create)                        \
   X(dnnl_stream_wait)                          \
+  X(dnnl_stream_destroy)                       \
   X(dnnl_memory_desc_create_with_tag)          \
   X(dnnl_memory_desc_clone)                    \
   X(dnnl_memory_desc_destroy)                  \
@@ -149,11 +150,18 @@ struct Shape {
 constexpr size_t kMaxShapes = 64;
 constexpr size_t kMaxFormats = 4;
 
-thread_local dnnl_stream_t t_stream = nullptr;
+// The calling thread's stream, made at its first call and destroyed when the thread ends.
+struct ThreadStream {
+  dnnl_stream_t s = nullptr;
+  ~ThreadStream() {
+    if (s != nullptr) g_api->dnnl_stream_destroy(s);
+  }
+};
+thread_local ThreadStream t_stream;
 
 dnnl_stream_t stream() {
-  if (t_stream == nullptr) check(g_api->dnnl_stream_create(&t_stream, g_api->engine, dnnl_stream_default_flags), "stream");
-  return t_stream;
+  if (t_stream.s == nullptr) check(g_api->dnnl_stream_create(&t_stream.s, g_api->engine, dnnl_stream_default_flags), "stream");
+  return t_stream.s;
 }
 
 // A convolution's constants and what it keeps per shape.
