@@ -1,0 +1,224 @@
+//! What the annotated debug image costs `lop_robot`: the mean inference latency
+//! (`InferenceResult.latency_s`) and the camera-to-result time of frames answered while nobody
+//! subscribes to `/lop/debug_image` and while a subscriber takes every debug image, in
+//! alternating blocks (so that drift on a shared machine falls on both alike), and the time one
+//! debug image takes to draw and encode on its own.
+//!
+//! One process: the node's library `run` (hiroz, its embedded router, no edge: `robot-only`), a
+//! hiroz node playing the camera (one frame at a time, the next once the last is answered) and
+//! the debug image's subscriber. Prints one line per block and a summary.
+//!
+//! ```sh
+//! . scripts/env.sh && cargo build --release --workspace --all-targets
+//! target/release/examples/debug_image_cost [frames per block=30] [blocks=6] [model=zoo:yolo_det@320x320] [WxH=640x480]
+//! ```
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use hiroz::Builder as _;
+use hiroz_msgs::builtin_interfaces::Time;
+use hiroz_msgs::sensor_msgs::Image;
+use hiroz_msgs::std_msgs::Header;
+use lop_msgs::ros::msg::InferenceResult;
+use robot_node::annotate::{Annotations, Canvas, Labelled, annotate, caption};
+use robot_node::backend::hiroz::HirozRos;
+use robot_node::config::RobotConfig;
+use robot_node::convert::ImageView;
+use robot_node::params::Params;
+
+/// The run's settings, from the command line.
+struct Args {
+    frames: usize,
+    blocks: usize,
+    model: String,
+    size: (u32, u32),
+}
+
+fn args() -> Result<Args> {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, d: usize| a.get(i).map_or(Ok(d), |s| s.parse().context("a count"));
+    let size = a.get(3).map_or("640x480", String::as_str);
+    let (w, h) = size.split_once('x').context("WxH")?;
+    Ok(Args {
+        frames: num(0, 30)?,
+        blocks: num(1, 6)?,
+        model: a.get(2).cloned().unwrap_or_else(|| "zoo:yolo_det@320x320".into()),
+        size: (w.parse()?, h.parse()?),
+    })
+}
+
+/// An rgb8 frame of pseudo-random pixels, stamped `sec`.
+fn frame((w, h): (u32, u32), sec: i32) -> Image {
+    let data: Vec<u8> = (0..w * h * 3).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(sec as u32) >> 13) as u8).collect();
+    Image {
+        header: Header { stamp: Time { sec, nanosec: 0 }, frame_id: "camera".into() },
+        height: h,
+        width: w,
+        encoding: "rgb8".into(),
+        is_bigendian: 0,
+        step: w * 3,
+        data: data.into(),
+    }
+}
+
+/// Mean of `v`, ms.
+fn mean_ms(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64 * 1e3
+}
+
+/// Draws and encodes one debug image of a `w x h` frame with 20 boxes, 200 times; the mean, ms.
+fn draw_cost((w, h): (u32, u32)) -> Result<f64> {
+    let f = frame((w, h), 1);
+    let bytes: Vec<u8> = f.data.0.zslices().flat_map(|s| s.as_slice().to_vec()).collect();
+    let view = ImageView { width: w, height: h, encoding: "rgb8", is_bigendian: false, step: w * 3, data: &bytes };
+    let boxes = (0..20)
+        .map(|i| {
+            let x = f64::from(i * 29 % w.max(1));
+            Labelled { bounds: [x, 40.0, x + 80.0, 200.0], class: format!("class{i}"), score: 0.5, id: i.to_string() }
+        })
+        .collect();
+    let a = Annotations { boxes, caption: caption("lop", 8.0, 0.05, false), ..Default::default() };
+    let t = Instant::now();
+    let n = 200;
+    for _ in 0..n {
+        let mut c = Canvas::from_view(&view)?;
+        annotate(&mut c, &a);
+        let jpeg = c.to_jpeg(80)?;
+        std::hint::black_box((c, jpeg));
+    }
+    Ok(t.elapsed().as_secs_f64() / f64::from(n) * 1e3)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let args = args()?;
+    let dir = std::env::temp_dir().join(format!("lop-debug-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let port = lop_runtime::ports::free_loopback_port();
+    let edge = lop_runtime::ports::free_loopback_port();
+    let yaml = format!(
+        "lop_robot:\n  ros__parameters:\n    domain_id: 0\n    router_endpoint: \"tcp/127.0.0.1:{port}\"\n    embedded_router: true\n    \
+         edge:\n      endpoint: \"tcp/127.0.0.1:{edge}\"\n    model:\n      source: \"{}\"\n      id: det\n      task: \"detect;score=0.3;max=50\"\n    \
+         method: robot-only\n    table:\n      buckets: \"0,8\"\n    hello_timeout_ms: 300.0\n    cache_dir: \"{}\"\n",
+        args.model,
+        dir.display()
+    );
+    let mut params = Params::from_yaml_str("lop_robot", &yaml, "debug_image_cost")?;
+    let cfg = RobotConfig::from_params(&mut params)?;
+    let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());
+    let ros = tokio::task::spawn_blocking(move || HirozRos::open(&settings, "lop_robot", &[], &declared, None)).await??;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let node = tokio::spawn(robot_node::robot::run(cfg.clone(), Arc::new(ros), async move {
+        let _ = stop_rx.await;
+    }));
+    let mut peer = cfg.ros.clone();
+    peer.embedded_router = false;
+    let camera_node = tokio::task::spawn_blocking(move || HirozRos::open(&peer, "cost_camera", &[], &[], None)).await??;
+    let size = args.size;
+    let report = tokio::task::spawn_blocking(move || measure(&camera_node, &args)).await??;
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(20), node).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{report}");
+    println!("one debug image alone (canvas, 20 boxes and labels, caption, JPEG q80): {:.2} ms at {}x{}", draw_cost(size)?, size.0, size.1);
+    Ok(())
+}
+
+/// Latencies of one condition: `InferenceResult.latency_s` and camera-to-result, seconds.
+#[derive(Default)]
+struct Times {
+    latency: Vec<f64>,
+    round_trip: Vec<f64>,
+}
+
+/// Runs the blocks (even: no subscriber, odd: a debug image subscriber) and returns the report.
+fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
+    let n = camera_node.node();
+    let camera = n.create_pub::<Image>("/camera/image_raw").build().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (tx, results) = mpsc::channel::<InferenceResult>();
+    let _rs = n
+        .create_sub::<InferenceResult>("/lop/inference")
+        .build_with_callback(move |r| drop(tx.send(r)))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut sec = 1;
+    // Warm up (the model's first runs, the subscriptions matched).
+    for _ in 0..5 {
+        answer(&camera, &results, &frame(args.size, sec))?;
+        sec += 1;
+    }
+    let (mut off, mut on, mut lines) = (Times::default(), Times::default(), Vec::new());
+    for block in 0..args.blocks {
+        let subscribed = block % 2 == 1;
+        let (dtx, debug) = mpsc::channel::<()>();
+        let sub = if subscribed {
+            let s = n
+                .create_sub::<Image>("/lop/debug_image")
+                .build_with_callback(move |_m| {
+                    let _ = dtx.send(());
+                })
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Some(s)
+        } else {
+            None
+        };
+        // Let the node's graph follow the subscriber's arrival or departure.
+        std::thread::sleep(Duration::from_millis(500));
+        let times = if subscribed { &mut on } else { &mut off };
+        let (first, t0) = (times.latency.len(), Instant::now());
+        for _ in 0..args.frames {
+            let (latency, round_trip) = answer(&camera, &results, &frame(args.size, sec))?;
+            sec += 1;
+            times.latency.push(latency);
+            times.round_trip.push(round_trip);
+        }
+        let drawn = debug.try_iter().count();
+        drop(sub);
+        lines.push(format!(
+            "block {block}: {:<13} {} frames in {:.1} s, latency_s mean {:.2} ms, camera-to-result mean {:.2} ms, debug images received {drawn}",
+            if subscribed { "subscribed" } else { "no subscriber" },
+            args.frames,
+            t0.elapsed().as_secs_f64(),
+            mean_ms(&times.latency[first..]),
+            mean_ms(&times.round_trip[first..])
+        ));
+    }
+    let (a, b) = (mean_ms(&off.latency), mean_ms(&on.latency));
+    let (c, d) = (mean_ms(&off.round_trip), mean_ms(&on.round_trip));
+    lines.push(format!(
+        "model {} frames {}x{}: latency_s mean {a:.2} ms without a subscriber, {b:.2} ms with one ({:+.2}%); camera-to-result {c:.2} ms, {d:.2} ms ({:+.2}%)",
+        args.model,
+        args.size.0,
+        args.size.1,
+        (b / a - 1.0) * 100.0,
+        (d / c - 1.0) * 100.0
+    ));
+    Ok(lines.join("\n"))
+}
+
+/// Publishes `f` and waits for its result: (`latency_s`, camera-to-result seconds).
+fn answer(
+    camera: &hiroz::pubsub::ZPub<Image, <Image as hiroz::msg::ZMessage>::Serdes>,
+    results: &mpsc::Receiver<InferenceResult>,
+    f: &Image,
+) -> Result<(f64, f64)> {
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(60);
+    let mut sent = None::<Instant>;
+    while Instant::now() < deadline {
+        // Again after a second: the first may have gone out before the node subscribed.
+        if sent.is_none_or(|s| s.elapsed() > Duration::from_secs(1)) {
+            camera.publish(f).map_err(|e| anyhow::anyhow!("{e}"))?;
+            sent = Some(Instant::now());
+        }
+        if let Ok(r) = results.recv_timeout(Duration::from_millis(20))
+            && r.header.stamp.sec == f.header.stamp.sec
+        {
+            return Ok((r.latency_s, sent.map_or(0.0, |s| s.elapsed().as_secs_f64())));
+        }
+    }
+    anyhow::bail!("no result for frame {}", f.header.stamp.sec)
+}
