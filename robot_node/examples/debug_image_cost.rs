@@ -10,7 +10,7 @@
 //!
 //! ```sh
 //! . scripts/env.sh && cargo build --release --workspace --all-targets
-//! target/release/examples/debug_image_cost [frames per block=30] [blocks=6] [model=zoo:yolo_det@320x320] [WxH=640x480]
+//! target/release/examples/debug_image_cost [frames per block=20] [blocks=12] [model=zoo:yolo_det@320x320] [WxH=640x480] [raw|compressed]
 //! ```
 #![allow(clippy::unwrap_used)]
 
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use hiroz::Builder as _;
 use hiroz_msgs::builtin_interfaces::Time;
-use hiroz_msgs::sensor_msgs::Image;
+use hiroz_msgs::sensor_msgs::{CompressedImage, Image};
 use hiroz_msgs::std_msgs::Header;
 use lop_msgs::ros::msg::InferenceResult;
 use robot_node::annotate::{Annotations, Canvas, Labelled, annotate, caption};
@@ -36,6 +36,8 @@ struct Args {
     blocks: usize,
     model: String,
     size: (u32, u32),
+    /// The topic the subscribed blocks take: `/lop/debug_image` or its `/compressed` form.
+    topic: String,
 }
 
 fn args() -> Result<Args> {
@@ -44,10 +46,15 @@ fn args() -> Result<Args> {
     let size = a.get(3).map_or("640x480", String::as_str);
     let (w, h) = size.split_once('x').context("WxH")?;
     Ok(Args {
-        frames: num(0, 30)?,
-        blocks: num(1, 6)?,
+        frames: num(0, 20)?,
+        blocks: num(1, 12)?,
         model: a.get(2).cloned().unwrap_or_else(|| "zoo:yolo_det@320x320".into()),
         size: (w.parse()?, h.parse()?),
+        topic: match a.get(4).map_or("raw", String::as_str) {
+            "raw" => "/lop/debug_image".into(),
+            "compressed" => "/lop/debug_image/compressed".into(),
+            other => anyhow::bail!("the form is raw or compressed, not {other}"),
+        },
     })
 }
 
@@ -119,7 +126,12 @@ async fn main() -> Result<()> {
     peer.embedded_router = false;
     let camera_node = tokio::task::spawn_blocking(move || HirozRos::open(&peer, "cost_camera", &[], &[], None)).await??;
     let size = args.size;
-    let report = tokio::task::spawn_blocking(move || measure(&camera_node, &args)).await??;
+    let report = tokio::task::spawn_blocking(move || {
+        let check = check_cost(&camera_node)?;
+        measure(&camera_node, &args)
+            .map(|r| format!("{r}\nasking whether /lop/debug_image has a subscriber (hiroz graph): {check:.0} ns a frame"))
+    })
+    .await??;
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(20), node).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -154,17 +166,7 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
     for block in 0..args.blocks {
         let subscribed = block % 2 == 1;
         let (dtx, debug) = mpsc::channel::<()>();
-        let sub = if subscribed {
-            let s = n
-                .create_sub::<Image>("/lop/debug_image")
-                .build_with_callback(move |_m| {
-                    let _ = dtx.send(());
-                })
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            Some(s)
-        } else {
-            None
-        };
+        let sub = if subscribed { Some(subscribe(n, &args.topic, dtx)?) } else { None };
         // Let the node's graph follow the subscriber's arrival or departure.
         std::thread::sleep(Duration::from_millis(500));
         let times = if subscribed { &mut on } else { &mut off };
@@ -175,6 +177,8 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
             times.latency.push(latency);
             times.round_trip.push(round_trip);
         }
+        // The last frames' debug images may still be on their way.
+        std::thread::sleep(Duration::from_millis(300));
         let drawn = debug.try_iter().count();
         drop(sub);
         lines.push(format!(
@@ -186,17 +190,56 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
             mean_ms(&times.round_trip[first..])
         ));
     }
+    lines.push(paired(&off, &on, args.frames));
     let (a, b) = (mean_ms(&off.latency), mean_ms(&on.latency));
     let (c, d) = (mean_ms(&off.round_trip), mean_ms(&on.round_trip));
     lines.push(format!(
-        "model {} frames {}x{}: latency_s mean {a:.2} ms without a subscriber, {b:.2} ms with one ({:+.2}%); camera-to-result {c:.2} ms, {d:.2} ms ({:+.2}%)",
+        "model {} frames {}x{}, subscribed to {}: latency_s mean {a:.2} ms without a subscriber, {b:.2} ms with one ({:+.2}%); camera-to-result {c:.2} ms, {d:.2} ms ({:+.2}%)",
         args.model,
         args.size.0,
         args.size.1,
+        args.topic,
         (b / a - 1.0) * 100.0,
         (d / c - 1.0) * 100.0
     ));
     Ok(lines.join("\n"))
+}
+
+/// A subscriber of the debug image's `topic` (either form) that signals each message on `tx`.
+fn subscribe(n: &hiroz::node::ZNode, topic: &str, tx: mpsc::Sender<()>) -> Result<Box<dyn std::any::Any>> {
+    let signal = move || {
+        let _ = tx.send(());
+    };
+    let sub: Box<dyn std::any::Any> = if topic.ends_with("/compressed") {
+        Box::new(n.create_sub::<CompressedImage>(topic).build_with_callback(move |_m| signal()).map_err(|e| anyhow::anyhow!("{e}"))?)
+    } else {
+        Box::new(n.create_sub::<Image>(topic).build_with_callback(move |_m| signal()).map_err(|e| anyhow::anyhow!("{e}"))?)
+    };
+    Ok(sub)
+}
+
+/// The median over pairs of neighbouring blocks (no subscriber, then subscribed) of the
+/// subscribed block's mean latency over the other's: robust to a shared machine's load changing
+/// between pairs.
+fn paired(off: &Times, on: &Times, frames: usize) -> String {
+    let means = |t: &Times| t.latency.chunks(frames.max(1)).map(mean_ms).collect::<Vec<_>>();
+    let mut ratios: Vec<f64> = means(off).iter().zip(means(on)).map(|(a, b)| (b / a - 1.0) * 100.0).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
+    format!("paired blocks: median latency_s change with a subscriber {median:+.2}% over {} pairs", ratios.len())
+}
+
+/// What the frame loop pays per frame without a subscriber: asking the backend whether the
+/// debug image's topic has one (hiroz: a lookup in the node's graph). Mean over 100000 asks, ns.
+fn check_cost(ros: &HirozRos) -> Result<f64> {
+    use robot_node::backend::Ros as _;
+    let publisher = ros.image_publisher("/lop/debug_image_check_cost")?;
+    let n = 100_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(publisher.subscribers());
+    }
+    Ok(t.elapsed().as_secs_f64() / f64::from(n) * 1e9)
 }
 
 /// Publishes `f` and waits for its result: (`latency_s`, camera-to-result seconds).

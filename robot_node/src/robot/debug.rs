@@ -5,14 +5,17 @@
 //!
 //! It costs nothing without subscribers: the frame loop asks [`DebugOutlet::wanted`] (a lookup in
 //! the backend's view of the graph) before converting a frame, and only then keeps the frame
-//! past its conversion. The drawing, the JPEG and the publishing run on the blocking pool after
-//! the frame's `InferenceResult` went out, never awaited by the frame loop; one debug image at a
-//! time (a frame answered while the last is still drawn gets none, counted), so a slow drawing
-//! never queues up behind the camera. A frame the drawer cannot read is counted and logged, and
-//! its result is already published.
+//! past its conversion. The drawing, the JPEG and the publishing run on a thread of their own at
+//! the lowest priority (nice 19), after the frame's `InferenceResult` went out: it takes only the
+//! CPU time the inference leaves, so a busy robot publishes fewer debug images rather than
+//! slower results. One debug image at a time: a frame answered while the last is still being
+//! drawn gets none (counted). A frame the drawer cannot read is counted and logged once, and its
+//! result is already published.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use super::counters::RobotCounters;
 use super::frame::Frame;
@@ -20,7 +23,7 @@ use crate::annotate::{Annotations, Canvas, annotate};
 use crate::backend::{CompressedImage, Header, Image, Pub, SharedRos, to_time};
 use crate::config::{InputKind, RobotConfig};
 use crate::convert::{self, ConvertError};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The `format` of the JPEG form, as image_transport's compressed transport writes it for an
 /// `rgb8` source (decoders give `rgb8` back).
@@ -45,29 +48,45 @@ impl Wanted {
     }
 }
 
-/// The two publishers, shared with the drawing task.
+/// The two publishers, used by the drawing thread.
 struct Publishers {
     raw: Pub<Image>,
     compressed: Pub<CompressedImage>,
 }
 
+impl Publishers {
+    /// Which forms have subscribers now (a backend that cannot tell counts as subscribed).
+    fn subscribed(&self) -> Wanted {
+        let has = |n: Option<usize>| n.is_none_or(|n| n > 0);
+        Wanted { raw: has(self.raw.subscribers()), compressed: has(self.compressed.subscribers()) }
+    }
+}
+
+/// One debug image to draw: the frame, its header, what to draw and which forms to publish.
+struct Job {
+    kept: Kept,
+    header: Header,
+    annotations: Annotations,
+    wanted: Wanted,
+}
+
 /// Draws and publishes debug images for subscribed topics (see the module docs).
 pub(super) struct DebugOutlet {
     pubs: Arc<Publishers>,
-    quality: u8,
+    /// To the drawing thread, which ends when this is dropped.
+    jobs: SyncSender<Job>,
     counters: Arc<RobotCounters>,
-    /// A debug image is being drawn or published.
+    /// A debug image is waiting for the drawing thread or being drawn.
     busy: Arc<AtomicBool>,
-    /// The first undrawable frame was logged at warn (later ones at debug; all are counted).
-    warned: Arc<AtomicBool>,
 }
 
 impl DebugOutlet {
-    /// Declares the two publishers (`topics.debug_image` and its `/compressed`); `None` when
-    /// `debug_image.enabled` is false or the input is a point cloud (no picture to draw on).
+    /// Declares the two publishers (`topics.debug_image` and its `/compressed`) and starts the
+    /// drawing thread; `None` when `debug_image.enabled` is false or the input is a point cloud
+    /// (no picture to draw on).
     ///
     /// # Errors
-    /// A topic the backend refuses.
+    /// A topic the backend refuses; a thread the system refuses.
     pub(super) fn new(cfg: &RobotConfig, ros: &SharedRos, counters: Arc<RobotCounters>) -> Result<Option<DebugOutlet>> {
         if !cfg.debug_image.enabled || cfg.input != InputKind::Camera {
             return Ok(None);
@@ -75,75 +94,122 @@ impl DebugOutlet {
         let topic = &cfg.topics.debug_image;
         let raw = ros.image_publisher(topic)?;
         let compressed = ros.compressed_image_publisher(&format!("{}/compressed", topic.trim_end_matches('/')))?;
-        Ok(Some(DebugOutlet::with_publishers(raw, compressed, cfg.debug_image.jpeg_quality, counters)))
+        DebugOutlet::with_publishers(raw, compressed, cfg.debug_image.jpeg_quality, counters).map(Some)
     }
 
-    /// An outlet publishing through `raw` and `compressed`, JPEGs at `quality`.
-    fn with_publishers(raw: Pub<Image>, compressed: Pub<CompressedImage>, quality: u8, counters: Arc<RobotCounters>) -> DebugOutlet {
-        DebugOutlet {
-            pubs: Arc::new(Publishers { raw, compressed }),
-            quality,
-            counters,
-            busy: Arc::new(AtomicBool::new(false)),
-            warned: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// Which forms have subscribers now (a backend that cannot tell counts as subscribed).
-    fn subscribed(&self) -> Wanted {
-        let has = |n: Option<usize>| n.is_none_or(|n| n > 0);
-        Wanted { raw: has(self.pubs.raw.subscribers()), compressed: has(self.pubs.compressed.subscribers()) }
+    /// An outlet publishing through `raw` and `compressed`, JPEGs at `quality`, with its thread.
+    ///
+    /// # Errors
+    /// [`Error::Thread`] when the drawing thread cannot start.
+    fn with_publishers(
+        raw: Pub<Image>,
+        compressed: Pub<CompressedImage>,
+        quality: u8,
+        counters: Arc<RobotCounters>,
+    ) -> Result<DebugOutlet> {
+        let pubs = Arc::new(Publishers { raw, compressed });
+        let busy = Arc::new(AtomicBool::new(false));
+        // One slot: a job is handed over only while the thread is idle (`busy`).
+        let (jobs, inbox) = sync_channel::<Job>(1);
+        let drawer = Drawer { pubs: pubs.clone(), counters: counters.clone(), busy: busy.clone(), quality, warned: false };
+        std::thread::Builder::new()
+            .name(THREAD.into())
+            .spawn(move || drawer.run(&inbox))
+            .map_err(|source| Error::Thread { name: THREAD, source })?;
+        Ok(DebugOutlet { pubs, jobs, counters, busy })
     }
 
     /// Whether a frame converted now should be kept for a debug image: a form is subscribed and
     /// no debug image is being drawn.
     pub(super) fn wanted(&self) -> bool {
-        !self.busy.load(Ordering::Acquire) && self.subscribed().any()
+        !self.busy.load(Ordering::Acquire) && self.pubs.subscribed().any()
     }
 
-    /// Draws `annotations` on `kept`'s frame and publishes it, stamped `header`, on the forms
-    /// subscribed now, on the blocking pool. Returns the task (tests wait for it), or `None`
-    /// when nothing is drawn: no form subscribed, or a debug image still being drawn (counted).
-    pub(super) fn submit(&self, kept: Kept, header: &Header, annotations: Annotations) -> Option<tokio::task::JoinHandle<()>> {
-        let wanted = self.subscribed();
+    /// Hands `kept`'s frame, stamped `header`, with `annotations` to the drawing thread, for the
+    /// forms subscribed now. False when nothing will be drawn: no form subscribed, or a debug
+    /// image still being drawn (counted in `debug_images_skipped`).
+    pub(super) fn submit(&self, kept: Kept, header: &Header, annotations: Annotations) -> bool {
+        let wanted = self.pubs.subscribed();
         if !wanted.any() {
-            return None;
+            return false;
         }
         if self.busy.swap(true, Ordering::AcqRel) {
             self.counters.debug_images_skipped.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return false;
         }
-        let (pubs, counters, busy, warned) = (self.pubs.clone(), self.counters.clone(), self.busy.clone(), self.warned.clone());
-        let (quality, header) = (self.quality, header.clone());
-        Some(tokio::task::spawn_blocking(move || {
-            // Cleared however the work ends (a panic inside included), so the next frame is drawn.
-            let _idle = ClearOnDrop(busy);
-            match draw_and_publish(&kept, &annotations, &header, quality, wanted, &pubs) {
-                Ok(()) => {
-                    counters.debug_images.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    let n = counters.debug_image_errors.fetch_add(1, Ordering::Relaxed) + 1;
-                    if warned.swap(true, Ordering::Relaxed) {
-                        tracing::debug!(error = %e, debug_image_errors = n, "no debug image for this frame");
-                    } else {
-                        tracing::warn!(
-                            error = %e, frame = %header.frame_id, debug_image_errors = n,
-                            "no debug image for this frame (its result was published); later ones are counted in /diagnostics' debug_image_errors"
-                        );
-                    }
-                }
-            }
-        }))
+        let job = Job { kept, header: header.clone(), annotations, wanted };
+        if let Err(e) = self.jobs.try_send(job) {
+            // Not reached while the thread lives (it empties the slot before clearing `busy`).
+            self.busy.store(false, Ordering::Release);
+            self.counters.debug_image_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "the debug image's thread takes no more frames");
+            return false;
+        }
+        true
     }
 }
 
-/// Clears the flag it holds when dropped.
-struct ClearOnDrop(Arc<AtomicBool>);
+/// The drawing thread's name.
+const THREAD: &str = "lop-debug-image";
 
-impl Drop for ClearOnDrop {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+/// The drawing thread's state.
+struct Drawer {
+    pubs: Arc<Publishers>,
+    counters: Arc<RobotCounters>,
+    busy: Arc<AtomicBool>,
+    quality: u8,
+    /// The first undrawable frame was logged at warn (later ones at debug; all are counted).
+    warned: bool,
+}
+
+impl Drawer {
+    /// Draws and publishes each job until the outlet is dropped, at the lowest priority.
+    fn run(mut self, inbox: &Receiver<Job>) {
+        lower_priority();
+        while let Ok(job) = inbox.recv() {
+            // A panic is counted like any failure and the thread goes on (nothing in the
+            // drawing indexes past what it checked, but a debug image must never end the node).
+            let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                draw_and_publish(&job.kept, &job.annotations, &job.header, self.quality, job.wanted, &self.pubs)
+            }))
+            .unwrap_or_else(|_| Err(DebugImageError::Panic));
+            match result {
+                Ok(()) => {
+                    self.counters.debug_images.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => self.failed(&e, &job.header),
+            }
+            drop(job);
+            self.busy.store(false, Ordering::Release);
+        }
+    }
+
+    /// Counts a failed debug image; the first is logged at warn, the rest at debug.
+    fn failed(&mut self, e: &DebugImageError, header: &Header) {
+        let n = self.counters.debug_image_errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if std::mem::replace(&mut self.warned, true) {
+            tracing::debug!(error = %e, debug_image_errors = n, "no debug image for this frame");
+        } else {
+            tracing::warn!(
+                error = %e, frame = %header.frame_id, debug_image_errors = n,
+                "no debug image for this frame (its result was published); later ones are counted in /diagnostics' debug_image_errors"
+            );
+        }
+    }
+}
+
+/// Lowers the calling thread to nice 19, the lowest priority, so that it runs on what the
+/// inference's threads leave (on Linux a thread's nice value is its own; elsewhere, or when
+/// refused, it keeps the process's).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions and cannot fail; setpriority reads no memory of
+        // ours and changes only this thread's nice value, its failure reported by the return value.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+        if rc != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "the debug image's thread keeps its priority");
+        }
     }
 }
 
@@ -159,6 +225,9 @@ enum DebugImageError {
     /// A publisher failed.
     #[error("publishing: {0}")]
     Publish(#[from] crate::Error),
+    /// The drawing panicked (a bug; the thread goes on).
+    #[error("the drawing panicked")]
+    Panic,
 }
 
 /// The frame as a canvas, the annotations drawn, the subscribed forms published.

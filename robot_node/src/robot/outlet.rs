@@ -98,7 +98,7 @@ impl<'a> Outlet<'a> {
             let a = task_msgs
                 .as_ref()
                 .map_or_else(|| Annotations { caption: line.clone(), ..Default::default() }, |m| Annotations::from_task(m, line.clone()));
-            let _drawing = debug.submit(kept, &header, a);
+            debug.submit(kept, &header, a);
         }
         tracing::debug!(
             id = r.stats.id,

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{DebugOutlet, Frame, JPEG_FORMAT, Kept};
 use crate::annotate::{Annotations, Labelled, class_colour};
@@ -46,7 +46,8 @@ fn rig() -> Rig {
         Box::new(Fake { subs: jpeg_subs.clone(), sent: jpeg.clone() }),
         90,
         counters.clone(),
-    );
+    )
+    .expect("the drawing thread");
     Rig { outlet, counters, raw_subs, jpeg_subs, raw, jpeg }
 }
 
@@ -77,11 +78,22 @@ fn boxed() -> Annotations {
     }
 }
 
-#[tokio::test]
-async fn nothing_is_drawn_or_published_without_subscribers() {
+/// Submits a frame and waits until the drawing thread is done with it.
+fn draw(outlet: &DebugOutlet, kept: Kept, annotations: Annotations) {
+    assert!(outlet.submit(kept, &header(), annotations), "handed to the drawing thread");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while outlet.busy.load(Ordering::Acquire) {
+        assert!(Instant::now() < deadline, "the drawing thread did not finish");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn nothing_is_drawn_or_published_without_subscribers() {
     let r = rig();
     assert!(!r.outlet.wanted(), "no frame is kept without subscribers");
-    assert!(r.outlet.submit(frame("rgb8"), &header(), boxed()).is_none(), "nothing drawn");
+    assert!(!r.outlet.submit(frame("rgb8"), &header(), boxed()), "nothing drawn");
+    std::thread::sleep(Duration::from_millis(50));
     assert!(r.raw.lock().expect("lock").is_empty() && r.jpeg.lock().expect("lock").is_empty());
     let c = &r.counters;
     assert_eq!(
@@ -94,12 +106,12 @@ async fn nothing_is_drawn_or_published_without_subscribers() {
     );
 }
 
-#[tokio::test]
-async fn each_form_goes_out_only_where_subscribed_with_the_box_drawn() {
+#[test]
+fn each_form_goes_out_only_where_subscribed_with_the_box_drawn() {
     let r = rig();
     r.raw_subs.store(1, Ordering::Relaxed);
     assert!(r.outlet.wanted());
-    r.outlet.submit(frame("bgr8"), &header(), boxed()).expect("drawn").await.expect("task");
+    draw(&r.outlet, frame("bgr8"), boxed());
     assert!(r.jpeg.lock().expect("lock").is_empty(), "the JPEG form has no subscriber");
     let img = r.raw.lock().expect("lock").pop().expect("a raw debug image");
     assert_eq!((img.width, img.height, img.step, img.encoding.as_str()), (160, 120, 480, "rgb8"));
@@ -114,7 +126,7 @@ async fn each_form_goes_out_only_where_subscribed_with_the_box_drawn() {
     // Only the JPEG form subscribed: a JPEG of the frame's size, the box still there.
     r.raw_subs.store(0, Ordering::Relaxed);
     r.jpeg_subs.store(2, Ordering::Relaxed);
-    r.outlet.submit(frame("rgb8"), &header(), boxed()).expect("drawn").await.expect("task");
+    draw(&r.outlet, frame("rgb8"), boxed());
     assert!(r.raw.lock().expect("lock").is_empty());
     let m = r.jpeg.lock().expect("lock").pop().expect("a JPEG debug image");
     assert_eq!(m.format, JPEG_FORMAT);
@@ -127,28 +139,28 @@ async fn each_form_goes_out_only_where_subscribed_with_the_box_drawn() {
     assert!(near(at(60, 60), [100; 3]), "inside the box in the JPEG: {:?}", at(60, 60));
 }
 
-#[tokio::test]
-async fn an_undrawable_frame_is_counted_not_published() {
+#[test]
+fn an_undrawable_frame_is_counted_not_published() {
     let r = rig();
     r.raw_subs.store(1, Ordering::Relaxed);
     r.jpeg_subs.store(1, Ordering::Relaxed);
-    r.outlet.submit(frame("yuv422"), &header(), boxed()).expect("tried").await.expect("no panic");
+    draw(&r.outlet, frame("yuv422"), boxed());
     assert!(r.raw.lock().expect("lock").is_empty() && r.jpeg.lock().expect("lock").is_empty());
     assert_eq!(r.counters.debug_image_errors.load(Ordering::Relaxed), 1);
     assert_eq!(r.counters.debug_images.load(Ordering::Relaxed), 0);
     // The next drawable frame is drawn: the outlet is not left busy.
     assert!(r.outlet.wanted());
-    r.outlet.submit(frame("rgb8"), &header(), boxed()).expect("drawn").await.expect("task");
+    draw(&r.outlet, frame("rgb8"), boxed());
     assert_eq!(r.counters.debug_images.load(Ordering::Relaxed), 1);
 }
 
-#[tokio::test]
-async fn a_frame_answered_while_one_is_drawn_gets_none() {
+#[test]
+fn a_frame_answered_while_one_is_drawn_gets_none() {
     let r = rig();
     r.raw_subs.store(1, Ordering::Relaxed);
     r.outlet.busy.store(true, Ordering::Release);
     assert!(!r.outlet.wanted(), "not kept while one is drawn");
-    assert!(r.outlet.submit(frame("rgb8"), &header(), boxed()).is_none());
+    assert!(!r.outlet.submit(frame("rgb8"), &header(), boxed()));
     assert_eq!(r.counters.debug_images_skipped.load(Ordering::Relaxed), 1);
     assert!(r.raw.lock().expect("lock").is_empty());
 }
