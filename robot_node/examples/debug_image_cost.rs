@@ -10,7 +10,7 @@
 //!
 //! ```sh
 //! . scripts/env.sh && cargo build --release --workspace --all-targets
-//! target/release/examples/debug_image_cost [frames per block=20] [blocks=12] [model=zoo:yolo_det@320x320] [WxH=640x480] [raw|compressed]
+//! target/release/examples/debug_image_cost [frames per block=20] [blocks=12] [model=zoo:yolo_det@320x320] [WxH=640x480] [raw|compressed] [max_rate_hz=5]
 //! ```
 #![allow(clippy::unwrap_used)]
 
@@ -38,6 +38,8 @@ struct Args {
     size: (u32, u32),
     /// The topic the subscribed blocks take: `/lop/debug_image` or its `/compressed` form.
     topic: String,
+    /// `debug_image.max_rate_hz`.
+    rate_hz: f64,
 }
 
 fn args() -> Result<Args> {
@@ -55,6 +57,7 @@ fn args() -> Result<Args> {
             "compressed" => "/lop/debug_image/compressed".into(),
             other => anyhow::bail!("the form is raw or compressed, not {other}"),
         },
+        rate_hz: a.get(5).map_or(Ok(5.0), |s| s.parse()).context("a rate in Hz")?,
     })
 }
 
@@ -110,9 +113,11 @@ async fn main() -> Result<()> {
     let yaml = format!(
         "lop_robot:\n  ros__parameters:\n    domain_id: 0\n    router_endpoint: \"tcp/127.0.0.1:{port}\"\n    embedded_router: true\n    \
          edge:\n      endpoint: \"tcp/127.0.0.1:{edge}\"\n    model:\n      source: \"{}\"\n      id: det\n      task: \"detect;score=0.3;max=50\"\n    \
-         method: robot-only\n    table:\n      buckets: \"0,8\"\n    hello_timeout_ms: 300.0\n    cache_dir: \"{}\"\n",
+         method: robot-only\n    table:\n      buckets: \"0,8\"\n    hello_timeout_ms: 300.0\n    cache_dir: \"{}\"\n    \
+         debug_image:\n      max_rate_hz: {}\n",
         args.model,
-        dir.display()
+        dir.display(),
+        args.rate_hz
     );
     let mut params = Params::from_yaml_str("lop_robot", &yaml, "debug_image_cost")?;
     let cfg = RobotConfig::from_params(&mut params)?;
@@ -194,11 +199,12 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
     let (a, b) = (mean_ms(&off.latency), mean_ms(&on.latency));
     let (c, d) = (mean_ms(&off.round_trip), mean_ms(&on.round_trip));
     lines.push(format!(
-        "model {} frames {}x{}, subscribed to {}: latency_s mean {a:.2} ms without a subscriber, {b:.2} ms with one ({:+.2}%); camera-to-result {c:.2} ms, {d:.2} ms ({:+.2}%)",
+        "model {} frames {}x{}, subscribed to {} (max_rate_hz {}): latency_s mean {a:.2} ms without a subscriber, {b:.2} ms with one ({:+.2}%); camera-to-result {c:.2} ms, {d:.2} ms ({:+.2}%)",
         args.model,
         args.size.0,
         args.size.1,
         args.topic,
+        args.rate_hz,
         (b / a - 1.0) * 100.0,
         (d / c - 1.0) * 100.0
     ));

@@ -9,13 +9,15 @@
 //! the lowest priority (nice 19), after the frame's `InferenceResult` went out: it takes only the
 //! CPU time the inference leaves, so a busy robot publishes fewer debug images rather than
 //! slower results. One debug image at a time: a frame answered while the last is still being
-//! drawn gets none (counted). A frame the drawer cannot read is counted and logged once, and its
+//! drawn gets none (counted), and at most `debug_image.max_rate_hz` a second (frames in between
+//! are not kept). A frame the drawer cannot read is counted and logged once, and its
 //! result is already published.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::counters::RobotCounters;
 use super::frame::Frame;
@@ -78,6 +80,10 @@ pub(super) struct DebugOutlet {
     counters: Arc<RobotCounters>,
     /// A debug image is waiting for the drawing thread or being drawn.
     busy: Arc<AtomicBool>,
+    /// Least time between two debug images (`debug_image.max_rate_hz`; zero: none).
+    min_interval: Duration,
+    /// When the last debug image was handed to the thread.
+    last: Mutex<Option<Instant>>,
 }
 
 impl DebugOutlet {
@@ -94,17 +100,20 @@ impl DebugOutlet {
         let topic = &cfg.topics.debug_image;
         let raw = ros.image_publisher(topic)?;
         let compressed = ros.compressed_image_publisher(&format!("{}/compressed", topic.trim_end_matches('/')))?;
-        DebugOutlet::with_publishers(raw, compressed, cfg.debug_image.jpeg_quality, counters).map(Some)
+        let rate = cfg.debug_image.max_rate_hz;
+        let min_interval = if rate > 0.0 { Duration::from_secs_f64(1.0 / rate) } else { Duration::ZERO };
+        DebugOutlet::with_publishers(raw, compressed, (cfg.debug_image.jpeg_quality, min_interval), counters).map(Some)
     }
 
-    /// An outlet publishing through `raw` and `compressed`, JPEGs at `quality`, with its thread.
+    /// An outlet publishing through `raw` and `compressed`, JPEGs at `quality`, at most one debug
+    /// image per `min_interval`, with its thread.
     ///
     /// # Errors
     /// [`Error::Thread`] when the drawing thread cannot start.
     fn with_publishers(
         raw: Pub<Image>,
         compressed: Pub<CompressedImage>,
-        quality: u8,
+        (quality, min_interval): (u8, Duration),
         counters: Arc<RobotCounters>,
     ) -> Result<DebugOutlet> {
         let pubs = Arc::new(Publishers { raw, compressed });
@@ -116,13 +125,19 @@ impl DebugOutlet {
             .name(THREAD.into())
             .spawn(move || drawer.run(&inbox))
             .map_err(|source| Error::Thread { name: THREAD, source })?;
-        Ok(DebugOutlet { pubs, jobs, counters, busy })
+        Ok(DebugOutlet { pubs, jobs, counters, busy, min_interval, last: Mutex::new(None) })
     }
 
-    /// Whether a frame converted now should be kept for a debug image: a form is subscribed and
-    /// no debug image is being drawn.
+    /// Whether a frame converted now should be kept for a debug image: a form is subscribed, no
+    /// debug image is being drawn, and the last was handed over at least `min_interval` ago.
     pub(super) fn wanted(&self) -> bool {
-        !self.busy.load(Ordering::Acquire) && self.pubs.subscribed().any()
+        !self.busy.load(Ordering::Acquire) && self.due() && self.pubs.subscribed().any()
+    }
+
+    /// Whether `min_interval` has passed since the last debug image (or there was none).
+    fn due(&self) -> bool {
+        let last = *self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        last.is_none_or(|t| t.elapsed() >= self.min_interval)
     }
 
     /// Hands `kept`'s frame, stamped `header`, with `annotations` to the drawing thread, for the
@@ -137,6 +152,7 @@ impl DebugOutlet {
             self.counters.debug_images_skipped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let job = Job { kept, header: header.clone(), annotations, wanted };
         if let Err(e) = self.jobs.try_send(job) {
             // Not reached while the thread lives (it empties the slot before clearing `busy`).

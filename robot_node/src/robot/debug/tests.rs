@@ -38,13 +38,18 @@ struct Rig {
 }
 
 fn rig() -> Rig {
+    rig_at(Duration::ZERO)
+}
+
+/// A rig whose outlet draws at most one debug image per `min_interval`.
+fn rig_at(min_interval: Duration) -> Rig {
     let (raw_subs, jpeg_subs) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (raw, jpeg) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
     let counters = Arc::new(RobotCounters::default());
     let outlet = DebugOutlet::with_publishers(
         Box::new(Fake { subs: raw_subs.clone(), sent: raw.clone() }),
         Box::new(Fake { subs: jpeg_subs.clone(), sent: jpeg.clone() }),
-        90,
+        (90, min_interval),
         counters.clone(),
     )
     .expect("the drawing thread");
@@ -163,4 +168,21 @@ fn a_frame_answered_while_one_is_drawn_gets_none() {
     assert!(!r.outlet.submit(frame("rgb8"), &header(), boxed()));
     assert_eq!(r.counters.debug_images_skipped.load(Ordering::Relaxed), 1);
     assert!(r.raw.lock().expect("lock").is_empty());
+}
+
+#[test]
+fn at_most_max_rate_hz_debug_images_a_second() {
+    let r = rig_at(Duration::from_millis(300));
+    r.raw_subs.store(1, Ordering::Relaxed);
+    let t0 = Instant::now();
+    draw(&r.outlet, frame("rgb8"), boxed());
+    // Within the interval no frame is kept, whatever the subscribers.
+    while t0.elapsed() < Duration::from_millis(250) {
+        assert!(!r.outlet.wanted(), "kept {:?} after the last", t0.elapsed());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300).saturating_sub(t0.elapsed()));
+    assert!(r.outlet.wanted(), "due again after the interval");
+    draw(&r.outlet, frame("rgb8"), boxed());
+    assert_eq!(r.counters.debug_images.load(Ordering::Relaxed), 2);
 }
