@@ -150,6 +150,21 @@ async fn main() -> Result<()> {
 struct Times {
     latency: Vec<f64>,
     round_trip: Vec<f64>,
+    /// The whole process's CPU time per frame of each block, seconds (node, router, camera and
+    /// subscriber together: less sensitive than latency to a shared machine's load).
+    cpu: Vec<f64>,
+}
+
+/// CPU time this process has used so far (user and system, all threads), seconds.
+fn cpu_s() -> f64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own and reads nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is a valid target.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 /// Runs the blocks (even: no subscriber, odd: a debug image subscriber) and returns the report.
@@ -175,13 +190,14 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
         // Let the node's graph follow the subscriber's arrival or departure.
         std::thread::sleep(Duration::from_millis(500));
         let times = if subscribed { &mut on } else { &mut off };
-        let (first, t0) = (times.latency.len(), Instant::now());
+        let (first, t0, c0) = (times.latency.len(), Instant::now(), cpu_s());
         for _ in 0..args.frames {
             let (latency, round_trip) = answer(&camera, &results, &frame(args.size, sec))?;
             sec += 1;
             times.latency.push(latency);
             times.round_trip.push(round_trip);
         }
+        times.cpu.push((cpu_s() - c0) / args.frames.max(1) as f64);
         // The last frames' debug images may still be on their way.
         std::thread::sleep(Duration::from_millis(300));
         let drawn = debug.try_iter().count();
@@ -196,6 +212,8 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
         ));
     }
     lines.push(paired(&off, &on, args.frames));
+    let (e, f) = (mean_ms(&off.cpu), mean_ms(&on.cpu));
+    lines.push(format!("process CPU time per frame: {e:.2} ms without a subscriber, {f:.2} ms with one ({:+.2} ms)", f - e));
     let (a, b) = (mean_ms(&off.latency), mean_ms(&on.latency));
     let (c, d) = (mean_ms(&off.round_trip), mean_ms(&on.round_trip));
     lines.push(format!(
