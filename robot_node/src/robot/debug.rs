@@ -188,7 +188,7 @@ impl Drawer {
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 draw_and_publish(&job.kept, &job.annotations, &job.header, self.quality, job.wanted, &self.pubs)
             }))
-            .unwrap_or_else(|_| Err(DebugImageError::Panic));
+            .unwrap_or(Err(DebugImageError::Panic));
             match result {
                 Ok(()) => {
                     self.counters.debug_images.fetch_add(1, Ordering::Relaxed);
