@@ -186,3 +186,24 @@ fn at_most_max_rate_hz_debug_images_a_second() {
     draw(&r.outlet, frame("rgb8"), boxed());
     assert_eq!(r.counters.debug_images.load(Ordering::Relaxed), 2);
 }
+
+#[test]
+fn a_compressed_frame_is_decoded_again_and_drawn_at_its_size() {
+    let r = rig();
+    r.raw_subs.store(1, Ordering::Relaxed);
+    let image = lop::codec::Image { channels: 3, width: 96, height: 64 };
+    let jpeg = lop::codec::jpeg::encode_as_a_camera_does(&image, &vec![100u8; 3 * 96 * 64], 64, 90).expect("jpeg");
+    let m = crate::backend::CompressedIn { header: header(), format: "jpeg".into(), data: Box::new(jpeg) };
+    let kept = Kept { frame: Frame::Compressed(m, Instant::now()), max_pixels: 1 << 20 };
+    let a = Annotations {
+        boxes: vec![Labelled { bounds: [10.0, 20.0, 50.0, 60.0], class: "cup".into(), score: 0.5, id: "0".into() }],
+        ..Default::default()
+    };
+    draw(&r.outlet, kept, a);
+    let img = r.raw.lock().expect("lock").pop().expect("a debug image");
+    assert_eq!((img.width, img.height, img.encoding.as_str()), (96, 64, "rgb8"));
+    let bytes: Vec<u8> = img.data.0.zslices().flat_map(|s| s.as_slice().to_vec()).collect();
+    let px = |x: usize, y: usize| [bytes[(y * 96 + x) * 3], bytes[(y * 96 + x) * 3 + 1], bytes[(y * 96 + x) * 3 + 2]];
+    assert_eq!(px(10, 40), class_colour("cup"), "the box's left edge");
+    assert!(px(30, 40).iter().all(|&v| v.abs_diff(100) <= 2), "the decoded frame inside: {:?}", px(30, 40));
+}
