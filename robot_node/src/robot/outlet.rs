@@ -12,7 +12,7 @@ use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{Inference, InferenceStats};
 use tch::Tensor;
 
-use super::debug::DebugOutlet;
+use super::debug::{DebugOutlet, Kept};
 use super::frame::FrameMeta;
 use super::messages::{outputs_msg, result_msg};
 use super::shared::Shared;
@@ -93,12 +93,8 @@ impl<'a> Outlet<'a> {
         let pub_s = t_pub.elapsed().as_secs_f64();
         let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
         self.count(&r.stats, ros_s);
-        if let (Some(debug), Some((kept, header))) = (&self.debug, kept) {
-            let line = caption(&r.stats.method, meta.bucket, r.stats.total_s, r.stats.fallback);
-            let a = task_msgs
-                .as_ref()
-                .map_or_else(|| Annotations { caption: line.clone(), ..Default::default() }, |m| Annotations::from_task(m, line.clone()));
-            debug.submit(kept, &header, a);
+        if let Some((kept, header)) = kept {
+            self.submit_debug(kept, &header, &r.stats, meta.bucket, task_msgs.as_ref());
         }
         tracing::debug!(
             id = r.stats.id,
@@ -111,6 +107,18 @@ impl<'a> Outlet<'a> {
             fallback = r.stats.fallback,
             "inference published"
         );
+    }
+
+    /// Hands the frame kept for its debug image to the debug outlet, with what to draw: the
+    /// task's messages (if any) and the caption (method, bucket, latency).
+    fn submit_debug(&self, kept: Kept, header: &crate::backend::Header, stats: &InferenceStats, bucket: f64, task: Option<&TaskMessages>) {
+        let Some(debug) = &self.debug else { return };
+        let line = caption(&stats.method, bucket, stats.total_s, stats.fallback);
+        let a = match task {
+            Some(m) => Annotations::from_task(m, line),
+            None => Annotations { caption: line, ..Default::default() },
+        };
+        debug.submit(kept, header, a);
     }
 
     /// The outputs as messages and their top-k, read on the blocking pool; `None` (counted as
