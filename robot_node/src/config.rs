@@ -10,11 +10,13 @@
 //!   [`ImageSettings`] and [`Transport`], [`CloudGrid`].
 //! - `session`: the ROS session ([`RosSettings`]) and the edge's ([`EdgeSettings`]), shared by the
 //!   nodes.
+//! - `debug_image`: [`DebugImageSettings`], the annotated debug image's (`debug_image.*`).
 //! - `bandwidth`: [`BandwidthConfig`] (`lop_bandwidth`); `power`: [`PowerConfig`] (`lop_power`).
 //! - `values`: readers of single values (milliseconds, ranges, positive numbers, the device,
 //!   hysteresis) and of the `table:` section ([`read_table`]), with the error they give.
 
 mod bandwidth;
+mod debug_image;
 mod input;
 mod power;
 mod robot;
@@ -22,6 +24,7 @@ mod session;
 mod values;
 
 pub use bandwidth::BandwidthConfig;
+pub use debug_image::DebugImageSettings;
 pub use input::{CloudGrid, ImageSettings, InputKind, MIN_DEFAULT_MAX_PIXELS, Transport};
 pub use power::PowerConfig;
 pub use robot::{ProfileSource, RobotConfig, RobotTopics};

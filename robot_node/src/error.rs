@@ -20,6 +20,14 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// A thread of the node could not be started.
+    #[error("starting thread {name}: {source}")]
+    Thread {
+        /// The thread's name.
+        name: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The ROS backend failed (session, publisher, subscriber).
     #[error("ROS ({backend}): {what}")]
     Ros {

@@ -12,6 +12,8 @@
 //! - [`params`] and [`config`]: parameters the ROS 2 way (params file, `--ros-args -p`), typed
 //!   per node; [`live`]: the few that change while a node runs (parameter services), checked;
 //!   [`cli`]: what the three binaries share.
+//! - [`annotate`]: the debug image's drawing (boxes, labels, keypoints, masks, the caption) on
+//!   a copy of the frame, backend-free.
 //! - [`convert`], [`power`]: backend-free logic (sensor messages to tensors, energy accounting
 //!   per inference over the `lop_power` crate's sources).
 //! - [`input_shape`]: the shape a model with dynamic dimensions is loaded at (configuration or
@@ -20,6 +22,7 @@
 //!   /diagnostics; [`Error`]: the error type.
 #![deny(missing_docs)]
 
+pub mod annotate;
 pub mod backend;
 pub mod bandwidth_node;
 pub mod cli;

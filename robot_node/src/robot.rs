@@ -24,12 +24,14 @@
 //!   the /diagnostics task.
 //! - `model`: the input shape fixed before loading, the model loaded on its worker, the
 //!   replanner; `edges`: the edge client, the fleet or the fleet's lanes, and connecting them.
-//! - `messages`: an answered frame's outputs and `InferenceResult`; `outlet`: publishing them
-//!   and the task's messages (vision_msgs and the others).
+//! - `messages`: an answered frame's outputs and `InferenceResult`; `debug`: the annotated debug
+//!   image, drawn and published only while subscribed; `outlet`: publishing them and the task's
+//!   messages (vision_msgs and the others).
 //! - `frames`: the frame loop.
 
 mod conversion;
 mod counters;
+mod debug;
 mod diagnostics;
 mod edges;
 mod frame;

@@ -1,4 +1,4 @@
-//! The robot node end to end: its configuration file, a decompression bomb refused, detections, instance maps, dynamic inputs, the sockets it exposes, camera frames to exact results, a recording replayed into it (`lop replay`).
+//! The robot node end to end: its configuration file, a decompression bomb refused, the annotated debug image, detections, instance maps, dynamic inputs, the sockets it exposes, camera frames to exact results, a recording replayed into it (`lop replay`).
 //!
 //! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
 //! is a module of it, so that the test build links zenoh and libtorch once per crate instead of
@@ -8,6 +8,7 @@
 mod camera_fit;
 mod common;
 mod config_file;
+mod debug_image;
 mod decode_cap;
 mod detections;
 mod dynamic_input;

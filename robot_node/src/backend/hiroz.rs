@@ -261,7 +261,8 @@ fn qos(q: Qos) -> QosProfile {
     }
 }
 
-struct HPub<T: ZMessage>(ZPub<T, T::Serdes>);
+/// A typed publisher, with the node's view of the ROS graph to count its topic's subscriptions.
+struct HPub<T: ZMessage>(ZPub<T, T::Serdes>, Arc<hiroz::graph::Graph>);
 
 impl<T> Publisher<T> for HPub<T>
 where
@@ -270,6 +271,14 @@ where
 {
     fn publish(&self, msg: &T) -> Result<()> {
         self.0.publish(msg).map_err(|e| err(format!("publish: {e}")))
+    }
+
+    /// The subscriptions on the publisher's topic (its fully qualified name) in the node's graph,
+    /// which follows the liveliness tokens every rmw_zenoh and hiroz subscription declares: a
+    /// lookup in a map under a lock, no network traffic. A subscriber is seen once its token
+    /// arrives (milliseconds on one router) and forgotten when it leaves.
+    fn subscribers(&self) -> Option<usize> {
+        Some(self.1.count(hiroz::entity::EndpointKind::Subscription, &self.0.entity.topic))
     }
 }
 
@@ -357,35 +366,39 @@ impl Ros for HirozRos {
     }
 
     fn inference_publisher(&self, topic: &str) -> Result<Pub<InferenceResult>> {
-        Ok(Box::new(HPub(self.publisher::<InferenceResult>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<InferenceResult>(topic)?, self.node.graph().clone())))
     }
 
     fn bandwidth_publisher(&self, topic: &str) -> Result<Pub<Bandwidth>> {
-        Ok(Box::new(HPub(self.publisher::<Bandwidth>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<Bandwidth>(topic)?, self.node.graph().clone())))
     }
 
     fn energy_publisher(&self, topic: &str) -> Result<Pub<InferenceEnergy>> {
-        Ok(Box::new(HPub(self.publisher::<InferenceEnergy>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<InferenceEnergy>(topic)?, self.node.graph().clone())))
     }
 
     fn power_publisher(&self, topic: &str) -> Result<Pub<PowerSample>> {
-        Ok(Box::new(HPub(self.publisher::<PowerSample>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<PowerSample>(topic)?, self.node.graph().clone())))
     }
 
     fn detections_publisher(&self, topic: &str) -> Result<Pub<Detection2DArray>> {
-        Ok(Box::new(HPub(self.publisher::<Detection2DArray>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<Detection2DArray>(topic)?, self.node.graph().clone())))
     }
 
     fn keypoints_publisher(&self, topic: &str) -> Result<Pub<KeypointsArray>> {
-        Ok(Box::new(HPub(self.publisher::<KeypointsArray>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<KeypointsArray>(topic)?, self.node.graph().clone())))
     }
 
     fn cloud_publisher(&self, topic: &str) -> Result<Pub<PointCloud2>> {
-        Ok(Box::new(HPub(self.publisher::<PointCloud2>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<PointCloud2>(topic)?, self.node.graph().clone())))
     }
 
     fn image_publisher(&self, topic: &str) -> Result<Pub<Image>> {
-        Ok(Box::new(HPub(self.publisher::<Image>(topic)?)))
+        Ok(Box::new(HPub(self.publisher::<Image>(topic)?, self.node.graph().clone())))
+    }
+
+    fn compressed_image_publisher(&self, topic: &str) -> Result<Pub<CompressedImage>> {
+        Ok(Box::new(HPub(self.publisher::<CompressedImage>(topic)?, self.node.graph().clone())))
     }
 
     fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>> {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use hiroz_msgs::ros::sensor_msgs::{Image, PointCloud2};
+pub use hiroz_msgs::ros::sensor_msgs::{CompressedImage, Image, PointCloud2};
 pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, KeypointsArray, PowerSample};
 pub use lop_msgs::ros::vision::Detection2DArray;
 
@@ -240,6 +240,13 @@ pub trait Publisher<T>: Send + Sync {
     /// # Errors
     /// The backend's failure to publish.
     fn publish(&self, msg: &T) -> Result<()>;
+
+    /// How many subscriptions the topic has now, as far as the backend knows (hiroz: the ROS
+    /// graph's, from liveliness; r2r: rcl's matched subscriptions). `None` where the backend
+    /// cannot tell; a caller that publishes only for subscribers then publishes anyway.
+    fn subscribers(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A boxed publisher.
@@ -390,11 +397,16 @@ pub trait Ros: Send + Sync + 'static {
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn cloud_publisher(&self, topic: &str) -> Result<Pub<PointCloud2>>;
-    /// A publisher of `sensor_msgs/Image` (task segment).
+    /// A publisher of `sensor_msgs/Image` (task segment, the debug image).
     ///
     /// # Errors
     /// As [`Ros::inference_publisher`].
     fn image_publisher(&self, topic: &str) -> Result<Pub<Image>>;
+    /// A publisher of `sensor_msgs/CompressedImage` (the debug image's JPEG form).
+    ///
+    /// # Errors
+    /// As [`Ros::inference_publisher`].
+    fn compressed_image_publisher(&self, topic: &str) -> Result<Pub<CompressedImage>>;
     /// A publisher of `diagnostic_msgs/DiagnosticArray`.
     ///
     /// # Errors

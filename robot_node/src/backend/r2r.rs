@@ -15,8 +15,9 @@ use futures::StreamExt as _;
 use r2r::QosProfile;
 
 use super::{
-    Bandwidth, Callback, CloudIn, CompressedIn, Detection2DArray, Diagnostics, Header, Image, ImageIn, InferenceEnergy, InferenceResult,
-    InputFaultCounts, KeypointsArray, PointCloud2, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Stamp, Subscription,
+    Bandwidth, Callback, CloudIn, CompressedImage, CompressedIn, Detection2DArray, Diagnostics, Header, Image, ImageIn, InferenceEnergy,
+    InferenceResult, InputFaultCounts, KeypointsArray, PointCloud2, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Stamp,
+    Subscription,
 };
 use crate::config::RosSettings;
 use crate::error::{Error, Result};
@@ -237,6 +238,14 @@ impl<T: serde::Serialize> Publisher<T> for JsonPub<T> {
         let v = serde_json::to_value(msg).map_err(err)?;
         self.0.0.publish(v).map_err(|e| err(format!("publish: {e}")))
     }
+
+    /// rcl's count of the subscriptions matched with this publisher
+    /// (`rcl_publisher_get_subscription_count`, thread-safe by rcl's documentation; r2r names it
+    /// "inter process", and it counts what the RMW matched). `None` when rcl fails (the node
+    /// is gone).
+    fn subscribers(&self) -> Option<usize> {
+        self.0.0.get_inter_process_subscription_count().ok()
+    }
 }
 
 struct DiagPub(Shared<r2r::Publisher<r2r::diagnostic_msgs::msg::DiagnosticArray>>);
@@ -304,6 +313,10 @@ impl Ros for R2rRos {
 
     fn image_publisher(&self, topic: &str) -> Result<Pub<Image>> {
         self.untyped_publisher(topic, "sensor_msgs/msg/Image")
+    }
+
+    fn compressed_image_publisher(&self, topic: &str) -> Result<Pub<CompressedImage>> {
+        self.untyped_publisher(topic, "sensor_msgs/msg/CompressedImage")
     }
 
     fn diagnostics_publisher(&self, topic: &str) -> Result<Pub<Diagnostics>> {

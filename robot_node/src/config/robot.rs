@@ -92,6 +92,8 @@ pub struct RobotConfig {
     /// Class names for detections and top-k (`model.class_names`: a file with one name per line;
     /// empty: class indices as names).
     pub class_names: Vec<String>,
+    /// The annotated debug image (`debug_image.*`; its topic is `topics.debug_image`).
+    pub debug_image: super::DebugImageSettings,
     /// Diagnostics period.
     pub diagnostics_period: Duration,
     /// libtorch intra-op threads of the model worker (0: libtorch's default).
@@ -151,6 +153,9 @@ pub struct RobotTopics {
     /// Instance maps out (`model.task: segment-instance`): `sensor_msgs/Image`, `mono8`, the
     /// frame's size, 0 background and `k` the detection whose `Detection2D.id` is `"k"`.
     pub instances: String,
+    /// The annotated debug image out: `sensor_msgs/Image` (`rgb8`) here and
+    /// `sensor_msgs/CompressedImage` (JPEG) on `<debug_image>/compressed`, while subscribed.
+    pub debug_image: String,
 }
 
 /// Class names, one per line (blank lines and surrounding spaces ignored).
@@ -224,6 +229,7 @@ impl RobotConfig {
             retry_interval: ms(p, "retry_interval_ms", 500.0)?,
             top_k: usize::try_from(top_k).map_err(|_| invalid(format!("top_k must be >= 0, got {top_k}")))?,
             class_names: model.class_names,
+            debug_image: super::DebugImageSettings::read(p)?,
             diagnostics_period: Duration::from_secs_f64(within(
                 "diagnostics_period_s",
                 p.double("diagnostics_period_s", 1.0)?,
@@ -363,6 +369,7 @@ impl RobotTopics {
             occupancy: p.string("topics.occupancy", "/lop/occupancy"),
             segmentation: p.string("topics.segmentation", "/lop/segmentation"),
             instances: p.string("topics.instances", "/lop/instances"),
+            debug_image: p.string("topics.debug_image", "/lop/debug_image"),
         }
     }
 }

@@ -28,6 +28,13 @@ pub struct RobotCounters {
     /// Answered frames whose task messages (detections, keypoints, occupancy, class map) could
     /// not be built or published; the frame's `InferenceResult` still went out.
     pub task_message_errors: AtomicU64,
+    /// Annotated debug images published (`topics.debug_image`, either form).
+    pub debug_images: AtomicU64,
+    /// Debug images not published: a frame the drawer cannot read, a JPEG that would not encode,
+    /// a publisher that failed (the frame's result went out all the same).
+    pub debug_image_errors: AtomicU64,
+    /// Frames answered while a debug image was still being drawn, which got none.
+    pub debug_images_skipped: AtomicU64,
     /// Whether the edge session is up (after the last inference).
     pub connected: AtomicBool,
     /// ROS-layer time of the last frame (arrival to publication minus the inference), ns.
@@ -86,6 +93,9 @@ impl RobotCounters {
             ("fallbacks".into(), g(&self.fallbacks).to_string()),
             ("inference_errors".into(), g(&self.errors).to_string()),
             ("task_message_errors".into(), g(&self.task_message_errors).to_string()),
+            ("debug_images".into(), g(&self.debug_images).to_string()),
+            ("debug_image_errors".into(), g(&self.debug_image_errors).to_string()),
+            ("debug_images_skipped".into(), g(&self.debug_images_skipped).to_string()),
             ("edge_connected".into(), self.connected.load(Ordering::Relaxed).to_string()),
             ("edge_frames_dropped".into(), g(&self.edge_frames_dropped).to_string()),
             ("fleet_edges_up".into(), g(&self.fleet_edges_up).to_string()),

@@ -35,4 +35,6 @@ pub(super) struct FrameMeta {
     pub(super) mbps: f64,
     pub(super) bucket: f64,
     pub(super) convert_s: f64,
+    /// The frame itself, kept only when its debug image is wanted (a subscriber at conversion).
+    pub(super) debug: Option<super::debug::Kept>,
 }

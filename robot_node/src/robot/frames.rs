@@ -12,6 +12,7 @@ use lop_runtime::client::Inference;
 use tokio::sync::watch;
 
 use super::conversion::to_tensor;
+use super::debug::Kept;
 use super::edges::{Answered, Edges};
 use super::frame::{Converted, Frame, FrameMeta};
 use super::outlet::Outlet;
@@ -125,11 +126,17 @@ impl<'a> Frames<'a> {
             Target::Image(t) | Target::Camera { frame: t, .. } => self.cfg.image.max_pixels_for(t.width, t.height),
             _ => lop::codec::photo::MAX_PIXELS,
         };
+        // The frame outlives its conversion only when its debug image is wanted.
+        let keep = self.out.debug_wanted();
         let t_convert = Instant::now();
-        let converted = tokio::task::spawn_blocking(move || to_tensor(&frame, &tgt, &shp, passthrough, max_pixels)).await;
-        let input = match converted {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => {
+        let converted = tokio::task::spawn_blocking(move || {
+            let input = to_tensor(&frame, &tgt, &shp, passthrough, max_pixels);
+            (input, keep.then_some(Kept { frame, max_pixels }))
+        })
+        .await;
+        let (input, debug) = match converted {
+            Ok((Ok(t), kept)) => (t, kept),
+            Ok((Err(e), _)) => {
                 counters.bad_input.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, stamp = ?header.stamp, frame = %header.frame_id, "bad input frame dropped");
                 return None;
@@ -147,7 +154,7 @@ impl<'a> Frames<'a> {
         let mbps = self.shared.latest_mbps.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(self.cfg.initial_bandwidth_mbps);
         let bucket = self.selector.update(Instant::now(), mbps);
         counters.bucket_bits.store(bucket.to_bits(), Ordering::Relaxed);
-        Some((input, FrameMeta { header, received, kind, source, started, mbps, bucket, convert_s }))
+        Some((input, FrameMeta { header, received, kind, source, started, mbps, bucket, convert_s, debug }))
     }
 
     /// Runs the frame's inference at its bucket, follows a table planned again for the edge

@@ -1,6 +1,7 @@
 //! Where answered frames go out ([`Outlet`]): the outputs read, the task's messages
 //! (detections, keypoints, occupancy, class and instance maps) on their topics, the
-//! `InferenceResult`, and the counts and recent times kept for /diagnostics.
+//! `InferenceResult`, the annotated debug image (while subscribed, [`DebugOutlet`]), and the
+//! counts and recent times kept for /diagnostics.
 
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
@@ -11,9 +12,11 @@ use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{Inference, InferenceStats};
 use tch::Tensor;
 
+use super::debug::{DebugOutlet, Kept};
 use super::frame::FrameMeta;
 use super::messages::{outputs_msg, result_msg};
 use super::shared::Shared;
+use crate::annotate::{Annotations, caption};
 use crate::backend::{InferenceResult, Pub, SharedRos, to_time};
 use crate::config::RobotConfig;
 use crate::error::Result;
@@ -27,13 +30,15 @@ pub(super) struct Outlet<'a> {
     task_pubs: TaskPublishers,
     task: Postprocess,
     publisher: Pub<InferenceResult>,
+    /// The debug image's publishers (`None`: `debug_image.enabled` false, or LiDAR input).
+    debug: Option<DebugOutlet>,
     /// The model's output names.
     names: Vec<String>,
     model_hash: String,
 }
 
 impl<'a> Outlet<'a> {
-    /// Declares the result's publisher, then the configured task's.
+    /// Declares the result's publisher, the configured task's, then the debug image's.
     ///
     /// # Errors
     /// A topic the backend refuses.
@@ -47,21 +52,28 @@ impl<'a> Outlet<'a> {
         let publisher = ros.inference_publisher(&cfg.topics.inference)?;
         let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
         let task_pubs = TaskPublishers::new(ros, &task, &cfg.topics)?;
-        Ok(Outlet { cfg, shared, task_pubs, task, publisher, names, model_hash })
+        let debug = DebugOutlet::new(cfg, ros, shared.counters.clone())?;
+        Ok(Outlet { cfg, shared, task_pubs, task, publisher, debug, names, model_hash })
     }
 
-    /// Publishes one answered frame: its outputs decoded, the task's messages, the result and
-    /// the window of recent latencies.
-    pub(super) async fn publish(&self, meta: FrameMeta, r: Inference) {
+    /// Whether the next frame should be kept for its debug image (a form of it is subscribed,
+    /// and none is being drawn).
+    pub(super) fn debug_wanted(&self) -> bool {
+        self.debug.as_ref().is_some_and(DebugOutlet::wanted)
+    }
+
+    /// Publishes one answered frame: its outputs decoded, the task's messages, the result, the
+    /// window of recent latencies, and (the frame kept for it) the debug image, drawn after the
+    /// result went out.
+    pub(super) async fn publish(&self, mut meta: FrameMeta, r: Inference) {
+        let kept = meta.debug.take().map(|k| (k, meta.header.clone()));
         let finished = std::time::SystemTime::now();
         let t_out = Instant::now();
         let Some(decoded) = self.decode(r.outputs).await else { return };
         let out_s = t_out.elapsed().as_secs_f64();
         let t_pub = Instant::now();
         let header = meta.header;
-        if !decoded.0.is_empty() {
-            self.publish_task(&decoded.0, &header, &meta.source);
-        }
+        let task_msgs = if decoded.0.is_empty() { None } else { self.publish_task(&decoded.0, &header, &meta.source) };
         let received = meta.received;
         let msg = result_msg(
             &r.stats,
@@ -81,6 +93,9 @@ impl<'a> Outlet<'a> {
         let pub_s = t_pub.elapsed().as_secs_f64();
         let ros_s = (received.elapsed().as_secs_f64() - r.stats.total_s).max(0.0);
         self.count(&r.stats, ros_s);
+        if let Some((kept, header)) = kept {
+            self.submit_debug(kept, &header, &r.stats, meta.bucket, task_msgs.as_ref());
+        }
         tracing::debug!(
             id = r.stats.id,
             total_ms = r.stats.total_s * 1e3,
@@ -92,6 +107,18 @@ impl<'a> Outlet<'a> {
             fallback = r.stats.fallback,
             "inference published"
         );
+    }
+
+    /// Hands the frame kept for its debug image to the debug outlet, with what to draw: the
+    /// task's messages (if any) and the caption (method, bucket, latency).
+    fn submit_debug(&self, kept: Kept, header: &crate::backend::Header, stats: &InferenceStats, bucket: f64, task: Option<&TaskMessages>) {
+        let Some(debug) = &self.debug else { return };
+        let line = caption(&stats.method, bucket, stats.total_s, stats.fallback);
+        let a = match task {
+            Some(m) => Annotations::from_task(m, line),
+            None => Annotations { caption: line, ..Default::default() },
+        };
+        debug.submit(kept, header, a);
     }
 
     /// The outputs as messages and their top-k, read on the blocking pool; `None` (counted as
@@ -114,22 +141,23 @@ impl<'a> Outlet<'a> {
     }
 
     /// Publishes the task's messages (detections, keypoints, occupancy, class map, instance map)
-    /// made from the outputs (the first, or `segment-instance`'s two); a failure is counted in
-    /// `task_message_errors`.
-    fn publish_task(&self, outputs: &[OutputTensor], header: &crate::backend::Header, source: &Source) {
+    /// made from the outputs (the first, or `segment-instance`'s two), and returns them (for the
+    /// debug image); a failure is counted in `task_message_errors`.
+    fn publish_task(&self, outputs: &[OutputTensor], header: &crate::backend::Header, source: &Source) -> Option<TaskMessages> {
         let ros_header = hiroz_msgs::std_msgs::Header { stamp: to_time(header.stamp), frame_id: header.frame_id.clone() };
         let shapes: Vec<Vec<usize>> = outputs.iter().map(|o| o.shape.iter().map(|&d| d as usize).collect()).collect();
         let views: Vec<OutputView<'_>> = outputs.iter().zip(&shapes).map(|(o, shape)| OutputView { values: &o.data, shape }).collect();
-        let failed = match task_messages_for(&self.task, &views, &ros_header, source, &self.cfg.class_names) {
-            Ok(m) => !self.task_pubs.publish(m),
+        let (failed, messages) = match task_messages_for(&self.task, &views, &ros_header, source, &self.cfg.class_names) {
+            Ok(m) => (!self.task_pubs.publish(&m), Some(m)),
             Err(e) => {
                 tracing::error!(error = %e, task = self.task.task_name(), "building the task's messages failed");
-                true
+                (true, None)
             }
         };
         if failed {
             self.shared.counters.task_message_errors.fetch_add(1, Ordering::Relaxed);
         }
+        messages
     }
 
     /// Counts a published result and keeps its latency and ROS-layer time for /diagnostics.
@@ -176,17 +204,17 @@ impl TaskPublishers {
 
     /// Publishes what `m` holds; a failure is logged, the others still go out. False when one
     /// failed.
-    fn publish(&self, m: TaskMessages) -> bool {
-        fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<T>, what: &str) -> bool {
+    fn publish(&self, m: &TaskMessages) -> bool {
+        fn one<T>(p: &Option<crate::backend::Pub<T>>, msg: Option<&T>, what: &str) -> bool {
             let (Some(p), Some(msg)) = (p, msg) else { return true };
-            p.publish(&msg).inspect_err(|e| tracing::warn!(error = %e, what, "publishing failed")).is_ok()
+            p.publish(msg).inspect_err(|e| tracing::warn!(error = %e, what, "publishing failed")).is_ok()
         }
         [
-            one(&self.detections, m.detections, "detections"),
-            one(&self.keypoints, m.keypoints, "keypoints"),
-            one(&self.occupancy, m.occupancy, "occupancy"),
-            one(&self.segmentation, m.segmentation, "segmentation"),
-            one(&self.instances, m.instances, "instances"),
+            one(&self.detections, m.detections.as_ref(), "detections"),
+            one(&self.keypoints, m.keypoints.as_ref(), "keypoints"),
+            one(&self.occupancy, m.occupancy.as_ref(), "occupancy"),
+            one(&self.segmentation, m.segmentation.as_ref(), "segmentation"),
+            one(&self.instances, m.instances.as_ref(), "instances"),
         ]
         .iter()
         .all(|&ok| ok)
