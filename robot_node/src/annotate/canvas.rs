@@ -15,19 +15,6 @@ pub struct Canvas {
     pub rgb: Vec<u8>,
 }
 
-/// Bytes per pixel and the byte offsets of R, G, B (`None`: grey) of the encodings a frame can
-/// be drawn on: those the node converts ([`crate::convert::image::ENCODINGS`]).
-fn layout(encoding: &str) -> Option<(usize, Option<[usize; 3]>)> {
-    Some(match encoding {
-        "rgb8" => (3, Some([0, 1, 2])),
-        "bgr8" => (3, Some([2, 1, 0])),
-        "rgba8" => (4, Some([0, 1, 2])),
-        "bgra8" => (4, Some([2, 1, 0])),
-        "mono8" => (1, None),
-        _ => return None,
-    })
-}
-
 impl Canvas {
     /// A `width x height` canvas of one colour.
     pub fn filled(width: u32, height: u32, colour: [u8; 3]) -> Canvas {
@@ -44,7 +31,8 @@ impl Canvas {
     /// [`ConvertError::StepTooSmall`] and [`ConvertError::DataTooShort`] for a frame whose
     /// header and data disagree.
     pub fn from_view(view: &ImageView<'_>) -> Result<Canvas, ConvertError> {
-        let (bpp, rgb) = layout(view.encoding).ok_or_else(|| ConvertError::UnknownEncoding { encoding: view.encoding.to_string() })?;
+        let (bpp, rgb) = crate::convert::image::layout(view.encoding)
+            .ok_or_else(|| ConvertError::UnknownEncoding { encoding: view.encoding.to_string() })?;
         let (w, h, step) = (view.width as usize, view.height as usize, view.step as usize);
         if w == 0 || h == 0 {
             return Err(ConvertError::ZeroSize { what: format!("a {w}x{h} frame") });

@@ -70,8 +70,9 @@ pub fn placement(w: u32, h: u32, t: &ImageTarget) -> Placement {
     lop::fit::placement(t.fit, w, h, t.width, t.height)
 }
 
-/// Bytes per pixel and the byte offsets of R, G, B (`None`: grey).
-fn layout(encoding: &str) -> Option<(usize, Option<[usize; 3]>)> {
+/// Bytes per pixel and the byte offsets of R, G, B (`None`: grey) of the encodings the node
+/// converts ([`ENCODINGS`]); the debug image draws on the same ones.
+pub(crate) fn layout(encoding: &str) -> Option<(usize, Option<[usize; 3]>)> {
     Some(match encoding {
         "rgb8" => (3, Some([0, 1, 2])),
         "bgr8" => (3, Some([2, 1, 0])),

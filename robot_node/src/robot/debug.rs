@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::counters::RobotCounters;
-use super::frame::Frame;
+use super::frame::{Frame, Kept};
 use crate::annotate::{Annotations, Canvas, annotate};
 use crate::backend::{CompressedImage, Header, Image, Pub, SharedRos, to_time};
 use crate::config::{InputKind, RobotConfig};
@@ -30,12 +30,6 @@ use crate::error::{Error, Result};
 /// The `format` of the JPEG form, as image_transport's compressed transport writes it for an
 /// `rgb8` source (decoders give `rgb8` back).
 pub(super) const JPEG_FORMAT: &str = "rgb8; jpeg compressed bgr8";
-
-/// A frame kept for its debug image, with the decoding cap its conversion used.
-pub(super) struct Kept {
-    pub(super) frame: Frame,
-    pub(super) max_pixels: usize,
-}
 
 /// Which forms of the debug image have subscribers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

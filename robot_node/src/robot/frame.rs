@@ -36,5 +36,12 @@ pub(super) struct FrameMeta {
     pub(super) bucket: f64,
     pub(super) convert_s: f64,
     /// The frame itself, kept only when its debug image is wanted (a subscriber at conversion).
-    pub(super) debug: Option<super::debug::Kept>,
+    pub(super) debug: Option<Kept>,
+}
+
+/// A frame kept for its debug image ([`super::debug`]), with the decoding cap its conversion
+/// used.
+pub(super) struct Kept {
+    pub(super) frame: Frame,
+    pub(super) max_pixels: usize,
 }

@@ -12,9 +12,8 @@ use lop_runtime::client::Inference;
 use tokio::sync::watch;
 
 use super::conversion::to_tensor;
-use super::debug::Kept;
 use super::edges::{Answered, Edges};
-use super::frame::{Converted, Frame, FrameMeta};
+use super::frame::{Converted, Frame, FrameMeta, Kept};
 use super::outlet::Outlet;
 use super::shared::Shared;
 use super::target::Target;

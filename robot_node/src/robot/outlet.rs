@@ -12,8 +12,9 @@ use lop_msgs::ros::msg::{ClassScore, OutputTensor};
 use lop_runtime::client::{Inference, InferenceStats};
 use tch::Tensor;
 
-use super::debug::{DebugOutlet, Kept};
+use super::debug::DebugOutlet;
 use super::frame::FrameMeta;
+use super::frame::Kept;
 use super::messages::{outputs_msg, result_msg};
 use super::shared::Shared;
 use crate::annotate::{Annotations, caption};
