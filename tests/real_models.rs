@@ -143,6 +143,8 @@ fn check_model(name: &str) {
             failures.push(format!("split ({which}): [{}]", fmt_errs(&errs)));
         }
     }
+    let nchw = LoadOptions { input_shape: Some(input_shape.clone()), ..LoadOptions::default() };
+    failures.extend(check_unfused(name, &onnx_path, &nchw, &inputs, &whole.outputs));
     failures.extend(check_channels_last(name, &onnx_path, &input_shape, &inputs, &expected));
     // Batched with another frame (the input mirrored left to right), as an edge batches two
     // robots' inferences: each sample's outputs are its own.
@@ -194,12 +196,32 @@ fn check_channels_last(
     assert_eq!(direct, convs, "{name}: every 2-d convolution runs straight on oneDNN in channels-last");
     let whole = run_whole(&graph, inputs).unwrap_or_else(|e| panic!("{name}: channels-last whole run failed: {e}"));
     let split = run_split(&graph, &Plan::even(&graph, UNITS), inputs).unwrap_or_else(|e| panic!("{name}: channels-last split failed: {e}"));
-    let mut failures = Vec::new();
+    let mut failures = check_unfused(name, onnx_path, &opts, inputs, &whole.outputs);
     for (run, outputs) in [("channels-last whole", &whole.outputs), ("channels-last split (even plan)", &split.outputs)] {
         let errs = compare(name, run, outputs, expected).unwrap_or_else(|e| panic!("{e}"));
         eprintln!("{name}: {run} ({direct} convolutions on oneDNN) vs onnxruntime: rel err [{}]", fmt_errs(&errs));
         if fails(&errs) {
             failures.push(format!("{run}: [{}]", fmt_errs(&errs)));
+        }
+    }
+    failures
+}
+
+/// The model loaded with `opts` but every activation kept a separate op (`lop::fuse` off): its
+/// whole run must give the fused run's `fused` outputs under the split rule (the fused
+/// convolution applies the same activation to the same values). Returns the disagreements.
+fn check_unfused(name: &str, onnx_path: &std::path::Path, opts: &LoadOptions, inputs: &[Tensor], fused: &[Tensor]) -> Vec<String> {
+    let unfused_opts = LoadOptions { unfused: true, ..opts.clone() };
+    let unfused = load(onnx_path.to_str().expect("utf-8 path"), &unfused_opts).unwrap_or_else(|e| panic!("{name}: loading unfused: {e}"));
+    let fused_graph = load(onnx_path.to_str().expect("utf-8 path"), opts).unwrap_or_else(|e| panic!("{name}: loading: {e}"));
+    let folded = unfused.nodes.len() - fused_graph.nodes.len();
+    let want = run_whole(&unfused, inputs).unwrap_or_else(|e| panic!("{name}: unfused whole run failed: {e}")).outputs;
+    let mut failures = Vec::new();
+    for (k, (f, u)) in fused.iter().zip(&want).enumerate() {
+        let a = agree(f, u, Tolerance::SPLIT).unwrap_or_else(|e| panic!("{name}: output {k}: {e}"));
+        eprintln!("{name} ({:?}): fused ({folded} nodes folded) vs unfused, output {k}: {a:?}", opts.layout);
+        if !a.within {
+            failures.push(format!("fused vs unfused ({:?}) output {k}: {a:?}", opts.layout));
         }
     }
     failures

@@ -36,6 +36,27 @@ fn inspect_json_counts_resnet18() {
     let sum: u64 = classes.values().map(|c| c.as_u64().expect("count")).sum();
     assert_eq!(sum, ops);
     assert!(classes["block_wise"].as_u64().expect("block_wise") >= 20);
+    // Counted before fusion (the model as it is), then what fusion does to it: the stem's and
+    // each block's first convolution take their ReLU; the ReLUs after residual adds read no
+    // convolution, so they are not listed.
+    assert_eq!(v["kinds"]["Relu"], 17, "{v}");
+    let fused = v["fusion"]["fused"].as_array().expect("fused");
+    assert_eq!(fused.len(), 9, "{v}");
+    assert!(fused.iter().all(|f| f["act"] == "Relu" && f["removed"].as_array().is_some_and(|r| r.len() == 1)), "{v}");
+    assert_eq!(v["fusion"]["applied"], true, "{v}");
+}
+
+/// `lop inspect` prints what fusion does, and with `LOP_FUSE=off` says that it is not applied
+/// (the fusion pass's reasons for what it leaves are checked in `lop::fuse`).
+#[test]
+fn inspect_prints_fusion_and_whether_it_applies() {
+    let on = lop(&["inspect", "zoo:mobilenet_v2"]);
+    assert!(on.status.success(), "{}", String::from_utf8_lossy(&on.stderr));
+    let text = String::from_utf8_lossy(&on.stdout);
+    assert!(text.contains("fused      35 convolutions take their activation: 35 Clip\n"), "{text}");
+    let off = Command::new(env!("CARGO_BIN_EXE_lop")).args(["inspect", "zoo:resnet18"]).env("LOP_FUSE", "off").output().expect("lop runs");
+    let text = String::from_utf8_lossy(&off.stdout);
+    assert!(text.contains("fused      9 convolutions") && text.contains("not applied: LOP_FUSE=off"), "{text}");
 }
 
 #[test]
@@ -189,9 +210,10 @@ fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
     for kind in ["Conv", "MaxPool", "Relu", "Add"] {
         assert!(names.contains(&kind), "{kind} missing: {v}");
     }
-    // Counts, not times: a loaded machine moves times, never how many convolutions resnet18 has.
-    let convs = kinds.iter().find(|k| k["kind"] == "Conv").and_then(|k| k["ops"].as_u64());
-    assert_eq!(convs, Some(20), "{v}");
+    // Counts, not times: a loaded machine moves times, never how many convolutions resnet18 has
+    // (9 of them take the ReLU after them: the stem's and each block's first).
+    let ops_of = |kind: &str| kinds.iter().find(|k| k["kind"] == kind).and_then(|k| k["ops"].as_u64());
+    assert_eq!((ops_of("Conv"), ops_of("Conv+Relu")), (Some(11), Some(9)), "{v}");
     // The call-cost floor: every one of the 20 convolutions makes 3 more calls in 4 bands, each
     // costing the measured floor, so the floor ratio is 1 + 60 x floor / whole.
     // resnet18's one linear layer (the classifier) reads a value with no row axis: not counted.

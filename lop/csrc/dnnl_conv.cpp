@@ -170,7 +170,9 @@ struct Conv {
   std::vector<float> bias;    // [O] or empty
   int64_t out_ch, in_per_group, kh, kw, groups;
   int64_t strides[2], dilations[2];
-  int post;  // 0 none, 1 relu, 2 swish
+  int post;  // 0 none, 1 relu (alpha: negative slope), 2 swish (alpha), 3 logistic, 4 clip [alpha, beta],
+             // 5 hard sigmoid max(0, min(1, alpha x + beta)), 6 hard swish x * that
+  float alpha, beta;
   std::mutex lock;
   std::vector<Shape> shapes;
   std::vector<Format> formats;
@@ -205,8 +207,9 @@ struct Conv {
     check(g_api->dnnl_primitive_attr_create(&attr), "attributes");
     if (post != 0) {
       check(g_api->dnnl_post_ops_create(&ops), "post-ops");
-      check(g_api->dnnl_post_ops_append_eltwise(ops, post == 1 ? dnnl_eltwise_relu : dnnl_eltwise_swish, post == 1 ? 0.f : 1.f, 0.f),
-            "eltwise post-op");
+      const dnnl_alg_kind_t alg[] = {dnnl_alg_kind_undef, dnnl_eltwise_relu, dnnl_eltwise_swish, dnnl_eltwise_logistic,
+                                     dnnl_eltwise_clip_v2, dnnl_eltwise_hardsigmoid, dnnl_eltwise_hardswish};
+      check(g_api->dnnl_post_ops_append_eltwise(ops, alg[post], alpha, beta), "eltwise post-op");
       check(g_api->dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
     }
     dnnl_dims_t st = {strides[0], strides[1]}, dil = {dilations[0] - 1, dilations[1] - 1};
@@ -365,12 +368,18 @@ int lop_dnnl_load(const char* path, char* err, size_t err_len) {
 }
 
 // A convolution of weight `w` ([O, I/groups, kh, kw], float, contiguous; copied), optional `bias`
-// ([O]), `strides` and `dilations` (2 each), and a fused activation `post` (0 none, 1 relu,
-// 2 swish). Null with a message on failure (oneDNN not loaded).
+// ([O]), `strides` and `dilations` (2 each), and a fused activation `post` with its parameters
+// (0 none; 1 relu, `alpha` the negative slope; 2 swish, `alpha` the sigmoid's scale; 3 logistic;
+// 4 clip to [`alpha`, `beta`]; 5 hard sigmoid and 6 hard swish, slope `alpha`, offset `beta`).
+// Null with a message on failure (oneDNN not loaded, unknown `post`).
 void* lop_dnnl_conv_new(const float* w, const int64_t* wdims, int64_t groups, const float* bias, const int64_t* strides,
-                        const int64_t* dilations, int post, char* err, size_t err_len) {
+                        const int64_t* dilations, int post, float alpha, float beta, char* err, size_t err_len) {
   if (g_api == nullptr) {
     write_error("oneDNN is not loaded", err, err_len);
+    return nullptr;
+  }
+  if (post < 0 || post > 6) {
+    write_error("unknown post-op", err, err_len);
     return nullptr;
   }
   try {
@@ -385,6 +394,8 @@ void* lop_dnnl_conv_new(const float* w, const int64_t* wdims, int64_t groups, co
     c->dilations[0] = dilations[0];
     c->dilations[1] = dilations[1];
     c->post = post;
+    c->alpha = alpha;
+    c->beta = beta;
     c->weight.assign(w, w + wdims[0] * wdims[1] * wdims[2] * wdims[3]);
     if (bias != nullptr) c->bias.assign(bias, bias + wdims[0]);
     return c;

@@ -15,6 +15,8 @@
 //! - [`onnx`]: ONNX import.
 //! - [`zoo`]: built-in models with seeded weights.
 //! - [`model`]: loading a model by zoo name or path.
+//! - [`fuse`]: folding ReLU and SiLU into the convolutions that feed them (oneDNN post-ops),
+//!   applied by [`model::load`].
 //! - [`preprocess`]: the model's front end (channel order, scale, mean, std) as graph ops, so that
 //!   frames cross the link as bytes for float-input models too.
 //! - [`postprocess`]: the model's back end (detections with NMS, keypoints, class maps,
@@ -40,6 +42,7 @@ pub mod exec;
 pub mod fit;
 pub mod fleet;
 mod flow;
+pub mod fuse;
 pub mod graph;
 pub mod inspect;
 pub mod libtorch;

@@ -23,6 +23,18 @@ pub struct LoadOptions {
     /// The memory layout of convolution weights: the side's profile's
     /// ([`crate::profile::Profile::layout`]), so that the model runs as it was measured.
     pub layout: crate::graph::Layout,
+    /// Keep every activation a separate op instead of folding ReLU and SiLU into the
+    /// convolutions that feed them ([`crate::fuse`]); `LOP_FUSE=off` in the environment does the
+    /// same. For comparing fused and unfused runs: both sides of a split must load alike.
+    pub unfused: bool,
+}
+
+impl LoadOptions {
+    /// Whether [`load`] folds activations into convolutions: unless [`LoadOptions::unfused`]
+    /// or `LOP_FUSE=off`.
+    pub fn fuses(&self) -> bool {
+        !self.unfused && std::env::var("LOP_FUSE").map_or(true, |v| v != "off")
+    }
 }
 
 /// Loads `name`: `zoo:NAME` (see [`crate::zoo::names`]) or a path to a `.onnx` file.
@@ -39,6 +51,9 @@ pub fn load(name: &str, opts: &LoadOptions) -> Result<Graph> {
     }
     if let Some(p) = &opts.postprocess {
         graph = p.apply(graph)?;
+    }
+    if opts.fuses() {
+        graph = crate::fuse::fuse_activations(graph).0;
     }
     if opts.layout != crate::graph::Layout::Nchw {
         graph.set_layout(opts.layout)?;

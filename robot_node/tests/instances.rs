@@ -34,6 +34,7 @@ fn seg_graph() -> lop::Graph {
         output_padding: vec![0, 0],
         groups: 1,
         packed: None,
+        act: None,
     };
     let mut b = GraphBuilder::new("seg");
     let x = b.input("images", vec![1, 3, 64, 64], DType::F32);

@@ -96,7 +96,7 @@ pub(super) fn conv(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<
         }
         None => (w, bias, None),
     };
-    let c = Conv { weight, bias, strides, pads_begin, pads_end, dilations, output_padding: vec![0; nsp], groups, packed: None };
+    let c = Conv { weight, bias, strides, pads_begin, pads_end, dilations, output_padding: vec![0; nsp], groups, packed: None, act: None };
     let y = imp.emit(cx, "", Op::Conv(c), &[x])?;
     if let Some((j, out)) = bn {
         imp.skip(j);
@@ -211,7 +211,7 @@ pub(super) fn conv_transpose(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) 
         (None, _) => pads(cx, &sp, &[], &[])?,
     };
     let groups = usize::try_from(cx.attr_i("group", 1)?).map_err(|_| cx.malformed("negative group"))?;
-    let c = Conv { weight: w, bias, strides, pads_begin, pads_end, dilations, output_padding, groups, packed: None };
+    let c = Conv { weight: w, bias, strides, pads_begin, pads_end, dilations, output_padding, groups, packed: None, act: None };
     Ok(vec![imp.emit(cx, "", Op::ConvTranspose(c), &[x])?])
 }
 

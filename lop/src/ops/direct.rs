@@ -22,6 +22,7 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use tch::{Kind, Tensor};
 
+use super::UnaryOp;
 use super::packed::PackingStats;
 
 #[cfg(lop_onednn)]
@@ -36,6 +37,8 @@ unsafe extern "C" {
         strides: *const i64,
         dilations: *const i64,
         post: c_int,
+        alpha: f32,
+        beta: f32,
         err: *mut c_char,
         err_len: usize,
     ) -> *mut c_void;
@@ -111,16 +114,22 @@ fn message(err: &[c_char]) -> String {
     unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned()
 }
 
-/// An activation oneDNN applies to a convolution's output in the same pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fused {
-    /// None.
-    #[default]
-    None,
-    /// `max(x, 0)`.
-    Relu,
-    /// `x * sigmoid(x)` (SiLU).
-    Silu,
+/// oneDNN's post-op for `act` applied to a convolution's output in the same pass: the shim's
+/// code (1 ReLU with a negative slope, 2 swish, 3 logistic, 4 clip, 5 hard sigmoid, 6 hard
+/// swish) and its two parameters.
+/// `None` for an activation without one (the convolution then runs without oneDNN here).
+pub fn post_op(act: Option<&UnaryOp>) -> Option<(c_int, f32, f32)> {
+    match act {
+        None => Some((0, 0.0, 0.0)),
+        Some(UnaryOp::Relu) => Some((1, 0.0, 0.0)),
+        Some(UnaryOp::LeakyRelu(alpha)) => Some((1, *alpha, 0.0)),
+        Some(UnaryOp::Silu) => Some((2, 1.0, 0.0)),
+        Some(UnaryOp::Sigmoid) => Some((3, 0.0, 0.0)),
+        Some(UnaryOp::Clip { min, max }) => Some((4, *min, *max)),
+        Some(UnaryOp::HardSigmoid { alpha, beta }) => Some((5, *alpha, *beta)),
+        Some(UnaryOp::HardSwish) => Some((6, 1.0 / 6.0, 0.5)),
+        Some(_) => None,
+    }
 }
 
 /// A convolution's oneDNN context (its weight copy, primitives and packings); freed on drop.
@@ -139,8 +148,9 @@ unsafe impl Sync for DirectConv {}
 
 impl DirectConv {
     /// The context for a 2-d float CPU convolution of `weight` (`[C_out, C_in/groups, kh, kw]`),
-    /// `bias`, `strides`, `dilations` and `groups`, with `fused` applied to its output; `None`
-    /// where this path does not apply (another dtype, device or rank, or no oneDNN).
+    /// `bias`, `strides`, `dilations` and `groups`, with `act` applied to its output; `None`
+    /// where this path does not apply (another dtype, device or rank, an activation without a
+    /// post-op ([`post_op`]), or no oneDNN).
     ///
     /// # Errors
     /// libtorch failures copying the weight; the shim's message.
@@ -150,16 +160,17 @@ impl DirectConv {
         strides: &[usize],
         dilations: &[usize],
         groups: usize,
-        fused: Fused,
+        act: Option<&UnaryOp>,
     ) -> Result<Option<DirectConv>, tch::TchError> {
         let cpu_float = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float;
         if weight.dim() != 4 || strides.len() != 2 || dilations.len() != 2 || !cpu_float(weight) || !bias.is_none_or(cpu_float) {
             return Ok(None);
         }
+        let Some(post) = post_op(act) else { return Ok(None) };
         if !available() {
             return Ok(None);
         }
-        Self::create(weight, bias, strides, dilations, groups, fused).map(Some)
+        Self::create(weight, bias, strides, dilations, groups, post).map(Some)
     }
 
     #[cfg(lop_onednn)]
@@ -169,18 +180,13 @@ impl DirectConv {
         strides: &[usize],
         dilations: &[usize],
         groups: usize,
-        fused: Fused,
+        post: (c_int, f32, f32),
     ) -> Result<DirectConv, tch::TchError> {
         let w = weight.f_contiguous()?;
         let b = bias.map(Tensor::f_contiguous).transpose()?;
         let wdims = w.size();
         let i64s = |v: &[usize]| [v[0] as i64, v[1] as i64];
         let (strides, dilations) = (i64s(strides), i64s(dilations));
-        let post = match fused {
-            Fused::None => 0,
-            Fused::Relu => 1,
-            Fused::Silu => 2,
-        };
         let mut err = [0 as c_char; 512];
         let bias_ptr = b.as_ref().map_or(std::ptr::null(), |b| b.data_ptr() as *const f32);
         // SAFETY: `w` is a contiguous float tensor of `wdims` and `b` one of `wdims[0]` floats,
@@ -193,7 +199,9 @@ impl DirectConv {
                 bias_ptr,
                 strides.as_ptr(),
                 dilations.as_ptr(),
-                post,
+                post.0,
+                post.1,
+                post.2,
                 err.as_mut_ptr(),
                 err.len(),
             )
@@ -205,7 +213,14 @@ impl DirectConv {
     }
 
     #[cfg(not(lop_onednn))]
-    fn create(_: &Tensor, _: Option<&Tensor>, _: &[usize], _: &[usize], _: usize, _: Fused) -> Result<DirectConv, tch::TchError> {
+    fn create(
+        _: &Tensor,
+        _: Option<&Tensor>,
+        _: &[usize],
+        _: &[usize],
+        _: usize,
+        _: (c_int, f32, f32),
+    ) -> Result<DirectConv, tch::TchError> {
         Err(tch::TchError::Torch("lop was built without oneDNN".into()))
     }
 

@@ -1,6 +1,7 @@
 //! oneDNN's convolutions called straight ([`super::DirectConv`]) against libtorch's eager ones.
 
-use super::{DirectConv, Fused, available};
+use super::{DirectConv, available};
+use crate::ops::UnaryOp;
 use crate::exec::{Tolerance, agree};
 use tch::{Device, Kind, Tensor};
 
@@ -44,7 +45,7 @@ fn direct_convolutions_agree_with_eager_ones() {
     for (cin, cout, k, s, d, g, with_bias) in cases {
         let w = randn(&[cout, cin / g, k, k]);
         let b = with_bias.then(|| randn(&[cout]));
-        let conv = DirectConv::new(&w, b.as_ref(), &[s as usize; 2], &[d as usize; 2], g as usize, Fused::None)
+        let conv = DirectConv::new(&w, b.as_ref(), &[s as usize; 2], &[d as usize; 2], g as usize, None)
             .expect("context")
             .expect("oneDNN is loaded");
         let half = (k - 1) * d / 2;
@@ -65,15 +66,28 @@ fn direct_convolutions_agree_with_eager_ones() {
     }
 }
 
-/// A ReLU or SiLU fused into the convolution equals the convolution followed by it.
+/// Every activation with a post-op, fused into the convolution, equals the activation's own op
+/// applied after it; one without a post-op (Tanh) is refused, so the caller keeps libtorch's
+/// route.
 #[test]
 fn fused_activations_equal_the_activation_after_the_convolution() {
     let (w, b, x) = (randn(&[16, 8, 3, 3]), randn(&[16]), randn(&[1, 8, 9, 10]));
     let plain = eager(&x, &w, Some(&b), 1, 1, 1, [1; 4]);
-    for (fused, want) in [(Fused::Relu, plain.relu()), (Fused::Silu, plain.silu())] {
-        let conv = DirectConv::new(&w, Some(&b), &[1, 1], &[1, 1], 1, fused).expect("context").expect("oneDNN");
-        assert_agree(&conv.run(&x, [1; 4]).expect("run"), &want, &format!("{fused:?}"));
+    let acts = [
+        UnaryOp::Relu,
+        UnaryOp::LeakyRelu(0.1),
+        UnaryOp::Silu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Clip { min: -0.5, max: 2.0 },
+        UnaryOp::HardSigmoid { alpha: 0.2, beta: 0.5 },
+        UnaryOp::HardSwish,
+    ];
+    for act in acts {
+        let want = act.apply(&plain).expect("activation");
+        let conv = DirectConv::new(&w, Some(&b), &[1, 1], &[1, 1], 1, Some(&act)).expect("context").expect("oneDNN");
+        assert_agree(&conv.run(&x, [1; 4]).expect("run"), &want, &format!("{act:?}"));
     }
+    assert!(DirectConv::new(&w, Some(&b), &[1, 1], &[1, 1], 1, Some(&UnaryOp::Tanh)).expect("no error").is_none());
 }
 
 /// Each new input shape (with its padding) keeps a primitive; its packed weight is shared with
@@ -82,7 +96,7 @@ fn fused_activations_equal_the_activation_after_the_convolution() {
 #[test]
 fn shapes_are_kept_up_to_the_cap_and_calls_past_it_are_counted() {
     let w = randn(&[16, 8, 3, 3]);
-    let conv = DirectConv::new(&w, None, &[1, 1], &[1, 1], 1, Fused::None).expect("context").expect("oneDNN");
+    let conv = DirectConv::new(&w, None, &[1, 1], &[1, 1], 1, None).expect("context").expect("oneDNN");
     let extra = 3;
     for h in 3..3 + 64 + extra {
         let x = randn(&[1, 8, h, 12]);
@@ -101,7 +115,7 @@ fn shapes_are_kept_up_to_the_cap_and_calls_past_it_are_counted() {
 /// tensor of another dtype.
 #[test]
 fn inputs_the_kernel_cannot_take_are_refused() {
-    let conv = DirectConv::new(&randn(&[4, 2, 5, 5]), None, &[1, 1], &[1, 1], 1, Fused::None).expect("context").expect("oneDNN");
+    let conv = DirectConv::new(&randn(&[4, 2, 5, 5]), None, &[1, 1], &[1, 1], 1, None).expect("context").expect("oneDNN");
     let small = conv.run(&randn(&[1, 2, 3, 8]), [0; 4]).expect_err("3 rows for a 5-row kernel");
     assert!(small.to_string().contains("smaller than the kernel"), "{small}");
     let ints = conv.run(&Tensor::zeros([1, 2, 8, 8], (Kind::Int, Device::Cpu)), [0; 4]).expect_err("int input");

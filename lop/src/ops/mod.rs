@@ -15,7 +15,7 @@ mod whole;
 mod window;
 
 pub use band::BandIn;
-pub use direct::{DirectConv, Fused, PreparedConv};
+pub use direct::{DirectConv, PreparedConv, post_op};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
 pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
@@ -167,7 +167,17 @@ impl Op {
             Op::Input => "Input",
             Op::Constant(_) => "Constant",
             Op::NormalizeU8 { .. } => "NormalizeU8",
-            Op::Conv(_) => "Conv",
+            Op::Conv(c) => match &c.act {
+                None => "Conv",
+                Some(UnaryOp::Relu) => "Conv+Relu",
+                Some(UnaryOp::LeakyRelu(_)) => "Conv+LeakyRelu",
+                Some(UnaryOp::Silu) => "Conv+SiLU",
+                Some(UnaryOp::Sigmoid) => "Conv+Sigmoid",
+                Some(UnaryOp::Clip { .. }) => "Conv+Clip",
+                Some(UnaryOp::HardSigmoid { .. }) => "Conv+HardSigmoid",
+                Some(UnaryOp::HardSwish) => "Conv+HardSwish",
+                Some(_) => "Conv+Activation",
+            },
             Op::ConvTranspose(_) => "ConvTranspose",
             Op::ChannelAffine { .. } => "BatchNorm",
             Op::Unary(u) => u.name(),

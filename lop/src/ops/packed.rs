@@ -321,6 +321,7 @@ mod tests {
             output_padding: vec![0, 0],
             groups: 1,
             packed: None,
+            act: None,
         };
         let mut g = GraphBuilder::new("packed");
         let x = g.input("x", vec![1, 8, 21, 17], DType::F32);

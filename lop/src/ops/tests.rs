@@ -75,6 +75,7 @@ fn conv(weight: Tensor, bias: Option<Tensor>, s: usize, pb: [usize; 2], pe: [usi
         output_padding: vec![0, 0],
         groups: g,
         packed: None,
+        act: None,
     }
 }
 
@@ -118,6 +119,7 @@ fn conv_transpose_bands_match_whole_and_libtorch() {
             output_padding: vec![op, op],
             groups: 1,
             packed: None,
+            act: None,
         };
         let graph = single(&[1, 4, 9, 7], Op::ConvTranspose(c));
         let out = assert_splits_exact(&graph, &[x.shallow_clone()], Agree::Rule);
@@ -180,6 +182,7 @@ fn pools_and_convs_in_3d_split_exactly() {
         output_padding: vec![0; 3],
         groups: 1,
         packed: None,
+        act: None,
     };
     let c = b.add("conv", Op::Conv(c), &[i]).expect("conv");
     let p = Pool {
@@ -221,6 +224,7 @@ fn convs_in_3d_through_onednn_match_libtorch() {
             output_padding: vec![0; 3],
             groups: groups as usize,
             packed: None,
+            act: None,
         };
         let out = assert_splits_exact(&single(&[1, 4, 14, 10, 6], Op::Conv(c)), &[x.shallow_clone()], Agree::Rule);
         let i = |v: [usize; 3]| v.map(|d| d as i64);

@@ -34,23 +34,31 @@ pub struct Conv {
     /// the convolution for wide layers and is paid again by every band. `None`: the plain path.
     /// Set by [`crate::graph::Graph::set_layout`]; `weight` stays the reference.
     pub packed: Option<super::PreparedConv>,
+    /// An activation applied to the output in the same call ([`crate::fuse`] folds one that
+    /// only this convolution feeds): oneDNN's post-op on the direct path, the activation's own
+    /// kernel on the output elsewhere. `None` as imported.
+    pub act: Option<super::UnaryOp>,
 }
 
 /// Every field but [`Conv::packed`], as the derived form printed them before it existed: the
 /// content hash reads an op's `Debug` form (so hashes of existing models stay), and a packed
-/// weight is each side's private layout choice, which must not change what the graph is.
+/// weight is each side's private layout choice, which must not change what the graph is. A
+/// fused activation is printed (and so hashed) only where there is one.
 impl std::fmt::Debug for Conv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conv")
-            .field("weight", &self.weight)
+        let mut d = f.debug_struct("Conv");
+        d.field("weight", &self.weight)
             .field("bias", &self.bias)
             .field("strides", &self.strides)
             .field("pads_begin", &self.pads_begin)
             .field("pads_end", &self.pads_end)
             .field("dilations", &self.dilations)
             .field("output_padding", &self.output_padding)
-            .field("groups", &self.groups)
-            .finish()
+            .field("groups", &self.groups);
+        if let Some(act) = &self.act {
+            d.field("act", act);
+        }
+        d.finish()
     }
 }
 
@@ -181,6 +189,15 @@ impl Conv {
             output_padding: vec![0, 0],
             groups: 1,
             packed: None,
+            act: None,
+        }
+    }
+
+    /// `y` with the fused activation applied ([`Conv::act`]), where oneDNN did not apply it.
+    fn activate(&self, y: Tensor) -> Result<Tensor, tch::TchError> {
+        match &self.act {
+            Some(act) => act.apply(&y),
+            None => Ok(y),
         }
     }
 
@@ -196,7 +213,7 @@ impl Conv {
             return Ok(None);
         }
         let direct =
-            super::DirectConv::new(&self.weight, self.bias.as_ref(), &self.strides, &self.dilations, self.groups, super::Fused::None)?;
+            super::DirectConv::new(&self.weight, self.bias.as_ref(), &self.strides, &self.dilations, self.groups, self.act.as_ref())?;
         if let Some(d) = direct {
             return Ok(Some(super::PreparedConv::Direct(d)));
         }
@@ -348,7 +365,8 @@ impl Conv {
                 self.groups as i64,
             )?
         };
-        if y.size()[2] as usize > rows.len() { y.f_narrow(2, 0, rows.len() as i64) } else { Ok(y) }
+        let y = if y.size()[2] as usize > rows.len() { y.f_narrow(2, 0, rows.len() as i64)? } else { y };
+        self.activate(y)
     }
 
     pub(super) fn compute_conv_transpose(&self, b: &BandIn<'_>, out: &ValueInfo, rows: &Rows) -> Result<Tensor, tch::TchError> {
@@ -398,14 +416,15 @@ impl Conv {
             let bottom = rows.len() - top - mid.size()[2] as usize;
             pad_rows(&mid, top, bottom, 0.0)?
         };
-        match &self.bias {
+        let y = match &self.bias {
             Some(bias) => {
                 let mut v = vec![1i64; nsp + 2];
                 v[1] = -1;
-                y.f_add(&bias.f_view(v.as_slice())?)
+                y.f_add(&bias.f_view(v.as_slice())?)?
             }
-            None => Ok(y),
-        }
+            None => y,
+        };
+        self.activate(y)
     }
 }
 

@@ -139,6 +139,7 @@ fn seg_graph(seed: i64) -> Graph {
             output_padding: vec![0, 0],
             groups: 1,
             packed: None,
+            act: None,
         }
     };
     let mut b = GraphBuilder::new("seg");

@@ -763,6 +763,7 @@ mod tests {
                 output_padding: vec![0, 0],
                 groups: 1,
                 packed: None,
+                act: None,
             };
             let c = b.add("conv", Op::Conv(conv), &[n]).expect("conv");
             b.output(c);

@@ -189,6 +189,7 @@ impl Zb {
             output_padding: v(0),
             groups: c.groups,
             packed: None,
+            act: None,
         };
         self.g.add(name, Op::Conv(conv), &[x])
     }
@@ -213,6 +214,7 @@ impl Zb {
             output_padding: v(0),
             groups: 1,
             packed: None,
+            act: None,
         };
         self.g.add(name, Op::ConvTranspose(conv), &[x])
     }

@@ -193,6 +193,7 @@ fn head(b: &mut Zb, name: &str, feats: &[NodeId], cfg: YoloCfg) -> Result<NodeId
         output_padding: vec![0, 0],
         groups: 1,
         packed: None,
+        act: None,
     };
     let dist = b.op(&format!("{name}.dfl.conv"), Op::Conv(dfl), &[bins])?;
     let dist = b.reshape(&format!("{name}.dfl.dist"), dist, vec![1, 4, a])?;
