@@ -6,7 +6,8 @@
 //! the [`lop_msgs::ros`] types (same field names as the `.msg` files). rcl reads `--ros-args`
 //! (parameters, remappings) and `ROS_DOMAIN_ID` itself. The node serves the ROS 2 parameter
 //! services (list, get, describe, set, set atomically); changes go through the node's
-//! [`crate::live::ParamPolicy`], which refuses what it does not accept with the reason.
+//! [`crate::live::ParamPolicy`], which refuses what it does not accept with the reason. It also
+//! serves the lifecycle services of a managed node (`r2r_lifecycle`).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
@@ -212,7 +213,8 @@ impl R2rRos {
     }
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// A task of the node's runtime, aborted when dropped.
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -221,7 +223,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// An r2r publisher handle shared across threads.
-struct Shared<P>(P);
+pub(super) struct Shared<P>(pub(super) P);
 
 // SAFETY: r2r's publishers are not Send/Sync only because they hold a `Weak` to rcl's publisher
 // struct (raw pointers). We only call `publish`, which r2r implements with `rcl_publish`, documented
@@ -403,6 +405,11 @@ impl Ros for R2rRos {
 
     fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription> {
         self.untyped_subscription(topic, Bandwidth::ROS_TYPE.name, cb)
+    }
+
+    /// The lifecycle services and `transition_event` (backend/r2r_lifecycle.rs).
+    fn serve_lifecycle(&self, lifecycle: Arc<crate::lifecycle::Lifecycle>) -> Result<Option<Subscription>> {
+        super::r2r_lifecycle::serve(&mut self.node(), &self.runtime, lifecycle).map(Some)
     }
 
     fn on_parameter_set(&self, policy: OnSet) {
