@@ -1,6 +1,6 @@
 //! The node while active ([`Active`]): what activating brings up (the model on its worker, its
-//! schedule table, the edge session and clients, the result's publishers) and frees again on
-//! deactivation, and the frame loop that runs in between.
+//! schedule table, the edge session and clients) and frees again on deactivation, and the frame
+//! loop that runs in between (publishing through the outlet that configuring declared).
 
 use std::sync::atomic::Ordering;
 
@@ -27,7 +27,8 @@ pub(super) struct Active<'a> {
     shared: &'a Shared,
     session: zenoh::Session,
     client: Edges,
-    outlet: Outlet<'a>,
+    /// The model's output names and hash, for the outlet.
+    model: (Vec<String>, String),
     target: Target,
     /// The model's input shape.
     shape: Vec<i64>,
@@ -36,8 +37,7 @@ pub(super) struct Active<'a> {
 
 impl<'a> Active<'a> {
     /// Activates: loads the model at `load` (its table from the cache after the first time),
-    /// opens the edge session, connects the edges, declares the result's publishers, and logs
-    /// `ready`.
+    /// opens the edge session, connects the edges, and logs `ready`.
     ///
     /// # Errors
     /// A model, profile or table that cannot be loaded; topics the backend refuses.
@@ -69,29 +69,28 @@ impl<'a> Active<'a> {
         let (names, model_hash) = (model.facts.names.clone(), model.loaded.hash.clone());
         let mut client = connect_edges(cfg, &session, opts, model).await?;
         shared.counters.connected.store(client.connected(), Ordering::Relaxed);
-        let outlet = Outlet::new(cfg, ros, shared, names, model_hash)?;
         tracing::info!(
             robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
             topic = %match cfg.input { InputKind::Camera => cfg.image.transport.topic(&cfg.topics.image), InputKind::Lidar => cfg.topics.cloud.clone() },
             "ready"
         );
         let selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
-        Ok(Active { cfg, shared, session, client, outlet, target, shape, selector })
+        Ok(Active { cfg, shared, session, client, model: (names, model_hash), target, shape, selector })
     }
 
-    /// Answers frames until `stop` (`None`) or a transition handed to the node (returned:
-    /// deactivate or shutdown, the only ones an active node allows), then frees the model, the
-    /// edge clients and the edge session. A frame still waiting in the mailbox is counted as
+    /// Answers frames through `outlet` until `stop` (`None`) or a transition handed to the
+    /// node (returned: deactivate or shutdown, the only ones an active node allows), then frees
+    /// the model, the edge clients and the edge session. A frame still waiting in the mailbox is counted as
     /// skipped while inactive.
-    pub(super) async fn run(self, stop: &mut watch::Receiver<bool>, requests: &mut Requests) -> Option<Pending> {
-        let Active { cfg, shared, session, client, outlet, target, shape, selector } = self;
+    pub(super) async fn run(self, outlet: &mut Outlet<'a>, stop: &mut watch::Receiver<bool>, requests: &mut Requests) -> Option<Pending> {
+        let Active { cfg, shared, session, client, model, target, shape, selector } = self;
+        outlet.set_model(model.0, model.1);
         shared.active.store(true, Ordering::Relaxed);
-        let mut frames = Frames::new(cfg, shared, &outlet, client, target, shape, selector);
+        let mut frames = Frames::new(cfg, shared, outlet, client, target, shape, selector);
         let next = frames.answer(stop, requests).await;
         shared.active.store(false, Ordering::Relaxed);
         // The edge clients (and the model's worker) go before their session closes.
         drop(frames);
-        drop(outlet);
         if let Err(e) = session.close().await {
             tracing::debug!(error = %e, "closing the edge session");
         }

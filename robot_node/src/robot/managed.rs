@@ -1,8 +1,8 @@
 //! The managed node's task ([`Managed`]): carries out each lifecycle transition handed to it
 //! (see [`crate::lifecycle`]) and settles it.
 //!
-//! - configure: fixes the model's input shape (a dynamic model waits for the first frame) and
-//!   subscribes the input and the bandwidth predictions; frames arriving while the node is not
+//! - configure: fixes the model's input shape (a dynamic model waits for the first frame),
+//!   declares the result's publishers and subscribes the input and the bandwidth predictions; frames arriving while the node is not
 //!   active are counted as `frames_skipped_inactive` and dropped.
 //! - activate: loads the model and its table, opens the edge session, connects the edges and
 //!   answers frames ([`Active`]) until deactivate or shutdown, which free them again.
@@ -19,6 +19,7 @@ use super::active::Active;
 use super::frames::Requests;
 use super::input::{subscribe_bandwidth, subscribe_input};
 use super::model::input_load;
+use super::outlet::Outlet;
 use super::shared::Shared;
 use crate::backend::{SharedRos, Subscription};
 use crate::config::RobotConfig;
@@ -27,10 +28,12 @@ use crate::input_shape::ShapeOrigin;
 use crate::lifecycle::{Lifecycle, Outcome, Pending, State, Transition};
 
 /// What configuring holds until cleanup or shutdown.
-struct Configured {
+struct Configured<'a> {
     /// The model's load options with its input shape fixed.
     load: LoadOptions,
     origin: ShapeOrigin,
+    /// The result's publishers, kept across activations.
+    outlet: Outlet<'a>,
     _input: Subscription,
     _bandwidth: Subscription,
 }
@@ -42,7 +45,7 @@ pub(super) struct Managed<'a> {
     pub(super) ros: &'a SharedRos,
     pub(super) shared: &'a Shared,
     pub(super) lifecycle: &'a Lifecycle,
-    configured: Option<Configured>,
+    configured: Option<Configured<'a>>,
 }
 
 impl<'a> Managed<'a> {
@@ -104,14 +107,14 @@ impl<'a> Managed<'a> {
                 Err(e) => self.failed(p, e),
             },
             Transition::ACTIVATE => {
-                let Some(c) = &self.configured else {
+                let Some(c) = &mut self.configured else {
                     let e = crate::Error::Config { what: "activate without a configuration".into() };
                     return self.failed(p, e);
                 };
                 match Active::start(self.cfg, self.ros, self.shared, c.load.clone(), c.origin).await {
                     Ok(active) => {
                         self.lifecycle.settle(p, Outcome::Success);
-                        Ok(active.run(stop, requests).await)
+                        Ok(active.run(&mut c.outlet, stop, requests).await)
                     }
                     Err(e) => self.failed(p, e),
                 }
@@ -135,13 +138,14 @@ impl<'a> Managed<'a> {
     ///
     /// # Errors
     /// A model whose inputs cannot be read, topics the backend refuses.
-    async fn configure(&self, stop: &mut watch::Receiver<bool>) -> Result<Option<Configured>> {
+    async fn configure(&self, stop: &mut watch::Receiver<bool>) -> Result<Option<Configured<'a>>> {
         let Some((load, origin)) = input_load(self.cfg, self.ros, stop).await? else {
             return Ok(None);
         };
+        let outlet = Outlet::new(self.cfg, self.ros, self.shared)?;
         let _input = subscribe_input(self.cfg, self.ros, self.shared)?;
         let _bandwidth = subscribe_bandwidth(self.cfg, self.ros, self.shared)?;
-        Ok(Some(Configured { load, origin, _input, _bandwidth }))
+        Ok(Some(Configured { load, origin, outlet, _input, _bandwidth }))
     }
 
     /// A transition that failed: the node's own ends the node with `e`; a caller's is logged,
