@@ -12,6 +12,8 @@ pub mod hiroz;
 pub mod r2r;
 #[cfg(feature = "ros2")]
 mod r2r_lifecycle;
+#[cfg(feature = "ros2")]
+mod r2r_shared;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -11,7 +11,7 @@ use r2r::QosProfile;
 use r2r::lifecycle_msgs::{msg, srv};
 
 use super::Subscription;
-use super::r2r::{AbortOnDrop, Shared};
+use super::r2r_shared::{AbortOnDrop, Shared};
 use crate::error::{Error, Result};
 use crate::lifecycle::{Lifecycle, Machine, State, Step};
 
