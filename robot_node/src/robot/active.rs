@@ -69,7 +69,10 @@ impl<'a> Active<'a> {
         let (names, model_hash) = (model.facts.names.clone(), model.loaded.hash.clone());
         let mut client = connect_edges(cfg, &session, opts, model).await?;
         shared.counters.connected.store(client.connected(), Ordering::Relaxed);
+        // Logged under the node's own target (`robot_node::robot: ready`), which scripts and
+        // tests wait for, as before the node was managed.
         tracing::info!(
+            target: "robot_node::robot",
             robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
             topic = %match cfg.input { InputKind::Camera => cfg.image.transport.topic(&cfg.topics.image), InputKind::Lidar => cfg.topics.cloud.clone() },
             "ready"
