@@ -25,7 +25,7 @@ if [ -x "$_lop_ros/venv/bin/python" ]; then
   # (config/fastdds.xml says why); a profile already chosen is kept.
   export FASTRTPS_DEFAULT_PROFILES_FILE="${FASTRTPS_DEFAULT_PROFILES_FILE:-$(dirname "$_lop_ros")/config/fastdds.xml}"
   # r2r generates Rust types for these packages only (nested ones included).
-  export IDL_PACKAGE_FILTER="std_msgs;sensor_msgs;geometry_msgs;builtin_interfaces;service_msgs;rcl_interfaces;unique_identifier_msgs;action_msgs;type_description_interfaces;rosgraph_msgs;diagnostic_msgs;lop_msgs;vision_msgs"
+  export IDL_PACKAGE_FILTER="std_msgs;sensor_msgs;geometry_msgs;builtin_interfaces;service_msgs;rcl_interfaces;unique_identifier_msgs;action_msgs;type_description_interfaces;rosgraph_msgs;diagnostic_msgs;lifecycle_msgs;lop_msgs;vision_msgs"
   case ":${PYTHONPATH:-}:" in
     *":$_lop_ros/install/lib/python3.11/site-packages:"*) ;;
     *) export PYTHONPATH="$_lop_ros/install/lib/python3.11/site-packages${PYTHONPATH:+:$PYTHONPATH}" ;;

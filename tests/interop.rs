@@ -209,6 +209,20 @@ fn camera_frames_through_the_r2r_backend_reach_rclpy_on_the_default_middleware()
     }
 }
 
+/// `lop_robot` (r2r) as a ROS 2 managed node, driven by rclpy through the lifecycle_msgs
+/// services (`tests/interop/lifecycle.py`): autostart leaves it active; transitions the state
+/// does not allow get `success = false` while every frame beside them is answered; deactivate
+/// closes its edge session (the edge's `lop_edge_sessions` drops to 0) and frames are not
+/// answered (counted as skipped while inactive); activate brings the session back and frames are
+/// answered; shutdown finalizes it, after which everything is refused.
+#[test]
+fn the_r2r_lifecycle_services_manage_lop_robot_from_rclpy() {
+    let out = check_with("lifecycle", "rclpy", &[]);
+    for what in ["refused (success=false)", "edge session closed", "activated again", "shutdown to finalized"] {
+        assert!(out.contains(what), "the lifecycle run did not report '{what}':\n{out}");
+    }
+}
+
 /// The trained detector on the r2r backend: rclpy receives real `vision_msgs/Detection2DArray`
 /// (the type rosidl built from `msgs/vision_msgs`) equal to the unsplit model's boxes.
 #[test]

@@ -45,6 +45,9 @@ pub enum Error {
     /// A power source could not be opened or read.
     #[error(transparent)]
     PowerSource(#[from] lop_power::Error),
+    /// A lifecycle transition the node's state does not allow.
+    #[error("lifecycle: {0}")]
+    Lifecycle(#[from] crate::lifecycle::Refused),
     /// The engine (model, profile, table) failed.
     #[error(transparent)]
     Engine(#[from] lop::Error),

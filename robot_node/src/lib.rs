@@ -16,6 +16,8 @@
 //!   a copy of the frame, backend-free.
 //! - [`convert`], [`power`]: backend-free logic (sensor messages to tensors, energy accounting
 //!   per inference over the `lop_power` crate's sources).
+//! - [`lifecycle`]: `lop_robot` as a ROS 2 managed node (the state machine of
+//!   `lifecycle_msgs`, pure, and the handle its backend's services share with the node).
 //! - [`input_shape`]: the shape a model with dynamic dimensions is loaded at (configuration or
 //!   the first frame).
 //! - [`mailbox`]: the one-slot mailbox; [`window`]: recent latencies and rates for
@@ -30,6 +32,7 @@ pub mod config;
 pub mod convert;
 mod error;
 pub mod input_shape;
+pub mod lifecycle;
 pub mod live;
 pub mod mailbox;
 pub mod params;

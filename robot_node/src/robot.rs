@@ -8,7 +8,9 @@
 //! subscription feeds the [`BucketSelector`]; a diagnostics task publishes the counters, rates and
 //! latency percentiles about once a second. `enabled`, `method` and `drop_policy` follow the
 //! parameter services while the node runs ([`LiveSettings`](crate::live::LiveSettings)). Bad
-//! input is counted and reported, never fatal.
+//! input is counted and reported, never fatal. The node is a ROS 2 managed node
+//! ([`crate::lifecycle`]): frames are answered only while it is active, and deactivating frees
+//! the model and the edge sessions.
 //!
 //! # Layout
 //!
@@ -27,8 +29,11 @@
 //! - `messages`: an answered frame's outputs and `InferenceResult`; `debug`: the annotated debug
 //!   image, drawn and published only while subscribed; `outlet`: publishing them and the task's
 //!   messages (vision_msgs and the others).
-//! - `frames`: the frame loop.
+//! - `frames`: the frame loop; `active`: what activating brings up and deactivating frees
+//!   (the model, the edge session and clients, the result's publishers) around the frame loop;
+//!   `managed`: the node's task, carrying out each lifecycle transition.
 
+mod active;
 mod conversion;
 mod counters;
 mod debug;
@@ -37,6 +42,7 @@ mod edges;
 mod frame;
 mod frames;
 mod input;
+mod managed;
 mod messages;
 mod model;
 mod outlet;
@@ -48,81 +54,69 @@ pub use counters::RobotCounters;
 pub use summary::RobotSummary;
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use lop_runtime::bandwidth::BucketSelector;
 use tokio::sync::watch;
 
 use crate::backend::SharedRos;
-use crate::config::{InputKind, RobotConfig};
-use crate::convert::{Fit, ImageTarget};
-use crate::error::Result;
+use crate::config::RobotConfig;
+use crate::error::{Error, Result};
+use crate::lifecycle::Lifecycle;
 use diagnostics::spawn_diagnostics;
-use edges::{client_options, connect_edges};
-use frames::Frames;
-use input::{subscribe_bandwidth, subscribe_input};
-use model::{input_load, load_model};
-use outlet::Outlet;
+use managed::Managed;
 use shared::Shared;
 use summary::finish;
-use target::{Target, resolve_target};
 
-/// Runs `lop_robot` on `ros` until `shutdown` resolves: loads the model, builds (or loads) the
-/// schedule table, connects to the edge, subscribes, logs `ready`, then answers frames.
+/// Runs `lop_robot` on `ros` until `shutdown` resolves, as a managed node: serves its lifecycle
+/// where the backend can, publishes /diagnostics from the start, and (with
+/// `lifecycle.autostart`) configures and activates itself: loads the model, builds (or loads)
+/// the schedule table, connects to the edge, subscribes, logs `ready`, then answers frames
+/// while active.
 ///
 /// # Errors
-/// A model, profile or table that cannot be loaded; topics the backend refuses.
+/// A failed autostart (a model, profile or table that cannot be loaded; topics the backend
+/// refuses); `lifecycle.autostart: false` on a backend without lifecycle services.
 pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<RobotSummary> {
     let mut stop = stop_on(shutdown);
     if cfg.threads > 0 {
         tch::set_num_threads(cfg.threads);
     }
-    let Some((load, origin)) = input_load(&cfg, &ros, &mut stop).await? else {
-        return Ok(RobotSummary::default());
-    };
-    let model = load_model(&cfg, load, origin).await?;
-    let input = &model.facts.input;
-    let target = match cfg.model_load.fit {
-        // The model fits the camera's frames itself: frames are copied at the camera's size,
-        // results map back through the model's own input.
-        Some(fit) => match resolve_target(&cfg, &model.facts.fitted_shape, input.dtype, model.facts.dense_outputs)? {
-            Target::Image(t) => {
-                let frame = ImageTarget { width: fit.width as u32, height: fit.height as u32, fit: Fit::Resize, ..t };
-                Target::Camera { frame, model: t }
-            }
-            other => other,
-        },
-        None => resolve_target(&cfg, &input.shape, input.dtype, model.facts.dense_outputs)?,
-    };
-    let shape: Vec<i64> = input.shape.iter().map(|&d| d as i64).collect();
-    let (buckets, scale) = (model.facts.table.spec.buckets.clone(), model.facts.table.spec.bandwidth_scale);
-
-    let session = cfg.edge.open().await?;
-    let opts = client_options(&cfg, &model);
-    let (names, model_hash) = (model.facts.names.clone(), model.loaded.hash.clone());
-    let mut client = connect_edges(&cfg, &session, opts, model).await?;
-
+    let (lifecycle, mut requests) = Lifecycle::new();
+    let _services = serve_lifecycle(&cfg, &ros, &lifecycle)?;
     let shared = Shared::new(&cfg);
-    shared.counters.connected.store(client.connected(), Ordering::Relaxed);
     ros.on_parameter_set(shared.live.clone());
-    let outlet = Outlet::new(&cfg, &ros, &shared, names, model_hash)?;
     let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
-    let _input_sub = subscribe_input(&cfg, &ros, &shared)?;
-    let _bw_sub = subscribe_bandwidth(&cfg, &ros, &shared)?;
-    let diag_task = spawn_diagnostics(&cfg, &ros, diagnostics, &shared, stop.clone());
-    tracing::info!(
-        robot = %cfg.robot_id, model = %cfg.model_source, connected = client.connected(), backend = ros.name(),
-        topic = %match cfg.input { InputKind::Camera => cfg.image.transport.topic(&cfg.topics.image), InputKind::Lidar => cfg.topics.cloud.clone() },
-        "ready"
-    );
-
-    let selector = BucketSelector::new(buckets, scale, cfg.hysteresis);
-    let mut frames = Frames::new(&cfg, &shared, &outlet, client, target, shape, selector);
-    frames.answer(&mut stop).await;
+    let diag_task = spawn_diagnostics(&cfg, &ros, diagnostics, &shared, lifecycle.clone(), stop.clone());
+    let served = Managed::new(&cfg, &ros, &shared, &lifecycle).serve(&mut stop, &mut requests, cfg.autostart).await;
+    diag_task.abort();
     let _ = diag_task.await;
-    // The edge clients go before their session closes.
-    drop(frames);
-    Ok(finish(&session, &shared.counters, &ros).await)
+    served?;
+    Ok(finish(&shared.counters, &ros))
+}
+
+/// The backend's lifecycle services for `lifecycle`, or a plain word that it has none: then
+/// the node can only run active, so `lifecycle.autostart: false` is refused.
+///
+/// # Errors
+/// The services the backend refuses; autostart off without services.
+fn serve_lifecycle(cfg: &RobotConfig, ros: &SharedRos, lifecycle: &Arc<Lifecycle>) -> Result<Option<crate::backend::Subscription>> {
+    let services = ros.serve_lifecycle(lifecycle.clone())?;
+    match (&services, cfg.autostart) {
+        (Some(_), _) => tracing::info!(backend = ros.name(), autostart = cfg.autostart, "lifecycle services served (managed node)"),
+        (None, true) => tracing::info!(
+            backend = ros.name(),
+            "this backend offers no lifecycle services (change_state, get_state, ...): the node configures and activates itself and runs active until stopped"
+        ),
+        (None, false) => {
+            return Err(Error::Config {
+                what: format!(
+                    "lifecycle.autostart: false needs the lifecycle services, which the {} backend does not offer (use --backend r2r, or autostart: true)",
+                    ros.name()
+                ),
+            });
+        }
+    }
+    Ok(services)
 }
 
 /// A receiver that turns true once `shutdown` resolves (a task waits for it), so that every

@@ -53,6 +53,11 @@ Modes:
   --mode load    camera at --fps for --duration s (default 30 fps, 60 s) of 640x480 rgb8 frames:
                  RSS of lop_robot at start, middle and end, answered + dropped == sent, ROS-layer
                  latency percentiles. Not part of the CI test.
+  --mode lifecycle
+                 rclpy only: zoo:resnet18 on lop_robot (r2r) as a managed node, driven through the
+                 lifecycle_msgs services (lifecycle.py): autostarted to active, transitions not
+                 allowed refused (success=false) with no frame lost beside them, deactivate (the
+                 edge session closed, frames not answered), activate again, shutdown to finalized.
   --mode flood   zoo:resnet18 at --size: a hostile Zenoh peer (flood.py) sends lop_edge 1,000
                  Hellos with made-up robot ids and profiles within 10 s while lop_robot, with a
                  profile the edge has never seen, starts and streams frames: it splits during
@@ -1390,7 +1395,7 @@ class Harness:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load", "flood"], required=True)
+    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load", "flood", "lifecycle"], required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
     ap.add_argument("--ros", choices=["zenoh", "rclpy"], default="zenoh", help="the ROS peer (see Peers above)")
     ap.add_argument("--zenoh-mode", choices=["peer", "client"], default="peer", help="the Zenoh peer's session mode (peer: as rmw_zenoh nodes)")
@@ -1448,6 +1453,13 @@ def main(argv=None):
             import flood  # noqa: PLC0415 (the hostile peer, flood.py beside this file)
 
             done = flood.run(h, image_frame, image_to_chw, check, log)
+        elif args.mode == "lifecycle":
+            import lifecycle  # noqa: PLC0415 (the managed node's checks, lifecycle.py beside this file)
+
+            if not h.rclpy:
+                raise SetupFailed("--mode lifecycle needs --ros rclpy (the hiroz backend serves no lifecycle services)")
+            h.start()
+            done = lifecycle.run(h, image_frame, check, log)
         else:
             h.start()
             h.check_graph()

@@ -1,6 +1,7 @@
 """A ROS 2 peer on rclpy and the default middleware (Fast DDS), with the interface interop.py's
 Harness uses for its Zenoh peer (peer.py): typed publishers and subscriptions, the graph's
-endpoints with their REP-2011 type hashes, and clients of a node's parameter services.
+endpoints with their REP-2011 type hashes, and clients of a node's parameter and lifecycle
+services.
 
 It needs the project-local ROS 2 (`scripts/ros.sh`, then `. scripts/ros-env.sh`) and runs in
 its Python (`.ros/venv/bin/python`): rclpy, the standard messages and lop_msgs / vision_msgs as
@@ -260,6 +261,34 @@ class RclpyPeer:
         p = Parameter(name, value=value).to_parameter_msg()
         r = self._call(SetParameters, f"/{node}/set_parameters", SetParameters.Request(parameters=[p]), timeout)
         return r.results[0].successful, r.results[0].reason
+
+    def change_state(self, node, transition_id=0, label="", timeout=60.0):
+        """`ros2 lifecycle set`: lifecycle_msgs/srv/ChangeState on /NODE/change_state; its success."""
+        from lifecycle_msgs.msg import Transition
+        from lifecycle_msgs.srv import ChangeState
+
+        req = ChangeState.Request(transition=Transition(id=transition_id, label=label))
+        return self._call(ChangeState, f"/{node}/change_state", req, timeout).success
+
+    def get_state(self, node, timeout=10.0):
+        """`ros2 lifecycle get`: (id, label) of the node's state."""
+        from lifecycle_msgs.srv import GetState
+
+        s = self._call(GetState, f"/{node}/get_state", GetState.Request(), timeout).current_state
+        return s.id, s.label
+
+    def available_states(self, node, timeout=10.0):
+        from lifecycle_msgs.srv import GetAvailableStates
+
+        r = self._call(GetAvailableStates, f"/{node}/get_available_states", GetAvailableStates.Request(), timeout)
+        return [(s.id, s.label) for s in r.available_states]
+
+    def available_transitions(self, node, service="get_available_transitions", timeout=10.0):
+        """`ros2 lifecycle list`: (transition id, label, start label, goal label) of each."""
+        from lifecycle_msgs.srv import GetAvailableTransitions
+
+        r = self._call(GetAvailableTransitions, f"/{node}/{service}", GetAvailableTransitions.Request(), timeout)
+        return [(d.transition.id, d.transition.label, d.start_state.label, d.goal_state.label) for d in r.available_transitions]
 
     def close(self):
         self.stop_flag = True

@@ -1,6 +1,8 @@
 //! The hiroz backend (default): ROS 2 over Zenoh without a ROS install, rmw_zenoh-compatible
 //! (key expressions, Jazzy type hashes, attachments, liveliness graph), so nodes of a sourced
-//! ROS 2 with `rmw_zenoh_cpp` on the same router see these topics.
+//! ROS 2 with `rmw_zenoh_cpp` on the same router see these topics. It offers no lifecycle
+//! services: on it `lop_robot` activates itself and runs active (`lifecycle.autostart: false`
+//! is refused).
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -431,6 +433,14 @@ impl Ros for HirozRos {
             .build_with_callback(move |m: InferenceResult| cb(m))
             .map_err(|e| err(format!("subscriber on {topic}: {e}")))?;
         Ok(Subscription::new(sub))
+    }
+
+    /// None: this backend does not serve the lifecycle services. hiroz's own lifecycle node
+    /// answers `change_state` without running the node's work (it only moves its state), and
+    /// its callbacks block Zenoh's thread, so a managed `lop_robot` needs the r2r backend; here
+    /// the node activates itself and runs active until stopped (`lop_robot` logs this at start).
+    fn serve_lifecycle(&self, _lifecycle: Arc<crate::lifecycle::Lifecycle>) -> Result<Option<Subscription>> {
+        Ok(None)
     }
 
     fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription> {

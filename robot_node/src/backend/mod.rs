@@ -10,6 +10,10 @@
 pub mod hiroz;
 #[cfg(feature = "ros2")]
 pub mod r2r;
+#[cfg(feature = "ros2")]
+mod r2r_lifecycle;
+#[cfg(feature = "ros2")]
+mod r2r_shared;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +24,7 @@ pub use lop_msgs::ros::msg::{Bandwidth, InferenceEnergy, InferenceResult, Keypoi
 pub use lop_msgs::ros::vision::Detection2DArray;
 
 use crate::error::Result;
+use crate::lifecycle::Lifecycle;
 use crate::live::OnSet;
 use crate::params::Declared;
 
@@ -449,6 +454,14 @@ pub trait Ros: Send + Sync + 'static {
     /// [`crate::live::RefuseAll`]: its parameters are listed and read through the services, and
     /// every change is refused with the reason until the node installs its own policy.
     fn on_parameter_set(&self, policy: OnSet);
+    /// Serves the ROS 2 lifecycle interface of a managed node from `lifecycle`: the services
+    /// `<node>/change_state`, `get_state`, `get_available_states`, `get_available_transitions`
+    /// and `get_transition_graph`, and the topic `<node>/transition_event`; they last as long as
+    /// the returned value. `Ok(None)` where the backend does not offer them (hiroz).
+    ///
+    /// # Errors
+    /// The backend refuses a service or the topic.
+    fn serve_lifecycle(&self, lifecycle: Arc<Lifecycle>) -> Result<Option<Subscription>>;
     /// Stops the backend's own threads before the process exits (a node calls it once, after
     /// its run); publishing afterwards fails. rcl must not be spinning while the process tears
     /// its libraries down.

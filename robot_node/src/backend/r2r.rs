@@ -6,7 +6,8 @@
 //! the [`lop_msgs::ros`] types (same field names as the `.msg` files). rcl reads `--ros-args`
 //! (parameters, remappings) and `ROS_DOMAIN_ID` itself. The node serves the ROS 2 parameter
 //! services (list, get, describe, set, set atomically); changes go through the node's
-//! [`crate::live::ParamPolicy`], which refuses what it does not accept with the reason.
+//! [`crate::live::ParamPolicy`], which refuses what it does not accept with the reason. It also
+//! serves the lifecycle services of a managed node (`r2r_lifecycle`).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use r2r::QosProfile;
 
+use super::r2r_shared::{AbortOnDrop, Shared};
 use super::{
     Bandwidth, Callback, CloudIn, CompressedImage, CompressedIn, Detection2DArray, Diagnostics, Header, Image, ImageIn, InferenceEnergy,
     InferenceResult, InputFaultCounts, KeypointsArray, PointCloud2, PointFieldIn, PowerSample, Pub, Publisher, Qos, Ros, Stamp,
@@ -212,25 +214,6 @@ impl R2rRos {
     }
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// An r2r publisher handle shared across threads.
-struct Shared<P>(P);
-
-// SAFETY: r2r's publishers are not Send/Sync only because they hold a `Weak` to rcl's publisher
-// struct (raw pointers). We only call `publish`, which r2r implements with `rcl_publish`, documented
-// thread-safe by rcl ("Thread-safe: Yes" for rcl_publish), while the node owns the publisher's
-// lifetime; a publisher whose node is gone fails to upgrade and returns an error.
-unsafe impl<P> Send for Shared<P> {}
-// SAFETY: as above; `&Shared` only reaches `publish`.
-unsafe impl<P> Sync for Shared<P> {}
-
 struct JsonPub<T>(Shared<r2r::PublisherUntyped>, std::marker::PhantomData<fn(&T)>);
 
 impl<T: serde::Serialize> Publisher<T> for JsonPub<T> {
@@ -403,6 +386,11 @@ impl Ros for R2rRos {
 
     fn subscribe_bandwidth(&self, topic: &str, cb: Callback<Bandwidth>) -> Result<Subscription> {
         self.untyped_subscription(topic, Bandwidth::ROS_TYPE.name, cb)
+    }
+
+    /// The lifecycle services and `transition_event` (backend/r2r_lifecycle.rs).
+    fn serve_lifecycle(&self, lifecycle: Arc<crate::lifecycle::Lifecycle>) -> Result<Option<Subscription>> {
+        super::r2r_lifecycle::serve(&mut self.node(), &self.runtime, lifecycle).map(Some)
     }
 
     fn on_parameter_set(&self, policy: OnSet) {

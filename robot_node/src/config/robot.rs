@@ -57,6 +57,10 @@ pub struct RobotConfig {
     pub method: String,
     /// Whether frames are inferred at start (`enabled`; may change at run time).
     pub enabled: bool,
+    /// Whether the managed node configures and activates itself at start
+    /// (`lifecycle.autostart`, true by default); false: it waits in `unconfigured` for
+    /// `change_state` (r2r backend only, see [`crate::lifecycle`]).
+    pub autostart: bool,
     /// What a frame arriving while another waits does (`drop_policy`; may change at run time).
     pub drop_policy: crate::live::DropPolicy,
     /// Robot kernels stretched this many times (emulation; 1 = none).
@@ -183,6 +187,7 @@ impl RobotConfig {
         let method = p.string("method", "lop");
         crate::live::check_method(&method).map_err(invalid)?;
         let enabled = p.bool("enabled", true)?;
+        let autostart = p.bool("lifecycle.autostart", true)?;
         let drop_policy = crate::live::DropPolicy::parse(&p.string("drop_policy", "newest")).map_err(invalid)?;
         let dilation = p.double("dilation", 1.0)?;
         if !(dilation >= 1.0 && dilation.is_finite()) {
@@ -211,6 +216,7 @@ impl RobotConfig {
             table,
             method,
             enabled,
+            autostart,
             drop_policy,
             dilation,
             device,

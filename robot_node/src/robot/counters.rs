@@ -17,6 +17,9 @@ pub struct RobotCounters {
     pub dropped_busy: AtomicU64,
     /// Frames dropped unread while `enabled` was false.
     pub skipped_disabled: AtomicU64,
+    /// Frames dropped unread while the managed node was not active (inactive, or waiting in the
+    /// mailbox when it was deactivated).
+    pub skipped_inactive: AtomicU64,
     /// Frames that could not be converted (encoding, step, size, empty or non-finite clouds).
     /// Messages of the wrong type and undecodable ones are the backend's
     /// ([`crate::backend::Ros::input_faults`]); /diagnostics' `frames_bad` is the sum.
@@ -86,6 +89,7 @@ impl RobotCounters {
             ("frames_answered".into(), answered.to_string()),
             ("frames_dropped_busy".into(), g(&self.dropped_busy).to_string()),
             ("frames_skipped_disabled".into(), g(&self.skipped_disabled).to_string()),
+            ("frames_skipped_inactive".into(), g(&self.skipped_inactive).to_string()),
             ("frames_bad".into(), self.bad_total(faults).to_string()),
             ("frames_unconvertible".into(), g(&self.bad_input).to_string()),
             ("wrong_type".into(), faults.wrong_type.to_string()),

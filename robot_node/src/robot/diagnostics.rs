@@ -1,8 +1,8 @@
 //! /diagnostics: the task that publishes the counters, the live settings, rates and latency
 //! percentiles about once a second.
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -10,17 +10,19 @@ use tokio::sync::watch;
 use super::shared::Shared;
 use crate::backend::{Diagnostics, Level, Pub, SharedRos, Stamp};
 use crate::config::RobotConfig;
+use crate::lifecycle::{Lifecycle, State};
 use crate::live::LiveSettings;
 use crate::window::{Rate, Recent};
 
 /// Spawns the task that publishes /diagnostics every `diagnostics_period` until `stop`: the
-/// counters, the live settings, rates and latency percentiles, at level Warn while the edge is
-/// not connected.
+/// counters, the lifecycle state, the live settings, rates and latency percentiles, at level
+/// Warn while the edge is not connected.
 pub(super) fn spawn_diagnostics(
     cfg: &RobotConfig,
     ros: &SharedRos,
     diagnostics: Pub<Diagnostics>,
     shared: &Shared,
+    lifecycle: Arc<Lifecycle>,
     mut stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let (counters, period, hw) = (shared.counters.clone(), cfg.diagnostics_period, cfg.robot_id.clone());
@@ -45,19 +47,17 @@ pub(super) fn spawn_diagnostics(
                 rate_in.per_second(now, counters.received.load(Ordering::Relaxed)),
                 rate_out.per_second(now, counters.answered.load(Ordering::Relaxed)),
             ));
+            let state = lifecycle.state();
+            values.push(("lifecycle_state".into(), state.label().to_string()));
             let paused = if live.enabled() { "" } else { "paused (enabled: false); " };
-            let d = Diagnostics {
-                stamp: Stamp::now(),
-                level: if connected { Level::Ok } else { Level::Warn },
-                name: "lop_robot: inference".into(),
-                message: if connected {
-                    format!("{paused}edge connected; {bad} bad frames")
-                } else {
-                    format!("{paused}edge not connected (robot alone); {bad} bad frames")
-                },
-                hardware_id: hw.clone(),
-                values,
+            // Only an active node holds an edge session: an inactive one is not warned about.
+            let (level, message) = match state {
+                State::Active if connected => (Level::Ok, format!("{paused}edge connected; {bad} bad frames")),
+                State::Active => (Level::Warn, format!("{paused}edge not connected (robot alone); {bad} bad frames")),
+                other => (Level::Ok, format!("{} (lifecycle): frames not answered; {bad} bad frames", other.label())),
             };
+            let d =
+                Diagnostics { stamp: Stamp::now(), level, name: "lop_robot: inference".into(), message, hardware_id: hw.clone(), values };
             if let Err(e) = diagnostics.publish(&d) {
                 tracing::warn!(error = %e, "publishing diagnostics failed");
             }

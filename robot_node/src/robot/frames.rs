@@ -18,7 +18,11 @@ use super::outlet::Outlet;
 use super::shared::Shared;
 use super::target::Target;
 use crate::config::RobotConfig;
+use crate::lifecycle::Pending;
 use crate::results::Source;
+
+/// Where the node's task takes the lifecycle transitions begun for it.
+pub(super) type Requests = tokio::sync::mpsc::UnboundedReceiver<Pending>;
 
 /// The frame loop: the edges, the bucket in force, the method, and (with lanes) the frames in
 /// flight.
@@ -67,14 +71,18 @@ impl<'a> Frames<'a> {
         }
     }
 
-    /// Answers frames until `stop`: takes the mailbox's frame when a lane is free, and (with
-    /// lanes) publishes the frames released meanwhile.
-    pub(super) async fn answer(&mut self, stop: &mut watch::Receiver<bool>) {
-        loop {
+    /// Answers frames until `stop` (`None`) or a lifecycle transition handed to the node
+    /// (returned): takes the mailbox's frame when a lane is free, and (with lanes) publishes
+    /// the frames released meanwhile. A transition is taken only between frames, so the frame
+    /// being answered is answered first; frames still in flight on lanes are answered before
+    /// returning.
+    pub(super) async fn answer(&mut self, stop: &mut watch::Receiver<bool>, requests: &mut Requests) -> Option<Pending> {
+        let next = loop {
             // With every lane busy the next frame waits in the mailbox (replaced by a newer one).
             let (lane_free, in_flight) = (self.client.lane_free(), self.client.in_flight());
             let frame = tokio::select! {
-                _ = stop.changed() => break,
+                _ = stop.changed() => break None,
+                p = requests.recv() => break p,
                 f = self.shared.mailbox.take(), if lane_free => f,
                 done = self.client.next_done(&self.shared.counters), if in_flight > 0 => {
                     self.publish_released(done).await;
@@ -82,7 +90,12 @@ impl<'a> Frames<'a> {
                 }
             };
             self.step(frame).await;
+        };
+        while next.is_some() && self.client.in_flight() > 0 {
+            let done = self.client.next_done(&self.shared.counters).await;
+            self.publish_released(done).await;
         }
+        next
     }
 
     /// One frame: skipped when `enabled` went false while it waited; else (the method

@@ -13,16 +13,22 @@ use crate::error::Result;
 use crate::live::DropPolicy;
 
 /// Subscribes the input (camera or LiDAR): the callback only counts the frame, stamps its
-/// arrival and puts it in the mailbox (dropped unread while disabled; `drop_policy` says which
+/// arrival and puts it in the mailbox (dropped unread while the node is not active or is
+/// disabled; `drop_policy` says which
 /// frame a full mailbox keeps, the other counted as dropped-busy).
 ///
 /// # Errors
 /// A topic the backend refuses.
 pub(super) fn subscribe_input(cfg: &RobotConfig, ros: &SharedRos, shared: &Shared) -> Result<Subscription> {
     let put = {
-        let (mailbox, counters, live) = (shared.mailbox.clone(), shared.counters.clone(), shared.live.clone());
+        let (mailbox, counters, live, active) =
+            (shared.mailbox.clone(), shared.counters.clone(), shared.live.clone(), shared.active.clone());
         move |f: Frame| {
             counters.received.fetch_add(1, Ordering::Relaxed);
+            if !active.load(Ordering::Relaxed) {
+                counters.skipped_inactive.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             if !live.enabled() {
                 counters.skipped_disabled.fetch_add(1, Ordering::Relaxed);
                 return;

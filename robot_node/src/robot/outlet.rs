@@ -39,22 +39,25 @@ pub(super) struct Outlet<'a> {
 }
 
 impl<'a> Outlet<'a> {
-    /// Declares the result's publisher, the configured task's, then the debug image's.
+    /// Declares the result's publisher, the configured task's, then the debug image's. They
+    /// are declared once (at configure) and kept while the node is deactivated and activated
+    /// again, so that subscribers stay matched (a DDS reader matches a new writer only after
+    /// discovery, and would miss the first results of each activation); the model's output
+    /// names and hash come with each activation ([`Outlet::set_model`]).
     ///
     /// # Errors
     /// A topic the backend refuses.
-    pub(super) fn new(
-        cfg: &'a RobotConfig,
-        ros: &SharedRos,
-        shared: &'a Shared,
-        names: Vec<String>,
-        model_hash: String,
-    ) -> Result<Outlet<'a>> {
+    pub(super) fn new(cfg: &'a RobotConfig, ros: &SharedRos, shared: &'a Shared) -> Result<Outlet<'a>> {
         let publisher = ros.inference_publisher(&cfg.topics.inference)?;
         let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
         let task_pubs = TaskPublishers::new(ros, &task, &cfg.topics)?;
         let debug = DebugOutlet::new(cfg, ros, shared.counters.clone())?;
-        Ok(Outlet { cfg, shared, task_pubs, task, publisher, debug, names, model_hash })
+        Ok(Outlet { cfg, shared, task_pubs, task, publisher, debug, names: Vec::new(), model_hash: String::new() })
+    }
+
+    /// The loaded model's output names and hash, which every result carries.
+    pub(super) fn set_model(&mut self, names: Vec<String>, model_hash: String) {
+        (self.names, self.model_hash) = (names, model_hash);
     }
 
     /// Whether the next frame should be kept for its debug image (a form of it is subscribed,

@@ -1,6 +1,7 @@
 //! What the subscriptions, the diagnostics task and the frame loop share ([`Shared`]): the
 //! counters, the live settings, recent times, the one-slot mailbox and the latest bandwidth.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use super::counters::RobotCounters;
@@ -23,6 +24,9 @@ pub(super) struct Shared {
     pub(super) mailbox: Arc<Mailbox<Frame>>,
     /// The latest bandwidth prediction, Mbit/s.
     pub(super) latest_mbps: Arc<Mutex<Option<f64>>>,
+    /// Whether the managed node is active: frames arriving otherwise are counted as skipped
+    /// and dropped.
+    pub(super) active: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -35,6 +39,7 @@ impl Shared {
             recent: Arc::default(),
             mailbox: Arc::new(Mailbox::new()),
             latest_mbps: Arc::new(Mutex::new(None)),
+            active: Arc::new(AtomicBool::new(false)),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! What a finished run reports ([`RobotSummary`]), read from the counters once the frame loop is
-//! over and the edge session closed.
+//! What a finished run reports ([`RobotSummary`]), read from the counters once the node has
+//! shut down.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,12 +29,9 @@ pub struct RobotSummary {
     pub ros_max_s: f64,
 }
 
-/// After the frame loop (the edge clients gone): closes the edge session and logs and returns
-/// the summary of the counters.
-pub(super) async fn finish(session: &zenoh::Session, counters: &RobotCounters, ros: &SharedRos) -> RobotSummary {
-    if let Err(e) = session.close().await {
-        tracing::debug!(error = %e, "closing the edge session");
-    }
+/// After the node shut down (the edge clients and session gone with its last activation):
+/// logs and returns the summary of the counters.
+pub(super) fn finish(counters: &RobotCounters, ros: &SharedRos) -> RobotSummary {
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let answered = g(&counters.answered);
     let faults = ros.input_faults();
