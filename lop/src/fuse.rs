@@ -58,7 +58,7 @@ pub fn fuse_activations(graph: Graph) -> (Graph, Fusion) {
     let mut report = Fusion::default();
     let mut found: Vec<Option<Found>> = (0..graph.nodes.len()).map(|_| None).collect();
     let consumers = graph.consumers();
-    for id in 0..graph.nodes.len() {
+    for (id, slot) in found.iter_mut().enumerate() {
         if !matches!(&graph.nodes[id].op, Op::Conv(c) if c.act.is_none()) {
             continue;
         }
@@ -69,7 +69,7 @@ pub fn fuse_activations(graph: Graph) -> (Graph, Fusion) {
                     act: f.act.name().to_string(),
                     removed: f.removed.iter().map(|&r| graph.nodes[r].name.clone()).collect(),
                 });
-                found[id] = Some(f);
+                *slot = Some(f);
             }
             Ok(None) => {}
             Err((node, why)) => report.unfused.push(Unfused {
@@ -100,12 +100,15 @@ fn find(graph: &Graph, consumers: &[Vec<NodeId>], conv: NodeId) -> Result<Option
         Op::Unary(u) => Some(u.clone()),
         _ => None,
     };
-    match readers.as_slice() {
-        &[one] => match unary(one) {
+    match *readers.as_slice() {
+        [one] => match unary(one) {
             Some(u) if foldable(&u) => Ok(Some(Found { act: u, removed: vec![one] })),
-            _ => refuse(format!("{} has no fused form (ReLU, LeakyReLU, Clip, Sigmoid, HardSigmoid, HardSwish and SiLU have)", graph.nodes[one].op.kind_name())),
+            _ => refuse(format!(
+                "{} has no fused form (ReLU, LeakyReLU, Clip, Sigmoid, HardSigmoid, HardSwish and SiLU have)",
+                graph.nodes[one].op.kind_name()
+            )),
         },
-        &[a, b] => match silu_pair(graph, consumers, conv, a, b).or_else(|| silu_pair(graph, consumers, conv, b, a)) {
+        [a, b] => match silu_pair(graph, consumers, conv, a, b).or_else(|| silu_pair(graph, consumers, conv, b, a)) {
             Some(found) => Ok(Some(found)),
             None => refuse(format!("the convolution's value is read by {} ops, not by the activation alone", readers.len())),
         },

@@ -1,8 +1,8 @@
 //! oneDNN's convolutions called straight ([`super::DirectConv`]) against libtorch's eager ones.
 
 use super::{DirectConv, available};
-use crate::ops::UnaryOp;
 use crate::exec::{Tolerance, agree};
+use crate::ops::UnaryOp;
 use tch::{Device, Kind, Tensor};
 
 fn randn(shape: &[i64]) -> Tensor {
