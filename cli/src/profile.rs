@@ -207,12 +207,13 @@ mod tests {
         assert!(run(&args(out.clone(), 3), None).is_err(), "fewer than 5 runs must be refused");
         assert_eq!(run(&args(out.clone(), 5), None).expect("profile"), 0);
         let p = lop::profile::Profile::load(&out).expect("load");
-        let g = lop::zoo::build("mobilenet_v2").expect("model");
+        // As `lop profile` loads it (activations folded into the convolutions).
+        let g = lop::model::load("zoo:mobilenet_v2", &Default::default()).expect("model");
         p.validate(&g, &g.content_hash().expect("hash")).expect("valid for its model");
         assert_eq!((p.role, p.dilation, p.device), (Side::Robot, 2.0, DeviceKind::Cpu));
         assert_eq!(p.threads, 1, "a dilated robot profiles with one libtorch thread unless told otherwise");
         assert!(p.ops.iter().all(|o| !o.local || o.samples.len() >= 4.min(o.out_rows)));
-        let other = lop::zoo::build("resnet18").expect("model");
+        let other = lop::model::load("zoo:resnet18", &Default::default()).expect("model");
         let err = p.validate(&other, &other.content_hash().expect("hash")).expect_err("other model");
         assert!(err.to_string().contains("mobilenet_v2"), "{err}");
         std::fs::remove_dir_all(&dir).ok();

@@ -351,8 +351,9 @@ fn bench_post_processing_pinned_to_the_robot() {
     let lop = &methods["lop"];
     assert_eq!(lop["fallbacks"], 0, "{v}");
     assert!(lop["max_rel_err"].as_f64().is_some_and(|e| e <= 1e-5), "{v}");
-    // The raw heads, [1, 84, 84] floats, come down whole (bucket 0 runs robot-only: none).
-    assert!(lop["bytes_down"].as_f64().is_some_and(|b| b >= 84.0 * 84.0 * 4.0), "{v}");
+    // The raw heads, [1, 84, 84] floats (28.2 kB), or the values the robot computes them from,
+    // come down (bucket 0 runs robot-only: none), not detections (at most 300 x 6 floats, 7.2 kB).
+    assert!(lop["bytes_down"].as_f64().is_some_and(|b| b >= 0.9 * 84.0 * 84.0 * 4.0), "{v}");
     assert!(v["lop_vs_best_other"].is_null(), "no baseline ran: {v}");
     for (extra, says) in [
         (&["--task", "detect"][..], "run it with --methods lop"),

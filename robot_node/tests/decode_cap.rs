@@ -225,18 +225,20 @@ fn reference(g: &lop::graph::Graph, format: &str, data: &[u8]) -> Vec<tch::Tenso
     lop::exec::run_whole(g, &[tch::Tensor::from_slice(&chw).reshape([1, 3, 224, 224])]).unwrap().outputs
 }
 
-/// /diagnostics' counters of the node's frames (received, answered, dropped busy,
-/// unconvertible), from the next report published after `after`.
+/// /diagnostics' counters of the node's frames (received, answered, dropped busy or skipped
+/// while the node was not active yet, unconvertible), from the next report published after
+/// `after`.
 fn counters(diags: &mpsc::Receiver<(Instant, DiagnosticArray)>, after: Instant, deadline: Instant) -> [u64; 4] {
     while Instant::now() < deadline {
         let Ok((at, d)) = diags.recv_timeout(Duration::from_millis(100)) else { continue };
         let value =
             |key: &str| d.status.iter().flat_map(|s| s.values.iter()).find(|kv| kv.key == key).and_then(|kv| kv.value.parse::<u64>().ok());
+        let skipped = value("frames_skipped_inactive");
         if at > after
-            && let (Some(r), Some(a), Some(b), Some(u)) =
-                (value("frames_received"), value("frames_answered"), value("frames_dropped_busy"), value("frames_unconvertible"))
+            && let (Some(r), Some(a), Some(b), Some(s), Some(u)) =
+                (value("frames_received"), value("frames_answered"), value("frames_dropped_busy"), skipped, value("frames_unconvertible"))
         {
-            return [r, a, b, u];
+            return [r, a, b + s, u];
         }
     }
     panic!("no /diagnostics from lop_robot");

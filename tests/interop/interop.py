@@ -959,7 +959,7 @@ class Harness:
     def final_counts(self, sent, answered, timeout=30.0):
         def settled(d):
             total = int(d["frames_answered"]) + int(d["frames_dropped_busy"]) + int(d["frames_bad"]) + int(d["inference_errors"])
-            total += int(d.get("frames_skipped_disabled", 0))
+            total += int(d.get("frames_skipped_disabled", 0)) + int(d.get("frames_skipped_inactive", 0))
             return int(d["frames_received"]) == sent and total == sent
 
         v = self.wait_diag(settled, timeout, after=time.monotonic())
