@@ -35,7 +35,7 @@ import onnxruntime as ort
 FAMILIES = {
     "conv": {"Conv", "FusedConv", "ConvTranspose", "NhwcFusedConv", "NhwcConv", "QLinearConv"},
     "activation": {
-        "Relu", "Sigmoid", "Silu", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Gelu", "Erf", "Tanh", "Exp", "Mish",
+        "Relu", "Sigmoid", "Silu", "SiLU", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Gelu", "Erf", "Tanh", "Exp", "Mish",
         "Softplus", "Elu", "Abs", "Neg", "QuickGelu", "BiasGelu", "FastGelu",
     },
     "elementwise": {"Add", "Mul", "Sub", "Div", "Pow", "Sqrt", "Max", "Min", "Where", "BatchNorm", "BatchNormalization", "NormalizeU8"},
@@ -48,6 +48,9 @@ FAMILIES = {
 
 
 def family(op_type: str) -> str:
+    # lop's convolutions with a folded activation ("Conv+SiLU") count as convolutions, as
+    # onnxruntime's FusedConv does.
+    op_type = op_type.split("+", 1)[0]
     for name, members in FAMILIES.items():
         if op_type in members:
             return name
