@@ -2,10 +2,12 @@
 //! (see [`crate::lifecycle`]) and settles it.
 //!
 //! - configure: fixes the model's input shape (a dynamic model waits for the first frame),
-//!   declares the result's publishers and subscribes the input and the bandwidth predictions; frames arriving while the node is not
-//!   active are counted as `frames_skipped_inactive` and dropped.
-//! - activate: loads the model and its table, opens the edge session, connects the edges and
-//!   answers frames ([`Active`]) until deactivate or shutdown, which free them again.
+//!   declares the result's publishers and subscribes the bandwidth predictions.
+//! - activate: loads the model and its table, opens the edge session, connects the edges, and
+//!   only then subscribes the input and answers frames ([`Active`]) until deactivate or
+//!   shutdown, which free them again. A camera driver or `lop replay` that waits for a
+//!   subscriber so sees one only once frames are answered; a frame arriving while the node is
+//!   not active (in the moment the subscription goes) is counted as `frames_skipped_inactive`.
 //! - cleanup and shutdown: drop the subscriptions.
 //!
 //! With autostart the node begins configure and then activate itself; a failure there ends the
@@ -34,7 +36,6 @@ struct Configured<'a> {
     origin: ShapeOrigin,
     /// The result's publishers, kept across activations.
     outlet: Outlet<'a>,
-    _input: Subscription,
     _bandwidth: Subscription,
 }
 
@@ -111,12 +112,19 @@ impl<'a> Managed<'a> {
                     let e = crate::Error::Config { what: "activate without a configuration".into() };
                     return self.failed(p, e);
                 };
-                match Active::start(self.cfg, self.ros, self.shared, c.load.clone(), c.origin).await {
-                    Ok(active) => {
+                let active = Active::start(self.cfg, self.ros, self.shared, c.load.clone(), c.origin).await;
+                // Active before the input is subscribed, so that no frame of a publisher that
+                // waited for the subscriber is skipped; unsubscribed when the activation ends.
+                self.shared.active.store(active.is_ok(), std::sync::atomic::Ordering::Relaxed);
+                match active.and_then(|a| Ok((a, subscribe_input(self.cfg, self.ros, self.shared)?))) {
+                    Ok((active, _input)) => {
                         self.lifecycle.settle(p, Outcome::Success);
                         Ok(active.run(&mut c.outlet, stop, requests).await)
                     }
-                    Err(e) => self.failed(p, e),
+                    Err(e) => {
+                        self.shared.active.store(false, std::sync::atomic::Ordering::Relaxed);
+                        self.failed(p, e)
+                    }
                 }
             }
             // Deactivate: the activation that returned it has freed the model and the sessions.
@@ -133,7 +141,8 @@ impl<'a> Managed<'a> {
         }
     }
 
-    /// Configures: the input shape fixed and the subscriptions made; `None` when `stop` came
+    /// Configures: the input shape fixed, the publishers declared and the bandwidth subscribed;
+    /// `None` when `stop` came
     /// while a dynamic model waited for its first frame.
     ///
     /// # Errors
@@ -143,9 +152,8 @@ impl<'a> Managed<'a> {
             return Ok(None);
         };
         let outlet = Outlet::new(self.cfg, self.ros, self.shared)?;
-        let _input = subscribe_input(self.cfg, self.ros, self.shared)?;
         let _bandwidth = subscribe_bandwidth(self.cfg, self.ros, self.shared)?;
-        Ok(Some(Configured { load, origin, outlet, _input, _bandwidth }))
+        Ok(Some(Configured { load, origin, outlet, _bandwidth }))
     }
 
     /// A transition that failed: the node's own ends the node with `e`; a caller's is logged,
