@@ -19,8 +19,6 @@ use lop_msgs::ros::msg::InferenceResult;
 use lop_msgs::ros::vision::Detection2DArray;
 use robot_node::annotate::{box_pixels, class_colour, draw::text_size, scale_for};
 use robot_node::backend::hiroz::HirozRos;
-use robot_node::config::RobotConfig;
-use robot_node::params::Params;
 
 const MODEL: &str = "zoo:yolo_det@128x160";
 const TASK: &str = "detect;score=0.001;max=1";
@@ -103,11 +101,7 @@ async fn a_subscriber_receives_the_frame_with_its_box_drawn_and_nothing_is_drawn
          cache_dir: \"{}\"\n    diagnostics_period_s: 0.2\n",
         dir.display()
     );
-    let config = dir.join("robot.yaml");
-    std::fs::write(&config, &yaml).unwrap();
-    let mut params = Params::from_yaml_str("lop_robot", &yaml, "test").unwrap();
-    let cfg = RobotConfig::from_params(&mut params).unwrap();
-    assert!(params.unknown().is_empty(), "{:?}", params.unknown());
+    let (config, cfg) = common::robot_config(&dir, &yaml);
     assert_eq!(cfg.topics.debug_image, "/lop/debug_image");
 
     let mut peer = cfg.ros.clone();

@@ -24,9 +24,7 @@ use lop::codec::Image;
 use lop::codec::photo::{self, Picture};
 use lop_msgs::ros::msg::InferenceResult;
 use robot_node::backend::hiroz::HirozRos;
-use robot_node::config::RobotConfig;
 use robot_node::convert::{ChannelOrder, Fit, ImageTarget, image_to_chw};
-use robot_node::params::Params;
 
 const MODEL: &str = "zoo:resnet18";
 /// The bomb: a 20-megapixel camera's frame size.
@@ -293,11 +291,7 @@ async fn a_20_megapixel_png_is_refused_from_its_headers_named_and_counted() {
          cache_dir: \"{}\"\n    diagnostics_period_s: 0.2\n    deadline_slack_ms: 60000.0\n",
         dir.display()
     );
-    let config = dir.join("robot.yaml");
-    std::fs::write(&config, &yaml).unwrap();
-    let mut params = Params::from_yaml_str("lop_robot", &yaml, "test").unwrap();
-    let cfg = RobotConfig::from_params(&mut params).unwrap();
-    assert!(params.unknown().is_empty(), "{:?}", params.unknown());
+    let (config, cfg) = common::robot_config(&dir, &yaml);
     // The default cap for a 224x224 model: a 4K frame (image.max_pixels: 0).
     let cap = cfg.image.max_pixels_for(224, 224);
     assert_eq!(cap, 3840 * 2160);

@@ -18,8 +18,6 @@ use crate::common;
 use common::{Node, free_port, lop_bin};
 use hiroz_msgs::sensor_msgs::Image;
 use robot_node::backend::hiroz::{EmbeddedRouter, HirozRos};
-use robot_node::config::RobotConfig;
-use robot_node::params::Params;
 use serde_json::{Value, json};
 
 const MODEL: &str = "zoo:resnet18@64x64";
@@ -190,9 +188,7 @@ async fn a_recording_replayed_into_lop_robot_gets_one_answer_per_frame_in_order(
     let (ros_ep, edge_ep) = (format!("tcp/127.0.0.1:{}", free_port()), format!("tcp/127.0.0.1:{}", free_port()));
     let router = std::sync::Arc::new(EmbeddedRouter::start(&ros_ep).unwrap());
     let yaml = robot_yaml(&ros_ep, &edge_ep, &dir);
-    let config = dir.join("robot.yaml");
-    std::fs::write(&config, &yaml).unwrap();
-    let cfg = RobotConfig::from_params(&mut Params::from_yaml_str("lop_robot", &yaml, "test").unwrap()).unwrap();
+    let (config, cfg) = common::robot_config(&dir, &yaml);
     let (_svc, _edge) = common::start_synthetic_edge(&edge_ep, MODEL, &cfg.table, &dir).await;
     let node = Node::start(&config);
     // A subscriber that never answers, on a topic of its own.

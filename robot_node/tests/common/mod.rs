@@ -18,6 +18,17 @@ use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
 use lop_runtime::zenoh_link::{EdgeAcceptor, ZenohConfig};
 use lop_runtime::zenoh_service::serve_zenoh;
 
+/// Writes `yaml` (`lop_robot`'s parameters) to `dir/robot.yaml` and reads it back as the node
+/// will: the file's path and the configuration. Every parameter must be one the node knows.
+pub fn robot_config(dir: &Path, yaml: &str) -> (PathBuf, robot_node::config::RobotConfig) {
+    let path = dir.join("robot.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut params = robot_node::params::Params::from_yaml_str("lop_robot", yaml, "test").unwrap();
+    let cfg = robot_node::config::RobotConfig::from_params(&mut params).unwrap();
+    assert!(params.unknown().is_empty(), "{:?}", params.unknown());
+    (path, cfg)
+}
+
 #[allow(unused_imports)] // not every test binary starts a router
 pub use lop_runtime::ports::free_loopback_port as free_port;
 
