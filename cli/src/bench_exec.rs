@@ -4,7 +4,7 @@
 //! op kind by op kind (`scripts/against_onnxruntime.py` prints it beside onnxruntime's).
 
 use crate::ModelArgs;
-use lop::exec::{run_banded_kernels_timed, run_batched, run_split, run_whole, run_whole_timed, synthetic_inputs};
+use lop::exec::{run_banded_kernels_timed, run_batched, run_batched_stats, run_split, run_whole, run_whole_timed, synthetic_inputs};
 use lop::graph::Graph;
 use lop::plan::Plan;
 use lop::profile::LayoutChoice;
@@ -162,7 +162,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
         run_batched(&graph, chunked, args.bands)?;
     }
     // Interleave the methods so drift in machine load hits all alike.
-    let (mut whole, mut one, mut bands) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut whole, mut one, mut bands, mut unbuffered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..args.runs {
         let t = Instant::now();
         drop(run_whole(&graph, &inputs)?);
@@ -173,6 +173,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
         let t = Instant::now();
         drop(run_batched(&graph, chunked, args.bands)?);
         bands.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        drop(run_batched_stats(&graph, chunked, args.bands, false)?);
+        unbuffered.push(t.elapsed().as_secs_f64() * 1e3);
         if (i + 1) % 5 == 0 {
             eprintln!("bench-exec {}: {}/{} runs", graph.name, i + 1, args.runs);
         }
@@ -180,8 +183,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     let whole_ms = median(whole);
     let banded_ms = median(one);
     let chunked_ms = median(bands);
+    let unbuffered_ms = median(unbuffered);
     let kinds = if args.kinds { time_kinds(&graph, &inputs, args.runs, args.bands)? } else { Vec::new() };
     let whole_run = run_whole(&graph, &inputs)?;
+    let joins = run_batched_stats(&graph, chunked, args.bands, true)?.1.joins;
+    let unbuffered_joins = run_batched_stats(&graph, chunked, args.bands, false)?.1.joins;
     let even = run_split(&graph, &Plan::even(&graph, args.units), &inputs)?;
     let random = run_split(&graph, &Plan::random(&graph, args.units, 1), &inputs)?;
     let peak_mem_ratio = even.peak_bytes as f64 / whole_run.peak_bytes.max(1) as f64;
@@ -201,6 +207,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
             "peak_mem_ratio": peak_mem_ratio, "peak_mem_ratio_random_layout": random_ratio,
             "whole_peak_bytes": whole_run.peak_bytes, "split_peak_bytes": even.peak_bytes,
             "runs": args.runs, "threads": tch::get_num_threads(),
+            "joined_copies": joins.copies, "joined_bytes": joins.bytes, "joined_ms": joins.seconds * 1e3,
+            "unbuffered_chunked_ms": unbuffered_ms, "unbuffered_joined_copies": unbuffered_joins.copies,
+            "unbuffered_joined_bytes": unbuffered_joins.bytes, "unbuffered_joined_ms": unbuffered_joins.seconds * 1e3,
             "packing": {"shapes": packing.shapes, "formats": packing.formats, "plain_calls": packing.plain_calls},
             "conv_call_floor_ms": floor.conv_ms, "banded_convs": floor.convs,
             "linear_call_floor_ms": floor.linear_ms, "banded_linears": floor.linears, "chunked_floor_ratio": floor.ratio,
@@ -217,6 +226,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
             floor.linears,
             args.bands.saturating_sub(1),
             floor.ratio
+        );
+        println!(
+            "bands read across chunks and copied together: {} ({:.1} MB, {:.2} ms) with chunks written into one buffer per value; without: {} ({:.1} MB, {:.2} ms), every op in bands {unbuffered_ms:.2} ms",
+            joins.copies,
+            joins.bytes as f64 / 1e6,
+            joins.seconds * 1e3,
+            unbuffered_joins.copies,
+            unbuffered_joins.bytes as f64 / 1e6,
+            unbuffered_joins.seconds * 1e3,
         );
         println!(
             "prepacked convolution weights: {} input shapes, {} packed copies, {} calls on libtorch's plain path",

@@ -18,11 +18,24 @@ use tch::Tensor;
 /// [`Error::Input`] for no samples, zero bands, inputs that do not fit the graph, or a graph
 /// that cannot carry a batch; libtorch errors naming the node.
 pub fn run_batched(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Result<Vec<Tensor>> {
-    run_batched_peak(graph, samples, bands).map(|(outputs, _)| outputs)
+    run_batched_stats(graph, samples, bands, true).map(|(outputs, _)| outputs)
 }
 
-/// [`run_batched`], also returning the largest number of activation bytes held at once.
-fn run_batched_peak(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Result<(Vec<Tensor>, usize)> {
+/// What a batched run cost beside its kernels.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BatchedStats {
+    /// The largest number of activation bytes held at once.
+    pub peak_bytes: usize,
+    /// Bands copied together from several blocks.
+    pub joins: super::side::Joins,
+}
+
+/// [`run_batched`], also returning what it held and copied ([`BatchedStats`]); `buffers`
+/// false keeps every band its own block ([`SideExec::set_buffers`]), to compare.
+///
+/// # Errors
+/// As [`run_batched`].
+pub fn run_batched_stats(graph: &Graph, samples: &[Vec<Tensor>], bands: usize, buffers: bool) -> Result<(Vec<Tensor>, BatchedStats)> {
     if samples.is_empty() || bands == 0 {
         return Err(Error::Input(format!("a batched run needs samples and bands (got {} and {bands})", samples.len())));
     }
@@ -31,6 +44,7 @@ fn run_batched_peak(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Res
     }
     let _guard = tch::no_grad_guard();
     let mut side = SideExec::batched(graph, Side::Server, samples.len())?;
+    side.set_buffers(buffers && side.buffers());
     for (k, &id) in graph.inputs().iter().enumerate() {
         let parts: Vec<Tensor> = samples.iter().map(|s| s[k].shallow_clone()).collect();
         let stacked = Tensor::f_cat(&parts, 0)
@@ -44,6 +58,7 @@ fn run_batched_peak(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Res
         }
         match n.info.row_axis {
             Some(_) => {
+                side.expect_rows(id, 0..n.info.rows());
                 for r in crate::rows::chunks(&(0..n.info.rows()), bands) {
                     side.compute_and_store(id, &r, 1)?;
                 }
@@ -59,7 +74,7 @@ fn run_batched_peak(graph: &Graph, samples: &[Vec<Tensor>], bands: usize) -> Res
         }
     }
     let outputs = graph.outputs.iter().map(|&o| side.extract(o, &(0..graph.nodes[o].info.rows().max(1)))).collect::<Result<_>>()?;
-    Ok((outputs, side.peak_bytes()))
+    Ok((outputs, BatchedStats { peak_bytes: side.peak_bytes(), joins: side.joins() }))
 }
 
 #[cfg(test)]
@@ -83,7 +98,8 @@ mod tests {
         b.output(v);
         let g = b.build().expect("graph");
         let input = vec![Tensor::randn([1, 4, 16, 16], (Kind::Float, Device::Cpu))];
-        let (outputs, peak) = run_batched_peak(&g, std::slice::from_ref(&input), 4).expect("banded run");
+        let (outputs, stats) = run_batched_stats(&g, std::slice::from_ref(&input), 4, true).expect("banded run");
+        let peak = stats.peak_bytes;
         let value_bytes = 4 * 16 * 16 * 4;
         assert!(peak >= value_bytes && peak <= 2 * value_bytes, "peak {peak} B, one value {value_bytes} B");
         let whole = crate::exec::run_whole(&g, &input).expect("whole").outputs;

@@ -1,15 +1,16 @@
 //! Execution: the plain whole-graph run, one side's band executor, and the in-process split
 //! run that plays both sides of a plan and checks every exchange.
 
+mod band_buffer;
 mod batch;
 mod compare;
 mod side;
 mod split;
 mod whole;
 
-pub use batch::run_batched;
+pub use batch::{BatchedStats, run_batched, run_batched_stats};
 pub use compare::{Agreement, Tolerance, agree, agree_all, max_rel_err, max_rel_err_all};
-pub use side::{Held, SideExec, unbatchable};
+pub use side::{Held, Joins, SideExec, unbatchable};
 pub use split::{SplitRun, run_split};
 pub use whole::{WholeRun, run_banded_kernels_timed, run_whole, run_whole_seeing, run_whole_timed};
 

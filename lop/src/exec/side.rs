@@ -27,9 +27,35 @@ pub struct SideExec<'g> {
     graph: &'g Graph,
     side: Side,
     held: Vec<Vec<Held>>,
+    /// Per value, the rows this side computes of it, where known ([`SideExec::expect_rows`]).
+    spans: Vec<Option<Rows>>,
+    /// Per value, the buffer its chunks are written into, with the rows it holds.
+    buffers: Vec<Option<(Rows, Tensor)>>,
     live_bytes: usize,
     peak_bytes: usize,
     batch: usize,
+    joins: std::cell::Cell<Joins>,
+    use_buffers: bool,
+}
+
+/// Bands read across blocks that had to be copied together (blocks not adjacent in memory),
+/// their bytes and the time the copies took: the executor's own copying, beside the kernels'.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Joins {
+    /// Bands copied together.
+    pub copies: usize,
+    /// Their bytes.
+    pub bytes: usize,
+    /// Seconds spent copying them.
+    pub seconds: f64,
+}
+
+/// Whether chunks are written into one buffer per value ([`SideExec::expect_rows`]) by default:
+/// yes unless `LOP_BAND_BUFFERS=off`, which keeps every chunk its own block (both give the same
+/// values; `lop bench-exec` times the two side by side).
+fn band_buffers_default() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LOP_BAND_BUFFERS").map_or(true, |v| v != "off"))
 }
 
 /// Why a graph cannot run batched: the first activation whose axis 0 is not a batch axis of
@@ -85,7 +111,19 @@ impl<'g> SideExec<'g> {
                 held[id].push(Held { rows: 0..n.info.rows(), tensor: t.shallow_clone() });
             }
         }
-        SideExec { graph, side, held, live_bytes: 0, peak_bytes: 0, batch: 1 }
+        let n = graph.nodes.len();
+        SideExec {
+            graph,
+            side,
+            held,
+            spans: vec![None; n],
+            buffers: (0..n).map(|_| None).collect(),
+            live_bytes: 0,
+            peak_bytes: 0,
+            batch: 1,
+            joins: Default::default(),
+            use_buffers: band_buffers_default(),
+        }
     }
 
     /// A side running `batch` inferences of `graph` at once, samples stacked on axis 0 of every
@@ -112,6 +150,27 @@ impl<'g> SideExec<'g> {
         self.batch
     }
 
+    /// Declares that this side computes rows `rows` of value `id`, in chunks in any order: the
+    /// chunks of an op that can write into a buffer ([`Op::computes_into`]) then land in one
+    /// buffer of those rows, allocated at the first chunk, so that a band read across chunks is
+    /// a view, not a copy ([`super::band_buffer`]). Without it, only the chunks of one
+    /// [`SideExec::compute_and_store`] call share a buffer.
+    pub fn expect_rows(&mut self, id: NodeId, rows: Rows) {
+        if let Some(span) = self.spans.get_mut(id) {
+            *span = Some(rows);
+        }
+    }
+
+    /// Whether chunks go into buffers at all (on by default, see [`SideExec::expect_rows`]).
+    pub fn set_buffers(&mut self, on: bool) {
+        self.use_buffers = on;
+    }
+
+    /// Whether chunks go into buffers ([`SideExec::set_buffers`]).
+    pub fn buffers(&self) -> bool {
+        self.use_buffers
+    }
+
     /// Which side this is.
     pub fn side(&self) -> Side {
         self.side
@@ -120,6 +179,11 @@ impl<'g> SideExec<'g> {
     /// The largest number of activation bytes held at once so far.
     pub fn peak_bytes(&self) -> usize {
         self.peak_bytes
+    }
+
+    /// Bands this side copied together from several blocks so far ([`Joins`]).
+    pub fn joins(&self) -> Joins {
+        self.joins.get()
     }
 
     /// Activation bytes held now (constants excluded).
@@ -273,7 +337,17 @@ impl<'g> SideExec<'g> {
         if cur < need.end {
             return Err(self.missing_err(node, value, need));
         }
-        let tensor = Tensor::f_cat(&parts, axis as i64).map_err(torch)?;
+        let tensor = match super::band_buffer::join_views(&parts, axis) {
+            Some(view) => view,
+            None => {
+                let t0 = std::time::Instant::now();
+                let joined = Tensor::f_cat(&parts, axis as i64).map_err(torch)?;
+                let j = self.joins.get();
+                let bytes = j.bytes + super::tensor_bytes(&joined);
+                self.joins.set(Joins { copies: j.copies + 1, bytes, seconds: j.seconds + t0.elapsed().as_secs_f64() });
+                joined
+            }
+        };
         Ok(Held { rows: need.clone(), tensor })
     }
 
@@ -348,12 +422,7 @@ impl<'g> SideExec<'g> {
         }
         let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
         let band = |tensors: &[Tensor]| -> Result<Tensor> {
-            let bands: Vec<BandIn<'_>> = needs
-                .iter()
-                .zip(&blocks)
-                .zip(tensors)
-                .map(|(((inp, _), h), tensor)| BandIn { tensor, start: h.rows.start, info: &self.graph.nodes[*inp].info })
-                .collect();
+            let bands = self.band_ins(&needs, &blocks, tensors);
             node.op.compute(&bands, &node.info, rows).map_err(torch)
         };
         let whole: Vec<Tensor> = blocks.iter().map(|h| h.tensor.shallow_clone()).collect();
@@ -376,24 +445,76 @@ impl<'g> SideExec<'g> {
         Tensor::f_cat(&outs, 0).map_err(torch)
     }
 
-    /// Computes `rows` of node `id` in `chunks` pieces and stores the result.
+    fn band_ins<'a>(&'a self, needs: &[(NodeId, Rows)], blocks: &[Held], tensors: &'a [Tensor]) -> Vec<BandIn<'a>> {
+        needs
+            .iter()
+            .zip(blocks)
+            .zip(tensors)
+            .map(|(((inp, _), h), tensor)| BandIn { tensor, start: h.rows.start, info: &self.graph.nodes[*inp].info })
+            .collect()
+    }
+
+    /// Computes output rows `rows` of node `id` into its buffer, when the op can write there
+    /// and this side expects to compute those rows ([`SideExec::expect_rows`]) and holds none
+    /// of them yet: the written band of the buffer, or `None` (nothing written).
+    fn compute_into_buffer(&mut self, id: NodeId, rows: &Rows) -> Result<Option<Tensor>> {
+        let node = &self.graph.nodes[id];
+        let span = match &self.spans[id] {
+            _ if !self.use_buffers => return Ok(None),
+            Some(span) if span.start <= rows.start && rows.end <= span.end && !rows.is_empty() => span.clone(),
+            _ => return Ok(None),
+        };
+        // Buffers live on the CPU, where the ops that write into them run.
+        let on_cpu = node.inputs.first().and_then(|&i| self.held[i].first()).is_some_and(|h| h.tensor.device() == tch::Device::Cpu);
+        if !on_cpu || !super::band_buffer::bufferable(node, self.batch, self.graph.layout()) || self.missing(id, rows) != [rows.clone()] {
+            return Ok(None);
+        }
+        let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
+        if self.buffers[id].as_ref().is_none_or(|(held, _)| *held != span) {
+            self.buffers[id] = Some((span.clone(), super::band_buffer::allocate(node, &span).map_err(torch)?));
+        }
+        let Some((_, buffer)) = &self.buffers[id] else { return Ok(None) };
+        let dst = buffer.f_narrow(2, (rows.start - span.start) as i64, rows.len() as i64).map_err(torch)?;
+        let needs = self.needs(id, rows);
+        let mut blocks = Vec::with_capacity(needs.len());
+        for (inp, need) in &needs {
+            blocks.push(self.gather(id, *inp, need)?);
+        }
+        let tensors: Vec<Tensor> = blocks.iter().map(|h| h.tensor.shallow_clone()).collect();
+        let bands = self.band_ins(&needs, &blocks, &tensors);
+        Ok(node.op.compute_into(&bands, &node.info, rows, &dst).map_err(torch)?.then_some(dst))
+    }
+
+    /// Computes `rows` of node `id` in `chunks` pieces and stores the result. The pieces of an
+    /// op that can write into a buffer are written into one (rows `rows`, unless
+    /// [`SideExec::expect_rows`] named wider ones) and stored as one block.
     ///
     /// # Errors
     /// As [`SideExec::compute`].
     pub fn compute_and_store(&mut self, id: NodeId, rows: &Rows, chunks: usize) -> Result<()> {
         let node = &self.graph.nodes[id];
         let pieces = crate::rows::chunks(rows, chunks);
+        if pieces.len() > 1 && self.spans[id].as_ref().is_none_or(|s| !(s.start <= rows.start && rows.end <= s.end)) {
+            self.spans[id] = Some(rows.clone());
+        }
         let mut outs = Vec::with_capacity(pieces.len());
         for p in &pieces {
-            outs.push(self.compute(id, p)?);
+            let out = match self.compute_into_buffer(id, p)? {
+                Some(written) => written,
+                None => self.compute(id, p)?,
+            };
+            outs.push(out);
         }
         let t = match (outs.len(), node.info.row_axis) {
             (1, _) | (_, None) => outs.swap_remove(0),
-            (_, Some(a)) => Tensor::f_cat(&outs, a as i64).map_err(|source| Error::Torch {
-                node: node.name.clone(),
-                op: node.op.kind_name(),
-                source,
-            })?,
+            (_, Some(a)) => match super::band_buffer::join_views(&outs, a) {
+                Some(view) => view,
+                None => Tensor::f_cat(&outs, a as i64).map_err(|source| Error::Torch {
+                    node: node.name.clone(),
+                    op: node.op.kind_name(),
+                    source,
+                })?,
+            },
         };
         let rows = if node.info.row_axis.is_some() { rows.clone() } else { 0..1 };
         self.insert(id, rows, t)
@@ -407,118 +528,10 @@ impl<'g> SideExec<'g> {
         for h in self.held[id].drain(..) {
             self.live_bytes -= super::tensor_bytes(&h.tensor);
         }
+        self.buffers[id] = None;
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::{DType, GraphBuilder};
-    use crate::ops::Pool;
-
-    /// input f32 [1,2,12,5] -> 3x3 max pool (stride 1, pad 1): output row r reads rows r-1..r+1.
-    fn pool_graph() -> Graph {
-        let mut b = GraphBuilder::new("pool");
-        let x = b.input("x", vec![1, 2, 12, 5], DType::F32);
-        let y = b.add("pool", Op::MaxPool(Pool::same_3x3()), &[x]).expect("pool");
-        b.output(y);
-        b.build().expect("graph")
-    }
-
-    fn input() -> Tensor {
-        Tensor::randn([1, 2, 12, 5], (tch::Kind::Float, tch::Device::Cpu))
-    }
-
-    #[test]
-    fn bands_stored_in_pieces_read_back_across_their_boundaries() {
-        let g = pool_graph();
-        let x = input();
-        let mut side = SideExec::new(&g, Side::Server);
-        // Rows 0..4, 4..7 and an overlapping 6..12 (rows 6 already held must keep their values).
-        side.insert(0, 0..4, x.narrow(2, 0, 4)).expect("0..4");
-        side.insert(0, 4..7, x.narrow(2, 4, 3)).expect("4..7");
-        let overlap = x.narrow(2, 6, 6).copy();
-        let _ = overlap.narrow(2, 0, 1).fill_(1e6);
-        side.insert(0, 6..12, overlap).expect("6..12");
-        assert!(side.missing(0, &(0..12)).is_empty());
-        let whole = side.extract(0, &(0..12)).expect("whole");
-        assert!(whole.equal(&x), "rows read back across three blocks must equal the input");
-        let band = side.extract(0, &(3..9)).expect("band");
-        assert!(band.equal(&x.narrow(2, 3, 6)));
-        // A pool band whose halo spans all three blocks equals the same rows of the whole pool.
-        let out = side.compute(1, &(3..8)).expect("pool band");
-        let reference = side.compute(1, &(0..12)).expect("pool whole");
-        assert!(out.equal(&reference.narrow(2, 3, 5)));
-    }
-
-    #[test]
-    fn a_batch_gives_every_sample_its_own_unsplit_output() {
-        let detect = crate::model::LoadOptions {
-            postprocess: Some(crate::postprocess::Postprocess::parse("detect;score=0.05").expect("spec")),
-            ..Default::default()
-        };
-        for (source, opts) in [("zoo:resnet18@64x96", Default::default()), ("zoo:yolo_det@96x128", detect)] {
-            let g = crate::model::load(source, &opts).expect("model");
-            assert!(unbatchable(&g).is_none(), "{source}");
-            let samples: Vec<Vec<Tensor>> = (0..3).map(|s| crate::exec::synthetic_inputs(&g, 11 + s).expect("inputs")).collect();
-            let outs = crate::exec::run_batched(&g, &samples, 2).expect("batched run");
-            for (s, inputs) in samples.iter().enumerate() {
-                let whole = crate::exec::run_whole(&g, inputs).expect("whole").outputs;
-                for (o, w) in outs.iter().zip(&whole) {
-                    let mine = o.narrow(0, s as i64, 1);
-                    assert_eq!(mine.size(), w.size(), "{source} sample {s}");
-                    let err = crate::exec::max_rel_err(&mine, w).expect("compare");
-                    assert!(err <= 1e-5, "{source} sample {s}: relative error {err}");
-                }
-            }
-            // Different inputs give different outputs: the batch did not serve one sample thrice.
-            assert!(!outs[0].narrow(0, 0, 1).equal(&outs[0].narrow(0, 1, 1)), "{source}");
-        }
-    }
-
-    #[test]
-    fn a_batch_refuses_tensors_without_every_sample_and_graphs_without_a_batch_axis() {
-        let g = pool_graph();
-        let mut side = SideExec::batched(&g, Side::Server, 2).expect("batch of 2");
-        assert!(matches!(side.insert(0, 0..12, input()), Err(Error::Input(_))), "one sample where two are due");
-        side.insert(0, 0..12, Tensor::cat(&[input(), input()], 0)).expect("two samples");
-        assert!(SideExec::batched(&g, Side::Server, 0).is_err());
-        let mut b = GraphBuilder::new("no batch axis");
-        let x = b.input("x", vec![2, 3, 8, 8], DType::F32);
-        let y = b.add("pool", Op::MaxPool(Pool::same_3x3()), &[x]).expect("pool");
-        b.output(y);
-        let g = b.build().expect("graph");
-        let err = SideExec::batched(&g, Side::Server, 2).expect_err("axis 0 is 2");
-        assert!(err.to_string().contains("[2, 3, 8, 8]"), "{err}");
-        assert!(SideExec::batched(&g, Side::Server, 1).is_ok(), "one sample needs no batch axis");
-    }
-
-    #[test]
-    fn reading_rows_across_a_gap_names_the_missing_rows() {
-        let g = pool_graph();
-        let x = input();
-        let mut side = SideExec::new(&g, Side::Robot);
-        side.insert(0, 0..4, x.narrow(2, 0, 4)).expect("0..4");
-        side.insert(0, 6..12, x.narrow(2, 6, 6)).expect("6..12");
-        assert_eq!(side.missing(0, &(0..12)), vec![4..6]);
-        assert!(matches!(side.extract(0, &(2..8)), Err(Error::MissingRows { .. })));
-        assert!(matches!(side.compute(1, &(0..4)), Err(Error::MissingRows { .. })), "row 3 needs input row 4");
-        assert!(side.compute(1, &(0..3)).is_ok());
-    }
-
-    #[test]
-    fn chunked_compute_stores_pieces_that_read_back_whole() {
-        let g = pool_graph();
-        let x = input();
-        let mut side = SideExec::new(&g, Side::Server);
-        side.insert(0, 0..12, x.shallow_clone()).expect("input");
-        for r in [0..3, 3..5, 5..9, 9..12] {
-            side.compute_and_store(1, &r, 1).expect("chunk");
-        }
-        let reference = side.compute(1, &(0..12)).expect("whole");
-        assert!(side.extract(1, &(0..12)).expect("read").equal(&reference));
-        let before = side.live_bytes();
-        side.insert(1, 2..10, reference.narrow(2, 2, 8)).expect("held already");
-        assert_eq!(side.live_bytes(), before, "rows held already are not stored twice");
-    }
-}
+#[path = "side_tests.rs"]
+mod tests;

@@ -230,6 +230,34 @@ impl DirectConv {
     /// # Errors
     /// A padded input smaller than the kernel; oneDNN's or libtorch's message.
     pub fn run(&self, x: &Tensor, pads: [i64; 4]) -> Result<Tensor, tch::TchError> {
+        let (size, [oh, ow]) = self.out_size(x, pads)?;
+        let nhwc = dense(x)?;
+        let y = Tensor::f_empty([size[0], oh, ow, self.out_channels], (Kind::Float, tch::Device::Cpu))?;
+        self.call(&nhwc, &size, pads, &y, [size[0], self.out_channels, oh, ow])?;
+        y.f_permute([0, 3, 1, 2])
+    }
+
+    /// [`DirectConv::run`] written into `dst` (`[N, C_out, OH, OW]` over dense NHWC memory, as
+    /// a row band of a channels-last value of one sample is), so that a value computed in
+    /// chunks is one block of memory without joining them. Returns false, writing nothing, when
+    /// `dst` is not such a tensor of the output's shape.
+    ///
+    /// # Errors
+    /// As [`DirectConv::run`].
+    pub fn run_into(&self, x: &Tensor, pads: [i64; 4], dst: &Tensor) -> Result<bool, tch::TchError> {
+        let (size, [oh, ow]) = self.out_size(x, pads)?;
+        let ydims = [size[0], self.out_channels, oh, ow];
+        if dst.size() != ydims || dst.kind() != Kind::Float || dst.device() != tch::Device::Cpu || !dense_nhwc(dst) {
+            return Ok(false);
+        }
+        let nhwc = dense(x)?;
+        self.call(&nhwc, &size, pads, dst, ydims)?;
+        Ok(true)
+    }
+
+    /// `x`'s size, checked to be a float CPU 4-d tensor, and the output's height and width
+    /// under `pads`.
+    fn out_size(&self, x: &Tensor, pads: [i64; 4]) -> Result<(Vec<i64>, [i64; 2]), tch::TchError> {
         let size = x.size();
         if size.len() != 4 || x.kind() != Kind::Float || x.device() != tch::Device::Cpu {
             return Err(tch::TchError::Shape(format!("oneDNN convolution of a {:?} {:?} tensor", x.kind(), size)));
@@ -239,11 +267,7 @@ impl DirectConv {
         if oh <= 0 || ow <= 0 {
             return Err(tch::TchError::Shape(format!("input {size:?} with pads {pads:?} is smaller than the kernel {:?}", self.kernel)));
         }
-        // NHWC memory, dense: a view when it already is (a band of one sample is).
-        let nhwc = x.f_permute([0, 2, 3, 1])?.f_contiguous()?;
-        let y = Tensor::f_empty([size[0], oh, ow, self.out_channels], (Kind::Float, tch::Device::Cpu))?;
-        self.call(&nhwc, &size, pads, &y, [size[0], self.out_channels, oh, ow])?;
-        y.f_permute([0, 3, 1, 2])
+        Ok((size, [oh, ow]))
     }
 
     #[cfg(lop_onednn)]
@@ -287,6 +311,33 @@ impl DirectConv {
         }
         PackingStats { shapes: shapes as usize, formats: formats as usize, plain_calls: uncached as usize }
     }
+}
+
+/// `x` (`[N, C, H, W]`) over dense NHWC memory, as oneDNN reads it: `x` itself when it already
+/// is (a band of one sample of a channels-last value is; checked from its strides, without a
+/// libtorch call, which costs a microsecond per band), else a channels-last copy.
+fn dense(x: &Tensor) -> Result<Tensor, tch::TchError> {
+    if dense_nhwc(x) {
+        return Ok(x.shallow_clone());
+    }
+    x.f_permute([0, 2, 3, 1])?.f_contiguous()?.f_permute([0, 3, 1, 2])
+}
+
+/// Whether `t` (`[N, C, H, W]`) lies in memory as a dense NHWC array: what oneDNN is handed.
+/// Axes of extent 1 may have any stride.
+fn dense_nhwc(t: &Tensor) -> bool {
+    let (size, stride) = (t.size(), t.stride());
+    if size.len() != 4 {
+        return false;
+    }
+    let mut expect = 1i64;
+    for axis in [1usize, 3, 2, 0] {
+        if size[axis] != 1 && stride[axis] != expect {
+            return false;
+        }
+        expect *= size[axis];
+    }
+    true
 }
 
 impl Drop for DirectConv {

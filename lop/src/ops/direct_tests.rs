@@ -121,3 +121,26 @@ fn inputs_the_kernel_cannot_take_are_refused() {
     let ints = conv.run(&Tensor::zeros([1, 2, 8, 8], (Kind::Int, Device::Cpu)), [0; 4]).expect_err("int input");
     assert!(ints.to_string().contains("Int"), "{ints}");
 }
+
+/// Written into a row band of a channels-last buffer, a convolution gives bitwise its own
+/// output; a destination of another shape or not dense NHWC is refused untouched.
+#[test]
+fn a_convolution_written_into_a_buffer_band_equals_its_own_output() {
+    let conv = DirectConv::new(&randn(&[16, 8, 3, 3]), Some(&randn(&[16])), &[1, 1], &[1, 1], 1, Some(&UnaryOp::Silu))
+        .expect("create")
+        .expect("oneDNN is loaded");
+    let x = randn(&[1, 8, 7, 12]);
+    let pads = [1, 1, 0, 1];
+    let own = conv.run(&x, pads).expect("run");
+    assert_eq!(own.size(), [1, 16, 6, 12]);
+    let buffer = Tensor::full([1, 20, 12, 16], -1.0, (Kind::Float, Device::Cpu)).permute([0, 3, 1, 2]);
+    let dst = buffer.narrow(2, 5, 6);
+    assert!(conv.run_into(&x, pads, &dst).expect("into"), "a band of an NHWC buffer is dense");
+    assert!(dst.equal(&own), "the same kernel, the same values");
+    assert!(buffer.narrow(2, 0, 5).eq(-1.0).all().int64_value(&[]) == 1, "rows above the band untouched");
+    assert!(buffer.narrow(2, 11, 9).eq(-1.0).all().int64_value(&[]) == 1, "rows below the band untouched");
+    let nchw = Tensor::full([1, 16, 6, 12], -1.0, (Kind::Float, Device::Cpu));
+    assert!(!conv.run_into(&x, pads, &nchw).expect("refused"), "NCHW memory is not what oneDNN writes");
+    assert!(!conv.run_into(&x, pads, &buffer.narrow(2, 0, 5)).expect("refused"), "another row count");
+    assert!(nchw.eq(-1.0).all().int64_value(&[]) == 1);
+}

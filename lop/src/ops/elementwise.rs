@@ -218,6 +218,40 @@ impl BinaryOp {
         )
     }
 
+    /// Whether [`BinaryOp::apply_into`] writes this op's result into a given tensor.
+    pub(crate) fn writes_into(&self) -> bool {
+        matches!(self, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)
+    }
+
+    /// [`BinaryOp::apply`] of float operands written into `out` (of the broadcast result's
+    /// shape, any strides): element by element the same arithmetic, so the same values. False,
+    /// writing nothing, for other ops or operands.
+    pub(crate) fn apply_into(&self, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<bool, tch::TchError> {
+        let float = |t: &Tensor| t.kind() == tch::Kind::Float;
+        if !(self.writes_into() && float(a) && float(b) && float(out)) {
+            return Ok(false);
+        }
+        let (sa, sb) = (a.size(), b.size());
+        let shape = out.size();
+        // The broadcast result must be `out`'s shape exactly: `_out` would resize it otherwise.
+        let rank = shape.len();
+        let fits = |s: &[i64]| s.len() <= rank && s.iter().rev().zip(shape.iter().rev()).all(|(&d, &o)| d == o || d == 1);
+        let covers = (0..rank).all(|i| {
+            let dim = |s: &[i64]| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+            dim(&sa).max(dim(&sb)) == shape[i]
+        });
+        if !(fits(&sa) && fits(&sb) && covers) {
+            return Ok(false);
+        }
+        let _written = match self {
+            BinaryOp::Add => a.f_add_out(out, b)?,
+            BinaryOp::Sub => a.f_sub_out(out, b)?,
+            BinaryOp::Mul => a.f_mul_out(out, b)?,
+            _ => a.f_div_out(out, b)?,
+        };
+        Ok(true)
+    }
+
     pub(crate) fn apply(&self, a: &Tensor, b: &Tensor) -> Result<Tensor, tch::TchError> {
         match self {
             BinaryOp::Add => a.f_add(b),
@@ -355,4 +389,35 @@ pub(super) fn normalize(x: &Tensor, mean: &[f32], std: &[f32]) -> Result<Tensor,
 pub(super) fn affine(x: &Tensor, scale: &Tensor, shift: &Tensor) -> Result<Tensor, tch::TchError> {
     let rank = x.dim();
     x.f_mul(&channel_view(scale, rank)?)?.f_add(&channel_view(shift, rank)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Device, Kind};
+
+    /// Written into a channels-last band, add/sub/mul/div give bitwise what `apply` gives, with
+    /// broadcasting; other ops, integer operands and results of another shape are refused with
+    /// nothing written.
+    #[test]
+    fn arithmetic_written_into_a_band_equals_its_own_result() {
+        let a = Tensor::randn([1, 6, 4, 5], (Kind::Float, Device::Cpu));
+        let b = Tensor::randn([1, 6, 4, 5], (Kind::Float, Device::Cpu)).abs() + 0.5;
+        let per_channel = Tensor::randn([1, 6, 1, 1], (Kind::Float, Device::Cpu));
+        let buffer = Tensor::zeros([1, 9, 5, 6], (Kind::Float, Device::Cpu)).permute([0, 3, 1, 2]);
+        let dst = buffer.narrow(2, 2, 4);
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+            for other in [&b, &per_channel] {
+                assert!(op.apply_into(&a, other, &dst).expect("into"), "{op:?}");
+                assert!(dst.equal(&op.apply(&a, other).expect("apply")), "{op:?}");
+            }
+        }
+        assert!(buffer.narrow(2, 0, 2).eq(0.0).all().int64_value(&[]) == 1, "rows outside the band untouched");
+        let before = dst.copy();
+        assert!(!BinaryOp::Max.apply_into(&a, &b, &dst).expect("refused"));
+        assert!(!BinaryOp::Add.apply_into(&a.to_kind(Kind::Int64), &b, &dst).expect("refused"));
+        assert!(!BinaryOp::Add.apply_into(&a.narrow(2, 0, 2), &b.narrow(2, 0, 2), &dst).expect("refused"), "a smaller result");
+        assert!(!BinaryOp::Add.apply_into(&per_channel, &per_channel, &dst).expect("refused"), "a broadcast smaller than dst");
+        assert!(dst.equal(&before), "nothing written when refused");
+    }
 }

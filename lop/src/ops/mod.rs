@@ -467,6 +467,39 @@ impl Op {
         }
     }
 
+    /// [`Op::compute`] written into `dst`, a tensor of exactly the output rows' shape (a row
+    /// band of a buffer holding the whole value, so that chunks computed one by one need no
+    /// joining). Returns false, writing nothing, for ops and inputs that cannot write into it
+    /// (today: convolutions on the direct oneDNN path and float element-wise arithmetic do);
+    /// the caller then calls
+    /// [`Op::compute`].
+    ///
+    /// # Errors
+    /// As [`Op::compute`].
+    pub fn compute_into(&self, ins: &[BandIn<'_>], out: &ValueInfo, rows: &Rows, dst: &Tensor) -> Result<bool, tch::TchError> {
+        match self {
+            Op::Conv(c) => c.compute_conv_into(&ins[0], rows, dst),
+            Op::Binary(b) if b.writes_into() => {
+                let x = elementwise::binary_operand(&ins[0], out, rows)?;
+                let y = elementwise::binary_operand(&ins[1], out, rows)?;
+                b.apply_into(&x, &y, dst)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Whether [`Op::compute_into`] may write this op's output: worth a buffer for the value.
+    /// A convolution on the direct oneDNN path writes channels-last whatever the graph's
+    /// layout; element-wise arithmetic follows its operands' layout, so `channels_last` says
+    /// whether the graph is laid out so.
+    pub fn computes_into(&self, channels_last: bool) -> bool {
+        match self {
+            Op::Conv(c) => matches!(c.packed, Some(PreparedConv::Direct(_))),
+            Op::Binary(b) => channels_last && b.writes_into(),
+            _ => false,
+        }
+    }
+
     /// A barrier whose output is one block (no row axis), computed from whole inputs: every
     /// value is read with the conventional row axis (axis 2 for rank >= 3) and every row is
     /// computed, which is the plain op. `None` when that reading gives no row axis either (vectors,

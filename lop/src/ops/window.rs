@@ -311,6 +311,19 @@ impl Conv {
         Footprint::Rows(self.transpose_inputs(rows, x.shape[2]))
     }
 
+    /// [`Conv::compute_conv`] written into `dst` (see [`super::DirectConv::run_into`]) where the
+    /// convolution runs on oneDNN directly; false, writing nothing, where it does not.
+    pub(super) fn compute_conv_into(&self, b: &BandIn<'_>, rows: &Rows, dst: &Tensor) -> Result<bool, tch::TchError> {
+        let Some(super::PreparedConv::Direct(d)) = &self.packed else { return Ok(false) };
+        let w = row_window(rows, self.extent(0), self.strides[0], self.pads_begin[0], b.info.shape[2]);
+        let x = b.rows(&w.take)?;
+        if x.device() != tch::Device::Cpu || x.kind() != Kind::Float || x.dim() != 4 {
+            return Ok(false);
+        }
+        let pads = [w.top as i64, self.pads_begin[1] as i64, w.bottom as i64, self.pads_end[1] as i64];
+        d.run_into(&x, pads, dst)
+    }
+
     pub(super) fn compute_conv(&self, b: &BandIn<'_>, rows: &Rows) -> Result<Tensor, tch::TchError> {
         let w = row_window(rows, self.extent(0), self.strides[0], self.pads_begin[0], b.info.shape[2]);
         let x = b.rows(&w.take)?;

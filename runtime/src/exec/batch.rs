@@ -115,6 +115,7 @@ pub fn run_batch(
     let mut incomplete: Vec<usize> = (0..n_transfers).filter(|&t| schedule.transfers[t].from() != side).collect();
     let mut first_staged: Vec<Option<Instant>> = vec![None; n_transfers];
     let mut uses = Uses::new(exec.graph(), schedule, side);
+    super::side::expect_own_rows(exec, schedule, side);
     let _guard = tch::no_grad_guard();
 
     for (i, t) in schedule.transfers.iter().enumerate() {

@@ -161,6 +161,7 @@ fn run(
     send: &mut dyn FnMut(Vec<u8>) -> bool,
     race: bool,
 ) -> Result<(Stopped, SideStats)> {
+    expect_own_rows(exec, schedule, config.side);
     let uses = Uses::new(exec.graph(), schedule, config.side);
     let progress = Progress::new(schedule, config.side);
     let _guard = tch::no_grad_guard();
@@ -168,6 +169,24 @@ fn run(
     let mut run = SideRun { exec, part: Part { meta, schedule, config }, incoming, send, race, uses, progress, camera };
     let stop = run.go()?;
     Ok((stop, run.progress.stats))
+}
+
+/// Tells `exec` which rows of each value `side` computes (its chunks of each op cover one
+/// range), so that the chunks of an op land in one buffer ([`SideExec::expect_rows`]).
+pub(super) fn expect_own_rows(exec: &mut SideExec<'_>, schedule: &Schedule, side: Side) {
+    let mut spans: Vec<Option<Rows>> = vec![None; exec.graph().nodes.len()];
+    for c in schedule.chunks.iter().filter(|c| c.side == side) {
+        let span = &mut spans[c.node];
+        *span = Some(match span.take() {
+            Some(s) => s.start.min(c.rows.start)..s.end.max(c.rows.end),
+            None => c.rows.clone(),
+        });
+    }
+    for (id, span) in spans.into_iter().enumerate() {
+        if let Some(span) = span {
+            exec.expect_rows(id, span);
+        }
+    }
 }
 
 /// What a side runs: the graph's wire facts, the schedule, and how.
