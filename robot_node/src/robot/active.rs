@@ -78,11 +78,12 @@ impl<'a> Active<'a> {
         let opts = client_options(cfg, &model);
         let (names, model_hash) = (model.facts.names.clone(), model.loaded.hash.clone());
         let mut clients = connect_edges(cfg, &session, opts, model).await?;
-        let mut connected = false;
+        // Ready and connected once every input's edge session is up.
+        let mut connected = true;
         for (client, s) in clients.iter_mut().zip(shared) {
             let up = client.connected();
             s.counters.connected.store(up, Ordering::Relaxed);
-            connected |= up;
+            connected &= up;
         }
         let topics: Vec<String> = cfg.inputs.iter().map(Sensor::input_topic).collect();
         // Logged under the node's own target (`robot_node::robot: ready`), which scripts and
