@@ -16,6 +16,9 @@
 //! ```
 #![allow(clippy::unwrap_used)]
 
+#[path = "shared/frame.rs"]
+mod frame;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,9 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use hiroz::Builder as _;
-use hiroz_msgs::builtin_interfaces::Time;
 use hiroz_msgs::sensor_msgs::Image;
-use hiroz_msgs::std_msgs::Header;
 use lop::plan::Side;
 use lop_msgs::ros::msg::InferenceResult;
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService, ServerDevice};
@@ -35,19 +36,7 @@ use robot_node::backend::hiroz::HirozRos;
 use robot_node::config::{ProfileSource, RobotConfig, RosSettings};
 use robot_node::params::Params;
 
-/// An rgb8 frame of pseudo-random pixels, stamped `sec`.
-fn frame((w, h): (u32, u32), sec: i32) -> Image {
-    let data: Vec<u8> = (0..w * h * 3).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(sec as u32) >> 13) as u8).collect();
-    Image {
-        header: Header { stamp: Time { sec, nanosec: 0 }, frame_id: String::new() },
-        height: h,
-        width: w,
-        encoding: "rgb8".into(),
-        is_bigendian: 0,
-        step: w * 3,
-        data: data.into(),
-    }
-}
+use frame::frame;
 
 /// `lop_robot`'s parameters: one camera the single-input way, or the cameras named.
 fn robot_yaml(cameras: &[&str], ros_port: u16, edge_port: u16, model: &str, cache: &Path) -> String {

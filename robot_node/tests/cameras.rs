@@ -22,7 +22,6 @@ use hiroz::Builder as _;
 use hiroz_msgs::diagnostic_msgs::DiagnosticArray;
 use hiroz_msgs::sensor_msgs::Image;
 use lop_msgs::ros::msg::InferenceResult;
-use robot_node::backend::hiroz::HirozRos;
 use robot_node::config::RobotConfig;
 use robot_node::convert::{ChannelOrder, Fit, ImageTarget, ImageView, image_to_chw};
 use robot_node::params::Params;
@@ -101,17 +100,8 @@ async fn two_cameras_on_one_model_each_answered_exactly_under_its_own_name() {
     assert!(params.unknown().is_empty(), "{:?}", params.unknown());
     let (svc, _edge) = common::start_synthetic_edge(&edge_ep, MODEL, &cfg.table, &dir).await;
 
-    let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());
-    let ros = tokio::task::spawn_blocking(move || HirozRos::open(&settings, "lop_robot", &[], &declared, None)).await.unwrap().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(robot_node::robot::run(cfg.clone(), std::sync::Arc::new(ros), async move {
-        let _ = stop_rx.await;
-    }));
-
-    let mut peer = cfg.ros.clone();
-    peer.embedded_router = false;
-    let test_node = tokio::task::spawn_blocking(move || HirozRos::open(&peer, "cameras_peer", &[], &[], None)).await.unwrap().unwrap();
-    let n = test_node.node();
+    let robot = common::InProcess::start(&cfg, params.declared().to_vec(), "cameras_peer").await;
+    let n = robot.peer.node();
     let front = n.create_pub::<Image>("/front/image_raw").build().unwrap();
     let rear = n.create_pub::<Image>("/rear/image_raw").build().unwrap();
     let (res_tx, results) = mpsc::channel();
@@ -177,8 +167,7 @@ async fn two_cameras_on_one_model_each_answered_exactly_under_its_own_name() {
     });
     blocking.await.unwrap();
     assert_eq!(svc.open_sessions(), 2, "one edge session per camera");
-    let _ = stop_tx.send(());
-    let summary = tokio::time::timeout(Duration::from_secs(20), node).await.unwrap().unwrap().unwrap();
+    let summary = robot.stop(Duration::from_secs(20)).await;
     assert!(summary.answered >= 9 && summary.bad_input >= 1 && summary.fallbacks == 0, "{summary:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
