@@ -129,7 +129,10 @@ def run(h, tools, check, log):
         check(got[rs][2].header.frame_id == "rear_optical", f"rear frame {rs} named {got[rs][2].header.frame_id!r}")
         exact(h, tools, got[fs], f1, True, f"front {fs}")
         exact(h, tools, got[rs], r1, False, f"rear {rs}")
-    log("cameras: frames of both cameras sent together all answered, each exact")
+    # Reported, not checked: lop_robot runs one camera's inference at a time (the model's one
+    # worker), so the edge gets none to batch.
+    runs, inferences = (flood.metric(h.metrics_port, f"lop_edge_batch_size_{k}") for k in ("count", "sum"))
+    log(f"cameras: frames of both cameras sent together all answered, each exact; the edge ran {inferences} inferences in {runs} runs")
 
     # 4. A bad rear frame: counted on the rear status only; the front camera goes on.
     bad = dict(image_frame(64, 48, "rgb8", 13))

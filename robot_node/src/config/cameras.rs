@@ -8,7 +8,7 @@
 //! a session of its own. Those sessions use the ids of a fleet's lanes
 //! ([`lop_msgs::lane_robot_id`]: the robot's id for the first camera, `<robot_id>.lane<k>` for
 //! camera `k`), which the edge's access control already grants with the robot's own
-//! credentials, and which the edge batches as it batches robots.
+//! credentials.
 
 use super::input::{ImageSettings, InputKind, Transport, fit_name, parse_fit};
 use super::values::invalid;

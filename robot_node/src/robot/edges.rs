@@ -197,9 +197,10 @@ pub(super) fn client_options(cfg: &RobotConfig, model: &RobotModel) -> ClientOpt
 
 /// Connects each of the robot's inputs to the edges, in the order of `cfg.inputs`: the one edge
 /// configured, each input (camera) a session of its own under its edge id, every session on the
-/// model's one worker (the model is loaded once; the worker serves the cameras' chunks in
-/// turn, and the edge batches their frames as it batches robots'); or (fleet mode, one input)
-/// the fleet, each edge used with a worker of its own that loads the model.
+/// model's one worker (the model is loaded once; the worker runs a whole inference as one job,
+/// the edge's answer awaited included, so the cameras' inferences run one at a time, in the
+/// order their frames come); or (fleet mode, one input) the fleet, each edge used with a worker
+/// of its own that loads the model.
 ///
 /// # Errors
 /// A client that cannot be built (the table or a lane's robot id refused).
