@@ -5,10 +5,17 @@
 #   ros2 launch launch/robot.launch.py edge_address:=192.168.1.10 model:=zoo:resnet18
 #   ros2 launch launch/robot.launch.py edge_address:=tcp/192.168.1.10:7447 backend:=r2r \
 #       config:=/etc/lop/robot.yaml model:=/opt/models/yolo.onnx model_id:=yolo
+#   ros2 launch launch/robot.launch.py edge_address:=192.168.1.10 cameras:=front,rear
+#
+# Two cameras on one model (cameras:=front,rear): lop_robot loads the model once and takes
+# /front/image_raw and /rear/image_raw (each camera's topic, transport, fit and namespace are
+# camera.NAME.* in the parameters file, see config/robot.yaml), publishing each camera's
+# detections and debug image under /front and /rear.
 #
 # Every node reads the parameters file `config` (ROS 2 params-file shape, see
 # config/robot.yaml); the launch arguments edge_address, model, model_id and input are passed on
-# top of it as `--ros-args -p` overrides (their defaults are config/robot.yaml's defaults).
+# top of it as `--ros-args -p` overrides (their defaults are config/robot.yaml's defaults), and
+# cameras when it is not empty (empty: the parameters file's `cameras`).
 #
 # Executables: by default the binaries of this repository's build (bin_dir, default
 # <repo>/target/release; source scripts/env.sh first so that they find libtorch); with
@@ -34,6 +41,7 @@ ARGUMENTS = [
     ("model", "zoo:resnet18", "model.source: zoo:NAME or a path to an .onnx file (the edge must serve it)"),
     ("model_id", "resnet18", "model.id: the id the edge serves the model under"),
     ("input", "camera", "camera (sensor_msgs/Image) or lidar (sensor_msgs/PointCloud2)"),
+    ("cameras", "", "several cameras on one model, comma-separated names (e.g. front,rear: /front/image_raw, /rear/image_raw); empty: the config's"),
     ("config", os.path.join(REPO, "config", "robot.yaml"), "the parameters file of the three nodes"),
     ("backend", "r2r" if INSTALLED else "hiroz", "ROS library: hiroz (ROS 2 over Zenoh, rmw_zenoh-compatible) or r2r (a build with feature ros2, any RMW)"),
     ("bin_dir", os.path.join(REPO, "target", "release"), "where lop_robot, lop_bandwidth and lop_power are (when package is empty)"),
@@ -56,7 +64,8 @@ def overrides(node, v):
     """The `-p name:=value` overrides each node gets from the launch arguments."""
     endpoint = edge_endpoint(v["edge_address"])
     if node == "lop_robot":
-        return {"edge.endpoint": endpoint, "model.source": v["model"], "model.id": v["model_id"], "input": v["input"]}
+        robot = {"edge.endpoint": endpoint, "model.source": v["model"], "model.id": v["model_id"], "input": v["input"]}
+        return {**robot, "cameras": v["cameras"]} if v["cameras"] else robot
     if node == "lop_bandwidth":
         return {"edge.endpoint": endpoint}
     return {}

@@ -223,6 +223,25 @@ fn the_r2r_lifecycle_services_manage_lop_robot_from_rclpy() {
     }
 }
 
+/// Two cameras on one `lop_robot` (`cameras: [front, rear]`, `tests/interop/cameras.py`) on
+/// the r2r backend, fed by two rclpy camera publishers: one model, one edge session per camera,
+/// each camera's frames exact at its own fit and named after it in `header.frame_id`, frames of
+/// both sent together all answered, a bad frame counted on its camera's /diagnostics status
+/// only, the debug image under the camera's namespace, a topic named twice refused at start.
+#[test]
+fn two_cameras_through_one_lop_robot_against_rclpy() {
+    let out = check_with("cameras", "rclpy", &[]);
+    for what in ["one session per camera", "frames of both cameras sent together all answered", "a topic named twice refused"] {
+        assert!(out.contains(what), "the two-camera run did not report '{what}':\n{out}");
+    }
+}
+
+/// The same two cameras on the hiroz backend, fed by the Zenoh peer (rmw_zenoh's format).
+#[test]
+fn two_cameras_through_one_lop_robot_on_zenoh() {
+    check_with("cameras", "zenoh", &[]);
+}
+
 /// The trained detector on the r2r backend: rclpy receives real `vision_msgs/Detection2DArray`
 /// (the type rosidl built from `msgs/vision_msgs`) equal to the unsplit model's boxes.
 #[test]

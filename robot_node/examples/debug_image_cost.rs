@@ -14,21 +14,24 @@
 //! ```
 #![allow(clippy::unwrap_used)]
 
+#[path = "shared/frame.rs"]
+mod frame;
+
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use hiroz::Builder as _;
-use hiroz_msgs::builtin_interfaces::Time;
 use hiroz_msgs::sensor_msgs::{CompressedImage, Image};
-use hiroz_msgs::std_msgs::Header;
 use lop_msgs::ros::msg::InferenceResult;
 use robot_node::annotate::{Annotations, Canvas, Labelled, annotate, caption};
 use robot_node::backend::hiroz::HirozRos;
 use robot_node::config::RobotConfig;
 use robot_node::convert::ImageView;
 use robot_node::params::Params;
+
+use frame::frame;
 
 /// The run's settings, from the command line.
 struct Args {
@@ -59,20 +62,6 @@ fn args() -> Result<Args> {
         },
         rate_hz: a.get(5).map_or(Ok(5.0), |s| s.parse()).context("a rate in Hz")?,
     })
-}
-
-/// An rgb8 frame of pseudo-random pixels, stamped `sec`.
-fn frame((w, h): (u32, u32), sec: i32) -> Image {
-    let data: Vec<u8> = (0..w * h * 3).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(sec as u32) >> 13) as u8).collect();
-    Image {
-        header: Header { stamp: Time { sec, nanosec: 0 }, frame_id: "camera".into() },
-        height: h,
-        width: w,
-        encoding: "rgb8".into(),
-        is_bigendian: 0,
-        step: w * 3,
-        data: data.into(),
-    }
 }
 
 /// Mean of `v`, ms.

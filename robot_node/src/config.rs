@@ -10,12 +10,15 @@
 //!   [`ImageSettings`] and [`Transport`], [`CloudGrid`].
 //! - `session`: the ROS session ([`RosSettings`]) and the edge's ([`EdgeSettings`]), shared by the
 //!   nodes.
+//! - `cameras`: the node's inputs ([`Sensor`]): the one camera or LiDAR, or several cameras on
+//!   one model (`cameras`, `camera.NAME.*`), each with its topics, fit, outputs and edge session.
 //! - `debug_image`: [`DebugImageSettings`], the annotated debug image's (`debug_image.*`).
 //! - `bandwidth`: [`BandwidthConfig`] (`lop_bandwidth`); `power`: [`PowerConfig`] (`lop_power`).
 //! - `values`: readers of single values (milliseconds, ranges, positive numbers, the device,
 //!   hysteresis) and of the `table:` section ([`read_table`]), with the error they give.
 
 mod bandwidth;
+mod cameras;
 mod debug_image;
 mod input;
 mod power;
@@ -24,6 +27,7 @@ mod session;
 mod values;
 
 pub use bandwidth::BandwidthConfig;
+pub use cameras::Sensor;
 pub use debug_image::DebugImageSettings;
 pub use input::{CloudGrid, ImageSettings, InputKind, MIN_DEFAULT_MAX_PIXELS, Transport};
 pub use power::PowerConfig;

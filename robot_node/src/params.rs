@@ -283,6 +283,26 @@ impl Params {
         }
     }
 
+    /// A list of strings (`string_array`): a YAML list, `[]`, or one string (a
+    /// comma-separated list, as `-p name:=a,b` gives it; empty: none).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a value of another type.
+    pub fn strings(&mut self, name: &str, default: &[&str]) -> Result<Vec<String>> {
+        let default = default.iter().map(|s| s.to_string()).collect();
+        let list = match self.take(name, ParamValue::StrList(default)) {
+            ParamValue::StrList(l) => l,
+            ParamValue::DoubleList(l) if l.is_empty() => Vec::new(),
+            ParamValue::Str(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+            other => return Err(self.type_error(name, "a list of strings", &other)),
+        };
+        // Declared as the string list it is (YAML's `[]` reads as a list of numbers).
+        if let Some(d) = self.declared.last_mut() {
+            d.value = ParamValue::StrList(list.clone());
+        }
+        Ok(list)
+    }
+
     /// A raw parameter value, if given (for settings that accept several types).
     pub fn raw(&mut self, name: &str, default: ParamValue) -> ParamValue {
         self.take(name, default)
@@ -323,5 +343,21 @@ mod tests {
         assert_eq!(p.declared()[0].default, ParamValue::Double(1.0));
         assert!(RosArgs::parse(&["-p".into(), "novalue".into()]).is_err());
         assert!(RosArgs::parse(&["--bogus".into()]).is_err());
+    }
+
+    /// A list of strings from a file's list, an empty list (which YAML cannot type), a
+    /// command line's comma-separated text, or its YAML list; a number is refused.
+    #[test]
+    fn string_lists() {
+        let yaml = "lop_robot:\n  ros__parameters:\n    a: [front, rear]\n    b: []\n    c: 3\n";
+        let mut p = Params::from_yaml_str("lop_robot", yaml, "test").unwrap();
+        assert_eq!(p.strings("a", &[]).unwrap(), vec!["front", "rear"]);
+        assert!(p.strings("b", &["x"]).unwrap().is_empty());
+        assert!(p.strings("c", &[]).is_err());
+        assert_eq!(p.strings("d", &["x"]).unwrap(), vec!["x"]);
+        let args = RosArgs::parse(&["-p".into(), "a:=front, rear".into(), "-p".into(), "b:=[left,right]".into()]).unwrap();
+        let mut p = Params::load("lop_robot", None, &args).unwrap();
+        assert_eq!(p.strings("a", &[]).unwrap(), vec!["front", "rear"]);
+        assert_eq!(p.strings("b", &[]).unwrap(), vec!["left", "right"]);
     }
 }

@@ -1,4 +1,6 @@
-//! `lop_robot`: camera frames or LiDAR sweeps in, exact LOP inference results out.
+//! `lop_robot`: camera frames or LiDAR sweeps in, exact LOP inference results out; several
+//! cameras on the one model (`cameras`), each input with its own mailbox, frame loop, outputs
+//! and edge session ([`crate::config::Sensor`]).
 //!
 //! Subscription callbacks only stamp the arrival and put the message in a one-slot
 //! [`Mailbox`](crate::mailbox::Mailbox) (the newest frame replaces an unread one, counted as
@@ -83,15 +85,17 @@ pub async fn run(cfg: RobotConfig, ros: SharedRos, shutdown: impl Future<Output 
     }
     let (lifecycle, mut requests) = Lifecycle::new();
     let _services = serve_lifecycle(&cfg, &ros, &lifecycle)?;
-    let shared = Shared::new(&cfg);
-    ros.on_parameter_set(shared.live.clone());
+    // One for each input (camera), the live settings common to all.
+    let shared = Shared::for_inputs(&cfg);
+    ros.on_parameter_set(shared[0].live.clone());
     let diagnostics = ros.diagnostics_publisher(&cfg.topics.diagnostics)?;
     let diag_task = spawn_diagnostics(&cfg, &ros, diagnostics, &shared, lifecycle.clone(), stop.clone());
     let served = Managed::new(&cfg, &ros, &shared, &lifecycle).serve(&mut stop, &mut requests, cfg.autostart).await;
     diag_task.abort();
     let _ = diag_task.await;
     served?;
-    Ok(finish(&shared.counters, &ros))
+    let counters: Vec<&RobotCounters> = shared.iter().map(|s| &*s.counters).collect();
+    Ok(finish(&counters, &ros))
 }
 
 /// The backend's lifecycle services for `lifecycle`, or a plain word that it has none: then

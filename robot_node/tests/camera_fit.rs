@@ -23,7 +23,6 @@ use lop::model::LoadOptions;
 use lop::plan::Side;
 use lop_msgs::ros::msg::InferenceResult;
 use lop_runtime::edge::EdgeModel;
-use robot_node::backend::hiroz::HirozRos;
 use robot_node::config::{ProfileSource, RobotConfig};
 use robot_node::params::{ParamValue, Params};
 
@@ -96,16 +95,8 @@ async fn a_camera_jpeg_at_its_own_size_crosses_unchanged_and_matches_the_letterb
     let model = EdgeModel { id: "det".into(), source: MODEL.into(), load: cfg.model_load.clone(), server_profile: server };
     let (svc, _edge) = common::start_edge(&edge_ep, vec![model], vec![robot], spec, &dir).await;
 
-    let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());
-    let ros = tokio::task::spawn_blocking(move || HirozRos::open(&settings, "lop_robot", &[], &declared, None)).await.unwrap().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(robot_node::robot::run(cfg.clone(), std::sync::Arc::new(ros), async move {
-        let _ = stop_rx.await;
-    }));
-    let mut peer = cfg.ros.clone();
-    peer.embedded_router = false;
-    let test_node = tokio::task::spawn_blocking(move || HirozRos::open(&peer, "fit_camera", &[], &[], None)).await.unwrap().unwrap();
-    let n = test_node.node();
+    let robot = common::InProcess::start(&cfg, params.declared().to_vec(), "fit_camera").await;
+    let n = robot.peer.node();
     let camera = n.create_pub::<CompressedImage>("/camera/image_raw/compressed").build().unwrap();
     let (res_tx, results) = mpsc::channel();
     let _rs = n.create_sub::<InferenceResult>("/lop/inference").build_with_callback(move |r| drop(res_tx.send(r))).unwrap();
@@ -138,14 +129,13 @@ async fn a_camera_jpeg_at_its_own_size_crosses_unchanged_and_matches_the_letterb
         assert_outputs_equal(&again, &reference(&jpeg));
         (refused, r.bytes_up, n)
     });
-    let mut node = node;
+    let mut robot = robot;
     let (refused, up, n) = tokio::select! {
         r = blocking => r.unwrap(),
-        early = &mut node => panic!("lop_robot stopped before the frames were answered: {early:?}"),
+        early = &mut robot.node => panic!("lop_robot stopped before the frames were answered: {early:?}"),
     };
     assert!(refused);
-    let _ = stop_tx.send(());
-    let summary = tokio::time::timeout(Duration::from_secs(20), node).await.unwrap().unwrap().unwrap();
+    let summary = robot.stop(Duration::from_secs(20)).await;
     assert!(summary.answered >= 2 && summary.bad_input == 1 && summary.fallbacks == 0, "{summary:?}");
     assert_eq!(svc.counts().input_mismatches, 0);
     eprintln!("camera fit: {up} B up for a {n} B camera JPEG ({:.4}x)", up as f64 / n as f64);

@@ -35,6 +35,37 @@ fn robot_yaml_documents_every_parameter_with_its_default() {
     check("lop_power", |p| drop(PowerConfig::from_params(p).unwrap()));
 }
 
+/// The two-camera example under `cameras:` in `config/robot.yaml`, given as a second
+/// parameters file over the first, makes two cameras with the settings it shows, every
+/// parameter known.
+#[test]
+fn robot_yaml_shows_two_cameras() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/robot.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let example: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("# Two cameras"))
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with('#'))
+        .map(|l| l.trim_start().trim_start_matches('#'))
+        .collect();
+    assert!(example.len() > 5, "no two-camera example in config/robot.yaml: {example:?}");
+    let overlay = std::env::temp_dir().join(format!("lop-two-cameras-{}.yaml", std::process::id()));
+    std::fs::write(
+        &overlay,
+        format!("lop_robot:\n  ros__parameters:\n{}\n", example.iter().map(|l| format!("   {l}")).collect::<Vec<_>>().join("\n")),
+    )
+    .unwrap();
+    let args = RosArgs { params_files: vec![overlay.clone()], ..RosArgs::default() };
+    let mut p = Params::load("lop_robot", Some(&file), &args).unwrap();
+    let _ = std::fs::remove_file(&overlay);
+    let cfg = RobotConfig::from_params(&mut p).unwrap();
+    assert!(p.unknown().is_empty(), "{:?}", p.unknown());
+    let topics: Vec<(String, String)> = cfg.inputs.iter().map(|c| (c.name.clone(), c.input_topic())).collect();
+    assert_eq!(topics, [("front".into(), "/front/image_raw".into()), ("rear".into(), "/rear/image_raw/compressed".into())]);
+    assert_eq!(cfg.inputs[1].fit, Some(robot_node::convert::Fit::Letterbox { pad: 0 }));
+}
+
 #[test]
 fn command_line_overrides_and_bad_values() {
     let args = RosArgs::parse(

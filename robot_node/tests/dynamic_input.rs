@@ -23,7 +23,6 @@ use lop::plan::Side;
 use lop_msgs::ros::msg::InferenceResult;
 use lop_runtime::edge::EdgeModel;
 use prost::Message as _;
-use robot_node::backend::hiroz::HirozRos;
 use robot_node::config::{ProfileSource, RobotConfig};
 use robot_node::convert::{ChannelOrder, Fit, ImageTarget, ImageView, image_to_chw};
 use robot_node::params::{ParamValue, Params};
@@ -153,17 +152,8 @@ async fn a_dynamic_model_runs_at_the_first_frames_size() {
     let (svc, _edge) = common::start_edge(&edge_ep, models, robots, spec.unwrap(), &dir).await;
     assert_eq!(svc.model_ids(), vec!["dynamic".to_string()], "one model, two sizes");
 
-    let (settings, declared) = (cfg.ros.clone(), params.declared().to_vec());
-    let ros = tokio::task::spawn_blocking(move || HirozRos::open(&settings, "lop_robot", &[], &declared, None)).await.unwrap().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(robot_node::robot::run(cfg.clone(), std::sync::Arc::new(ros), async move {
-        let _ = stop_rx.await;
-    }));
-
-    let mut peer = cfg.ros.clone();
-    peer.embedded_router = false;
-    let test_node = tokio::task::spawn_blocking(move || HirozRos::open(&peer, "dynamic_camera", &[], &[], None)).await.unwrap().unwrap();
-    let n = test_node.node();
+    let robot = common::InProcess::start(&cfg, params.declared().to_vec(), "dynamic_camera").await;
+    let n = robot.peer.node();
     let camera = n.create_pub::<Image>("/camera/image_raw").build().unwrap();
     let (res_tx, results) = mpsc::channel::<InferenceResult>();
     let _rs = n.create_sub::<InferenceResult>("/lop/inference").build_with_callback(move |r| drop(res_tx.send(r))).unwrap();
@@ -179,8 +169,7 @@ async fn a_dynamic_model_runs_at_the_first_frames_size() {
         }
     });
     checked.await.unwrap();
-    let _ = stop_tx.send(());
-    let summary = tokio::time::timeout(Duration::from_secs(10), node).await.unwrap().unwrap().unwrap();
+    let summary = robot.stop(Duration::from_secs(10)).await;
     assert!(summary.answered >= 2 && summary.fallbacks == 0, "{summary:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -43,6 +43,9 @@ CASES = [
     {"edge_address": "edge.local:7500", "model": "zoo:lidar_bev", "model_id": "lidar_bev", "input": "lidar", "backend": "r2r"},
     {"edge_address": "tcp/10.0.0.2:7447", "use_power": "false"},
     {"package": "robot_node", "use_bandwidth": "0", "config": "/etc/lop/robot.yaml"},
+    # Two cameras on one lop_robot (config/robot.yaml's `cameras`).
+    {"cameras": "front,rear"},
+    {"cameras": "front,rear", "package": "robot_node", "use_power": "false"},
 ]
 
 

@@ -58,6 +58,11 @@ Modes:
                  lifecycle_msgs services (lifecycle.py): autostarted to active, transitions not
                  allowed refused (success=false) with no frame lost beside them, deactivate (the
                  edge session closed, frames not answered), activate again, shutdown to finalized.
+  --mode cameras zoo:resnet18 on one lop_robot with two cameras (cameras.py): both topics on one
+                 model, one edge session per camera, each camera's frames exact at its own fit
+                 and named after it, frames of both sent together all answered, a bad frame
+                 counted on its camera's /diagnostics status only, the front camera's debug
+                 image under /front, a topic named twice refused at start.
   --mode flood   zoo:resnet18 at --size: a hostile Zenoh peer (flood.py) sends lop_edge 1,000
                  Hellos with made-up robot ids and profiles within 10 s while lop_robot, with a
                  profile the edge has never seen, starts and streams frames: it splits during
@@ -88,6 +93,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -1395,7 +1401,7 @@ class Harness:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load", "flood", "lifecycle"], required=True)
+    ap.add_argument("--mode", choices=["camera", "compressed", "lidar", "detect", "load", "flood", "lifecycle", "cameras"], required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"), help="where lop, lop_edge and lop_robot are")
     ap.add_argument("--ros", choices=["zenoh", "rclpy"], default="zenoh", help="the ROS peer (see Peers above)")
     ap.add_argument("--zenoh-mode", choices=["peer", "client"], default="peer", help="the Zenoh peer's session mode (peer: as rmw_zenoh nodes)")
@@ -1460,6 +1466,11 @@ def main(argv=None):
                 raise SetupFailed("--mode lifecycle needs --ros rclpy (the hiroz backend serves no lifecycle services)")
             h.start()
             done = lifecycle.run(h, image_frame, check, log)
+        elif args.mode == "cameras":
+            import cameras  # noqa: PLC0415 (two cameras on one lop_robot, cameras.py beside this file)
+
+            tools = types.SimpleNamespace(image_frame=image_frame, image_to_chw=image_to_chw, child_env=child_env)
+            done = cameras.run(h, tools, check, log)
         else:
             h.start()
             h.check_graph()

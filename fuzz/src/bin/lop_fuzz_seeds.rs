@@ -143,6 +143,9 @@ fn configs() -> Result<()> {
     write("config", "edge", &tagged(0, &edge))?;
     let robot = std::fs::read(root.join("robot.yaml")).context("reading config/robot.yaml")?;
     write("config", "robot", &tagged(1, &robot))?;
+    // Several cameras on one model (`cameras`, `camera.NAME.*`), as config/robot.yaml shows them.
+    let cameras = b"lop_robot:\n  ros__parameters:\n    cameras: [front, rear]\n    camera:\n      front:\n        topic: /front/image_raw\n      rear:\n        transport: compressed\n        fit: letterbox\n        frame_id: rear_optical\n";
+    write("config", "robot-cameras", &tagged(1, cameras))?;
     let tls = b"model: zoo:resnet18\nzenoh:\n  listen: [\"tls/0.0.0.0:7447\"]\n  tls: {ca: ca.pem, cert: edge.pem, key: edge.key}\n  access: {robots: [r1], edges: [edge]}\n";
     write("config", "edge-tls", &tagged(0, tls))?;
     // Bucket ranges of 1e12 buckets and of more than usize holds: once an 8 TB allocation and an

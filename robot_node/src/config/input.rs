@@ -37,6 +37,44 @@ impl Transport {
     }
 }
 
+impl Transport {
+    /// `raw` or `compressed`, the value of parameter `name`.
+    pub(super) fn parse(name: &str, s: &str) -> Result<Transport> {
+        match s {
+            "raw" => Ok(Transport::Raw),
+            "compressed" => Ok(Transport::Compressed),
+            other => Err(invalid(format!("{name} must be raw or compressed, got '{other}'"))),
+        }
+    }
+
+    /// The parameter's word for it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Transport::Raw => "raw",
+            Transport::Compressed => "compressed",
+        }
+    }
+}
+
+/// `auto` (`None`), `resize` or `letterbox` (at `pad`), the value of parameter `name`.
+pub(super) fn parse_fit(name: &str, s: &str, pad: u8) -> Result<Option<Fit>> {
+    match s {
+        "auto" => Ok(None),
+        "resize" => Ok(Some(Fit::Resize)),
+        "letterbox" => Ok(Some(Fit::Letterbox { pad })),
+        other => Err(invalid(format!("{name} must be auto, resize or letterbox, got '{other}'"))),
+    }
+}
+
+/// The parameter's word for a fit (`None`: `auto`).
+pub(super) fn fit_name(fit: Option<Fit>) -> &'static str {
+    match fit {
+        None => "auto",
+        Some(Fit::Resize) => "resize",
+        Some(Fit::Letterbox { .. }) => "letterbox",
+    }
+}
+
 /// Image settings (0 means "from the model's input shape").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ImageSettings {
@@ -144,17 +182,8 @@ impl ImageSettings {
         };
         let pad = p.int("image.pad", 0)?;
         let pad = u8::try_from(pad).map_err(|_| invalid(format!("image.pad must be 0..=255, got {pad}")))?;
-        let fit = match p.string("image.fit", "auto").as_str() {
-            "auto" => None,
-            "resize" => Some(Fit::Resize),
-            "letterbox" => Some(Fit::Letterbox { pad }),
-            other => return Err(invalid(format!("image.fit must be auto, resize or letterbox, got '{other}'"))),
-        };
-        let transport = match p.string("image.transport", "raw").as_str() {
-            "raw" => Transport::Raw,
-            "compressed" => Transport::Compressed,
-            other => return Err(invalid(format!("image.transport must be raw or compressed, got '{other}'"))),
-        };
+        let fit = parse_fit("image.fit", &p.string("image.fit", "auto"), pad)?;
+        let transport = Transport::parse("image.transport", &p.string("image.transport", "raw"))?;
         let max_pixels = p.int("image.max_pixels", 0)?;
         let max_pixels =
             u64::try_from(max_pixels).map_err(|_| invalid(format!("image.max_pixels must be 0 (auto) or more, got {max_pixels}")))?;

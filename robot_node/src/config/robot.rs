@@ -75,6 +75,10 @@ pub struct RobotConfig {
     pub image: ImageSettings,
     /// Point cloud conversion.
     pub cloud: CloudGrid,
+    /// The inputs: one (the camera of `topics.image` or the LiDAR of `topics.cloud`), or the
+    /// cameras of `cameras`, each with its own topic, transport, fit and outputs, all on the
+    /// one model.
+    pub inputs: Vec<super::Sensor>,
     /// Where schedule tables are cached.
     pub cache_dir: PathBuf,
     /// Topics.
@@ -199,6 +203,14 @@ impl RobotConfig {
         let (image, camera_fit) = ImageSettings::read(p)?;
         let cloud = CloudGrid::read(p)?;
         let topics = RobotTopics::read(p);
+        let defaults = super::cameras::Defaults {
+            input,
+            image: &image,
+            topics: (&topics.image, &topics.cloud),
+            robot_id: &robot_id,
+            fleet: edge.fleet(),
+        };
+        let inputs = super::cameras::read_inputs(p, &defaults)?;
         let top_k = p.int("top_k", 5)?;
         Ok(RobotConfig {
             ros,
@@ -224,6 +236,7 @@ impl RobotConfig {
             input_qos,
             image,
             cloud,
+            inputs,
             cache_dir: PathBuf::from(p.string("cache_dir", ".lop-cache")),
             topics,
             initial_bandwidth_mbps: positive("initial_bandwidth_mbps", p.double("initial_bandwidth_mbps", 80.0)?)?,

@@ -81,17 +81,16 @@ pub(super) struct DebugOutlet {
 }
 
 impl DebugOutlet {
-    /// Declares the two publishers (`topics.debug_image` and its `/compressed`) and starts the
-    /// drawing thread; `None` when `debug_image.enabled` is false or the input is a point cloud
-    /// (no picture to draw on).
+    /// Declares the two publishers (`topic`: `topics.debug_image` under the camera's namespace,
+    /// and its `/compressed`) and starts the drawing thread; `None` when `debug_image.enabled`
+    /// is false or the input is a point cloud (no picture to draw on).
     ///
     /// # Errors
     /// A topic the backend refuses; a thread the system refuses.
-    pub(super) fn new(cfg: &RobotConfig, ros: &SharedRos, counters: Arc<RobotCounters>) -> Result<Option<DebugOutlet>> {
+    pub(super) fn new(cfg: &RobotConfig, ros: &SharedRos, counters: Arc<RobotCounters>, topic: &str) -> Result<Option<DebugOutlet>> {
         if !cfg.debug_image.enabled || cfg.input != InputKind::Camera {
             return Ok(None);
         }
-        let topic = &cfg.topics.debug_image;
         let raw = ros.image_publisher(topic)?;
         let compressed = ros.compressed_image_publisher(&format!("{}/compressed", topic.trim_end_matches('/')))?;
         let rate = cfg.debug_image.max_rate_hz;

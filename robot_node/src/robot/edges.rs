@@ -195,22 +195,50 @@ pub(super) fn client_options(cfg: &RobotConfig, model: &RobotModel) -> ClientOpt
     opts
 }
 
-/// Connects the robot to its edges: the one edge configured on the model's worker, or (fleet
-/// mode) the fleet, each edge used with a worker of its own that loads the model.
+/// Connects each of the robot's inputs to the edges, in the order of `cfg.inputs`: the one edge
+/// configured, each input (camera) a session of its own under its edge id, every session on the
+/// model's one worker (the model is loaded once; the worker runs a whole inference as one job,
+/// the edge's answer awaited included, so the cameras' inferences run one at a time, in the
+/// order their frames come); or (fleet mode, one input) the fleet, each edge used with a worker
+/// of its own that loads the model.
 ///
 /// # Errors
 /// A client that cannot be built (the table or a lane's robot id refused).
-pub(super) async fn connect_edges(cfg: &RobotConfig, session: &zenoh::Session, opts: ClientOptions, model: RobotModel) -> Result<Edges> {
+pub(super) async fn connect_edges(
+    cfg: &RobotConfig,
+    session: &zenoh::Session,
+    opts: ClientOptions,
+    model: RobotModel,
+) -> Result<Vec<Edges>> {
     let RobotModel { worker, loaded, replan_load, facts } = model;
     if !cfg.edge.fleet() {
-        let connector = ZenohConnector::new(session.clone(), &cfg.robot_id);
-        let client = RobotClient::new(connector, opts, worker, loaded.meta, &loaded.hash, facts.table).await?;
-        return Ok(Edges::One(Box::new(client)));
+        let mut clients = Vec::with_capacity(cfg.inputs.len());
+        for input in &cfg.inputs {
+            let opts = ClientOptions { robot_id: input.edge_id.clone(), ..opts.clone() };
+            let connector = ZenohConnector::new(session.clone(), &input.edge_id);
+            let client = RobotClient::new(connector, opts, worker.clone(), loaded.meta.clone(), &loaded.hash, facts.table.clone()).await?;
+            clients.push(Edges::One(Box::new(client)));
+        }
+        return Ok(clients);
     }
-    // One worker per edge used (and one for frames kept on the robot): each loads the model.
+    drop(worker);
+    Ok(vec![connect_fleet(cfg, session, opts, replan_load, facts).await?])
+}
+
+/// Connects the robot to the site's fleet: one worker per edge used (and one for frames kept
+/// on the robot), each loading the model; with lanes, a fleet client per lane.
+///
+/// # Errors
+/// A client that cannot be built (the table or a lane's robot id refused).
+async fn connect_fleet(
+    cfg: &RobotConfig,
+    session: &zenoh::Session,
+    opts: ClientOptions,
+    replan_load: lop::model::LoadOptions,
+    facts: super::model::ModelFacts,
+) -> Result<Edges> {
     let source = cfg.model_source.clone();
     let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
-    drop(worker);
     tracing::info!(
         endpoint = %cfg.edge.endpoint,
         deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,

@@ -1,4 +1,4 @@
-//! The frame loop ([`Frames`]): takes the mailbox's frame, converts it, picks its bucket, runs
+//! The frame loop ([`Frames`], one for each input): takes the mailbox's frame, converts it, picks its bucket, runs
 //! its inference over the edges and hands what is answered to the outlet (with lanes, in frame
 //! order).
 
@@ -17,19 +17,30 @@ use super::frame::{Converted, Frame, FrameMeta, Kept};
 use super::outlet::Outlet;
 use super::shared::Shared;
 use super::target::Target;
-use crate::config::RobotConfig;
+use crate::config::{RobotConfig, Sensor};
 use crate::lifecycle::Pending;
 use crate::results::Source;
 
 /// Where the node's task takes the lifecycle transitions begun for it.
 pub(super) type Requests = tokio::sync::mpsc::UnboundedReceiver<Pending>;
 
-/// The frame loop: the edges, the bucket in force, the method, and (with lanes) the frames in
+/// What the frame loops are told: go on, end after answering the frames in flight (a
+/// lifecycle transition), or end now (the node stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    Running,
+    Drain,
+    Stop,
+}
+
+/// One input's frame loop: its edges, the bucket in force, the method, and (with lanes) the frames in
 /// flight.
 pub(super) struct Frames<'a> {
     cfg: &'a RobotConfig,
     shared: &'a Shared,
     out: &'a Outlet<'a>,
+    /// The input (camera) whose frames these are.
+    sensor: &'a Sensor,
     client: Edges,
     target: Target,
     /// The model's input shape.
@@ -45,11 +56,14 @@ pub(super) struct Frames<'a> {
 }
 
 impl<'a> Frames<'a> {
-    /// The loop over `client`'s edges, `selector` at the buckets of their table; no frame yet.
+    /// The loop of `sensor`'s frames over `client`'s edges, `selector` at the buckets of their
+    /// table; no frame yet.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         cfg: &'a RobotConfig,
         shared: &'a Shared,
         out: &'a Outlet<'a>,
+        sensor: &'a Sensor,
         client: Edges,
         target: Target,
         shape: Vec<i64>,
@@ -60,6 +74,7 @@ impl<'a> Frames<'a> {
             cfg,
             shared,
             out,
+            sensor,
             client,
             target,
             shape,
@@ -71,18 +86,24 @@ impl<'a> Frames<'a> {
         }
     }
 
-    /// Answers frames until `stop` (`None`) or a lifecycle transition handed to the node
-    /// (returned): takes the mailbox's frame when a lane is free, and (with lanes) publishes
-    /// the frames released meanwhile. A transition is taken only between frames, so the frame
-    /// being answered is answered first; frames still in flight on lanes are answered before
-    /// returning.
-    pub(super) async fn answer(&mut self, stop: &mut watch::Receiver<bool>, requests: &mut Requests) -> Option<Pending> {
-        let next = loop {
+    /// Answers this input's frames until `end` says otherwise: takes the mailbox's frame when a
+    /// lane is free, and (with lanes) publishes the frames released meanwhile. `end` is looked
+    /// at only between frames, so the frame being answered is answered first; with
+    /// [`End::Drain`] (a lifecycle transition) frames still in flight on lanes are answered
+    /// before returning.
+    pub(super) async fn answer(&mut self, mut end: watch::Receiver<End>) {
+        let last = loop {
+            let now = *end.borrow_and_update();
+            if now != End::Running {
+                break now;
+            }
             // With every lane busy the next frame waits in the mailbox (replaced by a newer one).
             let (lane_free, in_flight) = (self.client.lane_free(), self.client.in_flight());
             let frame = tokio::select! {
-                _ = stop.changed() => break None,
-                p = requests.recv() => break p,
+                changed = end.changed() => match changed {
+                    Ok(()) => continue,
+                    Err(_) => break End::Stop,
+                },
                 f = self.shared.mailbox.take(), if lane_free => f,
                 done = self.client.next_done(&self.shared.counters), if in_flight > 0 => {
                     self.publish_released(done).await;
@@ -91,11 +112,10 @@ impl<'a> Frames<'a> {
             };
             self.step(frame).await;
         };
-        while next.is_some() && self.client.in_flight() > 0 {
+        while last == End::Drain && self.client.in_flight() > 0 {
             let done = self.client.next_done(&self.shared.counters).await;
             self.publish_released(done).await;
         }
-        next
     }
 
     /// One frame: skipped when `enabled` went false while it waited; else (the method
@@ -120,11 +140,13 @@ impl<'a> Frames<'a> {
     async fn convert(&mut self, frame: Frame) -> Option<(Converted, FrameMeta)> {
         let counters = &self.shared.counters;
         let started = std::time::SystemTime::now();
-        let (received, header, kind) = match &frame {
+        let (received, mut header, kind) = match &frame {
             Frame::Image(m, t) => (*t, m.header.clone(), 0u8),
             Frame::Compressed(m, t) => (*t, m.header.clone(), 0u8),
             Frame::Cloud(c, t) => (*t, c.header.clone(), 1u8),
         };
+        // Every result and message of a camera names it.
+        header.frame_id = self.sensor.frame_id_for(&header.frame_id);
         let mut source = match (&frame, &self.target) {
             (Frame::Image(m, _), Target::Image(t) | Target::Camera { model: t, .. }) => {
                 Source::Frame { width: m.width, height: m.height, target: *t }
@@ -150,7 +172,7 @@ impl<'a> Frames<'a> {
             Ok((Ok(t), kept)) => (t, kept),
             Ok((Err(e), _)) => {
                 counters.bad_input.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, stamp = ?header.stamp, frame = %header.frame_id, "bad input frame dropped");
+                tracing::warn!(error = %e, camera = %self.sensor.name, stamp = ?header.stamp, frame = %header.frame_id, "bad input frame dropped");
                 return None;
             }
             Err(e) => {
@@ -180,7 +202,7 @@ impl<'a> Frames<'a> {
             Ok(a) => a,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "inference failed");
+                tracing::error!(error = %e, camera = %self.sensor.name, "inference failed");
                 return;
             }
         };

@@ -8,18 +8,18 @@ use std::time::Instant;
 use super::frame::Frame;
 use super::shared::Shared;
 use crate::backend::{SharedRos, Subscription};
-use crate::config::{InputKind, RobotConfig, Transport};
+use crate::config::{InputKind, RobotConfig, Sensor, Transport};
 use crate::error::Result;
 use crate::live::DropPolicy;
 
-/// Subscribes the input (camera or LiDAR): the callback only counts the frame, stamps its
+/// Subscribes input `sensor` (a camera or the LiDAR) into its own `shared` mailbox: the callback only counts the frame, stamps its
 /// arrival and puts it in the mailbox (dropped unread while the node is not active or is
 /// disabled; `drop_policy` says which
 /// frame a full mailbox keeps, the other counted as dropped-busy).
 ///
 /// # Errors
 /// A topic the backend refuses.
-pub(super) fn subscribe_input(cfg: &RobotConfig, ros: &SharedRos, shared: &Shared) -> Result<Subscription> {
+pub(super) fn subscribe_input(cfg: &RobotConfig, ros: &SharedRos, shared: &Shared, sensor: &Sensor) -> Result<Subscription> {
     let put = {
         let (mailbox, counters, live, active) =
             (shared.mailbox.clone(), shared.counters.clone(), shared.live.clone(), shared.active.clone());
@@ -44,17 +44,15 @@ pub(super) fn subscribe_input(cfg: &RobotConfig, ros: &SharedRos, shared: &Share
     };
     Ok(match cfg.input {
         InputKind::Camera => {
-            let topic = cfg.image.transport.topic(&cfg.topics.image);
-            match cfg.image.transport {
+            let topic = sensor.input_topic();
+            match sensor.transport {
                 Transport::Raw => ros.subscribe_images(&topic, cfg.input_qos, Box::new(move |m| put(Frame::Image(m, Instant::now()))))?,
                 Transport::Compressed => {
                     ros.subscribe_compressed(&topic, cfg.input_qos, Box::new(move |m| put(Frame::Compressed(m, Instant::now()))))?
                 }
             }
         }
-        InputKind::Lidar => {
-            ros.subscribe_clouds(&cfg.topics.cloud, cfg.input_qos, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?
-        }
+        InputKind::Lidar => ros.subscribe_clouds(&sensor.topic, cfg.input_qos, Box::new(move |m| put(Frame::Cloud(m, Instant::now()))))?,
     })
 }
 

@@ -2,9 +2,10 @@
 //! (see [`crate::lifecycle`]) and settles it.
 //!
 //! - configure: fixes the model's input shape (a dynamic model waits for the first frame),
-//!   declares the result's publishers and subscribes the bandwidth predictions.
+//!   declares the result's publishers (each input's under its namespace) and subscribes the
+//!   bandwidth predictions.
 //! - activate: loads the model and its table, opens the edge session, connects the edges, and
-//!   only then subscribes the input and answers frames ([`Active`]) until deactivate or
+//!   only then subscribes the inputs and answers their frames ([`Active`]) until deactivate or
 //!   shutdown, which free them again. A camera driver or `lop replay` that waits for a
 //!   subscriber so sees one only once frames are answered; a frame arriving while the node is
 //!   not active (in the moment the subscription goes) is counted as `frames_skipped_inactive`.
@@ -34,8 +35,8 @@ struct Configured<'a> {
     /// The model's load options with its input shape fixed.
     load: LoadOptions,
     origin: ShapeOrigin,
-    /// The result's publishers, kept across activations.
-    outlet: Outlet<'a>,
+    /// Each input's publishers, kept across activations.
+    outlets: Vec<Outlet<'a>>,
     _bandwidth: Subscription,
 }
 
@@ -44,14 +45,15 @@ struct Configured<'a> {
 pub(super) struct Managed<'a> {
     pub(super) cfg: &'a RobotConfig,
     pub(super) ros: &'a SharedRos,
-    pub(super) shared: &'a Shared,
+    /// One for each input, in the order of `cfg.inputs`.
+    pub(super) shared: &'a [Shared],
     pub(super) lifecycle: &'a Lifecycle,
     configured: Option<Configured<'a>>,
 }
 
 impl<'a> Managed<'a> {
     /// A node in `unconfigured`, holding nothing.
-    pub(super) fn new(cfg: &'a RobotConfig, ros: &'a SharedRos, shared: &'a Shared, lifecycle: &'a Lifecycle) -> Managed<'a> {
+    pub(super) fn new(cfg: &'a RobotConfig, ros: &'a SharedRos, shared: &'a [Shared], lifecycle: &'a Lifecycle) -> Managed<'a> {
         Managed { cfg, ros, shared, lifecycle, configured: None }
     }
 
@@ -113,16 +115,17 @@ impl<'a> Managed<'a> {
                     return self.failed(p, e);
                 };
                 let active = Active::start(self.cfg, self.ros, self.shared, c.load.clone(), c.origin).await;
-                // Active before the input is subscribed, so that no frame of a publisher that
+                // Active before the inputs are subscribed, so that no frame of a publisher that
                 // waited for the subscriber is skipped; unsubscribed when the activation ends.
-                self.shared.active.store(active.is_ok(), std::sync::atomic::Ordering::Relaxed);
-                match active.and_then(|a| Ok((a, subscribe_input(self.cfg, self.ros, self.shared)?))) {
-                    Ok((active, _input)) => {
+                let flag = &self.shared[0].active;
+                flag.store(active.is_ok(), std::sync::atomic::Ordering::Relaxed);
+                match active.and_then(|a| Ok((a, subscribe_inputs(self.cfg, self.ros, self.shared)?))) {
+                    Ok((active, _inputs)) => {
                         self.lifecycle.settle(p, Outcome::Success);
-                        Ok(active.run(&mut c.outlet, stop, requests).await)
+                        Ok(active.run(&mut c.outlets, stop, requests).await)
                     }
                     Err(e) => {
-                        self.shared.active.store(false, std::sync::atomic::Ordering::Relaxed);
+                        flag.store(false, std::sync::atomic::Ordering::Relaxed);
                         self.failed(p, e)
                     }
                 }
@@ -151,9 +154,17 @@ impl<'a> Managed<'a> {
         let Some((load, origin)) = input_load(self.cfg, self.ros, stop).await? else {
             return Ok(None);
         };
-        let outlet = Outlet::new(self.cfg, self.ros, self.shared)?;
-        let _bandwidth = subscribe_bandwidth(self.cfg, self.ros, self.shared)?;
-        Ok(Some(Configured { load, origin, outlet, _bandwidth }))
+        // One result publisher for every input: a result names its camera in its frame id.
+        let results = std::sync::Arc::new(self.ros.inference_publisher(&self.cfg.topics.inference)?);
+        let outlets = self
+            .cfg
+            .inputs
+            .iter()
+            .zip(self.shared)
+            .map(|(sensor, shared)| Outlet::new(self.cfg, self.ros, shared, sensor, results.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let _bandwidth = subscribe_bandwidth(self.cfg, self.ros, &self.shared[0])?;
+        Ok(Some(Configured { load, origin, outlets, _bandwidth }))
     }
 
     /// A transition that failed: the node's own ends the node with `e`; a caller's is logged,
@@ -185,4 +196,12 @@ impl<'a> Managed<'a> {
             self.lifecycle.settle(p, Outcome::Success);
         }
     }
+}
+
+/// Subscribes every input of `cfg`, each into its own mailbox (`shared`, in the same order).
+///
+/// # Errors
+/// A topic the backend refuses.
+fn subscribe_inputs(cfg: &RobotConfig, ros: &SharedRos, shared: &[Shared]) -> Result<Vec<Subscription>> {
+    cfg.inputs.iter().zip(shared).map(|(sensor, s)| subscribe_input(cfg, ros, s, sensor)).collect()
 }

@@ -46,10 +46,12 @@ pub(super) async fn input_load(
             origin
         }
         Resolved::NeedsFrame => {
-            let topic = cfg.image.transport.topic(&cfg.topics.image);
+            // The first camera's frame fixes it (the cameras share the model).
+            let camera = cfg.inputs.first().ok_or_else(|| Error::Config { what: "no input configured".into() })?;
+            let topic = camera.input_topic();
             tracing::info!(%topic, "the model's input size is dynamic: waiting for the first frame to fix it");
             let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, u32)>(1);
-            let _sub = match cfg.image.transport {
+            let _sub = match camera.transport {
                 Transport::Raw => ros.subscribe_images(
                     &topic,
                     Qos::SensorData,

@@ -3,8 +3,8 @@
 //! `InferenceResult`, the annotated debug image (while subscribed, [`DebugOutlet`]), and the
 //! counts and recent times kept for /diagnostics.
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use lop::postprocess::Postprocess;
@@ -19,7 +19,7 @@ use super::messages::{outputs_msg, result_msg};
 use super::shared::Shared;
 use crate::annotate::{Annotations, caption};
 use crate::backend::{InferenceResult, Pub, SharedRos, to_time};
-use crate::config::RobotConfig;
+use crate::config::{RobotConfig, Sensor};
 use crate::error::Result;
 use crate::results::{OutputView, Source, TaskMessages, task_messages_for};
 
@@ -30,7 +30,8 @@ pub(super) struct Outlet<'a> {
     // Dropped in field order: the task's publishers, then the result's.
     task_pubs: TaskPublishers,
     task: Postprocess,
-    publisher: Pub<InferenceResult>,
+    /// The result's publisher, one for every input (a result names its camera in its frame id).
+    publisher: Arc<Pub<InferenceResult>>,
     /// The debug image's publishers (`None`: `debug_image.enabled` false, or LiDAR input).
     debug: Option<DebugOutlet>,
     /// The model's output names.
@@ -39,19 +40,25 @@ pub(super) struct Outlet<'a> {
 }
 
 impl<'a> Outlet<'a> {
-    /// Declares the result's publisher, the configured task's, then the debug image's. They
-    /// are declared once (at configure) and kept while the node is deactivated and activated
-    /// again, so that subscribers stay matched (a DDS reader matches a new writer only after
-    /// discovery, and would miss the first results of each activation); the model's output
-    /// names and hash come with each activation ([`Outlet::set_model`]).
+    /// The outlet of input `sensor`: the result's `publisher` (declared once for every input),
+    /// then declares the configured task's publishers and the debug image's, under the input's
+    /// namespace. They are declared once (at configure) and kept while the node is deactivated
+    /// and activated again, so that subscribers stay matched (a DDS reader matches a new writer
+    /// only after discovery, and would miss the first results of each activation); the model's
+    /// output names and hash come with each activation ([`Outlet::set_model`]).
     ///
     /// # Errors
     /// A topic the backend refuses.
-    pub(super) fn new(cfg: &'a RobotConfig, ros: &SharedRos, shared: &'a Shared) -> Result<Outlet<'a>> {
-        let publisher = ros.inference_publisher(&cfg.topics.inference)?;
+    pub(super) fn new(
+        cfg: &'a RobotConfig,
+        ros: &SharedRos,
+        shared: &'a Shared,
+        sensor: &Sensor,
+        publisher: Arc<Pub<InferenceResult>>,
+    ) -> Result<Outlet<'a>> {
         let task = cfg.model_load.postprocess.clone().unwrap_or(Postprocess::Raw);
-        let task_pubs = TaskPublishers::new(ros, &task, &cfg.topics)?;
-        let debug = DebugOutlet::new(cfg, ros, shared.counters.clone())?;
+        let task_pubs = TaskPublishers::new(ros, &task, &cfg.topics, sensor)?;
+        let debug = DebugOutlet::new(cfg, ros, shared.counters.clone(), &sensor.output_topic(&cfg.topics.debug_image))?;
         Ok(Outlet { cfg, shared, task_pubs, task, publisher, debug, names: Vec::new(), model_hash: String::new() })
     }
 
@@ -194,15 +201,16 @@ struct TaskPublishers {
 }
 
 impl TaskPublishers {
-    /// Declares the publishers the task needs (none for `raw`).
-    fn new(ros: &SharedRos, task: &Postprocess, topics: &crate::config::RobotTopics) -> Result<TaskPublishers> {
+    /// Declares the publishers the task needs (none for `raw`), under `sensor`'s namespace.
+    fn new(ros: &SharedRos, task: &Postprocess, topics: &crate::config::RobotTopics, sensor: &Sensor) -> Result<TaskPublishers> {
         let boxes = matches!(task, Postprocess::Detect(_) | Postprocess::Pose(_) | Postprocess::SegmentInstance(_));
+        let at = |base: &String| sensor.output_topic(base);
         Ok(TaskPublishers {
-            detections: boxes.then(|| ros.detections_publisher(&topics.detections)).transpose()?,
-            keypoints: matches!(task, Postprocess::Pose(_)).then(|| ros.keypoints_publisher(&topics.keypoints)).transpose()?,
-            occupancy: matches!(task, Postprocess::Occupancy(_)).then(|| ros.cloud_publisher(&topics.occupancy)).transpose()?,
-            segmentation: matches!(task, Postprocess::Segment).then(|| ros.image_publisher(&topics.segmentation)).transpose()?,
-            instances: matches!(task, Postprocess::SegmentInstance(_)).then(|| ros.image_publisher(&topics.instances)).transpose()?,
+            detections: boxes.then(|| ros.detections_publisher(&at(&topics.detections))).transpose()?,
+            keypoints: matches!(task, Postprocess::Pose(_)).then(|| ros.keypoints_publisher(&at(&topics.keypoints))).transpose()?,
+            occupancy: matches!(task, Postprocess::Occupancy(_)).then(|| ros.cloud_publisher(&at(&topics.occupancy))).transpose()?,
+            segmentation: matches!(task, Postprocess::Segment).then(|| ros.image_publisher(&at(&topics.segmentation))).transpose()?,
+            instances: matches!(task, Postprocess::SegmentInstance(_)).then(|| ros.image_publisher(&at(&topics.instances))).transpose()?,
         })
     }
 

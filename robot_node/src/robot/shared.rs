@@ -1,5 +1,6 @@
 //! What the subscriptions, the diagnostics task and the frame loop share ([`Shared`]): the
-//! counters, the live settings, recent times, the one-slot mailbox and the latest bandwidth.
+//! counters, the live settings, recent times, the one-slot mailbox and the latest bandwidth;
+//! one for each input (camera), the live settings, bandwidth and activity common to all.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -41,5 +42,28 @@ impl Shared {
             latest_mbps: Arc::new(Mutex::new(None)),
             active: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// What another input of the node (a second camera) keeps: counters, recent times and a
+    /// mailbox of its own, so that no camera's frame replaces another's; the live settings,
+    /// the bandwidth and the lifecycle's activity shared with `self`.
+    pub(super) fn sibling(&self) -> Shared {
+        Shared {
+            counters: Arc::new(RobotCounters::default()),
+            live: self.live.clone(),
+            recent: Arc::default(),
+            mailbox: Arc::new(Mailbox::new()),
+            latest_mbps: self.latest_mbps.clone(),
+            active: self.active.clone(),
+        }
+    }
+
+    /// One for each of the node's inputs (`cfg.inputs`, at least one), sharing what
+    /// [`Shared::sibling`] says.
+    pub(super) fn for_inputs(cfg: &RobotConfig) -> Vec<Shared> {
+        let first = Shared::new(cfg);
+        let mut all: Vec<Shared> = (1..cfg.inputs.len()).map(|_| first.sibling()).collect();
+        all.insert(0, first);
+        all
     }
 }

@@ -30,21 +30,23 @@ pub struct RobotSummary {
 }
 
 /// After the node shut down (the edge clients and session gone with its last activation):
-/// logs and returns the summary of the counters.
-pub(super) fn finish(counters: &RobotCounters, ros: &SharedRos) -> RobotSummary {
-    let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let answered = g(&counters.answered);
+/// logs and returns the summary of every input's counters together.
+pub(super) fn finish(counters: &[&RobotCounters], ros: &SharedRos) -> RobotSummary {
+    let sum = |f: fn(&RobotCounters) -> &AtomicU64| counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum::<u64>();
+    let answered = sum(|c| &c.answered);
     let faults = ros.input_faults();
+    let unconvertible = sum(|c| &c.bad_input);
+    let ros_max_ns = counters.iter().map(|c| c.ros_ns_max.load(Ordering::Relaxed)).max().unwrap_or(0);
     let summary = RobotSummary {
-        received: g(&counters.received),
+        received: sum(|c| &c.received),
         answered,
-        dropped_busy: g(&counters.dropped_busy),
-        bad_input: counters.bad_total(faults),
+        dropped_busy: sum(|c| &c.dropped_busy),
+        bad_input: unconvertible.saturating_add(faults.total()),
         wrong_type: faults.wrong_type,
         undecodable: faults.undecodable,
-        fallbacks: g(&counters.fallbacks),
-        ros_mean_s: g(&counters.ros_ns_sum).checked_div(answered).unwrap_or(0) as f64 * 1e-9,
-        ros_max_s: g(&counters.ros_ns_max) as f64 * 1e-9,
+        fallbacks: sum(|c| &c.fallbacks),
+        ros_mean_s: sum(|c| &c.ros_ns_sum).checked_div(answered).unwrap_or(0) as f64 * 1e-9,
+        ros_max_s: ros_max_ns as f64 * 1e-9,
     };
     tracing::info!(?summary, "lop_robot stopped");
     summary

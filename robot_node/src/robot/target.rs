@@ -22,13 +22,13 @@ pub(super) enum Target {
     Voxels(VoxelGrid),
 }
 
-/// The model's target for frames, from its input `shape` and `dtype`, the configured input and
-/// image settings (`0`: the model's size), and (for `image.fit: auto`) whether its outputs are
-/// dense.
+/// The model's target for one input's frames, from its input `shape` and `dtype`, the
+/// configured input and image settings (`0`: the model's size), the input's `fit`, and (for
+/// `auto`, `None`) whether its outputs are dense.
 ///
 /// # Errors
 /// [`Error::Config`] for a model that does not take the configured input.
-pub(super) fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType, dense_outputs: bool) -> Result<Target> {
+pub(super) fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType, dense_outputs: bool, fit: Option<Fit>) -> Result<Target> {
     let dim = |i: usize| shape.get(i).and_then(|&d| u32::try_from(d).ok()).unwrap_or(0);
     let pick = |configured: u32, model: u32| if configured == 0 { model } else { configured };
     match cfg.input {
@@ -52,7 +52,7 @@ pub(super) fn resolve_target(cfg: &RobotConfig, shape: &[usize], dtype: DType, d
                 width: pick(cfg.image.width, dim(3)),
                 channels: dim(1),
                 order: cfg.image.order,
-                fit: cfg.image.fit.unwrap_or(auto),
+                fit: fit.unwrap_or(auto),
             }))
         }
         InputKind::Lidar => match &cfg.cloud {
@@ -109,11 +109,11 @@ mod tests {
     fn auto_fit_letterboxes_detectors_and_resizes_classifiers() {
         let shape = [1, 3, 640, 640];
         let auto = config(None);
-        assert_eq!(fit_of(resolve_target(&auto, &shape, DType::U8, true).expect("detector")), Fit::Letterbox { pad: 114 });
-        assert_eq!(fit_of(resolve_target(&auto, &shape, DType::U8, false).expect("classifier")), Fit::Resize);
+        assert_eq!(fit_of(resolve_target(&auto, &shape, DType::U8, true, auto.image.fit).expect("detector")), Fit::Letterbox { pad: 114 });
+        assert_eq!(fit_of(resolve_target(&auto, &shape, DType::U8, false, auto.image.fit).expect("classifier")), Fit::Resize);
         let resize = config(Some("resize"));
-        assert_eq!(fit_of(resolve_target(&resize, &shape, DType::U8, true).expect("explicit")), Fit::Resize);
-        let e = resolve_target(&auto, &shape, DType::F32, true).expect_err("float input").to_string();
+        assert_eq!(fit_of(resolve_target(&resize, &shape, DType::U8, true, resize.inputs[0].fit).expect("explicit")), Fit::Resize);
+        let e = resolve_target(&auto, &shape, DType::F32, true, None).expect_err("float input").to_string();
         assert!(e.contains("model.preprocess"), "{e}");
     }
 }

@@ -29,6 +29,41 @@ pub fn robot_config(dir: &Path, yaml: &str) -> (PathBuf, robot_node::config::Rob
     (path, cfg)
 }
 
+/// `lop_robot` running in this process on the hiroz backend (the library's `run` on a task,
+/// with the embedded router its configuration asks for), and a hiroz node of the test's own on
+/// the same router, to play cameras and listen to the results.
+pub struct InProcess {
+    /// The test's own node.
+    pub peer: robot_node::backend::hiroz::HirozRos,
+    /// The node's task: its summary once stopped.
+    pub node: tokio::task::JoinHandle<robot_node::Result<robot_node::robot::RobotSummary>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl InProcess {
+    /// Starts `lop_robot` with `cfg` (its parameters `declared`, as a backend declares them),
+    /// then the test's node `peer_name`.
+    pub async fn start(cfg: &robot_node::config::RobotConfig, declared: Vec<robot_node::params::Declared>, peer_name: &str) -> InProcess {
+        use robot_node::backend::hiroz::HirozRos;
+        let settings = cfg.ros.clone();
+        let ros = tokio::task::spawn_blocking(move || HirozRos::open(&settings, "lop_robot", &[], &declared, None)).await.unwrap().unwrap();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let node = tokio::spawn(robot_node::robot::run(cfg.clone(), Arc::new(ros), async move {
+            let _ = stop_rx.await;
+        }));
+        let peer_settings = robot_node::config::RosSettings { embedded_router: false, ..cfg.ros.clone() };
+        let name = peer_name.to_string();
+        let peer = tokio::task::spawn_blocking(move || HirozRos::open(&peer_settings, &name, &[], &[], None)).await.unwrap().unwrap();
+        InProcess { peer, node, stop }
+    }
+
+    /// Stops the node and returns its summary (it must stop `within`).
+    pub async fn stop(self, within: Duration) -> robot_node::robot::RobotSummary {
+        let _ = self.stop.send(());
+        tokio::time::timeout(within, self.node).await.unwrap().unwrap().unwrap()
+    }
+}
+
 #[allow(unused_imports)] // not every test binary starts a router
 pub use lop_runtime::ports::free_loopback_port as free_port;
 
