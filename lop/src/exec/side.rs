@@ -38,6 +38,9 @@ pub struct SideExec<'g> {
     use_buffers: bool,
 }
 
+/// The rows of each input an op reads for some output rows ([`SideExec::needs`]).
+type Needs = Vec<(NodeId, Rows)>;
+
 /// Bands read across blocks that had to be copied together (blocks not adjacent in memory),
 /// their bytes and the time the copies took: the executor's own copying, beside the kernels'.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -415,11 +418,7 @@ impl<'g> SideExec<'g> {
     /// [`Error::MissingRows`] when an input is not held; libtorch errors.
     pub fn compute(&self, id: NodeId, rows: &Rows) -> Result<Tensor> {
         let node = &self.graph.nodes[id];
-        let needs = self.needs(id, rows);
-        let mut blocks = Vec::with_capacity(needs.len());
-        for (inp, need) in &needs {
-            blocks.push(self.gather(id, *inp, need)?);
-        }
+        let (needs, blocks) = self.gather_inputs(id, rows)?;
         let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
         let band = |tensors: &[Tensor]| -> Result<Tensor> {
             let bands = self.band_ins(&needs, &blocks, tensors);
@@ -443,6 +442,14 @@ impl<'g> SideExec<'g> {
             outs.push(band(&sample)?);
         }
         Tensor::f_cat(&outs, 0).map_err(torch)
+    }
+
+    /// The rows of every input node `id` reads for output rows `rows`, each gathered as one
+    /// block.
+    fn gather_inputs(&self, id: NodeId, rows: &Rows) -> Result<(Needs, Vec<Held>)> {
+        let needs = self.needs(id, rows);
+        let blocks = needs.iter().map(|(inp, need)| self.gather(id, *inp, need)).collect::<Result<_>>()?;
+        Ok((needs, blocks))
     }
 
     fn band_ins<'a>(&'a self, needs: &[(NodeId, Rows)], blocks: &[Held], tensors: &'a [Tensor]) -> Vec<BandIn<'a>> {
@@ -475,11 +482,7 @@ impl<'g> SideExec<'g> {
         }
         let Some((_, buffer)) = &self.buffers[id] else { return Ok(None) };
         let dst = buffer.f_narrow(2, (rows.start - span.start) as i64, rows.len() as i64).map_err(torch)?;
-        let needs = self.needs(id, rows);
-        let mut blocks = Vec::with_capacity(needs.len());
-        for (inp, need) in &needs {
-            blocks.push(self.gather(id, *inp, need)?);
-        }
+        let (needs, blocks) = self.gather_inputs(id, rows)?;
         let tensors: Vec<Tensor> = blocks.iter().map(|h| h.tensor.shallow_clone()).collect();
         let bands = self.band_ins(&needs, &blocks, &tensors);
         Ok(node.op.compute_into(&bands, &node.info, rows, &dst).map_err(torch)?.then_some(dst))
