@@ -20,7 +20,7 @@
 #   codecs          `lop codecs`: every frame codec on real photographs (scripts/photos.sh),
 #                   640x480, bytes against raw and encode/decode time
 #   engine          lop's engine against onnxruntime on the exported real models (resnet18,
-#                   yolo_det, common_det, convnext_tiny from scripts/real_models.py), one thread
+#                   yolo_det at 320 and 640, common_det, convnext_tiny from scripts/real_models.py), one thread
 #                   and two, each layout (scripts/against_onnxruntime.py)
 #   frames-raw, frames-jpeg90, frames-lossless
 #                   zoo:yolo_det with its detection stage on those photographs (fitted to
@@ -138,10 +138,10 @@ for n in "${names[@]}"; do
     codecs) store codecs codecs "$lop" codecs --frames "$(scripts/photos.sh)" --json ;;
     engine)
       scripts/setup.sh --test-deps
-      .venv/bin/python scripts/real_models.py --out target/real_models --models resnet18,yolo_det,common_det,convnext_tiny >&2
+      .venv/bin/python scripts/real_models.py --out target/real_models --models resnet18,yolo_det,yolo_det_640,common_det,convnext_tiny >&2
       store engine engine .venv/bin/python scripts/against_onnxruntime.py --threads 1,2 --runs 10 --json - \
-        target/real_models/resnet18.onnx target/real_models/yolo_det.onnx target/real_models/common_det.onnx \
-        target/real_models/convnext_tiny.onnx ;;
+        target/real_models/resnet18.onnx target/real_models/yolo_det.onnx target/real_models/yolo_det_640.onnx \
+        target/real_models/common_det.onnx target/real_models/convnext_tiny.onnx ;;
     frames-raw) bench frames-raw zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec raw ;;
     frames-jpeg90) bench frames-jpeg90 zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec jpeg:90 ;;
     frames-lossless) bench frames-lossless zoo:yolo_det detect --frames "$(scripts/photos.sh)" --frame-codec lossless ;;

@@ -24,6 +24,8 @@ ONNX op types it uses. The models:
 - yolo_det, yolo_pose: YOLOv8-style detector (80 classes, output [1,84,A]) and pose net (1 class,
   17 keypoints, output [1,56,A]) from scripts/yolo_style.py, seeded weights, input [1,3,320,320]
   (A = 2100 anchors), box (DFL) and keypoint decoding in the graph, legacy exporter, opset 17.
+- yolo_det_640: yolo_det's architecture and seeded weights exported at [1,3,640,640] (A = 8400),
+  the size YOLO detectors are deployed at.
 - rtdetr_style: an RT-DETR-style detector from scripts/rtdetr_style.py (HGNetv2-style stem with a
   standalone Pad, AIFI encoder, CCFM neck, query selection by TopK, deformable attention by
   GridSample, the deployed post-processor), seeded weights, input [1,3,640,640], legacy exporter,
@@ -59,9 +61,9 @@ from pathlib import Path
 # Bump to force every file to be regenerated.
 FORMAT = 1
 TORCHVISION_MODELS = ("resnet18", "densenet121", "convnext_tiny")
-# name: (classes, keypoints) of scripts/yolo_style.py's YoloStyle.
-YOLO_STYLE_MODELS = {"yolo_det": (80, 0), "yolo_pose": (1, 17)}
-YOLO_SIZE = 320
+# name: (classes, keypoints, input size) of scripts/yolo_style.py's YoloStyle. yolo_det_640 is
+# yolo_det's same seeded weights exported at the size YOLO detectors are deployed at.
+YOLO_STYLE_MODELS = {"yolo_det": (80, 0, 320), "yolo_pose": (1, 17, 320), "yolo_det_640": (80, 0, 640)}
 RTDETR_SIZE = 640
 ALL_MODELS = (*TORCHVISION_MODELS, *YOLO_STYLE_MODELS, "rtdetr_style", "common_det", "common_det_640", "ppocr_det")
 OPSET = 17
@@ -339,8 +341,8 @@ def main() -> int:
             make_input = natural_image_input
             source_note = f"torchvision {versions['torchvision']} {name}, random weights (torch.manual_seed(0)), legacy exporter, opset {OPSET}"
         elif name in YOLO_STYLE_MODELS:
-            nc, kpts = YOLO_STYLE_MODELS[name]
-            shape = [1, 3, YOLO_SIZE, YOLO_SIZE]
+            nc, kpts, size = YOLO_STYLE_MODELS[name]
+            shape = [1, 3, size, size]
             source = {"kind": "yolo_style", "format": FORMAT, "torch": versions["torch"], "script": yolo_style_source(), "opset": OPSET, "shape": shape}
             if stamp.get("source") != source or not onnx_path.is_file():
                 sys.path.insert(0, str(Path(__file__).parent))

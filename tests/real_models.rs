@@ -277,6 +277,12 @@ fn yolo_det_matches_onnxruntime() {
     check_model("yolo_det");
 }
 
+/// The same detector exported at 640x640, the size YOLO detectors are deployed at ([1, 84, 8400]).
+#[test]
+fn yolo_det_640_matches_onnxruntime() {
+    check_model("yolo_det_640");
+}
+
 /// The YOLOv8-style pose head ([1, 56, 2100]: box, score, 17 keypoint triplets).
 #[test]
 fn yolo_pose_matches_onnxruntime() {

@@ -126,7 +126,7 @@ fn call_floor(graph: &Graph, layout: lop::graph::Layout, bands: usize, whole_ms:
     use lop::ops::{Conv, Op};
     let weight = || tch::Tensor::randn([16, 16], (tch::Kind::Float, tch::Device::Cpu));
     let conv_ms = call_cost_ms(Op::Conv(Conv::same2d(weight().reshape([16, 16, 1, 1]))), vec![1, 16, 1, 1], layout)?;
-    let linear_ms = call_cost_ms(Op::Linear { weight: weight(), bias: None }, vec![1, 1, 1, 16], layout)?;
+    let linear_ms = call_cost_ms(Op::Linear { weight: weight(), bias: None, act: None }, vec![1, 1, 1, 16], layout)?;
     let banded = |f: fn(&Op) -> bool| graph.nodes.iter().filter(|n| f(&n.op) && n.info.row_axis.is_some()).count();
     let convs = banded(|op| matches!(op, Op::Conv(_)));
     let linears = banded(|op| matches!(op, Op::Linear { .. }));

@@ -47,7 +47,8 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The fusion report: counts per activation, then every activation left separate and why.
+/// The fusion report: counts per activation, the linear layers' and GELUs' folds, then every
+/// activation left separate and why.
 fn print_fusion(fusion: &lop::fuse::Fusion, applied: bool) {
     let mut by_act = std::collections::BTreeMap::<&str, usize>::new();
     for f in &fusion.fused {
@@ -56,6 +57,16 @@ fn print_fusion(fusion: &lop::fuse::Fusion, applied: bool) {
     let counts: Vec<String> = by_act.iter().map(|(a, n)| format!("{n} {a}")).collect();
     let state = if applied { "" } else { " (not applied: LOP_FUSE=off)" };
     println!("fused      {} convolutions take their activation{state}: {}", fusion.fused.len(), counts.join(", "));
+    if !fusion.rewritten.is_empty() {
+        let mut by_kind = std::collections::BTreeMap::<&str, (usize, usize)>::new();
+        for r in &fusion.rewritten {
+            let e = by_kind.entry(r.into.as_str()).or_default();
+            e.0 += 1;
+            e.1 += r.removed.len();
+        }
+        let kinds: Vec<String> = by_kind.iter().map(|(k, (n, gone))| format!("{n} {k} ({gone} ops folded)")).collect();
+        println!("fused      {}{state}", kinds.join(", "));
+    }
     if !fusion.unfused.is_empty() {
         println!("not fused  {} activations after a convolution stay separate ops:", fusion.unfused.len());
         for u in &fusion.unfused {

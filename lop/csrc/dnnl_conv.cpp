@@ -8,6 +8,10 @@
 // the `libgomp.so.1` libtorch loaded) and takes its functions by name; without it the engine keeps
 // libtorch's route. Only the C API's declarations come from the wheel's headers (`decltype`).
 // Every call catches what could throw and reports by status, never across into Rust.
+//
+// Max pooling runs here too: libtorch's channels-last max pooling computes indices it does not
+// need and cannot pad a band asymmetrically, so the engine padded with copies first; on this CPU
+// that made yolo_det's and YOLOX's SPP pools 4-6x onnxruntime's (docs/benchmarks.md).
 #include <oneapi/dnnl/dnnl.h>
 
 #include <dlfcn.h>
@@ -47,6 +51,7 @@ void write_error(const std::string& what, char* err, size_t err_len) {
   X(dnnl_post_ops_destroy)                     \
   X(dnnl_post_ops_append_eltwise)              \
   X(dnnl_convolution_forward_primitive_desc_create) \
+  X(dnnl_pooling_forward_primitive_desc_create) \
   X(dnnl_reorder_primitive_desc_create)        \
   X(dnnl_primitive_desc_query_md)              \
   X(dnnl_primitive_desc_destroy)               \
@@ -328,6 +333,83 @@ struct Conv {
   }
 };
 
+// Max pooling's primitives, one per shape and parameters (everything a primitive depends on is
+// its key), shared by every pooling op. Entries are never removed, so a handle taken under the
+// lock stays valid while it runs outside it; past kMaxPools a primitive is made for one call.
+struct PoolEntry {
+  int64_t key[16];
+  Prim prim;
+};
+constexpr size_t kMaxPools = 256;
+std::mutex g_pool_lock;
+// Never freed: destroying primitives at exit could run after oneDNN's own teardown.
+std::vector<PoolEntry>* g_pools = new std::vector<PoolEntry>();
+
+// The max-pooling primitive for `x` [N,C,H,W] into `y` [N,C,OH,OW], both dense NHWC, with
+// `kernel`, `strides` and `dilations` (2 each, dilation 1 = none) and `pads` (top, left, bottom,
+// right). Padding takes no part in a window's maximum.
+Prim make_max_pool(const int64_t* xd, const int64_t* yd, const int64_t* kernel, const int64_t* strides,
+                   const int64_t* dilations, const int64_t* pads) {
+  Md src, dst;
+  plain_md(src, 4, xd, dnnl_nhwc);
+  plain_md(dst, 4, yd, dnnl_nhwc);
+  dnnl_dims_t st = {strides[0], strides[1]}, ker = {kernel[0], kernel[1]}, dil = {dilations[0] - 1, dilations[1] - 1};
+  dnnl_dims_t pl = {pads[0], pads[1]}, pr = {pads[2], pads[3]};
+  dnnl_primitive_desc_t pd = nullptr;
+  check(g_api->dnnl_pooling_forward_primitive_desc_create(&pd, g_api->engine, dnnl_forward_inference, dnnl_pooling_max, src.md,
+                                                          dst.md, st, ker, dil, pl, pr, nullptr),
+        "pooling descriptor");
+  Prim prim;
+  dnnl_status_t s = g_api->dnnl_primitive_create(&prim.p, pd);
+  g_api->dnnl_primitive_desc_destroy(pd);
+  check(s, "pooling primitive");
+  return prim;
+}
+
+void max_pool(const int64_t* xd, const float* x, const int64_t* yd, float* y, const int64_t* kernel, const int64_t* strides,
+              const int64_t* dilations, const int64_t* pads) {
+  int64_t key[16] = {xd[0],      xd[1],      xd[2],        xd[3],        yd[2],   yd[3],   kernel[0], kernel[1],
+                     strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1], pads[2],   pads[3]};
+  dnnl_primitive_t p = nullptr;
+  Prim own;
+  {
+    std::lock_guard<std::mutex> guard(g_pool_lock);
+    for (auto& e : *g_pools) {
+      if (std::memcmp(e.key, key, sizeof key) == 0) {
+        p = e.prim.p;
+        break;
+      }
+    }
+    if (p == nullptr && g_pools->size() < kMaxPools) {
+      PoolEntry e;
+      std::memcpy(e.key, key, sizeof key);
+      e.prim = make_max_pool(xd, yd, kernel, strides, dilations, pads);
+      g_pools->push_back(std::move(e));
+      p = g_pools->back().prim.p;
+    }
+  }
+  if (p == nullptr) {
+    own = make_max_pool(xd, yd, kernel, strides, dilations, pads);
+    p = own.p;
+  }
+  Md src, dst;
+  plain_md(src, 4, xd, dnnl_nhwc);
+  plain_md(dst, 4, yd, dnnl_nhwc);
+  Mem ms(src.md, x), md(dst.md, y);
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, ms.m}, {DNNL_ARG_DST, md.m}};
+  dnnl_status_t s = g_api->dnnl_primitive_execute(p, stream(), 2, args);
+  if (s == dnnl_success) s = g_api->dnnl_stream_wait(stream());
+  check(s, "max pooling");
+}
+
+// Sets oneDNN's OpenMP thread count to `threads` where it differs (0: leave it).
+void use_threads(int threads) {
+  if (threads > 0 && g_api->omp_get_max_threads != nullptr && g_api->omp_set_num_threads != nullptr &&
+      g_api->omp_get_max_threads() != threads) {
+    g_api->omp_set_num_threads(threads);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -411,10 +493,7 @@ void* lop_dnnl_conv_new(const float* w, const int64_t* wdims, int64_t groups, co
 int lop_dnnl_conv_run(void* ctx, const float* x, const int64_t* xdims, const int64_t* pads, float* y, const int64_t* ydims,
                       int threads, char* err, size_t err_len) {
   try {
-    if (threads > 0 && g_api->omp_get_max_threads != nullptr && g_api->omp_set_num_threads != nullptr &&
-        g_api->omp_get_max_threads() != threads) {
-      g_api->omp_set_num_threads(threads);
-    }
+    use_threads(threads);
     static_cast<Conv*>(ctx)->run(xdims, x, pads, ydims, y);
     return 0;
   } catch (const Failure& f) {
@@ -437,5 +516,30 @@ void lop_dnnl_conv_stats(void* ctx, int64_t* shapes, int64_t* formats, int64_t* 
 }
 
 void lop_dnnl_conv_free(void* ctx) { delete static_cast<Conv*>(ctx); }
+
+// y = max_pool(x) for `x` [N,C,H,W] and `y` [N,C,OH,OW], both dense channels-last (NHWC memory),
+// with `kernel`, `strides`, `dilations` (2 each) and `pads` (top, left, bottom, right; padding
+// takes no part in a maximum), on `threads` OpenMP threads. Returns 0, or 1 with a message
+// (oneDNN not loaded, inconsistent sizes).
+int lop_dnnl_max_pool(const float* x, const int64_t* xdims, float* y, const int64_t* ydims, const int64_t* kernel,
+                      const int64_t* strides, const int64_t* dilations, const int64_t* pads, int threads, char* err,
+                      size_t err_len) {
+  if (g_api == nullptr) {
+    write_error("oneDNN is not loaded", err, err_len);
+    return 1;
+  }
+  try {
+    use_threads(threads);
+    max_pool(xdims, x, ydims, y, kernel, strides, dilations, pads);
+    return 0;
+  } catch (const Failure& f) {
+    write_error(f.what, err, err_len);
+  } catch (const std::exception& e) {
+    write_error(e.what(), err, err_len);
+  } catch (...) {
+    write_error("unknown C++ exception", err, err_len);
+  }
+  return 1;
+}
 
 }  // extern "C"

@@ -84,17 +84,28 @@ int lop_conv_pointwise_available() {
   }
 }
 
-// y = x w^T + b for `w` of [out, in] (dense); `b` may be null. Returns 0 and sets *out, or 1
-// with a message.
-int lop_linear_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tensor* b, at::Tensor** out, char* err,
+// y = act(x w^T + b) for `w` of [out, in] (dense); `b` may be null. `attr` names oneDNN's
+// post-op as libtorch's fusion map spells it ("none", "relu", "gelu", "sigmoid", "tanh",
+// "swish", "hardswish"), with `nscalars` scalars and `algorithm` ("none" or "tanh" for gelu,
+// else ""). Returns 0 and sets *out, or 1 with a message.
+int lop_linear_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Tensor* b, const char* attr,
+                         const double* scalars, int64_t nscalars, const char* algorithm, at::Tensor** out, char* err,
                          size_t err_len) {
   auto push = [&](torch::jit::Stack& stack) {
     stack.emplace_back(*x);
     stack.emplace_back(*w);
     push_optional(stack, b);
-    stack.emplace_back(std::string("none"));
-    stack.emplace_back(c10::List<std::optional<at::Scalar>>());
-    stack.emplace_back();
+    stack.emplace_back(std::string(attr));
+    c10::List<std::optional<at::Scalar>> list;
+    for (int64_t i = 0; i < nscalars; ++i) {
+      list.push_back(at::Scalar(scalars[i]));
+    }
+    stack.emplace_back(list);
+    if (algorithm[0] == '\0') {
+      stack.emplace_back();
+    } else {
+      stack.emplace_back(std::string(algorithm));
+    }
   };
   return call(linear_op(), "mkldnn::_linear_pointwise", push, out, err, err_len);
 }

@@ -21,6 +21,20 @@ pub struct Fusion {
     pub fused: Vec<FusedConv>,
     /// Activations after a convolution that stayed separate ops, with the reason.
     pub unfused: Vec<Unfused>,
+    /// Linear layers that took a bias or an activation, and GELUs written out as five ops that
+    /// became one ([`crate::fuse_linear`]).
+    pub rewritten: Vec<Rewritten>,
+}
+
+/// One pattern of nodes folded into one node.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Rewritten {
+    /// The node the pattern starts at (the linear layer, or the GELU's `Erf`).
+    pub node: String,
+    /// What it became: `Gelu`, `Linear+bias`, `Linear+Gelu` or `Linear+Activation`.
+    pub into: String,
+    /// The nodes folded away.
+    pub removed: Vec<String>,
 }
 
 /// One convolution that took an activation.
@@ -53,7 +67,9 @@ struct Found {
 }
 
 /// `graph` with every activation folded into the convolution that feeds it where that is exact
-/// and changes no other reader's input; the rest stays as it was, and the report says why.
+/// and changes no other reader's input; the rest stays as it was, and the report says why. Then
+/// linear layers take their bias and activation, and written-out GELUs become one op
+/// ([`crate::fuse_linear`]).
 pub fn fuse_activations(graph: Graph) -> (Graph, Fusion) {
     let mut report = Fusion::default();
     let mut found: Vec<Option<Found>> = (0..graph.nodes.len()).map(|_| None).collect();
@@ -79,7 +95,8 @@ pub fn fuse_activations(graph: Graph) -> (Graph, Fusion) {
             }),
         }
     }
-    (rebuild(graph, found), report)
+    let graph = crate::fuse_linear::fuse_linear_layers(rebuild(graph, found), &mut report);
+    (graph, report)
 }
 
 /// The activation that only convolution `conv` feeds, if any; `Err` names an activation that

@@ -16,7 +16,8 @@
 //! - [`zoo`]: built-in models with seeded weights.
 //! - [`model`]: loading a model by zoo name or path.
 //! - [`fuse`]: folding ReLU and SiLU into the convolutions that feed them (oneDNN post-ops),
-//!   applied by [`model::load`].
+//!   applied by [`model::load`]; [`fuse_linear`] then gives linear layers their bias and
+//!   activation and makes a written-out GELU one op.
 //! - [`preprocess`]: the model's front end (channel order, scale, mean, std) as graph ops, so that
 //!   frames cross the link as bytes for float-input models too.
 //! - [`postprocess`]: the model's back end (detections with NMS, keypoints, class maps,
@@ -43,6 +44,7 @@ pub mod fit;
 pub mod fleet;
 mod flow;
 pub mod fuse;
+pub mod fuse_linear;
 pub mod graph;
 pub mod inspect;
 pub mod libtorch;

@@ -169,7 +169,7 @@ pub(super) fn matmul(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Resul
         && w.dim() == 2
     {
         let weight = w.f_to_kind(Kind::Float).and_then(|w| w.f_transpose(0, 1)).and_then(|w| w.f_contiguous()).map_err(cx.torch())?;
-        return Ok(vec![imp.emit(cx, "", Op::Linear { weight, bias: None }, &[a])?]);
+        return Ok(vec![imp.emit(cx, "", Op::Linear { weight, bias: None, act: None }, &[a])?]);
     }
     Ok(vec![imp.emit(cx, "", Op::MatMul, &[a, b])?])
 }
@@ -200,9 +200,9 @@ pub(super) fn gemm(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<
     if per_column {
         let bias =
             c.map(|c| c.f_reshape([-1]).and_then(|c| c.f_expand([n], false)).and_then(|c| c.f_contiguous())).transpose().map_err(&t)?;
-        return Ok(vec![imp.emit(cx, "", Op::Linear { weight: w, bias }, &[a])?]);
+        return Ok(vec![imp.emit(cx, "", Op::Linear { weight: w, bias, act: None }, &[a])?]);
     }
-    let y = imp.emit(cx, "linear", Op::Linear { weight: w, bias: None }, &[a])?;
+    let y = imp.emit(cx, "linear", Op::Linear { weight: w, bias: None, act: None }, &[a])?;
     let c = c.ok_or_else(|| cx.malformed("missing C"))?;
     Ok(vec![imp.emit(cx, "", Op::Binary(BinaryOp::Add), &[y, Val::Const(c)])?])
 }

@@ -109,7 +109,7 @@ fn load() -> Result<(), String> {
 }
 
 /// The shim's NUL-terminated message.
-fn message(err: &[c_char]) -> String {
+pub(super) fn message(err: &[c_char]) -> String {
     // SAFETY: the shim always NUL-terminates within the buffer (zeroed before the call).
     unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned()
 }
@@ -325,7 +325,7 @@ fn dense(x: &Tensor) -> Result<Tensor, tch::TchError> {
 
 /// Whether `t` (`[N, C, H, W]`) lies in memory as a dense NHWC array: what oneDNN is handed.
 /// Axes of extent 1 may have any stride.
-fn dense_nhwc(t: &Tensor) -> bool {
+pub(super) fn dense_nhwc(t: &Tensor) -> bool {
     let (size, stride) = (t.size(), t.stride());
     if size.len() != 4 {
         return false;

@@ -5,6 +5,7 @@
 
 pub(crate) mod band;
 mod direct;
+mod direct_pool;
 mod elementwise;
 mod layout;
 mod packed;
@@ -18,7 +19,7 @@ pub use band::BandIn;
 pub use direct::{DirectConv, PreparedConv, post_op};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
-pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
+pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats, linear, linear_post_op};
 pub use pad::{Pad, PadMode};
 pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
 pub use rowwise::ReduceKind;
@@ -148,6 +149,8 @@ pub enum Op {
         weight: Tensor,
         /// `[out_features]`.
         bias: Option<Tensor>,
+        /// An activation applied in the same pass ([`crate::fuse`] folds it in), or `None`.
+        act: Option<UnaryOp>,
     },
     /// Matrix product of two computed tensors (numpy semantics).
     MatMul,
@@ -195,7 +198,9 @@ impl Op {
             Op::Transpose { .. } => "Transpose",
             Op::Reshape { .. } => "Reshape",
             Op::LayerNorm { .. } => "LayerNormalization",
-            Op::Linear { .. } => "Linear",
+            Op::Linear { act: None, .. } => "Linear",
+            Op::Linear { act: Some(UnaryOp::Gelu { .. }), .. } => "Linear+Gelu",
+            Op::Linear { act: Some(_), .. } => "Linear+Activation",
             Op::MatMul => "MatMul",
             Op::Softmax { .. } => "Softmax",
             Op::Post(p) => p.kind_name(),
@@ -456,7 +461,7 @@ impl Op {
                 let shape: Vec<i64> = x.size()[*axis..].to_vec();
                 x.f_layer_norm(shape.as_slice(), weight.as_ref(), bias.as_ref(), *eps, false)
             }
-            Op::Linear { weight, bias } => packed::linear(&ins[0].rows(rows)?, weight, bias.as_ref()),
+            Op::Linear { weight, bias, act } => packed::linear(&ins[0].rows(rows)?, weight, bias.as_ref(), act.as_ref()),
             Op::MatMul => rowwise::compute_matmul(ins, out, rows),
             Op::Softmax { axis } => {
                 let global = ins[0].info.row_axis == Some(*axis);
@@ -544,7 +549,7 @@ impl Op {
                 weight.as_mut().map(mv).transpose()?;
                 bias.as_mut().map(mv).transpose().map(|_| ())
             }
-            Op::Linear { weight, bias } => {
+            Op::Linear { weight, bias, .. } => {
                 mv(weight)?;
                 bias.as_mut().map(mv).transpose().map(|_| ())
             }
@@ -572,7 +577,7 @@ impl Op {
             Op::Conv(c) | Op::ConvTranspose(c) => std::iter::once(&c.weight).chain(c.bias.as_ref()).collect(),
             Op::ChannelAffine { scale, shift } => vec![scale, shift],
             Op::LayerNorm { weight, bias, .. } => weight.iter().chain(bias.iter()).collect(),
-            Op::Linear { weight, bias } => std::iter::once(weight).chain(bias.as_ref()).collect(),
+            Op::Linear { weight, bias, .. } => std::iter::once(weight).chain(bias.as_ref()).collect(),
             _ => vec![],
         }
     }

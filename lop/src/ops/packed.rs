@@ -15,16 +15,23 @@
 //! output equalled the eager one bit for bit.
 
 use std::ffi::{CStr, c_char, c_int};
+
+use super::UnaryOp;
 use tch::{Kind, Tensor};
 use torch_sys::C_tensor;
 
 unsafe extern "C" {
     fn lop_conv_pointwise_available() -> c_int;
     fn lop_mkldnn_serialized_md(w: *const C_tensor, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
+    #[allow(clippy::too_many_arguments)]
     fn lop_linear_pointwise(
         x: *const C_tensor,
         w: *const C_tensor,
         b: *const C_tensor,
+        attr: *const c_char,
+        scalars: *const f64,
+        nscalars: i64,
+        algorithm: *const c_char,
         out: *mut *mut C_tensor,
         err: *mut c_char,
         err_len: usize,
@@ -262,24 +269,65 @@ pub fn conv(
     taken(rc, out, &err, "prepacked convolution")
 }
 
-/// `x · weightᵀ + bias` (a linear layer over the last axis, `weight` of `[out, in]`) by oneDNN,
-/// for float32 CPU tensors when [`available`]; libtorch's `linear` otherwise.
+/// `act(x · weightᵀ + bias)` (a linear layer over the last axis, `weight` of `[out, in]`, `act`
+/// applied to its output) by oneDNN in one pass, for float32 CPU tensors when [`available`] and
+/// `act` has a post-op there ([`linear_post_op`]); libtorch's `linear` and then the activation's
+/// own kernel otherwise.
 ///
 /// # Errors
 /// The shim's message (from libtorch) as a [`tch::TchError::Torch`]; libtorch errors.
-pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, tch::TchError> {
+pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, act: Option<&UnaryOp>) -> Result<Tensor, tch::TchError> {
     let cpu_float = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float;
-    if !available() || !cpu_float(x) || !cpu_float(weight) || x.dim() < 2 || weight.dim() != 2 {
-        return x.f_linear(weight, bias);
-    }
+    let post = linear_post_op(act);
+    let Some((attr, scalars, algorithm)) =
+        post.filter(|_| available() && cpu_float(x) && cpu_float(weight) && x.dim() >= 2 && weight.dim() == 2)
+    else {
+        let y = x.f_linear(weight, bias)?;
+        return act.map_or(Ok(y.shallow_clone()), |a| a.apply(&y));
+    };
     let x = x.f_contiguous()?;
     let mut out: *mut C_tensor = std::ptr::null_mut();
     let mut err = [0 as c_char; 512];
     let b = bias.map_or(std::ptr::null(), Tensor::as_ptr);
-    // SAFETY: as in [`conv`]: live borrowed tensors, the error buffer of its stated length, and a
-    // new handle on success.
-    let rc = unsafe { lop_linear_pointwise(x.as_ptr(), weight.as_ptr(), b, &mut out, err.as_mut_ptr(), err.len()) };
+    let (attr, algorithm) = (c_string(attr), c_string(algorithm));
+    // SAFETY: as in [`conv`]: live borrowed tensors, NUL-terminated strings and a scalar slice that
+    // outlive the call, the error buffer of its stated length, and a new handle on success.
+    let rc = unsafe {
+        lop_linear_pointwise(
+            x.as_ptr(),
+            weight.as_ptr(),
+            b,
+            attr.as_ptr(),
+            scalars.as_ptr(),
+            scalars.len() as i64,
+            algorithm.as_ptr(),
+            &mut out,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
     taken(rc, out, &err, "oneDNN linear")
+}
+
+/// oneDNN's post-op for a linear layer's activation, as libtorch's fusion map names it: the
+/// attribute, its scalars and its algorithm; `None` for an activation it has no post-op for.
+pub fn linear_post_op(act: Option<&UnaryOp>) -> Option<(&'static str, Vec<f64>, &'static str)> {
+    Some(match act {
+        None => ("none", vec![], ""),
+        Some(UnaryOp::Relu) => ("relu", vec![], ""),
+        Some(UnaryOp::Gelu { tanh: false }) => ("gelu", vec![], "none"),
+        Some(UnaryOp::Gelu { tanh: true }) => ("gelu", vec![], "tanh"),
+        Some(UnaryOp::Sigmoid) => ("sigmoid", vec![], ""),
+        Some(UnaryOp::Tanh) => ("tanh", vec![], ""),
+        Some(UnaryOp::Silu) => ("swish", vec![], ""),
+        Some(UnaryOp::HardSwish) => ("hardswish", vec![], ""),
+        Some(_) => return None,
+    })
+}
+
+/// `s` as a C string (the post-op names are fixed ASCII without NUL).
+fn c_string(s: &str) -> std::ffi::CString {
+    std::ffi::CString::new(s).unwrap_or_default()
 }
 
 /// The shim's result: the new handle, owned from here on, or its message as an error.
@@ -408,7 +456,7 @@ mod linear_tests {
         let nhwc_view = Tensor::randn([1, 16, 5, 7], (Kind::Float, Device::Cpu)).permute([0, 2, 3, 1]);
         for x in [Tensor::randn([9, 16], (Kind::Float, Device::Cpu)), nhwc_view, Tensor::randn([1, 16], (Kind::Float, Device::Cpu))] {
             for bias in [Some(&b), None] {
-                let got = super::linear(&x, &w, bias).expect("linear");
+                let got = super::linear(&x, &w, bias, None).expect("linear");
                 let want = x.linear(&w, bias);
                 assert_eq!(got.size(), want.size());
                 let a = agree(&got, &want, Tolerance::SPLIT).expect("same shape");

@@ -354,9 +354,9 @@ fn channels_last_block_splits_exactly() {
     assert_eq!(b.info(t).row_axis, Some(1));
     let ln =
         b.add("ln", Op::LayerNorm { axis: 3, weight: Some(randn(&[8], 21)), bias: Some(randn(&[8], 22)), eps: 1e-6 }, &[t]).expect("ln");
-    let l1 = b.add("fc1", Op::Linear { weight: randn(&[32, 8], 23) * 0.3, bias: Some(randn(&[32], 24)) }, &[ln]).expect("fc1");
+    let l1 = b.add("fc1", Op::Linear { weight: randn(&[32, 8], 23) * 0.3, bias: Some(randn(&[32], 24)), act: None }, &[ln]).expect("fc1");
     let ge = b.add("gelu", Op::Unary(UnaryOp::Gelu { tanh: false }), &[l1]).expect("gelu");
-    let l2 = b.add("fc2", Op::Linear { weight: randn(&[8, 32], 25) * 0.2, bias: None }, &[ge]).expect("fc2");
+    let l2 = b.add("fc2", Op::Linear { weight: randn(&[8, 32], 25) * 0.2, bias: None, act: None }, &[ge]).expect("fc2");
     let sm = b.add("softmax", Op::Softmax { axis: 3 }, &[l2]).expect("sm");
     let back = b.add("to_nchw", Op::Transpose { perm: vec![0, 3, 1, 2] }, &[sm]).expect("back");
     let r = b.add("reshape", Op::Reshape { shape: vec![1, 2, 4, 10, 6] }, &[back]).expect("reshape");
@@ -377,7 +377,7 @@ fn global_ops_are_classified_and_run_on_one_side() {
     let sm = b.add("softmax_rows", Op::Softmax { axis: 2 }, &[i]).expect("sm");
     let gap = b.add("gap", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[sm]).expect("gap");
     let flat = b.add("flatten", Op::Reshape { shape: vec![1, 4] }, &[gap]).expect("flat");
-    let fc = b.add("fc", Op::Linear { weight: randn(&[3, 4], 27), bias: None }, &[flat]).expect("fc");
+    let fc = b.add("fc", Op::Linear { weight: randn(&[3, 4], 27), bias: None, act: None }, &[flat]).expect("fc");
     let flat2 = b.add("flatten_rows", Op::Reshape { shape: vec![1, 256] }, &[sm]).expect("flat2");
     b.output(fc);
     b.output(flat2);

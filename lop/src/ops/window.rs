@@ -546,9 +546,39 @@ impl Pool {
         let w = row_window(rows, self.extent(0), self.strides[0], self.pads_begin[0], b.info.shape[2]);
         let x = b.rows(&w.take)?;
         let out = self.out_cols(b.info);
+        if let Some(y) = self.max_on_onednn(&x, b.info, &w, rows, &out)? {
+            return Ok(y);
+        }
         let x = self.pad_cols_exact(&x, b.info, &out, f64::NEG_INFINITY)?;
         let x = pad_rows(&x, w.top, w.bottom, f64::NEG_INFINITY)?;
         self.run(&x, true, None)
+    }
+
+    /// [`Pool::compute_max`] of a 2-d channels-last band on oneDNN, with the band's padding given
+    /// rather than copied in ([`super::direct_pool`]); `None` where that path does not apply.
+    fn max_on_onednn(
+        &self,
+        x: &Tensor,
+        info: &ValueInfo,
+        w: &RowWindow,
+        rows: &Rows,
+        out: &[usize],
+    ) -> Result<Option<Tensor>, tch::TchError> {
+        if self.nsp() != 2 {
+            return Ok(None);
+        }
+        let i = |v: usize| v as i64;
+        // The right pad covers the windows exactly (ceil mode's overhang included), as
+        // `pad_cols_exact` pads.
+        let need = (out[1] - 1) * self.strides[1] + self.extent(1);
+        let right = need.saturating_sub(info.shape[3] + self.pads_begin[1]);
+        let window = super::direct_pool::Window {
+            kernel: [i(self.kernel[0]), i(self.kernel[1])],
+            strides: [i(self.strides[0]), i(self.strides[1])],
+            dilations: [i(self.dilations[0]), i(self.dilations[1])],
+        };
+        let pads = [i(w.top), i(self.pads_begin[1]), i(w.bottom), i(right)];
+        super::direct_pool::max_pool(x, window, pads, [i(rows.len()), i(out[1])])
     }
 
     /// Number of cells each window of one spatial dim divides by.

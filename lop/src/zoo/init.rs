@@ -276,7 +276,7 @@ impl Zb {
         let fan_in = self.shape(x).last().copied().unwrap_or(1);
         let weight = self.tensor(&[out, fan_in], 0.0, gain * (2.0 / fan_in as f64).sqrt())?;
         let bias = Some(self.tensor(&[out], 0.0, BIAS_STD)?);
-        self.g.add(name, Op::Linear { weight, bias }, &[x])
+        self.g.add(name, Op::Linear { weight, bias, act: None }, &[x])
     }
 
     /// A constant node.
