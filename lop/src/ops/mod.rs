@@ -11,6 +11,7 @@ mod packed;
 mod pad;
 mod resize;
 mod rowwise;
+mod share;
 mod whole;
 mod window;
 
