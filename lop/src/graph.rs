@@ -121,6 +121,19 @@ impl Graph {
         Ok(any)
     }
 
+    /// A copy of the graph whose weights share storage with this one's ([`Op::share`]): another
+    /// thread can run it (a tensor is `Send`, not `Sync`, so one graph serves one thread at a
+    /// time) while the weights, their packed copies and oneDNN primitives stay in memory once.
+    /// It has this graph's content hash and layout.
+    pub fn share(&self) -> Graph {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| Node { name: n.name.clone(), op: n.op.share(), inputs: n.inputs.clone(), info: n.info.clone() })
+            .collect();
+        Graph { name: self.name.clone(), nodes, outputs: self.outputs.clone() }
+    }
+
     /// The prepacked convolutions' packing figures summed over the graph ([`crate::ops::PackingStats`]):
     /// shapes met, packed copies kept, and calls that fell to libtorch's plain path (a chunked
     /// run meeting more band shapes or formats than the caps). Zero without packing.

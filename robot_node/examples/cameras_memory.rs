@@ -1,9 +1,12 @@
-//! What a second camera costs `lop_robot` in memory: the resident size (VmRSS) and its peak
-//! (VmHWM) of a `lop_robot` process with one camera (the single-input parameters, `topics.image`)
-//! and of one with two cameras (`cameras: [front, rear]`), each after answering the same number
-//! of frames per camera through an edge, and the ratio of the two (issue 58's target: at most
-//! 1.1). The model is loaded once either way; a second camera adds a mailbox, a frame loop, its
-//! publishers and an edge session.
+//! What a second camera costs `lop_robot` in memory, and what it gives in throughput: the
+//! resident size (VmRSS) and its peak (VmHWM) of a `lop_robot` process with one camera (the
+//! single-input parameters, `topics.image`) and of one with two cameras (`cameras: [front,
+//! rear]`), each after answering the same number of frames per camera through an edge, and the
+//! ratio of the two (issue 58's target: at most 1.1); and the frames answered per second, all
+//! cameras together, while driving them. The weights are loaded once either way; a second camera
+//! adds a mailbox, a frame loop, its publishers, an edge session and a worker thread whose copy
+//! of the model shares the weights' storage, so its inferences run beside the first camera's and
+//! the edge (which batches up to 4 inferences of one plan) can batch them.
 //!
 //! Each `lop_robot` is a process of its own (`target/release/lop_robot`, the hiroz backend with
 //! its embedded router); the edge service (synthetic profiles, `lop` method) and the hiroz node
@@ -70,7 +73,9 @@ async fn start_edge(port: u16, model: &str, cfg: &RobotConfig, cache: PathBuf) -
         table_wait: Duration::from_secs(120),
         dilation: 1.0,
         memory_budget: None,
-        batching: Default::default(),
+        // As an edge serving several robots would: inferences of one plan that wait together
+        // run as one batch (the cameras' included).
+        batching: lop_runtime::edge::Batching { max: 4, ..Default::default() },
     })
     .await?;
     let serving = lop_runtime::zenoh_service::serve_zenoh(svc.clone(), acceptor);
@@ -125,9 +130,19 @@ impl Robot {
     }
 }
 
-/// Publishes one frame to each camera of `topics` at a time, `frames` times, each pair answered
-/// before the next (republished every 300 ms until answered).
-fn drive(peer: &HirozRos, topics: &[&str], frames: usize, size: (u32, u32)) -> Result<()> {
+/// How a round of frames is driven: how many per camera, their first stamp (seconds), and how
+/// long a frame waits for its answer before it is published again (the first round's frames are
+/// published again soon, until the node has subscribed; a timed round's are never, in effect,
+/// so that no frame is computed twice).
+struct Round {
+    frames: usize,
+    first_sec: i32,
+    resend: Duration,
+}
+
+/// Publishes one frame to each camera of `topics` at a time, `round.frames` times, each pair
+/// answered before the next (republished every `round.resend` until answered).
+fn drive(peer: &HirozRos, topics: &[&str], round: &Round, size: (u32, u32)) -> Result<()> {
     let n = peer.node();
     let pubs = topics.iter().map(|t| n.create_pub::<Image>(t).build().map_err(|e| anyhow::anyhow!("{e}"))).collect::<Result<Vec<_>>>()?;
     let (tx, results) = mpsc::channel::<InferenceResult>();
@@ -135,8 +150,8 @@ fn drive(peer: &HirozRos, topics: &[&str], frames: usize, size: (u32, u32)) -> R
         .create_sub::<InferenceResult>("/lop/inference")
         .build_with_callback(move |r| drop(tx.send(r)))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut sec = 1;
-    for _ in 0..frames {
+    let mut sec = round.first_sec;
+    for _ in 0..round.frames {
         let batch: Vec<Image> = (0..pubs.len()).map(|k| frame(size, sec + k as i32)).collect();
         sec += pubs.len() as i32;
         let mut left: Vec<i32> = batch.iter().map(|f| f.header.stamp.sec).collect();
@@ -146,7 +161,7 @@ fn drive(peer: &HirozRos, topics: &[&str], frames: usize, size: (u32, u32)) -> R
             if Instant::now() > deadline {
                 bail!("frames {left:?} unanswered in 120 s");
             }
-            if sent.is_none_or(|t| t.elapsed() > Duration::from_millis(300)) {
+            if sent.is_none_or(|t| t.elapsed() > round.resend) {
                 for (p, f) in pubs.iter().zip(&batch).filter(|(_, f)| left.contains(&f.header.stamp.sec)) {
                     p.publish(f).map_err(|e| anyhow::anyhow!("{e}"))?;
                 }
@@ -160,8 +175,16 @@ fn drive(peer: &HirozRos, topics: &[&str], frames: usize, size: (u32, u32)) -> R
     Ok(())
 }
 
-/// One run: `lop_robot` with `cameras`, `frames` frames per camera; its (VmRSS, VmHWM), MiB.
-async fn run(cameras: &[&str], frames: usize, model: &str, size: (u32, u32), dir: &Path) -> Result<(f64, f64)> {
+/// What one run measured: the robot's VmRSS and VmHWM (MiB), and the frames answered per
+/// second, all cameras together.
+struct Measured {
+    rss: f64,
+    hwm: f64,
+    fps: f64,
+}
+
+/// One run: `lop_robot` with `cameras`, `frames` frames per camera.
+async fn run(cameras: &[&str], frames: usize, model: &str, size: (u32, u32), dir: &Path) -> Result<Measured> {
     let (ros_port, edge_port) = (lop_runtime::ports::free_loopback_port(), lop_runtime::ports::free_loopback_port());
     let yaml = robot_yaml(cameras, ros_port, edge_port, model, &dir.join("tables"));
     let config = dir.join(format!("robot-{}.yaml", cameras.len()));
@@ -173,8 +196,17 @@ async fn run(cameras: &[&str], frames: usize, model: &str, size: (u32, u32), dir
     let peer_settings = RosSettings { embedded_router: false, ..cfg.ros.clone() };
     let peer = tokio::task::spawn_blocking(move || HirozRos::open(&peer_settings, "memory_cameras", &[], &[], None)).await??;
     let topics: Vec<String> = cfg.inputs.iter().map(|c| c.input_topic()).collect();
-    tokio::task::spawn_blocking(move || drive(&peer, &topics.iter().map(String::as_str).collect::<Vec<_>>(), frames, size)).await??;
-    Ok((robot.status_mib("VmRSS")?, robot.status_mib("VmHWM")?))
+    // A first round (subscriptions settling, first-shape packings) is not timed.
+    let t = topics.clone();
+    let first = Round { frames: 2, first_sec: 1, resend: Duration::from_millis(300) };
+    let peer =
+        tokio::task::spawn_blocking(move || drive(&peer, &t.iter().map(String::as_str).collect::<Vec<_>>(), &first, size).map(|()| peer))
+            .await??;
+    let timed = Round { frames, first_sec: 1000, resend: Duration::from_secs(60) };
+    let t0 = Instant::now();
+    tokio::task::spawn_blocking(move || drive(&peer, &topics.iter().map(String::as_str).collect::<Vec<_>>(), &timed, size)).await??;
+    let fps = (frames * cfg.inputs.len()) as f64 / t0.elapsed().as_secs_f64();
+    Ok(Measured { rss: robot.status_mib("VmRSS")?, hwm: robot.status_mib("VmHWM")?, fps })
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -190,8 +222,9 @@ async fn main() -> Result<()> {
     let two = run(&["front", "rear"], frames, &model, size, &dir).await?;
     let _ = std::fs::remove_dir_all(&dir);
     println!("{model}, {frames} frames of {w}x{h} per camera, through an edge (lop method):");
-    println!("one camera:  VmRSS {:.1} MiB, VmHWM {:.1} MiB", one.0, one.1);
-    println!("two cameras: VmRSS {:.1} MiB, VmHWM {:.1} MiB", two.0, two.1);
-    println!("two over one: VmRSS {:.3}x, VmHWM {:.3}x (target: at most 1.1x)", two.0 / one.0, two.1 / one.1);
+    println!("one camera:  VmRSS {:.1} MiB, VmHWM {:.1} MiB, {:.2} frames/s", one.rss, one.hwm, one.fps);
+    println!("two cameras: VmRSS {:.1} MiB, VmHWM {:.1} MiB, {:.2} frames/s (both cameras together)", two.rss, two.hwm, two.fps);
+    println!("two over one: VmRSS {:.3}x, VmHWM {:.3}x (target: at most 1.1x)", two.rss / one.rss, two.hwm / one.hwm);
+    println!("two over one: {:.2}x the frames per second", two.fps / one.fps);
     Ok(())
 }

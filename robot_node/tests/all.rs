@@ -1,4 +1,4 @@
-//! The robot node end to end: its configuration file, a decompression bomb refused, several cameras on one model, the annotated debug image, detections, instance maps, dynamic inputs, the sockets it exposes, camera frames to exact results, a recording replayed into it (`lop replay`).
+//! The robot node end to end: its configuration file, a decompression bomb refused, several cameras on one model (their inferences batched at the edge, in fleet mode too), the annotated debug image, detections, instance maps, dynamic inputs, the sockets it exposes, camera frames to exact results, a recording replayed into it (`lop replay`).
 //!
 //! One test binary for the crate (`autotests = false` in its Cargo.toml): each file of this folder
 //! is a module of it, so that the test build links zenoh and libtorch once per crate instead of
@@ -7,6 +7,7 @@
 
 mod camera_fit;
 mod cameras;
+mod cameras_together;
 mod common;
 mod config_file;
 mod debug_image;

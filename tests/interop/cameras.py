@@ -129,8 +129,9 @@ def run(h, tools, check, log):
         check(got[rs][2].header.frame_id == "rear_optical", f"rear frame {rs} named {got[rs][2].header.frame_id!r}")
         exact(h, tools, got[fs], f1, True, f"front {fs}")
         exact(h, tools, got[rs], r1, False, f"rear {rs}")
-    # Reported, not checked: lop_robot runs one camera's inference at a time (the model's one
-    # worker), so the edge gets none to batch.
+    # Reported, not checked: each camera's inference runs on a worker of its own, so frames of
+    # both cameras are at the edge together; whether it batches them depends on its max_batch
+    # and on whether they wait for a busy replica (robot_node/tests/cameras_together.rs checks it).
     runs, inferences = (flood.metric(h.metrics_port, f"lop_edge_batch_size_{k}") for k in ("count", "sum"))
     log(f"cameras: frames of both cameras sent together all answered, each exact; the edge ran {inferences} inferences in {runs} runs")
 

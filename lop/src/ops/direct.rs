@@ -351,12 +351,15 @@ impl Drop for DirectConv {
 }
 
 /// A convolution's weight made ready for the CPU in channels-last ([`super::Conv::packed`]):
-/// straight on oneDNN where it is loaded, else prepacked for libtorch's oneDNN route.
+/// straight on oneDNN where it is loaded, else prepacked for libtorch's oneDNN route. Clones
+/// share it (copies of a graph that share its weights, [`crate::graph::Graph::share`], share its
+/// packed copies too; both kinds take calls from several threads).
+#[derive(Clone)]
 pub enum PreparedConv {
     /// Run by [`DirectConv`].
-    Direct(DirectConv),
+    Direct(std::sync::Arc<DirectConv>),
     /// Run by libtorch's `mkldnn::_convolution_pointwise` with [`super::PackedWeights`].
-    Libtorch(super::PackedWeights),
+    Libtorch(std::sync::Arc<super::PackedWeights>),
 }
 
 impl PreparedConv {

@@ -12,6 +12,7 @@ mod packed;
 mod pad;
 mod resize;
 mod rowwise;
+mod share;
 mod whole;
 mod window;
 

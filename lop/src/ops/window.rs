@@ -215,13 +215,13 @@ impl Conv {
         let direct =
             super::DirectConv::new(&self.weight, self.bias.as_ref(), &self.strides, &self.dilations, self.groups, self.act.as_ref())?;
         if let Some(d) = direct {
-            return Ok(Some(super::PreparedConv::Direct(d)));
+            return Ok(Some(super::PreparedConv::Direct(std::sync::Arc::new(d))));
         }
         if self.pads_begin != self.pads_end {
             return Ok(None);
         }
         let packed = super::PackedWeights::new(&self.weight, &self.pads_begin, &self.strides, &self.dilations, self.groups, input_size)?;
-        Ok(packed.map(super::PreparedConv::Libtorch))
+        Ok(packed.map(|p| super::PreparedConv::Libtorch(std::sync::Arc::new(p))))
     }
     fn kernel(&self) -> Vec<usize> {
         self.weight.size()[2..].iter().map(|&k| k as usize).collect()

@@ -7,7 +7,7 @@ use tch::{Kind, Tensor};
 
 /// Per-pixel argmax over the class axis: `[1, C, H, W]` scores to a `[1, 1, H, W]` uint8 map.
 /// Ties go to the lower class index, on any device.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClassMap {
     classes: usize,
 }
@@ -45,7 +45,7 @@ impl ClassMap {
 /// significant bit first along W (numpy's `packbits`). A voxel is occupied when its probability
 /// is above the threshold: the sigmoid of a one-channel head, or the softmax over the channels
 /// of the occupied class.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Occupancy {
     threshold: f32,
     channels: usize,

@@ -53,7 +53,7 @@ impl HeadFormat {
 }
 
 /// The detection stage of one model: its head layout resolved against the head's shape.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Detect {
     format: HeadFormat,
     anchors: usize,

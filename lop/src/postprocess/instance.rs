@@ -28,7 +28,7 @@ pub const MAX_INSTANCES: usize = 255;
 /// The instance-map stage of one model: the detection stage over its head, the prototypes' shape
 /// and the input's size. It reads one value, the head and the prototypes flattened and
 /// concatenated (`[1, C * A + nm * mh * mw]`, built in the graph by [`super::Postprocess::apply`]).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Instances {
     detect: Detect,
     /// Values of the head (`C * A`) at the front of the packed input.

@@ -242,7 +242,7 @@ impl Postprocess {
 }
 
 /// The graph op of a back-end stage ([`Op::Post`](crate::ops::Op::Post)).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum PostOp {
     /// Box decoding, threshold and NMS (a barrier).
     Detect(Detect),

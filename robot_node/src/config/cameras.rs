@@ -5,10 +5,10 @@
 //! Each named camera has its own topic, transport and fit, publishes its task's messages and
 //! debug image under its namespace (`/NAME` unless told otherwise), names itself in every
 //! message's `header.frame_id`, reports on /diagnostics under its name, and talks to the edge as
-//! a session of its own. Those sessions use the ids of a fleet's lanes
-//! ([`lop_msgs::lane_robot_id`]: the robot's id for the first camera, `<robot_id>.lane<k>` for
-//! camera `k`), which the edge's access control already grants with the robot's own
-//! credentials.
+//! a session of its own (with the one edge, or in fleet mode a fleet client of its own). Those
+//! sessions use the ids of a fleet's lanes ([`lop_msgs::lane_robot_id`]: the robot's id for the
+//! first camera, `<robot_id>.lane<k>` for camera `k`), which the edge's access control already
+//! grants with the robot's own credentials; so several cameras take `edge.lanes: 1`.
 
 use super::input::{ImageSettings, InputKind, Transport, fit_name, parse_fit};
 use super::values::invalid;
@@ -75,16 +75,17 @@ pub(super) struct Defaults<'a> {
     /// `topics.image` and `topics.cloud`.
     pub(super) topics: (&'a str, &'a str),
     pub(super) robot_id: &'a str,
-    /// Whether the robot routes frames over a fleet (one input only).
-    pub(super) fleet: bool,
+    /// The fleet's lanes (`edge.lanes`, 1 outside fleet mode): their session ids are the
+    /// cameras', so several lanes take one input only.
+    pub(super) lanes: usize,
 }
 
 /// Reads `cameras` and each camera's `camera.NAME.*`: the inputs of the node.
 ///
 /// # Errors
 /// [`Error::Config`](crate::Error::Config) for a bad name, a name or an input topic given twice,
-/// two cameras publishing under one namespace, LiDAR input with cameras, several cameras in
-/// fleet mode, more cameras than sessions the robot's id allows, a camera's own fit where the
+/// two cameras publishing under one namespace, LiDAR input with cameras, several cameras with
+/// several fleet lanes, more cameras than sessions the robot's id allows, a camera's own fit where the
 /// model fits frames itself (`image.camera_size`).
 pub(super) fn read_inputs(p: &mut Params, d: &Defaults<'_>) -> Result<Vec<Sensor>> {
     let names = p.strings("cameras", &[])?;
@@ -99,10 +100,12 @@ pub(super) fn read_inputs(p: &mut Params, d: &Defaults<'_>) -> Result<Vec<Sensor
     if d.input != InputKind::Camera {
         return Err(invalid("cameras: input is lidar; cameras take input: camera".into()));
     }
-    if d.fleet && names.len() > 1 {
+    if d.lanes > 1 && names.len() > 1 {
         return Err(invalid(format!(
-            "cameras: {} cameras with edge.mode fleet: a fleet robot loads the model once per edge it uses, so several cameras would multiply it; use edge.mode client or peer",
-            names.len()
+            "cameras: {} cameras with edge.lanes {}: each camera is a session of its own, under the ids the lanes would take ({}.lane<k>); with several cameras each camera is one lane (edge.lanes: 1)",
+            names.len(),
+            d.lanes,
+            d.robot_id
         )));
     }
     let mut cameras: Vec<Sensor> = Vec::with_capacity(names.len());
@@ -208,7 +211,7 @@ mod tests {
             (&["cameras:=[front, rear]", "camera.rear.namespace:=/front"], "namespace"),
             (&["cameras:=[a/b]"], "cameras: 'a/b'"),
             (&["cameras:=[front]", "input:=lidar"], "lidar"),
-            (&["cameras:=[front, rear]", "edge.mode:=fleet"], "fleet"),
+            (&["cameras:=[front, rear]", "edge.mode:=fleet", "edge.lanes:=2"], "edge.lanes 2"),
             (&["cameras:=[a, b, c, d, e, f, g, h, i]"], "session id"),
             (&["cameras:=[front]", "camera.front.fit:=stretch"], "camera.front.fit"),
             (&["cameras:=[front]", "image.camera_size:=640x480", "camera.front.fit:=resize"], "image.camera_size"),
@@ -216,6 +219,10 @@ mod tests {
             let err = read(args).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains(says), "{args:?}: {err:?}");
         }
+        // Several cameras in fleet mode, each a fleet client of its own (one lane each).
+        let fleet = read(&["cameras:=[front, rear]", "edge.mode:=fleet", "robot_id:=r1"]).unwrap();
+        let ids: Vec<&str> = fleet.inputs.iter().map(|c| c.edge_id.as_str()).collect();
+        assert_eq!(ids, ["r1", "r1.lane1"]);
         // One topic raw and compressed is two topics.
         assert!(read(&["cameras:=[a, b]", "camera.a.topic:=/c", "camera.b.topic:=/c", "camera.b.transport:=compressed"]).is_ok());
     }

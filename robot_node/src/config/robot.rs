@@ -208,7 +208,7 @@ impl RobotConfig {
             image: &image,
             topics: (&topics.image, &topics.cloud),
             robot_id: &robot_id,
-            fleet: edge.fleet(),
+            lanes: fleet.lanes as usize,
         };
         let inputs = super::cameras::read_inputs(p, &defaults)?;
         let top_k = p.int("top_k", 5)?;

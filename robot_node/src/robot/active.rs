@@ -31,7 +31,8 @@ pub(super) struct Active<'a> {
     /// One for each input, in the order of `cfg.inputs`.
     shared: &'a [Shared],
     session: zenoh::Session,
-    /// Each input's edge clients (all on the model's one worker) and what its frames become.
+    /// Each input's edge clients (each input on a worker of its own, the weights shared) and what
+    /// its frames become.
     inputs: Vec<(Edges, Target)>,
     /// The model's output names and hash, for the outlets.
     model: (Vec<String>, String),

@@ -16,6 +16,7 @@ use super::counters::RobotCounters;
 use super::model::{RobotModel, replanner};
 use crate::config::RobotConfig;
 use crate::error::{Error, Result};
+use lop_runtime::exec::Worker;
 
 /// The robot's way to the edges: the one edge configured (`edge.mode` client or peer), the
 /// site's fleet (`edge.mode: fleet`), each frame routed to an edge that can meet its deadline,
@@ -195,38 +196,84 @@ pub(super) fn client_options(cfg: &RobotConfig, model: &RobotModel) -> ClientOpt
     opts
 }
 
-/// Connects each of the robot's inputs to the edges, in the order of `cfg.inputs`: the one edge
-/// configured, each input (camera) a session of its own under its edge id, every session on the
-/// model's one worker (the model is loaded once; the worker runs a whole inference as one job,
-/// the edge's answer awaited included, so the cameras' inferences run one at a time, in the
-/// order their frames come); or (fleet mode, one input) the fleet, each edge used with a worker
-/// of its own that loads the model.
+/// Connects each of the robot's inputs to the edges, in the order of `cfg.inputs`, each input
+/// (camera) a session of its own under its edge id: to the one edge configured, or (fleet mode)
+/// to the site's fleet. The model's weights are in memory once: the first input runs on the
+/// model's worker, each other one on a worker of its own whose copy of the model shares the
+/// weights' storage ([`Worker::share`]), so the inputs' inferences run at the same time (one
+/// computes while another waits on the edge, and the edge can batch them); a fleet's workers, one
+/// per edge used, share them too.
 ///
 /// # Errors
-/// A client that cannot be built (the table or a lane's robot id refused).
+/// A client that cannot be built (the table or a lane's robot id refused), a worker that does
+/// not start.
 pub(super) async fn connect_edges(
     cfg: &RobotConfig,
     session: &zenoh::Session,
     opts: ClientOptions,
     model: RobotModel,
 ) -> Result<Vec<Edges>> {
-    let RobotModel { worker, loaded, replan_load, facts } = model;
-    if !cfg.edge.fleet() {
-        let mut clients = Vec::with_capacity(cfg.inputs.len());
-        for input in &cfg.inputs {
-            let opts = ClientOptions { robot_id: input.edge_id.clone(), ..opts.clone() };
-            let connector = ZenohConnector::new(session.clone(), &input.edge_id);
-            let client = RobotClient::new(connector, opts, worker.clone(), loaded.meta.clone(), &loaded.hash, facts.table.clone()).await?;
-            clients.push(Edges::One(Box::new(client)));
-        }
-        return Ok(clients);
+    let RobotModel { worker, loaded, facts, .. } = model;
+    if cfg.edge.fleet() {
+        return connect_fleets(cfg, session, opts, worker, facts).await;
     }
-    drop(worker);
-    Ok(vec![connect_fleet(cfg, session, opts, replan_load, facts).await?])
+    let mut clients = Vec::with_capacity(cfg.inputs.len());
+    for (k, input) in cfg.inputs.iter().enumerate() {
+        let opts = ClientOptions { robot_id: input.edge_id.clone(), ..opts.clone() };
+        let connector = ZenohConnector::new(session.clone(), &input.edge_id);
+        let worker = input_worker(&worker, k, &input.name).await?;
+        let client = RobotClient::new(connector, opts, worker, loaded.meta.clone(), &loaded.hash, facts.table.clone()).await?;
+        clients.push(Edges::One(Box::new(client)));
+    }
+    Ok(clients)
 }
 
-/// Connects the robot to the site's fleet: one worker per edge used (and one for frames kept
-/// on the robot), each loading the model; with lanes, a fleet client per lane.
+/// The worker of input `k` (named `name`): the model's own for the first, a worker of its own
+/// sharing the model's weights for each other one.
+async fn input_worker(worker: &Worker, k: usize, name: &str) -> Result<Worker> {
+    if k == 0 {
+        return Ok(worker.clone());
+    }
+    Ok(worker.share(&format!("lop-robot-{name}")).await?)
+}
+
+/// Connects each input to the site's fleet (see [`connect_fleet`]); every edge's worker of every
+/// input runs a copy of the model sharing the loaded one's weights (a copy kept for them, the
+/// loaded model's worker let go).
+///
+/// # Errors
+/// As [`connect_fleet`]; a model worker that is gone.
+async fn connect_fleets(
+    cfg: &RobotConfig,
+    session: &zenoh::Session,
+    opts: ClientOptions,
+    worker: Worker,
+    facts: super::model::ModelFacts,
+) -> Result<Vec<Edges>> {
+    let template = std::sync::Mutex::new(worker.call(|g| g.share()).await?);
+    drop(worker);
+    let loader: lop_runtime::fleet::ModelLoader =
+        Arc::new(move || Ok(template.lock().unwrap_or_else(std::sync::PoisonError::into_inner).share()));
+    tracing::info!(
+        endpoint = %cfg.edge.endpoint,
+        deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,
+        binding = cfg.fleet_deadline_binding,
+        lanes = cfg.fleet_lanes,
+        inputs = cfg.inputs.len(),
+        site_shards_heard = ?cfg.fleet_site_shards,
+        "fleet mode: frames are routed over the edges found"
+    );
+    let mut edges = Vec::with_capacity(cfg.inputs.len());
+    for input in &cfg.inputs {
+        let opts = ClientOptions { robot_id: input.edge_id.clone(), ..opts.clone() };
+        edges.push(connect_fleet(cfg, session, opts, &facts, loader.clone()).await?);
+    }
+    Ok(edges)
+}
+
+/// Connects one input to the site's fleet under `opts.robot_id`: a worker per edge used (and
+/// one for frames kept on the robot), each from `loader`; with lanes (one input only), a fleet
+/// client per lane.
 ///
 /// # Errors
 /// A client that cannot be built (the table or a lane's robot id refused).
@@ -234,21 +281,12 @@ async fn connect_fleet(
     cfg: &RobotConfig,
     session: &zenoh::Session,
     opts: ClientOptions,
-    replan_load: lop::model::LoadOptions,
-    facts: super::model::ModelFacts,
+    facts: &super::model::ModelFacts,
+    loader: lop_runtime::fleet::ModelLoader,
 ) -> Result<Edges> {
-    let source = cfg.model_source.clone();
-    let loader: lop_runtime::fleet::ModelLoader = Arc::new(move || lop::model::load(&source, &replan_load));
-    tracing::info!(
-        endpoint = %cfg.edge.endpoint,
-        deadline_ms = cfg.fleet_deadline.as_secs_f64() * 1e3,
-        binding = cfg.fleet_deadline_binding,
-        lanes = cfg.fleet_lanes,
-        site_shards_heard = ?cfg.fleet_site_shards,
-        "fleet mode: frames are routed over the edges found"
-    );
     if cfg.fleet_lanes <= 1 {
-        let mut fleet = FleetClient::new(session.clone(), opts, facts.table, facts.cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
+        let (table, cost) = (facts.table.clone(), facts.cost.clone());
+        let mut fleet = FleetClient::new(session.clone(), opts, table, cost, loader, lop_runtime::fleet::STALE_AFTER).await?;
         fleet.set_deadline_binding(cfg.fleet_deadline_binding);
         if let Some(shards) = cfg.fleet_site_shards {
             fleet.hear_site(shards).await?;
@@ -269,5 +307,5 @@ async fn connect_fleet(
         lanes.push(lane);
     }
     let connected = lanes.iter().any(FleetClient::connected);
-    Ok(Edges::Stream { stream: Box::new(FleetStream::new(lanes)?), table: Box::new(facts.table), connected })
+    Ok(Edges::Stream { stream: Box::new(FleetStream::new(lanes)?), table: Box::new(facts.table.clone()), connected })
 }

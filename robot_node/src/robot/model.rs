@@ -108,8 +108,8 @@ pub(super) struct ModelFacts {
 pub(super) struct RobotModel {
     pub(super) worker: Worker,
     pub(super) loaded: Loaded,
-    /// How copies of the model (the replanner's, fleet lanes') load: in the robot profile's
-    /// layout, as the worker's.
+    /// How the replanner's copy of the model loads: in the robot profile's layout, as the
+    /// worker's. (The other inputs' and a fleet's workers share the worker's weights instead.)
     pub(super) replan_load: LoadOptions,
     pub(super) facts: ModelFacts,
 }

@@ -95,6 +95,24 @@ pub async fn start_synthetic_edge(
     table: &lop_runtime::table_config::TableSettings,
     cache_dir: &Path,
 ) -> (EdgeService, impl Sized) {
+    start_synthetic_edge_with(endpoint, model, table, cache_dir, |_| {}).await
+}
+
+/// [`start_synthetic_edge`] with its options changed by `tune` (batching, a slowed edge).
+pub async fn start_synthetic_edge_with(
+    endpoint: &str,
+    model: &str,
+    table: &lop_runtime::table_config::TableSettings,
+    cache_dir: &Path,
+    tune: impl FnOnce(&mut EdgeOptions),
+) -> (EdgeService, impl Sized) {
+    let (models, robot, spec) = synthetic_edge_model(model, table);
+    start_edge_with(endpoint, models, vec![robot], spec, cache_dir, tune).await
+}
+
+/// What an edge serving zoo `model` with synthetic profiles needs: the model (under its zoo
+/// name, without a `@WxH` size), the robot profile and the table spec of `table`.
+pub fn synthetic_edge_model(model: &str, table: &lop_runtime::table_config::TableSettings) -> (Vec<EdgeModel>, Profile, TableSpec) {
     use lop::plan::Side;
     use robot_node::config::ProfileSource;
     let g = lop::model::load(model, &Default::default()).unwrap();
@@ -102,8 +120,7 @@ pub async fn start_synthetic_edge(
     let server = ProfileSource::Synthetic.load(&g, Side::Server).unwrap();
     let spec = table.spec(&g, &robot, &server).unwrap();
     let id = model.trim_start_matches("zoo:").split('@').next().unwrap_or_default().to_string();
-    let model = EdgeModel { id, source: model.into(), load: Default::default(), server_profile: server };
-    start_edge(endpoint, vec![model], vec![robot], spec, cache_dir).await
+    (vec![EdgeModel { id, source: model.into(), load: Default::default(), server_profile: server }], robot, spec)
 }
 
 /// An edge service on its own Zenoh router at `endpoint`, answering probes; the returned values
@@ -115,9 +132,12 @@ pub async fn start_edge(
     spec: TableSpec,
     cache_dir: &Path,
 ) -> (EdgeService, impl Sized) {
-    let session = ZenohConfig::router(vec![endpoint.to_string()]).open().await.unwrap();
-    let acceptor = EdgeAcceptor::new(&session).await.unwrap();
-    let svc = EdgeService::start(EdgeOptions {
+    start_edge_with(endpoint, models, robot_profiles, spec, cache_dir, |_| {}).await
+}
+
+/// The options of an edge serving `models` on the CPU, one replica, without batching.
+pub fn edge_options(models: Vec<EdgeModel>, robot_profiles: Vec<Profile>, spec: TableSpec, cache_dir: &Path) -> EdgeOptions {
+    EdgeOptions {
         models,
         robot_profiles,
         profiles_dir: None,
@@ -131,9 +151,23 @@ pub async fn start_edge(
         dilation: 1.0,
         memory_budget: None,
         batching: Default::default(),
-    })
-    .await
-    .unwrap();
+    }
+}
+
+/// [`start_edge`] with its options changed by `tune`.
+pub async fn start_edge_with(
+    endpoint: &str,
+    models: Vec<EdgeModel>,
+    robot_profiles: Vec<Profile>,
+    spec: TableSpec,
+    cache_dir: &Path,
+    tune: impl FnOnce(&mut EdgeOptions),
+) -> (EdgeService, impl Sized) {
+    let session = ZenohConfig::router(vec![endpoint.to_string()]).open().await.unwrap();
+    let acceptor = EdgeAcceptor::new(&session).await.unwrap();
+    let mut opts = edge_options(models, robot_profiles, spec, cache_dir);
+    tune(&mut opts);
+    let svc = EdgeService::start(opts).await.unwrap();
     let serving = serve_zenoh(svc.clone(), acceptor);
     let probes = lop_runtime::bandwidth::probe::serve_probes(&session, Default::default(), svc.probe_counts()).await.unwrap();
     (svc, (serving, probes, session))

@@ -1,6 +1,8 @@
-//! A dedicated thread that owns one loaded copy of a model (libtorch tensors are not shared
-//! between threads) and runs jobs on it: a warm model replica. Async code hands it closures and
-//! awaits their results without blocking the executor.
+//! A dedicated thread that owns one loaded copy of a model (a libtorch tensor is `Send` but not
+//! `Sync`: one graph serves one thread at a time) and runs jobs on it: a warm model replica.
+//! Async code hands it closures and awaits their results without blocking the executor. Another
+//! thread can run the same model beside it without a second copy of the weights
+//! ([`Worker::share`]: its graph's weights share storage with this one's).
 
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
@@ -44,10 +46,14 @@ impl Worker {
     /// # Errors
     /// [`Error::Engine`] when loading fails; [`Error::Executor`] when the thread cannot start.
     pub async fn spawn(name: &str, load: impl FnOnce() -> lop::Result<Graph> + Send + 'static) -> Result<(Worker, Loaded)> {
+        // libtorch's intra-op thread count is per thread: carry the caller's over.
+        Self::spawn_with(name, tch::get_num_threads(), load).await
+    }
+
+    /// As [`Worker::spawn`], its thread running libtorch on `threads` intra-op threads.
+    async fn spawn_with(name: &str, threads: i32, load: impl FnOnce() -> lop::Result<Graph> + Send + 'static) -> Result<(Worker, Loaded)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = oneshot::channel();
-        // libtorch's intra-op thread count is per thread: carry the caller's over.
-        let threads = tch::get_num_threads();
         let handle = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
@@ -73,6 +79,21 @@ impl Worker {
             .map_err(|e| Error::Executor(format!("starting worker thread '{name}': {e}")))?;
         let loaded = ready_rx.await.map_err(|_| Error::Executor(format!("worker '{name}' died while loading")))?.map_err(Error::Engine)?;
         Ok((Worker { thread: Arc::new(WorkerThread { tx: Some(tx), handle: Some(handle) }) }, loaded))
+    }
+
+    /// Starts another thread named `name` whose model is a copy of this worker's sharing its
+    /// weights' storage ([`Graph::share`]): the two run jobs at the same time (a robot's cameras'
+    /// inferences, each waiting on the edge while the other computes) with the weights, their
+    /// packed copies and oneDNN primitives in memory once. It runs libtorch on as many intra-op
+    /// threads as this one. A layout changed on one copy later (`Graph::set_layout`) replaces
+    /// that copy's handles only.
+    ///
+    /// # Errors
+    /// [`Error::Executor`] when this worker is gone or the thread cannot start.
+    pub async fn share(&self, name: &str) -> Result<Worker> {
+        let (graph, threads) = self.call(|g| (g.share(), tch::get_num_threads())).await?;
+        let (worker, _) = Worker::spawn_with(name, threads, move || Ok(graph)).await?;
+        Ok(worker)
     }
 
     /// Queues `job`; its result comes through the returned receiver (which errors if the job
@@ -102,5 +123,38 @@ impl Drop for WorkerThread {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::Worker;
+
+    /// The address of the first weight of `g`'s model.
+    fn first_weight(g: &mut lop::graph::Graph) -> usize {
+        g.nodes.iter().flat_map(|n| n.op.weights()).next().map_or(0, |t| t.data_ptr() as usize)
+    }
+
+    /// A shared worker runs its jobs at the same time as the original (each job waits until the
+    /// other has started: on one thread the first would wait in vain) on the same weights.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shared_worker_runs_beside_the_original_on_the_same_weights() {
+        let (first, _) = Worker::spawn("share-a", || lop::zoo::build("resnet18")).await.unwrap();
+        let second = first.share("share-b").await.unwrap();
+        let (a, b) = (first.call(first_weight).await.unwrap(), second.call(first_weight).await.unwrap());
+        assert!(a != 0 && a == b, "the shared worker holds a weight of its own: {a:#x} vs {b:#x}");
+        let ((tx_a, rx_a), (tx_b, rx_b)) = (mpsc::channel::<()>(), mpsc::channel::<()>());
+        let meet = |tx: mpsc::Sender<()>, rx: mpsc::Receiver<()>| {
+            move |_: &mut lop::graph::Graph| {
+                let _ = tx.send(());
+                rx.recv_timeout(Duration::from_secs(10)).is_ok()
+            }
+        };
+        let (one, two) = (first.run(meet(tx_a, rx_b)), second.run(meet(tx_b, rx_a)));
+        assert_eq!((one.await.unwrap(), two.await.unwrap()), (true, true), "the two workers' jobs did not run at once");
     }
 }
