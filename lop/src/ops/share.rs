@@ -64,7 +64,7 @@ impl Op {
             Op::LayerNorm { axis, weight, bias, eps } => {
                 Op::LayerNorm { axis: *axis, weight: share_opt(weight), bias: share_opt(bias), eps: *eps }
             }
-            Op::Linear { weight, bias } => Op::Linear { weight: weight.shallow_clone(), bias: share_opt(bias) },
+            Op::Linear { weight, bias, act } => Op::Linear { weight: weight.shallow_clone(), bias: share_opt(bias), act: act.clone() },
             Op::MatMul => Op::MatMul,
             Op::Softmax { axis } => Op::Softmax { axis: *axis },
             Op::Post(p) => Op::Post(p.clone()),
