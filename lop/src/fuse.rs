@@ -26,16 +26,7 @@ pub struct Fusion {
     pub rewritten: Vec<Rewritten>,
 }
 
-/// One pattern of nodes folded into one node.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Rewritten {
-    /// The node the pattern starts at (the linear layer, or the GELU's `Erf`).
-    pub node: String,
-    /// What it became: `Gelu`, `Linear+bias`, `Linear+Gelu` or `Linear+Activation`.
-    pub into: String,
-    /// The nodes folded away.
-    pub removed: Vec<String>,
-}
+pub use crate::fuse_linear::Rewritten;
 
 /// One convolution that took an activation.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -95,7 +86,8 @@ pub fn fuse_activations(graph: Graph) -> (Graph, Fusion) {
             }),
         }
     }
-    let graph = crate::fuse_linear::fuse_linear_layers(rebuild(graph, found), &mut report);
+    let (graph, rewritten) = crate::fuse_linear::fuse_linear_layers(rebuild(graph, found));
+    report.rewritten = rewritten;
     (graph, report)
 }
 

@@ -11,10 +11,20 @@
 //! change only by rounding: libtorch's GELU is the same function as the written-out one (its
 //! error function is a different approximation), and oneDNN adds the bias inside the product.
 
-use crate::fuse::{Fusion, Rewritten};
 use crate::graph::{Graph, NodeId};
 use crate::ops::{BinaryOp, Op, UnaryOp, linear_post_op};
 use crate::value::DType;
+
+/// One pattern of nodes folded into one node, as `lop inspect` reports it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Rewritten {
+    /// The node the pattern starts at (the linear layer, or the GELU's `Erf`).
+    pub node: String,
+    /// What it became: `Gelu`, `Linear+bias`, `Linear+Gelu` or `Linear+Activation`.
+    pub into: String,
+    /// The nodes folded away.
+    pub removed: Vec<String>,
+}
 
 /// What happens to a node when a pattern is folded.
 enum Edit {
@@ -30,17 +40,18 @@ enum Edit {
 /// it became, or `None` (touching nothing).
 type Finder = fn(&Graph, &[Vec<NodeId>], NodeId, &mut [Option<Edit>]) -> Option<&'static str>;
 
-/// `graph` with the three folds above applied in turn, each recorded in `report`.
-pub(crate) fn fuse_linear_layers(graph: Graph, report: &mut Fusion) -> Graph {
-    let graph = fold(graph, report, gelu);
-    let graph = fold(graph, report, linear_bias);
-    fold(graph, report, linear_act)
+/// `graph` with the three folds above applied in turn, and what each folded.
+pub(crate) fn fuse_linear_layers(graph: Graph) -> (Graph, Vec<Rewritten>) {
+    let mut report = Vec::new();
+    let graph = fold(graph, &mut report, gelu);
+    let graph = fold(graph, &mut report, linear_bias);
+    (fold(graph, &mut report, linear_act), report)
 }
 
 /// Runs `find` at every node and applies what it finds; `find` fills the edits of one pattern
 /// and returns what to report, or `None` (touching nothing) where the node starts none.
 /// Constants that only removed nodes read go with them.
-fn fold(graph: Graph, report: &mut Fusion, find: Finder) -> Graph {
+fn fold(graph: Graph, report: &mut Vec<Rewritten>, find: Finder) -> Graph {
     let consumers = graph.consumers();
     let mut edits: Vec<Option<Edit>> = (0..graph.nodes.len()).map(|_| None).collect();
     for id in 0..graph.nodes.len() {
@@ -53,7 +64,7 @@ fn fold(graph: Graph, report: &mut Fusion, find: Finder) -> Graph {
                 .filter(|&r| !before[r] && matches!(edits[r], Some(Edit::Fold(_))))
                 .map(|r| graph.nodes[r].name.clone())
                 .collect();
-            report.rewritten.push(Rewritten { node: graph.nodes[id].name.clone(), into: into.to_string(), removed });
+            report.push(Rewritten { node: graph.nodes[id].name.clone(), into: into.to_string(), removed });
         }
     }
     drop_unread_constants(&graph, &consumers, &mut edits);

@@ -560,7 +560,14 @@ impl Op {
 
     /// Feeds attributes and weight bytes into a hash.
     pub(crate) fn hash_into(&self, h: &mut sha2::Sha256) -> Result<(), tch::TchError> {
-        h.update(format!("{self:?}").as_bytes());
+        let text = match self {
+            // As the variant printed before it had `act`: a linear layer with nothing folded in
+            // keeps its hash, so plans, profiles and recorded hellos of unfused models stay valid
+            // (a `Conv` prints its `act` only when set, for the same reason).
+            Op::Linear { weight, bias, act: None } => format!("Linear {{ weight: {weight:?}, bias: {bias:?} }}"),
+            _ => format!("{self:?}"),
+        };
+        h.update(text.as_bytes());
         for t in self.weights() {
             let flat = t.f_to_kind(tch::Kind::Float)?.f_contiguous()?.f_view([-1])?.f_to_device(Device::Cpu)?;
             let v = Vec::<f32>::try_from(&flat)?;
