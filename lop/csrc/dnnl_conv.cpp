@@ -402,6 +402,22 @@ void max_pool(const int64_t* xd, const float* x, const int64_t* yd, float* y, co
   check(s, "max pooling");
 }
 
+// Runs `body` at the C boundary: 0, or 1 with the message of whatever it threw.
+template <typename Body>
+int guarded(Body body, char* err, size_t err_len) {
+  try {
+    body();
+    return 0;
+  } catch (const Failure& f) {
+    write_error(f.what, err, err_len);
+  } catch (const std::exception& e) {
+    write_error(e.what(), err, err_len);
+  } catch (...) {
+    write_error("unknown C++ exception", err, err_len);
+  }
+  return 1;
+}
+
 // Sets oneDNN's OpenMP thread count to `threads` where it differs (0: leave it).
 void use_threads(int threads) {
   if (threads > 0 && g_api->omp_get_max_threads != nullptr && g_api->omp_set_num_threads != nullptr &&
@@ -492,18 +508,12 @@ void* lop_dnnl_conv_new(const float* w, const int64_t* wdims, int64_t groups, co
 // 0, or 1 with a message.
 int lop_dnnl_conv_run(void* ctx, const float* x, const int64_t* xdims, const int64_t* pads, float* y, const int64_t* ydims,
                       int threads, char* err, size_t err_len) {
-  try {
-    use_threads(threads);
-    static_cast<Conv*>(ctx)->run(xdims, x, pads, ydims, y);
-    return 0;
-  } catch (const Failure& f) {
-    write_error(f.what, err, err_len);
-  } catch (const std::exception& e) {
-    write_error(e.what(), err, err_len);
-  } catch (...) {
-    write_error("unknown C++ exception", err, err_len);
-  }
-  return 1;
+  return guarded(
+      [&] {
+        use_threads(threads);
+        static_cast<Conv*>(ctx)->run(xdims, x, pads, ydims, y);
+      },
+      err, err_len);
 }
 
 // Shapes kept, packed formats kept, and calls past the caps (packed for that call alone).
@@ -528,18 +538,12 @@ int lop_dnnl_max_pool(const float* x, const int64_t* xdims, float* y, const int6
     write_error("oneDNN is not loaded", err, err_len);
     return 1;
   }
-  try {
-    use_threads(threads);
-    max_pool(xdims, x, ydims, y, kernel, strides, dilations, pads);
-    return 0;
-  } catch (const Failure& f) {
-    write_error(f.what, err, err_len);
-  } catch (const std::exception& e) {
-    write_error(e.what(), err, err_len);
-  } catch (...) {
-    write_error("unknown C++ exception", err, err_len);
-  }
-  return 1;
+  return guarded(
+      [&] {
+        use_threads(threads);
+        max_pool(xdims, x, ydims, y, kernel, strides, dilations, pads);
+      },
+      err, err_len);
 }
 
 }  // extern "C"

@@ -10,6 +10,7 @@
 //! and the content hash differs between a fused graph and an unfused one, so two sides that
 //! disagree are refused at the handshake rather than computing different values.
 
+use crate::fuse_linear::{Edit, apply};
 use crate::graph::{Graph, NodeId};
 use crate::ops::{BinaryOp, Op, UnaryOp};
 use crate::value::DType;
@@ -166,39 +167,17 @@ fn is_activation(op: &Op) -> bool {
 /// The graph without the folded nodes: their readers read the convolution instead, which takes
 /// a folded graph output's name (the value, and so the name a caller asks for, is its).
 fn rebuild(graph: Graph, found: Vec<Option<Found>>) -> Graph {
-    let n = graph.nodes.len();
-    let mut folded_into: Vec<Option<NodeId>> = vec![None; n];
-    let mut takes_name: Vec<Option<String>> = vec![None; n];
-    for (conv, f) in found.iter().enumerate() {
-        let Some(f) = f else { continue };
-        for &r in &f.removed {
-            folded_into[r] = Some(conv);
-        }
-        if let Some(&last) = f.removed.last()
-            && graph.outputs.contains(&last)
-        {
-            takes_name[conv] = Some(graph.nodes[last].name.clone());
+    let mut edits: Vec<Option<Edit>> = (0..graph.nodes.len()).map(|_| None).collect();
+    for (conv, f) in found.into_iter().enumerate() {
+        let (Some(f), Op::Conv(c)) = (f, &graph.nodes[conv].op) else { continue };
+        let mut fused = c.share();
+        fused.act = Some(f.act);
+        edits[conv] = Some(Edit::Set(Box::new(Op::Conv(fused)), graph.nodes[conv].inputs.clone()));
+        for r in f.removed {
+            edits[r] = Some(Edit::Fold(conv));
         }
     }
-    let mut new_id = vec![usize::MAX; n];
-    let mut nodes = Vec::with_capacity(n);
-    for (id, mut node) in graph.nodes.into_iter().enumerate() {
-        if let Some(conv) = folded_into[id] {
-            new_id[id] = new_id[conv];
-            continue;
-        }
-        node.inputs = node.inputs.iter().map(|&i| new_id[i]).collect();
-        if let (Some(f), Op::Conv(c)) = (&found[id], &mut node.op) {
-            c.act = Some(f.act.clone());
-        }
-        if let Some(name) = takes_name[id].take() {
-            node.name = name;
-        }
-        new_id[id] = nodes.len();
-        nodes.push(node);
-    }
-    let outputs = graph.outputs.iter().map(|&o| new_id[o]).collect();
-    Graph { name: graph.name, nodes, outputs }
+    apply(graph, edits)
 }
 
 #[cfg(test)]

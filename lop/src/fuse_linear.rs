@@ -27,7 +27,7 @@ pub struct Rewritten {
 }
 
 /// What happens to a node when a pattern is folded.
-enum Edit {
+pub(crate) enum Edit {
     /// Removed; only nodes of the same pattern read it, or they read `NodeId` instead.
     Fold(NodeId),
     /// A constant no reader is left for.
@@ -92,8 +92,9 @@ fn drop_unread_constants(graph: &Graph, consumers: &[Vec<NodeId>], edits: &mut [
     }
 }
 
-/// The graph after `edits`. A folded graph output gives its name to the node it folds into.
-fn apply(graph: Graph, mut edits: Vec<Option<Edit>>) -> Graph {
+/// The graph after `edits` (one per node). A folded graph output gives its name to the node it
+/// folds into.
+pub(crate) fn apply(graph: Graph, mut edits: Vec<Option<Edit>>) -> Graph {
     let n = graph.nodes.len();
     let mut takes_name: Vec<Option<String>> = vec![None; n];
     for (id, e) in edits.iter().enumerate() {
