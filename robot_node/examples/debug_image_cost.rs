@@ -142,6 +142,19 @@ struct Times {
     /// The whole process's CPU time per frame of each block, seconds (node, router, camera and
     /// subscriber together: less sensitive than latency to a shared machine's load).
     cpu: Vec<f64>,
+    /// The drawing thread's CPU time over the condition's blocks, seconds.
+    drawer: f64,
+}
+
+/// The CPU time the node's debug image thread (`lop-debug-image`) has run so far, seconds, from
+/// the kernel's per-thread scheduler statistics; `None` where there is no such thread or file.
+fn drawer_cpu_s() -> Option<f64> {
+    std::fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|task| {
+        let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+        (comm.trim() == "lop-debug-image").then_some(())?;
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        stat.split_whitespace().next()?.parse::<f64>().ok().map(|ns| ns * 1e-9)
+    })
 }
 
 /// CPU time this process has used so far (user and system, all threads), seconds.
@@ -179,7 +192,7 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
         // Let the node's graph follow the subscriber's arrival or departure.
         std::thread::sleep(Duration::from_millis(500));
         let times = if subscribed { &mut on } else { &mut off };
-        let (first, t0, c0) = (times.latency.len(), Instant::now(), cpu_s());
+        let (first, t0, c0, d0) = (times.latency.len(), Instant::now(), cpu_s(), drawer_cpu_s());
         for _ in 0..args.frames {
             let (latency, round_trip) = answer(&camera, &results, &frame(args.size, sec))?;
             sec += 1;
@@ -190,6 +203,7 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
         // The last frames' debug images may still be on their way.
         std::thread::sleep(Duration::from_millis(300));
         let drawn = debug.try_iter().count();
+        times.drawer += drawer_cpu_s().zip(d0).map_or(f64::NAN, |(b, a)| b - a);
         drop(sub);
         lines.push(format!(
             "block {block}: {:<13} {} frames in {:.1} s, latency_s mean {:.2} ms, camera-to-result mean {:.2} ms, debug images received {drawn}",
@@ -204,6 +218,7 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
     let (e, f) = (mean_ms(&off.cpu), mean_ms(&on.cpu));
     lines.push(format!("process CPU time per frame: {e:.2} ms without a subscriber, {f:.2} ms with one ({:+.2} ms)", f - e));
     let (a, b) = (mean_ms(&off.latency), mean_ms(&on.latency));
+    lines.push(drawer_bound(&on, b));
     let (c, d) = (mean_ms(&off.round_trip), mean_ms(&on.round_trip));
     lines.push(format!(
         "model {} frames {}x{}, subscribed to {} (max_rate_hz {}): latency_s mean {a:.2} ms without a subscriber, {b:.2} ms with one ({:+.2}%); camera-to-result {c:.2} ms, {d:.2} ms ({:+.2}%)",
@@ -216,6 +231,17 @@ fn measure(camera_node: &HirozRos, args: &Args) -> Result<String> {
         (d / c - 1.0) * 100.0
     ));
     Ok(lines.join("\n"))
+}
+
+/// The drawing thread's CPU time per subscribed frame, and that over the mean latency `mean_ms`:
+/// the most the debug image can add to a frame's latency if every moment it ran had delayed a
+/// result by as much (it runs at nice 19 after the result is out, so it delays less).
+fn drawer_bound(on: &Times, mean_ms: f64) -> String {
+    let per_frame_ms = on.drawer / on.latency.len().max(1) as f64 * 1e3;
+    format!(
+        "debug image thread CPU time: {per_frame_ms:.3} ms per subscribed frame ({:.2}% of the mean latency: the bound on what it adds)",
+        per_frame_ms / mean_ms * 100.0
+    )
 }
 
 /// A subscriber of the debug image's `topic` (either form) that signals each message on `tx`.
@@ -231,7 +257,7 @@ fn subscribe(n: &hiroz::node::ZNode, topic: &str, tx: mpsc::Sender<()>) -> Resul
     Ok(sub)
 }
 
-/// The median over pairs of neighbouring blocks (no subscriber, then subscribed) of the
+/// The median and mean over pairs of neighbouring blocks (no subscriber, then subscribed) of the
 /// subscribed block's mean latency over the other's: robust to a shared machine's load changing
 /// between pairs.
 fn paired(off: &Times, on: &Times, frames: usize) -> String {
@@ -239,7 +265,17 @@ fn paired(off: &Times, on: &Times, frames: usize) -> String {
     let mut ratios: Vec<f64> = means(off).iter().zip(means(on)).map(|(a, b)| (b / a - 1.0) * 100.0).collect();
     ratios.sort_by(f64::total_cmp);
     let median = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
-    format!("paired blocks: median latency_s change with a subscriber {median:+.2}% over {} pairs", ratios.len())
+    let n = ratios.len() as f64;
+    let mean = ratios.iter().sum::<f64>() / n;
+    let spread = (ratios.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    // Two standard errors: about a 95% interval over this many pairs.
+    let half = 2.0 * spread / n.sqrt();
+    format!(
+        "paired blocks: latency_s change with a subscriber, median {median:+.2}%, mean {mean:+.2}% (95% interval {:+.2}% to {:+.2}%) over {} pairs",
+        mean - half,
+        mean + half,
+        ratios.len()
+    )
 }
 
 /// What the frame loop pays per frame without a subscriber: asking the backend whether the
