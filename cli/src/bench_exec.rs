@@ -213,6 +213,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
             "packing": {"shapes": packing.shapes, "formats": packing.formats, "plain_calls": packing.plain_calls},
             "conv_call_floor_ms": floor.conv_ms, "banded_convs": floor.convs,
             "linear_call_floor_ms": floor.linear_ms, "banded_linears": floor.linears, "chunked_floor_ratio": floor.ratio,
+            "linear_activations": lop::ops::route_choices(),
         });
         println!("{v}");
     } else {
@@ -240,6 +241,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
             "prepacked convolution weights: {} input shapes, {} packed copies, {} calls on libtorch's plain path",
             packing.shapes, packing.formats, packing.plain_calls
         );
+        for c in lop::ops::route_choices() {
+            let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |m| format!("{m:.3} ms"));
+            println!(
+                "linear layers' {}: {} (measuring layer: post-op {}, own kernel after {})",
+                c.act,
+                if c.fused { "oneDNN post-op" } else { "own kernel after the product" },
+                ms(c.fused_ms),
+                ms(c.apart_ms)
+            );
+        }
         if !kinds.is_empty() {
             let kernels: f64 = kinds.iter().map(|k| k.banded_ms).sum();
             println!(

@@ -26,7 +26,7 @@ mod slice;
 mod sources;
 mod tensor;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 use crate::error::{Error, Result};
 use crate::graph::{DType, Graph};

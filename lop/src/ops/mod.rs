@@ -8,6 +8,7 @@ mod direct;
 mod direct_pool;
 mod elementwise;
 mod layout;
+mod linear;
 mod packed;
 mod pad;
 mod resize;
@@ -20,7 +21,8 @@ pub use band::BandIn;
 pub use direct::{DirectConv, PreparedConv, post_op};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
-pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats, linear, linear_post_op};
+pub use linear::{Route, RouteChoice, linear, linear_post_op, route_choices};
+pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
 pub use pad::{Pad, PadMode};
 pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
 pub use rowwise::ReduceKind;
@@ -462,7 +464,7 @@ impl Op {
                 let shape: Vec<i64> = x.size()[*axis..].to_vec();
                 x.f_layer_norm(shape.as_slice(), weight.as_ref(), bias.as_ref(), *eps, false)
             }
-            Op::Linear { weight, bias, act } => packed::linear(&ins[0].rows(rows)?, weight, bias.as_ref(), act.as_ref()),
+            Op::Linear { weight, bias, act } => linear::linear(&ins[0].rows(rows)?, weight, bias.as_ref(), act.as_ref()),
             Op::MatMul => rowwise::compute_matmul(ins, out, rows),
             Op::Softmax { axis } => {
                 let global = ins[0].info.row_axis == Some(*axis);

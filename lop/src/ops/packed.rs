@@ -1,10 +1,6 @@
-//! oneDNN's own convolution with prepacked weights and linear layer,
-//! `mkldnn::_convolution_pointwise` and `mkldnn::_linear_pointwise` (the ops PyTorch's CPU
-//! compiler emits), reached through the C++ shim `csrc/pointwise.cpp` since tch does not wrap them.
-//!
-//! libtorch's eager linear layer goes to the BLAS it ships (MKL), which on this project's AMD CPU
-//! ran convnext_tiny's MLP layers at half oneDNN's speed (a [1, 28, 28, 192] x [768, 192] layer:
-//! 2.37 ms against 1.09 ms on one core), on a channels-last view after a copy to contiguous.
+//! oneDNN's own convolution with prepacked weights, `mkldnn::_convolution_pointwise` (the op
+//! PyTorch's CPU compiler emits), reached through the C++ shim `csrc/pointwise.cpp` since tch does
+//! not wrap it (the linear layer's call through the same shim is [`super::linear`]).
 //!
 //! libtorch's eager `convolution` over channels-last memory hands oneDNN the plain weight, which
 //! oneDNN reorders into its blocked format at every call: for resnet18's 512-channel layers that
@@ -16,26 +12,12 @@
 
 use std::ffi::{CStr, c_char, c_int};
 
-use super::UnaryOp;
 use tch::{Kind, Tensor};
 use torch_sys::C_tensor;
 
 unsafe extern "C" {
     fn lop_conv_pointwise_available() -> c_int;
     fn lop_mkldnn_serialized_md(w: *const C_tensor, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
-    #[allow(clippy::too_many_arguments)]
-    fn lop_linear_pointwise(
-        x: *const C_tensor,
-        w: *const C_tensor,
-        b: *const C_tensor,
-        attr: *const c_char,
-        scalars: *const f64,
-        nscalars: i64,
-        algorithm: *const c_char,
-        out: *mut *mut C_tensor,
-        err: *mut c_char,
-        err_len: usize,
-    ) -> c_int;
     #[allow(clippy::too_many_arguments)]
     fn lop_conv_pointwise(
         x: *const C_tensor,
@@ -269,69 +251,13 @@ pub fn conv(
     taken(rc, out, &err, "prepacked convolution")
 }
 
-/// `act(x · weightᵀ + bias)` (a linear layer over the last axis, `weight` of `[out, in]`, `act`
-/// applied to its output) by oneDNN in one pass, for float32 CPU tensors when [`available`] and
-/// `act` has a post-op there ([`linear_post_op`]); libtorch's `linear` and then the activation's
-/// own kernel otherwise.
-///
-/// # Errors
-/// The shim's message (from libtorch) as a [`tch::TchError::Torch`]; libtorch errors.
-pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, act: Option<&UnaryOp>) -> Result<Tensor, tch::TchError> {
-    let cpu_float = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float;
-    let post = linear_post_op(act);
-    let Some((attr, scalars, algorithm)) =
-        post.filter(|_| available() && cpu_float(x) && cpu_float(weight) && x.dim() >= 2 && weight.dim() == 2)
-    else {
-        let y = x.f_linear(weight, bias)?;
-        return act.map_or(Ok(y.shallow_clone()), |a| a.apply(&y));
-    };
-    let x = x.f_contiguous()?;
-    let mut out: *mut C_tensor = std::ptr::null_mut();
-    let mut err = [0 as c_char; 512];
-    let b = bias.map_or(std::ptr::null(), Tensor::as_ptr);
-    let (attr, algorithm) = (c_string(attr), c_string(algorithm));
-    // SAFETY: as in [`conv`]: live borrowed tensors, NUL-terminated strings and a scalar slice that
-    // outlive the call, the error buffer of its stated length, and a new handle on success.
-    let rc = unsafe {
-        lop_linear_pointwise(
-            x.as_ptr(),
-            weight.as_ptr(),
-            b,
-            attr.as_ptr(),
-            scalars.as_ptr(),
-            scalars.len() as i64,
-            algorithm.as_ptr(),
-            &mut out,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    taken(rc, out, &err, "oneDNN linear")
-}
-
-/// oneDNN's post-op for a linear layer's activation, as libtorch's fusion map names it: the
-/// attribute, its scalars and its algorithm; `None` for an activation it has no post-op for.
-pub fn linear_post_op(act: Option<&UnaryOp>) -> Option<(&'static str, Vec<f64>, &'static str)> {
-    Some(match act {
-        None => ("none", vec![], ""),
-        Some(UnaryOp::Relu) => ("relu", vec![], ""),
-        Some(UnaryOp::Gelu { tanh: false }) => ("gelu", vec![], "none"),
-        Some(UnaryOp::Gelu { tanh: true }) => ("gelu", vec![], "tanh"),
-        Some(UnaryOp::Sigmoid) => ("sigmoid", vec![], ""),
-        Some(UnaryOp::Tanh) => ("tanh", vec![], ""),
-        Some(UnaryOp::Silu) => ("swish", vec![], ""),
-        Some(UnaryOp::HardSwish) => ("hardswish", vec![], ""),
-        Some(_) => return None,
-    })
-}
-
 /// `s` as a C string (the post-op names are fixed ASCII without NUL).
-fn c_string(s: &str) -> std::ffi::CString {
+pub(super) fn c_string(s: &str) -> std::ffi::CString {
     std::ffi::CString::new(s).unwrap_or_default()
 }
 
 /// The shim's result: the new handle, owned from here on, or its message as an error.
-fn taken(rc: c_int, out: *mut C_tensor, err: &[c_char], what: &str) -> Result<Tensor, tch::TchError> {
+pub(super) fn taken(rc: c_int, out: *mut C_tensor, err: &[c_char], what: &str) -> Result<Tensor, tch::TchError> {
     if rc != 0 || out.is_null() {
         // SAFETY: the shim always NUL-terminates within the buffer.
         let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
@@ -439,29 +365,5 @@ mod tests {
         assert_eq!(st.shapes, super::MAX_PACKED_SHAPES, "{st:?}");
         assert_eq!(st.plain_calls, extra, "{st:?}");
         assert!(st.formats >= 1 && st.formats <= super::MAX_PACKED_FORMATS.min(st.shapes - 1), "shared by format: {st:?}");
-    }
-}
-
-#[cfg(test)]
-mod linear_tests {
-    use crate::exec::{Tolerance, agree};
-    use tch::{Device, Kind, Tensor};
-
-    /// oneDNN's linear layer agrees with libtorch's on a token matrix, a channels-last view (not
-    /// contiguous), one row, and without bias.
-    #[test]
-    fn onednn_linear_agrees_with_libtorch() {
-        let w = Tensor::randn([24, 16], (Kind::Float, Device::Cpu));
-        let b = Tensor::randn([24], (Kind::Float, Device::Cpu));
-        let nhwc_view = Tensor::randn([1, 16, 5, 7], (Kind::Float, Device::Cpu)).permute([0, 2, 3, 1]);
-        for x in [Tensor::randn([9, 16], (Kind::Float, Device::Cpu)), nhwc_view, Tensor::randn([1, 16], (Kind::Float, Device::Cpu))] {
-            for bias in [Some(&b), None] {
-                let got = super::linear(&x, &w, bias, None).expect("linear");
-                let want = x.linear(&w, bias);
-                assert_eq!(got.size(), want.size());
-                let a = agree(&got, &want, Tolerance::SPLIT).expect("same shape");
-                assert!(a.within, "{:?} bias {}: {a:?}", x.size(), bias.is_some());
-            }
-        }
     }
 }
