@@ -59,12 +59,15 @@ trace=data/traces/indoor.csv
 
 # The machine and the code, recorded with every result.
 machine() {
-  local cpu commit
+  local cpu commit isa
   cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+  # The widest vector instructions: oneDNN's and onnxruntime's kernels (and which of them is
+  # faster) differ between AVX2 and AVX-512 machines that report the same model name.
+  isa=$(grep -m1 -ow -e avx512f -e avx2 -e asimd /proc/cpuinfo | head -1 | tr a-z A-Z)
   commit=$(git rev-parse --short=12 HEAD)
   git diff --quiet HEAD -- . ':!docs' 2>/dev/null || commit="$commit+changes"
-  printf '{"cpu": "%s", "cores": %s, "date": "%s", "commit": "%s"}' \
-    "${cpu:-unknown}" "$(nproc)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit"
+  printf '{"cpu": "%s", "isa": "%s", "cores": %s, "date": "%s", "commit": "%s"}' \
+    "${cpu:-unknown}" "${isa:-unknown}" "$(nproc)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit"
 }
 
 # store NAME KIND COMMAND...: runs COMMAND (its stdout is one JSON value) and writes

@@ -32,6 +32,12 @@ const c10::OperatorHandle* serialized_md_op() {
   return op.has_value() ? &*op : nullptr;
 }
 
+const c10::OperatorHandle* reorder_linear_op() {
+  static const std::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findOp(c10::OperatorName("mkldnn::_reorder_linear_weight", ""));
+  return op.has_value() ? &*op : nullptr;
+}
+
 const c10::OperatorHandle* linear_op() {
   static const std::optional<c10::OperatorHandle> op =
       c10::Dispatcher::singleton().findOp(c10::OperatorName("mkldnn::_linear_pointwise", ""));
@@ -108,6 +114,17 @@ int lop_linear_pointwise(const at::Tensor* x, const at::Tensor* w, const at::Ten
     }
   };
   return call(linear_op(), "mkldnn::_linear_pointwise", push, out, err, err_len);
+}
+
+// `w` of [out, in] (dense) reordered once into the blocked format oneDNN's linear layer wants,
+// for `batch` rows (a hint: the result serves any row count), as a new handle that
+// `lop_linear_pointwise` takes as its weight. Returns 0 and sets *out, or 1 with a message.
+int lop_reorder_linear_weight(const at::Tensor* w, int64_t batch, at::Tensor** out, char* err, size_t err_len) {
+  auto push = [&](torch::jit::Stack& stack) {
+    stack.emplace_back(*w);
+    stack.emplace_back(batch);
+  };
+  return call(reorder_linear_op(), "mkldnn::_reorder_linear_weight", push, out, err, err_len);
 }
 
 // The memory descriptor of oneDNN tensor `w` (its blocked format, serialized by oneDNN) as a

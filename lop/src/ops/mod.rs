@@ -21,7 +21,7 @@ pub use band::BandIn;
 pub use direct::{DirectConv, PreparedConv, post_op};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
-pub use linear::{Route, RouteChoice, linear, linear_post_op, route_choices};
+pub use linear::{MAX_PACKED_LINEARS, Route, RouteChoice, linear, linear_post_op, prepacked_linears, route_choices};
 pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
 pub use pad::{Pad, PadMode};
 pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
