@@ -302,7 +302,7 @@ mod tests {
     fn a_weight_is_packed_once_and_gives_libtorchs_values() {
         let opts = (Kind::Float, tch::Device::Cpu);
         let (w, b) = (Tensor::randn([48, 32], opts), Tensor::randn([48], opts));
-        prepacked(&w, 64).expect("packed");
+        drop(prepacked(&w, 64).expect("packed"));
         let entries =
             || PREPACKED.lock().unwrap_or_else(PoisonError::into_inner).iter().filter(|p| p.plain.data_ptr() == w.data_ptr()).count();
         for x in [Tensor::randn([1, 8, 8, 32], opts), Tensor::randn([1, 1, 8, 32], opts), Tensor::randn([3, 32], opts)] {
