@@ -45,9 +45,9 @@ unsafe extern "C" {
 
 /// `act(x · weightᵀ + bias)` (a linear layer over the last axis, `weight` of `[out, in]`, `act`
 /// applied to its output). For float32 CPU tensors where libtorch has oneDNN, the product is
-/// oneDNN's, on the weight packed once for it (kept, at most [`MAX_PACKED_LINEARS`]), with `act` as its post-op where it has one and [`route`] finds that faster, and
-/// otherwise `act`'s own kernel in place on the fresh output; elsewhere libtorch's `linear` and
-/// then the activation.
+/// oneDNN's, on the weight packed once for it (kept, at most [`MAX_PACKED_LINEARS`]), with `act`
+/// as its post-op where it has one and [`route`] finds that faster, and otherwise `act`'s own
+/// kernel in place on the fresh output; elsewhere libtorch's `linear` and then the activation.
 ///
 /// # Errors
 /// The shim's message (from libtorch) as a [`tch::TchError::Torch`]; libtorch errors.
