@@ -270,8 +270,8 @@ fn prepare(model: &str, cache: &Path, work: &Path) -> anyhow::Result<Setup> {
     let g = lop::model::load(model, &Default::default()).with_context(|| format!("loading model '{model}'"))?;
     let (robot, server) = lop::profile::SYNTHETIC.pair(&g).context("synthetic profiles")?;
     let spec = TableSpec::latency(BUCKETS.to_vec(), 0.001);
-    let (table, _, cache_use) = load_or_build(cache, &g, None, &robot, &server, &spec, 1)
-        .with_context(|| format!("the schedule table (cache {})", cache.display()))?;
+    let (table, _, cache_use) =
+        load_or_build(cache, &g, &robot, &server, &spec, 1).with_context(|| format!("the schedule table (cache {})", cache.display()))?;
     tracing::info!(?cache_use, "fleet-rss: schedule table");
     table.save(&work.join(TABLE))?;
     let model_id = g.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_");

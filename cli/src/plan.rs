@@ -260,8 +260,8 @@ pub fn run(args: &PlanArgs, threads: Option<i32>) -> anyhow::Result<i32> {
     let spec = table_spec(args, &setup, buckets, scale)?;
     let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n.max(1) as usize);
     let (table, times, usage, planning) = build_table(args, &setup, &spec, threads)?;
-    let bounds = table.pipeline_bounds(&setup.graph, &setup.robot, &setup.server)?;
-    let fluid = table.fluid_bounds(&setup.graph, &setup.robot, &setup.server)?;
+    let bounds = table.pipeline_bounds(&setup.graph, &setup.robot, &setup.server, threads)?;
+    let fluid = table.fluid_bounds(&setup.graph, &setup.robot, &setup.server, threads)?;
     let rows = bucket_rows(&table, &bounds, &fluid, &times);
     if let Some(path) = &args.svg {
         write_svg(path, &rows, &table.model, args.setup.input_wire)?;
@@ -337,11 +337,8 @@ fn build_table(
     threads: usize,
 ) -> anyhow::Result<(ScheduleTable, Vec<f64>, CacheUse, f64)> {
     let dir = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache"));
-    let opts = args.setup.model.load_options();
-    let name = args.setup.model.model.clone();
-    let loader = move || lop::model::load(&name, &opts);
     let plan_start = std::time::Instant::now();
-    let (table, times, usage) = load_or_build(&dir, &setup.graph, Some(&loader), &setup.robot, &setup.server, spec, threads)?;
+    let (table, times, usage) = load_or_build(&dir, &setup.graph, &setup.robot, &setup.server, spec, threads)?;
     let planning = plan_start.elapsed().as_secs_f64();
     if usage == CacheUse::Hit {
         // The cached bytes, not a re-serialisation of parsed floats: byte-identical tables.

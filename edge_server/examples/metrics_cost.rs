@@ -82,7 +82,7 @@ async fn round(dir: &std::path::Path, on: bool, frames: usize) -> anyhow::Result
     std::fs::create_dir_all(dir.join("robots"))?;
     robot.save(&dir.join("robots/robot.json"))?;
     let spec = cfg.table_spec()?;
-    let (table, _, _) = lop::planner::table::load_or_build(&dir.join("robot-tables"), &g, None, &robot, &server, &spec, 1)?;
+    let (table, _, _) = lop::planner::table::load_or_build(&dir.join("robot-tables"), &g, &robot, &server, &spec, 1)?;
     let inputs = lop::exec::synthetic_inputs(&g, 3)?;
     drop(g);
     let opts = {

@@ -179,7 +179,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
         let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
         robot.save(&dir.join(format!("robots/{id}.json"))).unwrap();
-        let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
+        let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &spec, 1).unwrap();
         let mut cost = ModelCost::derive(id, &g, &robot, &server, Default::default()).unwrap();
         tables.push(table);
         let inputs = lop::exec::synthetic_inputs(&g, 5).unwrap();

@@ -69,7 +69,7 @@ fn a_fleet_robot_measures_each_edges_path_and_routes_around_the_slow_one() {
     let robot_profile = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
     let server_profile = edge_server::synthetic_profile(&g, Side::Server).unwrap();
     robot_profile.save(&dir.join("robots/resnet18.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot_profile, &server_profile, &spec, 1).unwrap();
+    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot_profile, &server_profile, &spec, 1).unwrap();
     let mut cost = ModelCost::derive("resnet18", &g, &robot_profile, &server_profile, Default::default()).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 11).unwrap();
     let t0 = Instant::now();

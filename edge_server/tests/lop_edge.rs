@@ -59,7 +59,7 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
     let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
     let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
     robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
+    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &spec, 1).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
     drop(g);

@@ -113,7 +113,7 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
     let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
     robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&dir.join("robot-tables"), &g, None, &robot, &server, &spec, 1).unwrap();
+    let (table, _, _) = lop::planner::table::load_or_build(&dir.join("robot-tables"), &g, &robot, &server, &spec, 1).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
     drop(g);
 

@@ -55,8 +55,7 @@ fn site(name: &str, zenoh_yaml: &str) -> (Site, PathBuf) {
     let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
     let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
     robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) =
-        lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &cfg.table_spec().unwrap(), 1).unwrap();
+    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &cfg.table_spec().unwrap(), 1).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
     (Site { dir, table, inputs, whole }, config)

@@ -364,7 +364,7 @@ fn plan_with(robot: &Profile, server: &Profile) -> bool {
     let spec = hello_spec();
     let _ = spec.clone().with_frame_codec(FrameCodec::Lossless, robot, server);
     TABLE_GRAPH.with(|g| {
-        let Ok((table, _)) = ScheduleTable::build(g, None, robot, server, &spec, 1) else { return false };
+        let Ok((table, _)) = ScheduleTable::build(g, robot, server, &spec, 1) else { return false };
         assert_eq!(
             (&table.key.robot_profile_hash, &table.key.server_profile_hash),
             (&robot.hash(), &server.hash()),

@@ -80,7 +80,7 @@ pub async fn run_edge_batching(cfg: &EdgeBatchBench, max_batch: usize) -> Result
         let robot = synthetic_profile(&g, Side::Robot)?;
         let server = synthetic_profile(&g, Side::Server)?;
         let spec = TableSpec::latency(vec![0.0, LINK_MB_S], 0.0005);
-        let table = lop::planner::table::load_or_build(&cache, &g, None, &robot, &server, &spec, 1)?.0;
+        let table = lop::planner::table::load_or_build(&cache, &g, &robot, &server, &spec, 1)?.0;
         let mut frames = Vec::with_capacity(robots);
         for k in 0..robots {
             let inputs = lop::exec::synthetic_inputs(&g, 1000 + k as u64)?;

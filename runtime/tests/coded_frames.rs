@@ -39,7 +39,7 @@ fn setup(codec: FrameCodec) -> (Setup, Vec<tch::Tensor>) {
     robot.set_codec_cost(cost);
     server.set_codec_cost(cost);
     let spec = TableSpec::latency(vec![0.0, 2.0, 8.0, 30.0], 0.001).with_frame_codec(codec, &robot, &server).unwrap();
-    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
+    let (table, _) = ScheduleTable::build(&g, &robot, &server, &spec, 1).unwrap();
     let tensor = |p: &[u8]| tch::Tensor::from_slice(p).reshape([1, 3, 224, 224]);
     let inputs = vec![tensor(&planar)];
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
@@ -309,7 +309,7 @@ async fn frames_coding_larger_than_priced_read_the_table_lower() {
     robot.set_codec_cost(cheap);
     server.set_codec_cost(cheap);
     let spec = TableSpec::latency(vec![0.0, 2.0, 8.0, 30.0], 0.001).with_frame_codec(codec, &robot, &server).unwrap();
-    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
+    let (table, _) = ScheduleTable::build(&g, &robot, &server, &spec, 1).unwrap();
     let inputs = vec![tch::Tensor::from_slice(&frame()).reshape([1, 3, 224, 224])];
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
     let s = Setup { robot, server, spec, table, inputs, whole };

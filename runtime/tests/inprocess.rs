@@ -239,7 +239,7 @@ async fn a_robot_with_another_server_profile_plans_the_edges_table() {
     let slower =
         lop::profile::SyntheticCosts { server_s_per_byte: 3.0 * lop::profile::SYNTHETIC.server_s_per_byte, ..lop::profile::SYNTHETIC };
     let guessed = slower.profile(&g, lop::plan::Side::Server).unwrap();
-    let (own_table, _) = lop::planner::table::ScheduleTable::build(&g, None, &s.robot, &guessed, &s.spec, 1).unwrap();
+    let (own_table, _) = lop::planner::table::ScheduleTable::build(&g, &s.robot, &guessed, &s.spec, 1).unwrap();
     assert_ne!(own_table.hash, s.table.hash, "the two tables must differ for this test");
 
     // Without a planner: alone, every time.
@@ -263,7 +263,7 @@ async fn a_robot_with_another_server_profile_plans_the_edges_table() {
     opts.replan = Some(lop_runtime::client::Replanner(std::sync::Arc::new(move |server: lop::profile::Profile| {
         seen.lock().unwrap().push(server.hash());
         let g = lop::model::load(MODEL, &Default::default())?;
-        Ok(lop::planner::table::ScheduleTable::build(&g, None, &robot, &server, &spec, 1)?.0)
+        Ok(lop::planner::table::ScheduleTable::build(&g, &robot, &server, &spec, 1)?.0)
     })));
     let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
     let mut c = RobotClient::new(board.connector(link), opts, worker, loaded.meta, &loaded.hash, own_table).await.unwrap();
@@ -753,8 +753,7 @@ async fn a_paced_robot_runs_as_slow_as_its_profile_says() {
     opts.paced = true;
     opts.robot_profile = Some(profile);
     // The robot's table must be planned from the profile it is paced by.
-    let (table, _) =
-        lop::planner::table::ScheduleTable::build(&g, None, opts.robot_profile.as_ref().unwrap(), &s.server, &s.spec, 1).unwrap();
+    let (table, _) = lop::planner::table::ScheduleTable::build(&g, opts.robot_profile.as_ref().unwrap(), &s.server, &s.spec, 1).unwrap();
     let (worker, loaded) = Worker::spawn("robot", || lop::model::load(MODEL, &Default::default())).await.unwrap();
     let mut c =
         RobotClient::new(board.connector(link.clone()), opts.clone(), worker, loaded.meta, &loaded.hash, table.clone()).await.unwrap();

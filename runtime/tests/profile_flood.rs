@@ -95,7 +95,7 @@ async fn a_flood_of_made_up_profiles_locks_no_robot_out() {
     let board = Switchboard::new();
     let _edge = board.plug(svc.clone());
     let legit = made_up(&s.robot, flood + 1);
-    let (table, _) = lop::planner::table::ScheduleTable::build(&g, None, &legit, &s.server, &s.spec, 1).unwrap();
+    let (table, _) = lop::planner::table::ScheduleTable::build(&g, &legit, &s.server, &s.spec, 1).unwrap();
     let mut c = common::client_with_profile(&board, link, "legit", legit, table).await;
     let started = Instant::now();
     let mut split = 0;

@@ -121,7 +121,7 @@ impl OneModelEdge {
         let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
         let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
         robot.save(&dir.join("robots/robot.json")).unwrap();
-        let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, None, &robot, &server, &spec, 1).unwrap();
+        let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &spec, 1).unwrap();
         let inputs = lop::exec::synthetic_inputs(&g, seed).unwrap();
         let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
         OneModelEdge { dir, config, table, inputs, whole }

@@ -131,7 +131,7 @@ fn table() -> Result<()> {
     // where plans keep work on the robot, and a fast one, where they split it.
     for (name, bucket) in [("resnet18-32-slow", 0.5), ("resnet18-32-fast", 50.0)] {
         let spec = TableSpec::latency(vec![bucket], 0.001);
-        let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1)?;
+        let (table, _) = ScheduleTable::build(&g, &robot, &server, &spec, 1)?;
         write("table", name, table.to_json().as_bytes())?;
     }
     Ok(())
@@ -345,7 +345,7 @@ fn hellos() -> Result<()> {
             robot_profile: if carried { serde_json::to_vec(p)? } else { Vec::new() },
         }))
     };
-    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1)?;
+    let (table, _) = ScheduleTable::build(&g, &robot, &server, &spec, 1)?;
     let server_json = serde_json::to_vec(&server)?;
     let welcome = Frame::Welcome(Welcome {
         server_profile_hash: Digest::from_hex(&server.hash())?,

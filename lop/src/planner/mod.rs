@@ -65,7 +65,7 @@ pub mod table;
 mod tests;
 
 pub use table::{
-    BaselineCost, BucketEntry, CacheUse, GraphLoader, ScheduleTable, TableConfig, TableKey, TableSpec, auto_bandwidth_scale, load_or_build,
+    BaselineCost, BucketEntry, CacheUse, ScheduleTable, TableConfig, TableKey, TableSpec, auto_bandwidth_scale, load_or_build,
     parse_buckets,
 };
 

@@ -165,17 +165,21 @@ impl<'s, 'g> Model<'s, 'g> {
         out
     }
 
-    /// Server work released at each message's arrival, seconds.
+    /// Server work released at each message's arrival, seconds: at message `i`, each of the
+    /// first `depth[i]` ops (every op at the last message) computes the rows it can since its
+    /// previous cut. Visits message by message, each only as deep as it cuts, adding every
+    /// message's kernels in op order.
     fn work(&self, s: &State) -> Vec<f64> {
         let q = s.ends.len();
         let mut work = vec![0.0; q];
         work[q - 1] += self.last_s;
-        for (k, op) in self.ops.iter().enumerate() {
-            let mut done = 0;
-            for i in (0..q).filter(|&i| i + 1 == q || s.depth[i] > k) {
+        let mut done = vec![0u32; self.ops.len()];
+        for (i, w) in work.iter_mut().enumerate() {
+            let depth = if i + 1 == q { self.ops.len() } else { s.depth[i].min(self.ops.len()) };
+            for (k, (op, done)) in self.ops.iter().zip(done.iter_mut()).take(depth).enumerate() {
                 let c = op.below[s.ends[i]];
-                work[i] += self.time(k, c - done);
-                done = c;
+                *w += self.time(k, c - *done);
+                *done = c;
             }
         }
         work
@@ -245,11 +249,12 @@ impl Model<'_, '_> {
         plan
     }
 
-    /// The terms of `s` with message `i` cut by the first `d` ops, for every `d` from 1 to all
-    /// of them (index `d - 1`), in one pass: adding op `k`'s cut at `i` splits its chunk
-    /// around `i` in two, which costs one more kernel for the terms up to `i` and frees the
-    /// rows above the cut from the terms after it, up to the op's next cut.
-    fn depth_terms(&self, s: &State, i: usize) -> Vec<Vec<f64>> {
+    /// Visits the terms of `s` with message `i` cut by the first `d` ops, for every `d` from 1
+    /// to all of them, in one pass (`visit(d, terms)`): adding op `k`'s cut at `i` splits its
+    /// chunk around `i` in two, which costs one more kernel for the terms up to `i` and frees
+    /// the rows above the cut from the terms after it, up to the op's next cut. One vector of
+    /// terms is updated in place, so a caller that keeps few of them copies few.
+    fn visit_depth_terms(&self, s: &State, i: usize, mut visit: impl FnMut(usize, &[f64])) {
         let q = s.ends.len();
         let n_ops = self.ops.len();
         let mut base = s.clone();
@@ -272,8 +277,7 @@ impl Model<'_, '_> {
                 m += 1;
             }
         }
-        let mut out = Vec::with_capacity(n_ops);
-        out.push(terms.clone());
+        visit(1, &terms);
         for k in 1..n_ops {
             let op = &self.ops[k];
             let lo = prev[k].map_or(0, |j| op.below[s.ends[j]]);
@@ -292,13 +296,33 @@ impl Model<'_, '_> {
                     }
                 }
             }
-            out.push(terms.clone());
+            visit(k + 1, &terms);
         }
-        out
+    }
+
+    /// The depth of message `i` whose terms have the smallest smooth maximum (the shallowest
+    /// of equals), with those terms; `None` when there are no ops. Counts the depths evaluated
+    /// into `evals`. A depth whose largest term is not below the best smooth maximum so far
+    /// cannot beat it (the smooth maximum is never below the largest term) and is skipped
+    /// without its exponentials.
+    fn best_depth(&self, s: &State, i: usize, tau: f64, evals: &mut usize) -> Option<(usize, Vec<f64>)> {
+        let mut best: Option<(usize, f64, Vec<f64>)> = None;
+        self.visit_depth_terms(s, i, |d, terms| {
+            *evals += 1;
+            let bar = best.as_ref().map_or(f64::INFINITY, |b| b.1);
+            if hard_max(terms) >= bar {
+                return;
+            }
+            let v = soft_max(terms, tau);
+            if v < bar {
+                best = Some((d, v, terms.to_vec()));
+            }
+        });
+        best.map(|(d, _, t)| (d, t))
     }
 
     /// Local search from `s` on the smooth maximum of its terms: each message's depth (every
-    /// depth at once, [`Model::depth_terms`]), its end moved to nearby ends, removed, or split in
+    /// depth at once, [`Model::best_depth`]), its end moved to nearby ends, removed, or split in
     /// two. Stops when a sweep finds nothing better or after `sweeps`. Returns the state with
     /// the smallest largest term seen and the terms evaluated.
     fn descend(&self, mut s: State, sweeps: usize) -> (State, f64, usize) {
@@ -308,6 +332,11 @@ impl Model<'_, '_> {
         let mut soft = soft_max(&cur, tau);
         let (mut best, mut best_max) = (s.clone(), hard_max(&cur));
         let mut take = |s: &mut State, cand: State, t: Vec<f64>, cur: &mut Vec<f64>, soft: &mut f64| {
+            // The smooth maximum is never below the largest term: a candidate whose largest
+            // term is not below the bar cannot pass it, and costs no exponentials.
+            if hard_max(&t) >= *soft - 1e-12 {
+                return false;
+            }
             let v = soft_max(&t, tau);
             if v < *soft - 1e-12 {
                 *s = cand;
@@ -327,15 +356,7 @@ impl Model<'_, '_> {
             let mut i = 0;
             while i + 1 < s.ends.len() {
                 // Depth.
-                let all = self.depth_terms(&s, i);
-                evals += all.len();
-                let (d, t) = all
-                    .into_iter()
-                    .map(|t| (soft_max(&t, tau), t))
-                    .enumerate()
-                    .min_by(|a, b| a.1.0.total_cmp(&b.1.0))
-                    .map(|(d, (_, t))| (d + 1, t))
-                    .unwrap_or((s.depth[i], cur.clone()));
+                let (d, t) = self.best_depth(&s, i, tau, &mut evals).unwrap_or((s.depth[i], cur.clone()));
                 if d != s.depth[i] {
                     let mut c = s.clone();
                     c.depth[i] = d;
@@ -476,12 +497,16 @@ mod tests {
         for _ in 0..50 {
             let s = random_state(&m, &mut rng);
             for i in 0..s.ends.len() - 1 {
-                for (d, terms) in m.depth_terms(&s, i).into_iter().enumerate() {
+                let mut all = Vec::new();
+                m.visit_depth_terms(&s, i, |d, t| all.push((d, t.to_vec())));
+                assert_eq!(all.len(), m.ops.len(), "every depth is visited once");
+                for (k, (d, terms)) in all.into_iter().enumerate() {
+                    assert_eq!(d, k + 1, "depths in order");
                     let mut one = s.clone();
-                    one.depth[i] = d + 1;
+                    one.depth[i] = d;
                     let direct = m.terms(&one);
                     for (a, b) in terms.iter().zip(&direct) {
-                        assert!((a - b).abs() < 1e-12, "{s:?} message {i} depth {}: {a} vs {b}", d + 1);
+                        assert!((a - b).abs() < 1e-12, "{s:?} message {i} depth {d}: {a} vs {b}");
                     }
                 }
             }

@@ -147,9 +147,9 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     let g = random_dag(11, 9);
     let (r, s) = profiles(&g, 11, 10.0);
     let sp = spec(vec![0.0, 1.0, 2.0, 5.0, 10.0]);
-    let (a, times) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
+    let (a, times) = ScheduleTable::build(&g, &r, &s, &sp, 1).expect("table");
     assert_eq!(times.len(), 5);
-    let (b, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
+    let (b, _) = ScheduleTable::build(&g, &r, &s, &sp, 1).expect("table");
     assert_eq!(a.to_json(), b.to_json(), "same inputs and seed, same bytes");
     assert_eq!(a.entries[0].method, "robot-only", "bucket 0 has no link");
     // Each bucket's own bandwidth selects it, also a few ULPs below (`lop simulate --bandwidth`
@@ -163,8 +163,13 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     assert_eq!(a.lookup(100.0).map(|x| x.bucket_mb_s), Some(10.0));
     // Yardsticks: LOSS is never worse than the best latency baseline; server-only is a plan the
     // server-pipelining bound covers; bucket 0 (no link) has no bound.
-    let bounds = a.pipeline_bounds(&g, &r, &s).expect("bounds");
+    let bounds = a.pipeline_bounds(&g, &r, &s, 1).expect("bounds");
     assert_eq!(bounds.len(), a.entries.len());
+    // Computed on several threads, every bucket's bounds are the same numbers, in bucket order.
+    assert_eq!(a.pipeline_bounds(&g, &r, &s, 3).expect("bounds"), bounds, "pipelining bounds depend on the threads");
+    let fluid =
+        |threads| a.fluid_bounds(&g, &r, &s, threads).expect("bounds").into_iter().map(|f| f.map(|f| f.bound_s)).collect::<Vec<_>>();
+    assert_eq!(fluid(3), fluid(1), "fluid bounds depend on the threads");
     let mut no_band_checked = 0;
     assert!(bounds[0].is_none());
     for (e, bound) in a.entries.iter().zip(&bounds) {
@@ -184,17 +189,17 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     eprintln!("LOSS plans without robot rows checked against the bound: {no_band_checked}");
     let dir = std::env::temp_dir().join(format!("lop-table-cache-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
-    let (t1, _, u1) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("miss");
+    let (t1, _, u1) = load_or_build(&dir, &g, &r, &s, &sp, 1).expect("miss");
     assert_eq!(u1, CacheUse::Miss);
-    let (t2, _, u2) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("hit");
+    let (t2, _, u2) = load_or_build(&dir, &g, &r, &s, &sp, 1).expect("hit");
     assert_eq!((u2, &t2.hash), (CacheUse::Hit, &t1.hash));
     let path = table::cache_path(&dir, &t1.key);
     let text = std::fs::read_to_string(&path).expect("read").replacen("\"lop\"", "\"xop\"", 1).replacen("robot-only", "server-only", 1);
     std::fs::write(&path, text).expect("corrupt");
-    let (t3, _, u3) = load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("rebuilt");
+    let (t3, _, u3) = load_or_build(&dir, &g, &r, &s, &sp, 1).expect("rebuilt");
     assert_eq!((u3, t3.to_json()), (CacheUse::Rebuilt, t1.to_json()));
     std::fs::write(&path, "{ not json").expect("corrupt");
-    assert_eq!(load_or_build(&dir, &g, None, &r, &s, &sp, 1).expect("rebuilt").2, CacheUse::Rebuilt);
+    assert_eq!(load_or_build(&dir, &g, &r, &s, &sp, 1).expect("rebuilt").2, CacheUse::Rebuilt);
     // Each write went through a partial file renamed onto the table: only the table is left.
     let files: Vec<_> = std::fs::read_dir(&dir).expect("cache dir").map(|e| e.expect("entry").path()).collect();
     assert_eq!(files, vec![path.clone()]);
@@ -208,7 +213,7 @@ fn a_bucket_takes_a_better_plan_from_its_neighbours() {
     let g = random_dag(11, 9);
     let (r, s) = profiles(&g, 11, 10.0);
     let sp = spec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-    let (planned, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("table");
+    let (planned, _) = ScheduleTable::build(&g, &r, &s, &sp, 1).expect("table");
     // Bucket 3 MB/s forgets its plan and holds robot-only, far slower with this server.
     let mut entries = planned.entries.clone();
     let poor = Plan::robot_only(&g, sp.planner.units);
@@ -246,12 +251,12 @@ fn bad_inputs_are_refused() {
     let other = random_dag(2, 7);
     let (r, s) = profiles(&g, 1, 5.0);
     let (ro, _) = profiles(&other, 2, 5.0);
-    assert!(ScheduleTable::build(&g, None, &r, &s, &spec(vec![]), 1).expect_err("empty").to_string().contains("empty"));
-    assert!(ScheduleTable::build(&g, None, &ro, &s, &spec(vec![1.0]), 1).is_err(), "a profile of another model");
-    assert!(ScheduleTable::build(&g, None, &r, &s, &spec(vec![f64::NAN]), 1).is_err());
+    assert!(ScheduleTable::build(&g, &r, &s, &spec(vec![]), 1).expect_err("empty").to_string().contains("empty"));
+    assert!(ScheduleTable::build(&g, &ro, &s, &spec(vec![1.0]), 1).is_err(), "a profile of another model");
+    assert!(ScheduleTable::build(&g, &r, &s, &spec(vec![f64::NAN]), 1).is_err());
     let mut bad = spec(vec![1.0]);
     bad.planner.chunk_choices = vec![0];
-    assert!(ScheduleTable::build(&g, None, &r, &s, &bad, 1).is_err());
+    assert!(ScheduleTable::build(&g, &r, &s, &bad, 1).is_err());
 }
 
 #[test]
@@ -379,9 +384,9 @@ fn zoo_tables_respect_the_fluid_bound_and_never_fail() {
         let (r, s) = crate::profile::SYNTHETIC.pair(&g).expect("profiles");
         let mut sp = spec(vec![1.0, 5.0, 30.0]);
         sp.bandwidth_scale = 1.0;
-        let (table, _) = ScheduleTable::build(&g, None, &r, &s, &sp, 1).expect("a table, whatever the graph");
-        let fluid = table.fluid_bounds(&g, &r, &s).expect("bounds");
-        let pipelining = table.pipeline_bounds(&g, &r, &s).expect("bounds");
+        let (table, _) = ScheduleTable::build(&g, &r, &s, &sp, 1).expect("a table, whatever the graph");
+        let fluid = table.fluid_bounds(&g, &r, &s, 1).expect("bounds");
+        let pipelining = table.pipeline_bounds(&g, &r, &s, 1).expect("bounds");
         for ((e, bound), pipe) in table.entries.iter().zip(&fluid).zip(&pipelining) {
             let bound = bound.expect("a link").bound_s;
             let lop = e.makespan_s.expect("a plan");

@@ -152,7 +152,7 @@ pub(super) async fn load_model(cfg: &RobotConfig, load: LoadOptions, origin: Sha
             // The model's price list for routing frames over a fleet.
             let sim = lop::sim::SimConfig { input_bytes_per_element: spec.input_bytes_per_element, ..Default::default() };
             let cost = lop::fleet::ModelCost::derive(&model_id, g, &robot, &server, sim)?;
-            let (table, _, used) = lop::planner::table::load_or_build(&cache, g, None, &robot, &server, &spec, 1)?;
+            let (table, _, used) = lop::planner::table::load_or_build(&cache, g, &robot, &server, &spec, 1)?;
             tracing::info!(cache = ?used, buckets = spec.buckets.len(), layout = robot.layout.name(), "schedule table ready");
             let names: Vec<String> = g.outputs.iter().map(|&o| g.nodes[o].name.clone()).collect();
             let inputs = g.inputs();
@@ -191,7 +191,7 @@ pub(super) fn replanner(cfg: &RobotConfig, load: LoadOptions, robot: lop::profil
         let t0 = Instant::now();
         let g = lop::model::load(&source, &load)?;
         let spec = settings.spec(&g, &robot, &server)?;
-        let (table, _, used) = lop::planner::table::load_or_build(&cache, &g, None, &robot, &server, &spec, 1)?;
+        let (table, _, used) = lop::planner::table::load_or_build(&cache, &g, &robot, &server, &spec, 1)?;
         tracing::info!(cache = ?used, buckets = spec.buckets.len(), seconds = t0.elapsed().as_secs_f64(), "schedule table planned for the edge's server profile");
         Ok(table)
     }))

@@ -54,9 +54,9 @@ pub(super) async fn table(cfg: &BenchConfig, worker: &Worker) -> Result<(Schedul
     let (robot, server, spec, dir) = (cfg.robot.clone(), cfg.server.clone(), cfg.spec.clone(), cfg.cache_dir.clone());
     let out = worker
         .call(move |g| -> lop::Result<(ScheduleTable, Vec<BucketYardsticks>)> {
-            let (table, _, _) = lop::planner::table::load_or_build(&dir, g, None, &robot, &server, &spec, 1)?;
-            let bounds = table.pipeline_bounds(g, &robot, &server)?;
-            let fluid = table.fluid_bounds(g, &robot, &server)?;
+            let (table, _, _) = lop::planner::table::load_or_build(&dir, g, &robot, &server, &spec, 1)?;
+            let bounds = table.pipeline_bounds(g, &robot, &server, 1)?;
+            let fluid = table.fluid_bounds(g, &robot, &server, 1)?;
             let busy = simulated_server_busy(&table, g, &robot, &server)?;
             let marks = table
                 .entries

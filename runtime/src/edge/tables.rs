@@ -70,7 +70,7 @@ impl Inner {
         tracing::info!(model = %model.id, robot_profile = %robot.hash(), buckets = spec.buckets.len(), "schedule table: loading from the cache or planning");
         // A coded frame is priced by both profiles' measured costs of the codec.
         let spec = spec.clone().with_frame_codec(spec.frame.codec, &robot, &server)?;
-        let (table, _, cache) = worker.call(move |g| load_or_build(&dir, g, None, &robot, &server, &spec, 1)).await??;
+        let (table, _, cache) = worker.call(move |g| load_or_build(&dir, g, &robot, &server, &spec, 1)).await??;
         tracing::info!(model = %model.id, ?cache, seconds = started.elapsed().as_secs_f64(), "schedule table ready");
         Ok(Arc::new(PlanBook::prepare(worker, &model.meta, Arc::new(table), input_wire).await?))
     }

@@ -29,7 +29,7 @@ pub fn setup_model(source: &str) -> Setup {
     let g = lop::model::load(source, &Default::default()).unwrap();
     let (robot, server) = lop::profile::SYNTHETIC.pair(&g).unwrap();
     let spec = TableSpec::latency(vec![0.0, 2.0, 8.0, 30.0], 0.001);
-    let (table, _) = ScheduleTable::build(&g, None, &robot, &server, &spec, 1).unwrap();
+    let (table, _) = ScheduleTable::build(&g, &robot, &server, &spec, 1).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 7).unwrap();
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
     Setup { robot, server, spec, table, inputs, whole }

@@ -1,5 +1,5 @@
 //! Building a schedule table: every bucket planned in parallel (each worker thread with its own
-//! copy of the model, checked against the original), then the neighbours' plans lent.
+//! copy of the model, sharing its weights), then the neighbours' plans lent.
 
 use super::TABLE_VERSION;
 use super::buckets::bucket_seed;
@@ -15,19 +15,8 @@ use crate::sim::Simulator;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Builds a private copy of the model for a worker thread.
-pub type GraphLoader<'a> = dyn Fn() -> Result<Graph> + Sync + 'a;
-
 /// One bucket's result and planning seconds, once planned.
 type Slot = Option<Result<(BucketEntry, f64)>>;
-
-/// Per node (name, inputs, shape), and the outputs.
-type Structure = (Vec<(String, Vec<usize>, Vec<usize>)>, Vec<usize>);
-
-/// Names, inputs and shapes of every node, and the outputs: what a worker's copy must share.
-fn structure(g: &Graph) -> Structure {
-    (g.nodes.iter().map(|n| (n.name.clone(), n.inputs.clone(), n.info.shape.clone())).collect(), g.outputs.clone())
-}
 
 fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpec, i: usize) -> Result<(BucketEntry, f64)> {
     let started = std::time::Instant::now();
@@ -65,29 +54,22 @@ fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpe
 
 impl ScheduleTable {
     /// Plans every bucket. The calling thread plans with `graph`; `threads - 1` more workers
-    /// (std::thread::scope) each plan with their own copy from `load` (libtorch weights cannot
-    /// be shared between threads), taking buckets from a shared counter. Each bucket's plan
+    /// (std::thread::scope) each plan with their own [`Graph::share`] copy of it (a graph
+    /// serves one thread at a time; the copy shares its weights), taking buckets from a shared
+    /// counter. Each bucket's plan
     /// depends only on its inputs and seed, so the table does not depend on the threads. Also
     /// returns the planning seconds of each bucket (not part of the table, which stays
     /// byte-identical).
     ///
     /// # Errors
-    /// Profiles that do not fit the model, a bad spec, a worker copy that differs from
-    /// `graph`, planner errors.
-    pub fn build(
-        graph: &Graph,
-        load: Option<&GraphLoader<'_>>,
-        robot: &Profile,
-        server: &Profile,
-        spec: &TableSpec,
-        threads: usize,
-    ) -> Result<(ScheduleTable, Vec<f64>)> {
+    /// Profiles that do not fit the model, a bad spec, planner errors.
+    pub fn build(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpec, threads: usize) -> Result<(ScheduleTable, Vec<f64>)> {
         spec.check()?;
         let model_hash = graph.content_hash()?;
         robot.validate(graph, &model_hash)?;
         server.validate(graph, &model_hash)?;
         let key = TableKey { model_hash, robot_profile_hash: robot.hash(), server_profile_hash: server.hash(), config_hash: spec.hash() };
-        let (mut entries, mut times) = plan_buckets(graph, load, robot, server, spec, threads)?;
+        let (mut entries, mut times) = plan_buckets(graph, robot, server, spec, threads)?;
         for (t, lent) in times.iter_mut().zip(lend_plans(graph, robot, server, spec, &mut entries)?) {
             *t += lent;
         }
@@ -99,18 +81,18 @@ impl ScheduleTable {
 }
 
 /// Plans every bucket of `spec`: the calling thread with `graph`, `threads - 1` more workers with
-/// their own copies from `load`, taking buckets from a shared counter; returns the entries and
-/// each bucket's planning seconds, in bucket order.
+/// their own [`Graph::share`] copies (made here, before they start: sharing reads the weights),
+/// taking buckets from a shared counter; returns the entries and each bucket's planning seconds,
+/// in bucket order.
 fn plan_buckets(
     graph: &Graph,
-    load: Option<&GraphLoader<'_>>,
     robot: &Profile,
     server: &Profile,
     spec: &TableSpec,
     threads: usize,
 ) -> Result<(Vec<BucketEntry>, Vec<f64>)> {
     let n = spec.buckets.len();
-    let workers = if load.is_some() { threads.clamp(1, n) - 1 } else { 0 };
+    let copies: Vec<Graph> = (1..threads.clamp(1, n.max(1))).map(|_| graph.share()).collect();
     let next = AtomicUsize::new(0);
     let slots: Mutex<Vec<Slot>> = Mutex::new((0..n).map(|_| None).collect());
     let work = |g: &Graph| {
@@ -125,29 +107,14 @@ fn plan_buckets(
             }
         }
     };
-    let sig = structure(graph);
-    let sig = &sig;
     let mut worker_errors = Vec::new();
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(move || -> Result<()> {
-                    let Some(load) = load else { return Ok(()) };
-                    let g = load()?;
-                    if structure(&g) != *sig {
-                        return Err(Error::Input("a worker's copy of the model differs from the model".into()));
-                    }
-                    work(&g);
-                    Ok(())
-                })
-            })
-            .collect();
+        let work = &work;
+        let handles: Vec<_> = copies.into_iter().map(|g| scope.spawn(move || work(&g))).collect();
         work(graph);
         for h in handles {
-            match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => worker_errors.push(e),
-                Err(_) => worker_errors.push(Error::Input("a planning thread panicked".into())),
+            if h.join().is_err() {
+                worker_errors.push(Error::Input("a planning thread panicked".into()));
             }
         }
     });

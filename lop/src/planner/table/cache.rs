@@ -1,7 +1,6 @@
 //! The table cache on disk: a table per key, trusted only when it parses, has this build's
 //! version and hash and its key matches; built and stored (atomically) otherwise.
 
-use super::build::GraphLoader;
 use super::key::TableKey;
 use super::schedule::ScheduleTable;
 use super::spec::TableSpec;
@@ -35,7 +34,6 @@ pub fn cache_path(dir: &Path, key: &TableKey) -> PathBuf {
 pub fn load_or_build(
     dir: &Path,
     graph: &Graph,
-    load: Option<&GraphLoader<'_>>,
     robot: &Profile,
     server: &Profile,
     spec: &TableSpec,
@@ -54,7 +52,7 @@ pub fn load_or_build(
             _ => usage = CacheUse::Rebuilt,
         }
     }
-    let (t, times) = ScheduleTable::build(graph, load, robot, server, spec, threads)?;
+    let (t, times) = ScheduleTable::build(graph, robot, server, spec, threads)?;
     std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
     // Written beside, then renamed: a `lop plan` running at the same time reads the old file or
     // the new one, never half of one.

@@ -16,7 +16,6 @@ mod schedule;
 mod spec;
 
 pub use buckets::{MAX_RANGE_BUCKETS, parse_buckets};
-pub use build::GraphLoader;
 pub use cache::{CacheUse, cache_path, load_or_build};
 pub use key::TableKey;
 #[cfg(test)]

@@ -11,6 +11,10 @@ use crate::plan::Plan;
 use crate::profile::Profile;
 use crate::sim::Simulator;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Bounds one thread computed, each with its bucket's index.
+type Computed<T> = Vec<(usize, Option<T>)>;
 
 /// One baseline's result in a bucket.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -112,39 +116,72 @@ impl ScheduleTable {
     /// ([`crate::sim::Simulator::server_pipeline_bound`]), seconds: the yardstick for how much
     /// of what hiding the server's compute behind the upload could gain the plans found;
     /// `None` in every bucket when the post-processing stage is pinned to the robot (no plan
-    /// of the table then has the server compute everything).
+    /// of the table then has the server compute everything). Computed on up to `threads`
+    /// threads ([`ScheduleTable::per_bucket`]); the bounds do not depend on how many.
     ///
     /// # Errors
     /// Profiles that do not fit `graph`; a spec with a negative link or power.
-    pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<f64>>> {
+    pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile, threads: usize) -> Result<Vec<Option<f64>>> {
         let pinned_away = self.spec.post_side == Some(crate::plan::Side::Robot) && graph.has_postprocess();
-        self.per_bucket(graph, robot, server, |s| if pinned_away { None } else { s.server_pipeline_bound() })
+        self.per_bucket(graph, robot, server, threads, |s| if pinned_away { None } else { s.server_pipeline_bound() })
     }
 
-    /// `bound` of the simulator in each entry's bucket.
-    fn per_bucket<T>(
+    /// `bound` of the simulator in each entry's bucket, on the calling thread and `threads - 1`
+    /// more (each with its own simulator over a [`Graph::share`] copy of `graph`, taking
+    /// buckets from a shared counter). A bound depends only on the graph, the profiles and its
+    /// bucket's configuration, so the result does not depend on the threads.
+    fn per_bucket<T: Send>(
         &self,
         graph: &Graph,
         robot: &Profile,
         server: &Profile,
-        bound: impl Fn(&Simulator<'_>) -> Option<T>,
+        threads: usize,
+        bound: impl Fn(&Simulator<'_>) -> Option<T> + Sync,
     ) -> Result<Vec<Option<T>>> {
-        let mut sim = Simulator::new(graph, robot, server, self.spec.sim_config(0.0))?;
-        let mut out = Vec::with_capacity(self.entries.len());
-        for e in &self.entries {
-            sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
-            out.push(bound(&sim));
+        let n = self.entries.len();
+        let next = AtomicUsize::new(0);
+        let work = |g: &Graph| -> Result<Computed<T>> {
+            let mut sim = Simulator::new(g, robot, server, self.spec.sim_config(0.0))?;
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(e) = self.entries.get(i) else { return Ok(done) };
+                sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
+                done.push((i, bound(&sim)));
+            }
+        };
+        let copies: Vec<Graph> = (1..threads.clamp(1, n.max(1))).map(|_| graph.share()).collect();
+        let parts: Vec<Result<Computed<T>>> = std::thread::scope(|scope| {
+            let work = &work;
+            let handles: Vec<_> = copies.into_iter().map(|g| scope.spawn(move || work(&g))).collect();
+            let mut parts = vec![work(graph)];
+            for h in handles {
+                parts.push(h.join().unwrap_or_else(|_| Err(Error::Input("a bound's thread panicked".into()))));
+            }
+            parts
+        });
+        let mut out: Vec<Option<Option<T>>> = (0..n).map(|_| None).collect();
+        for part in parts {
+            for (i, v) in part? {
+                out[i] = Some(v);
+            }
         }
-        Ok(out)
+        out.into_iter().map(|v| v.ok_or_else(|| Error::Input("a bucket's bound was not computed".into()))).collect()
     }
 
     /// Per entry, the fluid lower bound in its bucket ([`crate::sim::Simulator::fluid_bound`]),
-    /// seconds: what no plan, robot bands included, can beat.
+    /// seconds: what no plan, robot bands included, can beat. On up to `threads` threads.
     ///
     /// # Errors
     /// As [`ScheduleTable::pipeline_bounds`].
-    pub fn fluid_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile) -> Result<Vec<Option<crate::sim::FluidBound>>> {
-        self.per_bucket(graph, robot, server, |s| s.fluid_bound_detail())
+    pub fn fluid_bounds(
+        &self,
+        graph: &Graph,
+        robot: &Profile,
+        server: &Profile,
+        threads: usize,
+    ) -> Result<Vec<Option<crate::sim::FluidBound>>> {
+        self.per_bucket(graph, robot, server, threads, |s| s.fluid_bound_detail())
     }
 
     /// The entry for a bandwidth: the highest bucket not above `mb_s` (bucket values), or the
