@@ -149,7 +149,8 @@ fn tables_are_deterministic_and_cached_with_corrupt_entries_rebuilt() {
     let sp = spec(vec![0.0, 1.0, 2.0, 5.0, 10.0]);
     let (a, times) = ScheduleTable::build(&g, &r, &s, &sp, 1).expect("table");
     assert_eq!(times.len(), 5);
-    let (b, _) = ScheduleTable::build(&g, &r, &s, &sp, 1).expect("table");
+    // Planned again on three threads (workers on shared copies of the graph): the same table.
+    let (b, _) = ScheduleTable::build(&g, &r, &s, &sp, 3).expect("table");
     assert_eq!(a.to_json(), b.to_json(), "same inputs and seed, same bytes");
     assert_eq!(a.entries[0].method, "robot-only", "bucket 0 has no link");
     // Each bucket's own bandwidth selects it, also a few ULPs below (`lop simulate --bandwidth`
