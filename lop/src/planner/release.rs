@@ -514,6 +514,29 @@ mod tests {
     }
 
     #[test]
+    fn the_best_depth_is_the_first_least_smooth_maximum_of_every_depth() {
+        // `best_depth` skips depths without their exponentials; it must pick what a full scan
+        // of every depth's smooth maximum picks.
+        let g = net(32);
+        let sim = sim_of(&g, 0.05);
+        let m = Model::new(&sim, &Plan::server_only(&g, 8)).expect("a server-only plan");
+        let mut rng = Rng::new(5);
+        for _ in 0..50 {
+            let s = random_state(&m, &mut rng);
+            let tau = (hard_max(&m.terms(&s)) * 2e-3).max(1e-9);
+            for i in 0..s.ends.len() - 1 {
+                let mut all = Vec::new();
+                m.visit_depth_terms(&s, i, |d, t| all.push((d, soft_max(t, tau), t.to_vec())));
+                let want = all.iter().min_by(|a, b| a.1.total_cmp(&b.1)).expect("depths");
+                let mut evals = 0;
+                let (d, terms) = m.best_depth(&s, i, tau, &mut evals).expect("ops");
+                assert_eq!((d, &terms), (want.0, &want.2), "{s:?} message {i}");
+                assert_eq!(evals, all.len(), "every depth counted");
+            }
+        }
+    }
+
+    #[test]
     fn the_largest_term_is_when_the_simulated_server_ends() {
         // The model's claim: with nested release cuts, the server's last kernel ends at the
         // largest term, under the simulator's own order. Its download follows.

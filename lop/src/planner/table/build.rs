@@ -7,13 +7,13 @@ use super::key::TableKey;
 use super::lending::lend_plans;
 use super::schedule::{BaselineCost, BucketEntry, ScheduleTable};
 use super::spec::TableSpec;
+use super::workers::on_shared_copies;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::planner::plan;
 use crate::profile::Profile;
 use crate::sim::Simulator;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One bucket's result and planning seconds, once planned.
 type Slot = Option<Result<(BucketEntry, f64)>>;
@@ -81,8 +81,8 @@ impl ScheduleTable {
 }
 
 /// Plans every bucket of `spec`: the calling thread with `graph`, `threads - 1` more workers with
-/// their own [`Graph::share`] copies (made here, before they start: sharing reads the weights),
-/// taking buckets from a shared counter; returns the entries and each bucket's planning seconds,
+/// their own [`Graph::share`] copies, taking buckets from a shared counter
+/// ([`on_shared_copies`]); returns the entries and each bucket's planning seconds,
 /// in bucket order.
 fn plan_buckets(
     graph: &Graph,
@@ -92,32 +92,16 @@ fn plan_buckets(
     threads: usize,
 ) -> Result<(Vec<BucketEntry>, Vec<f64>)> {
     let n = spec.buckets.len();
-    let copies: Vec<Graph> = (1..threads.clamp(1, n.max(1))).map(|_| graph.share()).collect();
-    let next = AtomicUsize::new(0);
     let slots: Mutex<Vec<Slot>> = Mutex::new((0..n).map(|_| None).collect());
-    let work = |g: &Graph| {
-        loop {
-            let i = next.fetch_add(1, Ordering::SeqCst);
-            if i >= n {
-                break;
-            }
+    let finished = on_shared_copies(graph, threads, n, |g, next| {
+        while let Some(i) = next() {
             let r = plan_bucket(g, robot, server, spec, i);
             if let Ok(mut v) = slots.lock() {
                 v[i] = Some(r);
             }
         }
-    };
-    let mut worker_errors = Vec::new();
-    std::thread::scope(|scope| {
-        let work = &work;
-        let handles: Vec<_> = copies.into_iter().map(|g| scope.spawn(move || work(&g))).collect();
-        work(graph);
-        for h in handles {
-            if h.join().is_err() {
-                worker_errors.push(Error::Input("a planning thread panicked".into()));
-            }
-        }
     });
+    let worker_errors = finished.iter().filter(|f| f.is_none()).map(|_| Error::Input("a planning thread panicked".into())).collect();
     let slots = slots.into_inner().map_err(|_| Error::Input("a planning thread panicked".into()))?;
     gather(slots, worker_errors)
 }

@@ -14,6 +14,7 @@ mod key;
 mod lending;
 mod schedule;
 mod spec;
+mod workers;
 
 pub use buckets::{MAX_RANGE_BUCKETS, parse_buckets};
 pub use cache::{CacheUse, cache_path, load_or_build};

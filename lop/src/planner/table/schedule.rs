@@ -5,13 +5,13 @@
 use super::TABLE_VERSION;
 use super::key::TableKey;
 use super::spec::TableSpec;
+use super::workers::on_shared_copies;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::profile::Profile;
 use crate::sim::Simulator;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Bounds one thread computed, each with its bucket's index.
 type Computed<T> = Vec<(usize, Option<T>)>;
@@ -128,7 +128,7 @@ impl ScheduleTable {
 
     /// `bound` of the simulator in each entry's bucket, on the calling thread and `threads - 1`
     /// more (each with its own simulator over a [`Graph::share`] copy of `graph`, taking
-    /// buckets from a shared counter). A bound depends only on the graph, the profiles and its
+    /// buckets from a shared counter: [`on_shared_copies`]). A bound depends only on the graph, the profiles and its
     /// bucket's configuration, so the result does not depend on the threads.
     fn per_bucket<T: Send>(
         &self,
@@ -139,30 +139,18 @@ impl ScheduleTable {
         bound: impl Fn(&Simulator<'_>) -> Option<T> + Sync,
     ) -> Result<Vec<Option<T>>> {
         let n = self.entries.len();
-        let next = AtomicUsize::new(0);
-        let work = |g: &Graph| -> Result<Computed<T>> {
+        let parts = on_shared_copies(graph, threads, n, |g, next| -> Result<Computed<T>> {
             let mut sim = Simulator::new(g, robot, server, self.spec.sim_config(0.0))?;
             let mut done = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(e) = self.entries.get(i) else { return Ok(done) };
-                sim.set_config(self.spec.sim_config(e.bucket_mb_s))?;
+            while let Some(i) = next() {
+                sim.set_config(self.spec.sim_config(self.entries[i].bucket_mb_s))?;
                 done.push((i, bound(&sim)));
             }
-        };
-        let copies: Vec<Graph> = (1..threads.clamp(1, n.max(1))).map(|_| graph.share()).collect();
-        let parts: Vec<Result<Computed<T>>> = std::thread::scope(|scope| {
-            let work = &work;
-            let handles: Vec<_> = copies.into_iter().map(|g| scope.spawn(move || work(&g))).collect();
-            let mut parts = vec![work(graph)];
-            for h in handles {
-                parts.push(h.join().unwrap_or_else(|_| Err(Error::Input("a bound's thread panicked".into()))));
-            }
-            parts
+            Ok(done)
         });
         let mut out: Vec<Option<Option<T>>> = (0..n).map(|_| None).collect();
         for part in parts {
-            for (i, v) in part? {
+            for (i, v) in part.unwrap_or_else(|| Err(Error::Input("a bound's thread panicked".into())))? {
                 out[i] = Some(v);
             }
         }
