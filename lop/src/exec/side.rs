@@ -41,6 +41,22 @@ pub struct SideExec<'g> {
 /// The rows of each input an op reads for some output rows ([`SideExec::needs`]).
 type Needs = Vec<(NodeId, Rows)>;
 
+/// Rows of a value gathered for a band: a held block that covers them (borrowed, so that a
+/// band read from one block costs no libtorch call), or a block made for them.
+enum Block<'a> {
+    Held(&'a Held),
+    Made(Held),
+}
+
+impl Block<'_> {
+    fn held(&self) -> &Held {
+        match self {
+            Block::Held(h) => h,
+            Block::Made(h) => h,
+        }
+    }
+}
+
 /// Bands read across blocks that had to be copied together (blocks not adjacent in memory),
 /// their bytes and the time the copies took: the executor's own copying, beside the kernels'.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -285,7 +301,7 @@ impl<'g> SideExec<'g> {
     pub fn extract(&self, id: NodeId, rows: &Rows) -> Result<Tensor> {
         let info = &self.graph.nodes[id].info;
         let h = self.gather(id, id, rows)?;
-        let b = BandIn { tensor: &h.tensor, start: h.rows.start, info };
+        let b = BandIn { tensor: &h.held().tensor, start: h.held().rows.start, info };
         b.rows(rows).map_err(|source| Error::Torch { node: self.graph.nodes[id].name.clone(), op: "extract", source })
     }
 
@@ -294,9 +310,9 @@ impl<'g> SideExec<'g> {
     /// arrive rather than merged, so that storing the k-th chunk of an op copies nothing and
     /// reading a band copies only that band (merging on insert copied the whole value held so
     /// far for every chunk: quadratic in the chunk count).
-    fn gather(&self, node: NodeId, value: NodeId, need: &Rows) -> Result<Held> {
+    fn gather(&self, node: NodeId, value: NodeId, need: &Rows) -> Result<Block<'_>> {
         if let Some(h) = self.block_covering(value, need) {
-            return Ok(Held { rows: h.rows.clone(), tensor: h.tensor.shallow_clone() });
+            return Ok(Block::Held(h));
         }
         let info = &self.graph.nodes[value].info;
         let Some(axis) = info.row_axis else { return Err(self.missing_err(node, value, need)) };
@@ -320,7 +336,7 @@ impl<'g> SideExec<'g> {
                 })
                 .collect();
             let tensor = Tensor::f_zeros(shape.as_slice(), (info.dtype.kind(), device)).map_err(torch)?;
-            return Ok(Held { rows: need.clone(), tensor });
+            return Ok(Block::Made(Held { rows: need.clone(), tensor }));
         }
         let mut blocks: Vec<&Held> = self.held[value].iter().filter(|h| h.rows.start < need.end && need.start < h.rows.end).collect();
         blocks.sort_by_key(|h| h.rows.start);
@@ -351,7 +367,7 @@ impl<'g> SideExec<'g> {
                 joined
             }
         };
-        Ok(Held { rows: need.clone(), tensor })
+        Ok(Block::Made(Held { rows: need.clone(), tensor }))
     }
 
     fn missing_err(&self, node: NodeId, value: NodeId, need: &Rows) -> Error {
@@ -420,14 +436,15 @@ impl<'g> SideExec<'g> {
         let node = &self.graph.nodes[id];
         let (needs, blocks) = self.gather_inputs(id, rows)?;
         let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
-        let band = |tensors: &[Tensor]| -> Result<Tensor> {
+        let band = |tensors: &[&Tensor]| -> Result<Tensor> {
             let bands = self.band_ins(&needs, &blocks, tensors);
             node.op.compute(&bands, &node.info, rows).map_err(torch)
         };
-        let whole: Vec<Tensor> = blocks.iter().map(|h| h.tensor.shallow_clone()).collect();
         if self.batch == 1 || batch_safe(self.graph, id) {
+            let whole: Vec<&Tensor> = blocks.iter().map(|b| &b.held().tensor).collect();
             return band(&whole);
         }
+        let whole: Vec<Tensor> = blocks.iter().map(|b| b.held().tensor.shallow_clone()).collect();
         // Sample by sample: each input's sample `s` (constants whole), results stacked again.
         let mut outs = Vec::with_capacity(self.batch);
         for s in 0..self.batch {
@@ -439,25 +456,25 @@ impl<'g> SideExec<'g> {
                     _ => t.f_narrow(0, s as i64, 1).map_err(torch),
                 })
                 .collect::<Result<_>>()?;
-            outs.push(band(&sample)?);
+            outs.push(band(&sample.iter().collect::<Vec<_>>())?);
         }
         Tensor::f_cat(&outs, 0).map_err(torch)
     }
 
     /// The rows of every input node `id` reads for output rows `rows`, each gathered as one
     /// block.
-    fn gather_inputs(&self, id: NodeId, rows: &Rows) -> Result<(Needs, Vec<Held>)> {
+    fn gather_inputs(&self, id: NodeId, rows: &Rows) -> Result<(Needs, Vec<Block<'_>>)> {
         let needs = self.needs(id, rows);
         let blocks = needs.iter().map(|(inp, need)| self.gather(id, *inp, need)).collect::<Result<_>>()?;
         Ok((needs, blocks))
     }
 
-    fn band_ins<'a>(&'a self, needs: &[(NodeId, Rows)], blocks: &[Held], tensors: &'a [Tensor]) -> Vec<BandIn<'a>> {
+    fn band_ins<'a>(&'a self, needs: &[(NodeId, Rows)], blocks: &[Block<'_>], tensors: &[&'a Tensor]) -> Vec<BandIn<'a>> {
         needs
             .iter()
             .zip(blocks)
             .zip(tensors)
-            .map(|(((inp, _), h), tensor)| BandIn { tensor, start: h.rows.start, info: &self.graph.nodes[*inp].info })
+            .map(|(((inp, _), b), tensor)| BandIn { tensor, start: b.held().rows.start, info: &self.graph.nodes[*inp].info })
             .collect()
     }
 
@@ -473,7 +490,10 @@ impl<'g> SideExec<'g> {
         };
         // Buffers live on the CPU, where the ops that write into them run.
         let on_cpu = node.inputs.first().and_then(|&i| self.held[i].first()).is_some_and(|h| h.tensor.device() == tch::Device::Cpu);
-        if !on_cpu || !super::band_buffer::bufferable(node, self.batch, self.graph.layout()) || self.missing(id, rows) != [rows.clone()] {
+        // Written only where none of the rows is held yet (as `missing` would say, without its
+        // allocations: this runs for every band).
+        let any_held = self.held[id].iter().any(|h| h.rows.start < rows.end && rows.start < h.rows.end);
+        if !on_cpu || !super::band_buffer::bufferable(node, self.batch, self.graph.layout()) || any_held {
             return Ok(None);
         }
         let torch = |source| Error::Torch { node: node.name.clone(), op: node.op.kind_name(), source };
@@ -483,7 +503,7 @@ impl<'g> SideExec<'g> {
         let Some((_, buffer)) = &self.buffers[id] else { return Ok(None) };
         let dst = buffer.f_narrow(2, (rows.start - span.start) as i64, rows.len() as i64).map_err(torch)?;
         let (needs, blocks) = self.gather_inputs(id, rows)?;
-        let tensors: Vec<Tensor> = blocks.iter().map(|h| h.tensor.shallow_clone()).collect();
+        let tensors: Vec<&Tensor> = blocks.iter().map(|b| &b.held().tensor).collect();
         let bands = self.band_ins(&needs, &blocks, &tensors);
         Ok(node.op.compute_into(&bands, &node.info, rows, &dst).map_err(torch)?.then_some(dst))
     }

@@ -24,6 +24,7 @@ use tch::{Kind, Tensor};
 
 use super::UnaryOp;
 use super::packed::PackingStats;
+use crate::rows::Rows;
 
 #[cfg(lop_onednn)]
 unsafe extern "C" {
@@ -233,7 +234,7 @@ impl DirectConv {
         let (size, [oh, ow]) = self.out_size(x, pads)?;
         let nhwc = dense(x)?;
         let y = Tensor::f_empty([size[0], oh, ow, self.out_channels], (Kind::Float, tch::Device::Cpu))?;
-        self.call(&nhwc, &size, pads, &y, [size[0], self.out_channels, oh, ow])?;
+        self.call(nhwc.data_ptr() as *const f32, &size, pads, y.data_ptr() as *mut f32, [size[0], self.out_channels, oh, ow])?;
         y.f_permute([0, 3, 1, 2])
     }
 
@@ -251,7 +252,45 @@ impl DirectConv {
             return Ok(false);
         }
         let nhwc = dense(x)?;
-        self.call(&nhwc, &size, pads, dst, ydims)?;
+        self.call(nhwc.data_ptr() as *const f32, &size, pads, dst.data_ptr() as *mut f32, ydims)?;
+        Ok(true)
+    }
+
+    /// [`DirectConv::run_into`] on rows `take` of `x` (a band whose first row is row `start` of
+    /// its value), read in place when those rows lie in dense NHWC memory, as a band of a
+    /// channels-last value of one sample does: no view is made. A libtorch view costs about a
+    /// microsecond, and a server computing every layer in 8 bands would make one per band of
+    /// every convolution. Other inputs are read through a view, as [`DirectConv::run_into`] does.
+    ///
+    /// # Errors
+    /// Rows outside the band; as [`DirectConv::run`].
+    pub fn run_rows_into(&self, x: &Tensor, start: usize, take: &Rows, pads: [i64; 4], dst: &Tensor) -> Result<bool, tch::TchError> {
+        let (size, stride) = (x.size(), x.stride());
+        let have = size.get(2).map_or(0, |&h| h as usize);
+        if size.len() != 4 || take.start < start || take.end > start + have || take.is_empty() {
+            return Err(tch::TchError::Shape(format!(
+                "band holds rows {start}..{} of {size:?}; rows {take:?} were asked for",
+                start + have
+            )));
+        }
+        let band = [size[0], size[1], take.len() as i64, size[3]];
+        if x.kind() != Kind::Float || x.device() != tch::Device::Cpu {
+            return Ok(false);
+        }
+        if !dense_nhwc_dims(&band, &stride) {
+            let view = x.f_narrow(2, (take.start - start) as i64, take.len() as i64)?;
+            return self.run_into(&view, pads, dst);
+        }
+        let [oh, ow] = self.out_dims(&band, pads)?;
+        let ydims = [band[0], self.out_channels, oh, ow];
+        if dst.size() != ydims || dst.kind() != Kind::Float || dst.device() != tch::Device::Cpu || !dense_nhwc(dst) {
+            return Ok(false);
+        }
+        let offset = (take.start - start) * stride[2] as usize;
+        // SAFETY: rows `take` lie within `x` (checked above), so the offset of the first one
+        // stays inside `x`'s memory, which is alive for the call.
+        let first = unsafe { (x.data_ptr() as *const f32).add(offset) };
+        self.call(first, &band, pads, dst.data_ptr() as *mut f32, ydims)?;
         Ok(true)
     }
 
@@ -262,32 +301,29 @@ impl DirectConv {
         if size.len() != 4 || x.kind() != Kind::Float || x.device() != tch::Device::Cpu {
             return Err(tch::TchError::Shape(format!("oneDNN convolution of a {:?} {:?} tensor", x.kind(), size)));
         }
+        let out = self.out_dims(&size, pads)?;
+        Ok((size, out))
+    }
+
+    /// The output's height and width for an input of `size` (`[N, C, H, W]`) under `pads`.
+    fn out_dims(&self, size: &[i64], pads: [i64; 4]) -> Result<[i64; 2], tch::TchError> {
         let out = |d: usize, pad: i64| (size[2 + d] + pad - ((self.kernel[d] - 1) * self.dilations[d] + 1)) / self.strides[d] + 1;
         let (oh, ow) = (out(0, pads[0] + pads[2]), out(1, pads[1] + pads[3]));
         if oh <= 0 || ow <= 0 {
             return Err(tch::TchError::Shape(format!("input {size:?} with pads {pads:?} is smaller than the kernel {:?}", self.kernel)));
         }
-        Ok((size, [oh, ow]))
+        Ok([oh, ow])
     }
 
     #[cfg(lop_onednn)]
-    fn call(&self, nhwc: &Tensor, xdims: &[i64], pads: [i64; 4], y: &Tensor, ydims: [i64; 4]) -> Result<(), tch::TchError> {
+    fn call(&self, x: *const f32, xdims: &[i64], pads: [i64; 4], y: *mut f32, ydims: [i64; 4]) -> Result<(), tch::TchError> {
         let mut err = [0 as c_char; 512];
         let threads = c_int::try_from(tch::get_num_threads()).unwrap_or(1);
-        // SAFETY: `nhwc` and `y` are dense NHWC float tensors of `xdims` and `ydims` (in NCHW
-        // order), alive for the call; the arrays hold 4 entries; the shim catches everything.
+        // SAFETY: `x` and `y` point at dense NHWC float arrays of `xdims` and `ydims` (in NCHW
+        // order), alive for the call (the callers' tensors); the arrays hold 4 entries; the shim
+        // catches everything.
         let rc = unsafe {
-            lop_dnnl_conv_run(
-                self.ctx,
-                nhwc.data_ptr() as *const f32,
-                xdims.as_ptr(),
-                pads.as_ptr(),
-                y.data_ptr() as *mut f32,
-                ydims.as_ptr(),
-                threads,
-                err.as_mut_ptr(),
-                err.len(),
-            )
+            lop_dnnl_conv_run(self.ctx, x, xdims.as_ptr(), pads.as_ptr(), y, ydims.as_ptr(), threads, err.as_mut_ptr(), err.len())
         };
         if rc != 0 {
             return Err(tch::TchError::Torch(format!("oneDNN convolution: {}", message(&err))));
@@ -296,7 +332,7 @@ impl DirectConv {
     }
 
     #[cfg(not(lop_onednn))]
-    fn call(&self, _: &Tensor, _: &[i64], _: [i64; 4], _: &Tensor, _: [i64; 4]) -> Result<(), tch::TchError> {
+    fn call(&self, _: *const f32, _: &[i64], _: [i64; 4], _: *mut f32, _: [i64; 4]) -> Result<(), tch::TchError> {
         Err(tch::TchError::Torch("lop was built without oneDNN".into()))
     }
 
@@ -326,8 +362,12 @@ fn dense(x: &Tensor) -> Result<Tensor, tch::TchError> {
 /// Whether `t` (`[N, C, H, W]`) lies in memory as a dense NHWC array: what oneDNN is handed.
 /// Axes of extent 1 may have any stride.
 pub(super) fn dense_nhwc(t: &Tensor) -> bool {
-    let (size, stride) = (t.size(), t.stride());
-    if size.len() != 4 {
+    dense_nhwc_dims(&t.size(), &t.stride())
+}
+
+/// [`dense_nhwc`] for a tensor of `size` with `stride`.
+fn dense_nhwc_dims(size: &[i64], stride: &[i64]) -> bool {
+    if size.len() != 4 || stride.len() != 4 {
         return false;
     }
     let mut expect = 1i64;

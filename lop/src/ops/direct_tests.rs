@@ -144,3 +144,37 @@ fn a_convolution_written_into_a_buffer_band_equals_its_own_output() {
     assert!(!conv.run_into(&x, pads, &buffer.narrow(2, 0, 5)).expect("refused"), "another row count");
     assert!(nchw.eq(-1.0).all().int64_value(&[]) == 1);
 }
+
+/// Rows of a band read in place (no view) give bitwise what the same rows read through a view
+/// give: from a channels-last value whose band starts at a row other than 0, from NCHW memory
+/// (read through a view), and from a batch of two (not dense, so read through a view). Rows
+/// outside the band are refused by name.
+#[test]
+fn rows_read_in_place_equal_rows_read_through_a_view() {
+    let conv = DirectConv::new(&randn(&[16, 8, 3, 3]), Some(&randn(&[16])), &[1, 1], &[1, 1], 1, Some(&UnaryOp::Silu))
+        .expect("create")
+        .expect("oneDNN is loaded");
+    let pads = [0, 1, 0, 1];
+    let channels_last = randn(&[1, 12, 11, 8]).permute([0, 3, 1, 2]);
+    for (x, n) in [(channels_last, 1), (randn(&[1, 8, 12, 11]), 1), (randn(&[2, 12, 11, 8]).permute([0, 3, 1, 2]), 2)] {
+        // The band holds rows 4..16 of its value; rows 7..12 are read, giving 3 output rows.
+        let (start, take) = (4, 7..12);
+        let view = x.narrow(2, 3, 5);
+        let want = Tensor::full([n, 3, 11, 16], -1.0, (Kind::Float, Device::Cpu)).permute([0, 3, 1, 2]);
+        let got = want.copy();
+        let (want, got) = (want.narrow(1, 0, 16), got.narrow(1, 0, 16));
+        if n == 1 {
+            assert!(conv.run_into(&view, pads, &want).expect("through a view"));
+            assert!(conv.run_rows_into(&x, start, &take, pads, &got).expect("in place"), "written");
+            assert!(got.equal(&want), "the same rows, the same values");
+        } else {
+            // Two samples in one NHWC block: a band of it is not dense, and neither is a band
+            // of the destination; both calls refuse the destination alike.
+            assert_eq!(conv.run_into(&view, pads, &want).expect("view"), conv.run_rows_into(&x, start, &take, pads, &got).expect("rows"));
+        }
+    }
+    let x = randn(&[1, 8, 12, 11]);
+    let out = Tensor::zeros([1, 16, 3, 11], (Kind::Float, Device::Cpu));
+    let far = conv.run_rows_into(&x, 4, &(14..19), pads, &out).expect_err("rows 14..19 of a band holding 4..16");
+    assert!(far.to_string().contains("band holds rows 4..16"), "{far}");
+}

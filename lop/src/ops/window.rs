@@ -316,11 +316,15 @@ impl Conv {
     pub(super) fn compute_conv_into(&self, b: &BandIn<'_>, rows: &Rows, dst: &Tensor) -> Result<bool, tch::TchError> {
         let Some(super::PreparedConv::Direct(d)) = &self.packed else { return Ok(false) };
         let w = row_window(rows, self.extent(0), self.strides[0], self.pads_begin[0], b.info.shape[2]);
+        let pads = [w.top as i64, self.pads_begin[1] as i64, w.bottom as i64, self.pads_end[1] as i64];
+        if b.info.row_axis == Some(2) && b.tensor.dim() == 4 && !w.take.is_empty() {
+            // The band's rows are read in place, without a view.
+            return d.run_rows_into(b.tensor, b.start, &w.take, pads, dst);
+        }
         let x = b.rows(&w.take)?;
         if x.device() != tch::Device::Cpu || x.kind() != Kind::Float || x.dim() != 4 {
             return Ok(false);
         }
-        let pads = [w.top as i64, self.pads_begin[1] as i64, w.bottom as i64, self.pads_end[1] as i64];
         d.run_into(&x, pads, dst)
     }
 
