@@ -826,3 +826,38 @@ async fn an_edge_with_two_devices_sends_each_inference_where_it_finishes_first()
     slow.devices = vec![cpu("cpu:0", 0.0)];
     assert!(EdgeService::start(slow).await.unwrap_err().to_string().contains("speed"));
 }
+
+/// A robot whose edge let a deadline pass with no band back marks it silent, and inferences run
+/// alone for a while; `forget_silence`, which a benchmark calls after its untimed warm-up (the
+/// first runs of a plan prepare kernels, and on a loaded machine can outlast the deadline), makes
+/// the next inference try the edge at once: it waits out its deadline on the edge again, rather
+/// than run alone because the edge is silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_silence_sends_the_next_frame_to_the_edge() {
+    let _heavy = crate::HEAVY.lock().await;
+    let s = setup();
+    let frame = || s.inputs.iter().map(|t| t.shallow_clone()).collect::<Vec<_>>();
+    let dir = tempdir();
+    let board = Switchboard::new();
+    // An edge 40x slowed never sends a band within the robot's 1 ms deadline.
+    let _edge = board.plug(edge_slowed(&s, &dir, vec![s.robot.clone()], Duration::from_secs(60), 40.0).await);
+    let link = ShapedConfig::symmetric(Trace::constant(1000.0).unwrap()).with_latency(Duration::from_millis(1));
+    let mut opts = ClientOptions::new("robot-1", "resnet18");
+    opts.hello_timeout = Duration::from_secs(5);
+    opts.deadline_factor = 0.0;
+    opts.deadline_slack = Duration::from_millis(1);
+    let mut c = client_with(&s, &board, link, opts).await;
+    c.set_method("server-only");
+    let first = c.infer(frame(), 30.0).await.unwrap();
+    assert_exact(&first.outputs, &s.whole, "the robot's own answer");
+    assert!(
+        first.stats.fallback_reason.as_deref() == Some("deadline exceeded") && c.edge_silent_for().is_some(),
+        "precondition: the first frame ran out its deadline with no band back ({:?}), the edge marked silent",
+        first.stats.fallback_reason
+    );
+    c.forget_silence();
+    assert_eq!(c.edge_silent_for(), None);
+    let next = c.infer(frame(), 30.0).await.unwrap();
+    assert_exact(&next.outputs, &s.whole, "the robot's own answer");
+    assert_eq!(next.stats.fallback_reason.as_deref(), Some("deadline exceeded"), "the edge was tried again, not skipped as silent");
+}
