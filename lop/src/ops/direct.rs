@@ -248,7 +248,7 @@ impl DirectConv {
     pub fn run_into(&self, x: &Tensor, pads: [i64; 4], dst: &Tensor) -> Result<bool, tch::TchError> {
         let (size, [oh, ow]) = self.out_size(x, pads)?;
         let ydims = [size[0], self.out_channels, oh, ow];
-        if dst.size() != ydims || dst.kind() != Kind::Float || dst.device() != tch::Device::Cpu || !dense_nhwc(dst) {
+        if !writable(dst, ydims) {
             return Ok(false);
         }
         let nhwc = dense(x)?;
@@ -283,7 +283,7 @@ impl DirectConv {
         }
         let [oh, ow] = self.out_dims(&band, pads)?;
         let ydims = [band[0], self.out_channels, oh, ow];
-        if dst.size() != ydims || dst.kind() != Kind::Float || dst.device() != tch::Device::Cpu || !dense_nhwc(dst) {
+        if !writable(dst, ydims) {
             return Ok(false);
         }
         let offset = (take.start - start) * stride[2] as usize;
@@ -357,6 +357,12 @@ fn dense(x: &Tensor) -> Result<Tensor, tch::TchError> {
         return Ok(x.shallow_clone());
     }
     x.f_permute([0, 2, 3, 1])?.f_contiguous()?.f_permute([0, 3, 1, 2])
+}
+
+/// Whether `dst` can take an output of `ydims` (`[N, C, H, W]`): a float CPU tensor of that
+/// shape over dense NHWC memory, as oneDNN writes.
+fn writable(dst: &Tensor, ydims: [i64; 4]) -> bool {
+    dst.size() == ydims && dst.kind() == Kind::Float && dst.device() == tch::Device::Cpu && dense_nhwc(dst)
 }
 
 /// Whether `t` (`[N, C, H, W]`) lies in memory as a dense NHWC array: what oneDNN is handed.
