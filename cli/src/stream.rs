@@ -84,6 +84,9 @@ struct Summary {
     split: u32,
     inexact: u32,
     skipped: u32,
+    /// Frames skipped after the last answered one: no frame line carries them, so that
+    /// `skipped` is the lines' `skipped_before` plus this.
+    skipped_at_end: u32,
 }
 
 /// Streams, then prints the summary. Exit code 0, or 1 if an answer was not exact.
@@ -120,7 +123,8 @@ async fn stream(args: &StreamArgs, table: ScheduleTable) -> anyhow::Result<i32> 
     }
     let period = Duration::from_secs_f64(1.0 / args.fps);
     let start = Instant::now();
-    let (mut summary, mut skipped_before) = (Summary { summary: true, answered: 0, split: 0, inexact: 0, skipped: 0 }, 0u32);
+    let (mut summary, mut skipped_before) =
+        (Summary { summary: true, answered: 0, split: 0, inexact: 0, skipped: 0, skipped_at_end: 0 }, 0u32);
     let mut out = std::io::stdout().lock();
     let mut k = 0u32;
     while k < args.frames {
@@ -149,6 +153,7 @@ async fn stream(args: &StreamArgs, table: ScheduleTable) -> anyhow::Result<i32> 
         writeln!(out, "{}", serde_json::to_string(&line)?).and_then(|()| out.flush()).context("writing to stdout")?;
         k += 1;
     }
+    summary.skipped_at_end = skipped_before;
     writeln!(out, "{}", serde_json::to_string(&summary)?).and_then(|()| out.flush()).context("writing to stdout")?;
     drop(client);
     session.close().await.map_err(|e| anyhow::anyhow!("closing the Zenoh session: {e}"))?;

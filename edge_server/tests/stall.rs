@@ -190,8 +190,15 @@ fn a_robot_stopped_for_10_s_beside_three_streaming_ones_costs_them_nothing_and_r
         // the robot could take it (counted), each once and in order.
         let skipped = summary["skipped"].as_u64().unwrap();
         assert_eq!(r.seen.len() as u64 + skipped, u64::from(FRAMES), "robot {i}: frames answered and replaced do not add up to the stream");
-        assert_eq!(r.seen.iter().map(|l| l.skipped_before).sum::<u64>(), skipped, "robot {i}: replaced frames miscounted");
-        assert!(r.seen.windows(2).all(|w| w[0].frame < w[1].frame), "robot {i}: frames out of order");
+        let at_end = summary["skipped_at_end"].as_u64().unwrap();
+        assert_eq!(r.seen.iter().map(|l| l.skipped_before).sum::<u64>() + at_end, skipped, "robot {i}: replaced frames miscounted");
+        // Each line's frame number follows the one before it and the frames replaced between.
+        let mut next = 0;
+        for l in &r.seen {
+            assert_eq!(l.frame, next + l.skipped_before, "robot {i}: frame {} out of order or its replaced frames miscounted", l.frame);
+            next = l.frame + 1;
+        }
+        assert_eq!(next + at_end, u64::from(FRAMES), "robot {i}: the frames replaced after the last answer miscounted");
     }
     for (i, r) in robots.iter().enumerate().skip(1) {
         let before: Vec<&Line> = r.seen.iter().filter(|l| l.read < stopped).collect();

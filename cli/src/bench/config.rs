@@ -79,10 +79,17 @@ pub(super) fn configure(
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache")),
         power: Default::default(),
         gap: Duration::ZERO,
+        deadline_slack: deadline_slack(args.deadline_slack_ms)?,
         frames,
         cameras,
     };
     Ok((cfg, scenario, scenario_line, codec_effect))
+}
+
+/// `--deadline-slack-ms` as a duration: finite, from 0 to an hour.
+fn deadline_slack(ms: f64) -> anyhow::Result<Duration> {
+    anyhow::ensure!((0.0..=3.6e6).contains(&ms), "--deadline-slack-ms {ms}: must be in [0, 3600000]");
+    Ok(Duration::from_secs_f64(ms / 1e3))
 }
 
 /// What `--bandwidth-scale` and `--server-real-ms` ask of the scenario (the overhead run keeps

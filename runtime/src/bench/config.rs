@@ -55,6 +55,8 @@ pub struct BenchConfig {
     pub power: RobotPower,
     /// Pause between inferences (0: back to back).
     pub gap: Duration,
+    /// Added to each split inference's deadline ([`crate::client::ClientOptions::deadline_slack`]).
+    pub deadline_slack: Duration,
     /// Real frames (planar uint8 `[C, H, W]` of the model's image input), used in turn; empty:
     /// one synthetic input. Codecs priced on random pixels would mislead.
     pub frames: Vec<Vec<u8>>,

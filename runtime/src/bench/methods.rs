@@ -38,6 +38,7 @@ pub(super) fn client_options(cfg: &BenchConfig, method: &str) -> ClientOptions {
     opts.robot_profile = Some(cfg.robot.clone());
     opts.input_wire = cfg.input_wire;
     opts.hello_timeout = Duration::from_secs(120);
+    opts.deadline_slack = cfg.deadline_slack;
     // Each bucket runs the plan its simulation priced.
     opts.follow_frame_ratio = false;
     opts
