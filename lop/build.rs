@@ -33,7 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Compiles `csrc/dnnl_conv.cpp` (convolutions straight on oneDNN's C API) where oneDNN's headers
+/// Compiles `csrc/dnnl_conv.cpp` and `csrc/dnnl_linear.cpp` (convolutions, pooling and linear
+/// layers straight on oneDNN's C API) where oneDNN's headers
 /// are found, and says so to the crate (`cfg(lop_onednn)`, and `LOP_ONEDNN_LIB_BUILT`: the
 /// library beside those headers, opened at run time). The headers come from the
 /// `onednn-devel-cpu-gomp` wheel `scripts/setup.sh` installs into the venv that holds torch, or
@@ -41,7 +42,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// and convolutions take libtorch's route.
 fn build_dnnl_shim() {
     println!("cargo::rustc-check-cfg=cfg(lop_onednn)");
-    println!("cargo:rerun-if-changed=csrc/dnnl_conv.cpp");
+    for file in ["csrc/dnnl_conv.cpp", "csrc/dnnl_linear.cpp", "csrc/dnnl_shim.h"] {
+        println!("cargo:rerun-if-changed={file}");
+    }
     println!("cargo:rerun-if-env-changed=LOP_ONEDNN_PREFIX");
     let Some(prefix) = onednn_prefix() else {
         println!("cargo:warning=oneDNN's headers not found (scripts/setup.sh installs them on x86_64): convolutions take libtorch's route");
@@ -55,6 +58,7 @@ fn build_dnnl_shim() {
         .include(prefix.join("include"))
         .flag("-std=c++17")
         .file("csrc/dnnl_conv.cpp")
+        .file("csrc/dnnl_linear.cpp")
         .compile("lop_dnnl_conv");
     println!("cargo:rustc-link-lib=dylib=dl");
     println!("cargo:rustc-cfg=lop_onednn");

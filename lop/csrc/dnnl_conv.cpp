@@ -12,7 +12,7 @@
 // Max pooling runs here too: libtorch's channels-last max pooling computes indices it does not
 // need and cannot pad a band asymmetrically, so the engine padded with copies first; on this CPU
 // that made yolo_det's and YOLOX's SPP pools 4-6x onnxruntime's (docs/benchmarks.md).
-#include <oneapi/dnnl/dnnl.h>
+#include "dnnl_shim.h"
 
 #include <dlfcn.h>
 
@@ -26,133 +26,7 @@
 
 namespace {
 
-void write_error(const std::string& what, char* err, size_t err_len) {
-  if (err == nullptr || err_len == 0) return;
-  std::strncpy(err, what.c_str(), err_len - 1);
-  err[err_len - 1] = '\0';
-}
-
-#define LOP_DNNL_FUNCTIONS(X)                  \
-  X(dnnl_engine_create)                        \
-  X(dnnl_stream_create)                        \
-  X(dnnl_stream_wait)                          \
-  X(dnnl_stream_destroy)                       \
-  X(dnnl_memory_desc_create_with_tag)          \
-  X(dnnl_memory_desc_clone)                    \
-  X(dnnl_memory_desc_destroy)                  \
-  X(dnnl_memory_desc_equal)                    \
-  X(dnnl_memory_desc_get_size)                 \
-  X(dnnl_memory_create)                        \
-  X(dnnl_memory_destroy)                       \
-  X(dnnl_memory_set_data_handle)               \
-  X(dnnl_primitive_attr_create)                \
-  X(dnnl_primitive_attr_destroy)               \
-  X(dnnl_primitive_attr_set_post_ops)          \
-  X(dnnl_post_ops_create)                      \
-  X(dnnl_post_ops_destroy)                     \
-  X(dnnl_post_ops_append_eltwise)              \
-  X(dnnl_convolution_forward_primitive_desc_create) \
-  X(dnnl_pooling_forward_primitive_desc_create) \
-  X(dnnl_reorder_primitive_desc_create)        \
-  X(dnnl_primitive_desc_query_md)              \
-  X(dnnl_primitive_desc_destroy)               \
-  X(dnnl_primitive_create)                     \
-  X(dnnl_primitive_destroy)                    \
-  X(dnnl_primitive_execute)
-
-// The C API's functions, taken from the opened library.
-struct Api {
-#define LOP_DNNL_FIELD(name) decltype(&::name) name = nullptr;
-  LOP_DNNL_FUNCTIONS(LOP_DNNL_FIELD)
-#undef LOP_DNNL_FIELD
-  dnnl_engine_t engine = nullptr;
-  int (*omp_get_max_threads)() = nullptr;
-  void (*omp_set_num_threads)(int) = nullptr;
-};
-
-Api* g_api = nullptr;
-std::mutex g_load;
-
-const char* status_name(dnnl_status_t s) {
-  switch (s) {
-    case dnnl_success: return "success";
-    case dnnl_out_of_memory: return "out of memory";
-    case dnnl_invalid_arguments: return "invalid arguments";
-    case dnnl_unimplemented: return "unimplemented";
-    case dnnl_last_impl_reached: return "no implementation";
-    case dnnl_runtime_error: return "runtime error";
-    case dnnl_not_required: return "not required";
-    default: return "unknown status";
-  }
-}
-
-// Throws (caught at the C boundary) with what failed.
-struct Failure {
-  std::string what;
-};
-void check(dnnl_status_t s, const char* what) {
-  if (s != dnnl_success) throw Failure{std::string(what) + ": " + status_name(s)};
-}
-
-// A memory descriptor owned here.
-struct Md {
-  dnnl_memory_desc_t md = nullptr;
-  Md() = default;
-  Md(const Md&) = delete;
-  Md& operator=(const Md&) = delete;
-  ~Md() {
-    if (md != nullptr) g_api->dnnl_memory_desc_destroy(md);
-  }
-};
-
-void plain_md(Md& out, int ndims, const int64_t* dims, dnnl_format_tag_t tag) {
-  dnnl_dims_t d = {};
-  for (int i = 0; i < ndims; ++i) d[i] = dims[i];
-  check(g_api->dnnl_memory_desc_create_with_tag(&out.md, ndims, d, dnnl_f32, tag), "memory descriptor");
-}
-
-// A primitive (and its descriptor) owned here.
-struct Prim {
-  dnnl_primitive_t p = nullptr;
-  Prim() = default;
-  Prim(const Prim&) = delete;
-  Prim& operator=(const Prim&) = delete;
-  Prim(Prim&& o) noexcept : p(o.p) { o.p = nullptr; }
-  Prim& operator=(Prim&& o) noexcept {
-    std::swap(p, o.p);
-    return *this;
-  }
-  ~Prim() {
-    if (p != nullptr) g_api->dnnl_primitive_destroy(p);
-  }
-};
-
-// A memory object over a buffer owned elsewhere.
-struct Mem {
-  dnnl_memory_t m = nullptr;
-  Mem() = default;
-  Mem(const_dnnl_memory_desc_t md, const void* data) {
-    check(g_api->dnnl_memory_create(&m, md, g_api->engine, const_cast<void*>(data)), "memory");
-  }
-  Mem(const Mem&) = delete;
-  Mem& operator=(const Mem&) = delete;
-  Mem(Mem&& o) noexcept : m(o.m) { o.m = nullptr; }
-  Mem& operator=(Mem&& o) noexcept {
-    std::swap(m, o.m);
-    return *this;
-  }
-  ~Mem() {
-    if (m != nullptr) g_api->dnnl_memory_destroy(m);
-  }
-  // Points the memory object at `data` (same descriptor): no allocation, unlike a new object.
-  void point(const void* data) { check(g_api->dnnl_memory_set_data_handle(m, const_cast<void*>(data)), "memory handle"); }
-};
-
-// One packed copy of the weight, in the blocked layout oneDNN picked for some shapes.
-struct Format {
-  dnnl_memory_desc_t md = nullptr;
-  void* data = nullptr;
-};
+using namespace lop_dnnl;
 
 // One input shape with its padding: its primitive, the format its weight is packed in, and the
 // memory objects its calls execute on (made once: a call only points the source and destination
@@ -166,21 +40,6 @@ struct Shape {
 };
 
 constexpr size_t kMaxShapes = 64;
-constexpr size_t kMaxFormats = 4;
-
-// The calling thread's stream, made at its first call and destroyed when the thread ends.
-struct ThreadStream {
-  dnnl_stream_t s = nullptr;
-  ~ThreadStream() {
-    if (s != nullptr) g_api->dnnl_stream_destroy(s);
-  }
-};
-thread_local ThreadStream t_stream;
-
-dnnl_stream_t stream() {
-  if (t_stream.s == nullptr) check(g_api->dnnl_stream_create(&t_stream.s, g_api->engine, dnnl_stream_default_flags), "stream");
-  return t_stream.s;
-}
 
 // A convolution's constants and what it keeps per shape.
 struct Conv {
@@ -193,15 +52,8 @@ struct Conv {
   float alpha, beta;
   std::mutex lock;
   std::vector<Shape> shapes;
-  std::vector<Format> formats;
+  PackedWeights packed;
   int64_t uncached = 0;
-
-  ~Conv() {
-    for (auto& f : formats) {
-      g_api->dnnl_memory_desc_destroy(f.md);
-      std::free(f.data);
-    }
-  }
 
   void weights_md(Md& out, bool any) const {
     if (groups == 1) {
@@ -220,24 +72,13 @@ struct Conv {
     plain_md(dst, 4, y, dnnl_nhwc);
     weights_md(wei, true);
     if (!bias.empty()) plain_md(b, 1, &out_ch, dnnl_a);
-    dnnl_primitive_attr_t attr = nullptr;
-    dnnl_post_ops_t ops = nullptr;
-    check(g_api->dnnl_primitive_attr_create(&attr), "attributes");
-    if (post != 0) {
-      check(g_api->dnnl_post_ops_create(&ops), "post-ops");
-      const dnnl_alg_kind_t alg[] = {dnnl_alg_kind_undef, dnnl_eltwise_relu, dnnl_eltwise_swish, dnnl_eltwise_logistic,
-                                     dnnl_eltwise_clip_v2, dnnl_eltwise_hardsigmoid, dnnl_eltwise_hardswish};
-      check(g_api->dnnl_post_ops_append_eltwise(ops, alg[post], alpha, beta), "eltwise post-op");
-      check(g_api->dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
-    }
+    Attr attr(post, alpha, beta);
     dnnl_dims_t st = {strides[0], strides[1]}, dil = {dilations[0] - 1, dilations[1] - 1};
     dnnl_dims_t pl = {pads[0], pads[1]}, pr = {pads[2], pads[3]};
     dnnl_primitive_desc_t pd = nullptr;
     dnnl_status_t s = g_api->dnnl_convolution_forward_primitive_desc_create(
         &pd, g_api->engine, dnnl_forward_inference, dnnl_convolution_direct, src.md, wei.md, bias.empty() ? nullptr : b.md, dst.md,
-        st, dil, pl, pr, attr);
-    if (ops != nullptr) g_api->dnnl_post_ops_destroy(ops);
-    g_api->dnnl_primitive_attr_destroy(attr);
+        st, dil, pl, pr, attr.a);
     check(s, "convolution descriptor");
     Prim prim;
     s = g_api->dnnl_primitive_create(&prim.p, pd);
@@ -251,44 +92,14 @@ struct Conv {
   void* pack(const_dnnl_memory_desc_t md) const {
     Md plain;
     weights_md(plain, false);
-    size_t size = g_api->dnnl_memory_desc_get_size(md);
-    void* data = std::aligned_alloc(64, (size + 63) / 64 * 64);
-    if (data == nullptr) throw Failure{"out of memory packing a weight"};
-    try {
-      dnnl_primitive_desc_t pd = nullptr;
-      check(g_api->dnnl_reorder_primitive_desc_create(&pd, plain.md, g_api->engine, md, g_api->engine, nullptr), "weight reorder");
-      Prim r;
-      dnnl_status_t s = g_api->dnnl_primitive_create(&r.p, pd);
-      g_api->dnnl_primitive_desc_destroy(pd);
-      check(s, "weight reorder primitive");
-      Mem from(plain.md, weight.data()), to(md, data);
-      dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from.m}, {DNNL_ARG_TO, to.m}};
-      check(g_api->dnnl_primitive_execute(r.p, stream(), 2, args), "weight reorder");
-      check(g_api->dnnl_stream_wait(stream()), "weight reorder");
-    } catch (...) {
-      std::free(data);
-      throw;
-    }
-    return data;
+    return PackedWeights::pack(plain.md, weight.data(), md);
   }
 
-  // The format slot holding the weight packed as `md`: an equal one kept, or a new one while
-  // fewer than kMaxFormats are kept; SIZE_MAX past that.
+  // The format slot holding the weight packed as `md` (PackedWeights::keep).
   size_t keep(const_dnnl_memory_desc_t md) {
-    for (size_t i = 0; i < formats.size(); ++i) {
-      if (g_api->dnnl_memory_desc_equal(formats[i].md, md) != 0) return i;
-    }
-    if (formats.size() >= kMaxFormats) return SIZE_MAX;
-    Format f;
-    check(g_api->dnnl_memory_desc_clone(&f.md, md), "weight descriptor");
-    try {
-      f.data = pack(md);
-    } catch (...) {
-      g_api->dnnl_memory_desc_destroy(f.md);
-      throw;
-    }
-    formats.push_back(f);
-    return formats.size() - 1;
+    Md plain;
+    weights_md(plain, false);
+    return packed.keep(plain.md, weight.data(), md);
   }
 
   void execute(const Prim& prim, const_dnnl_memory_desc_t wmd, const void* wdata, const int64_t* xd, const float* x,
@@ -320,7 +131,7 @@ struct Conv {
     plain_md(dst, 4, yd, dnnl_nhwc);
     s.src = Mem(src.md, nullptr);
     s.dst = Mem(dst.md, nullptr);
-    s.wei = Mem(formats[s.format].md, formats[s.format].data);
+    s.wei = Mem(packed.formats[s.format].md, packed.formats[s.format].data);
     if (!bias.empty()) {
       Md b;
       plain_md(b, 1, &out_ch, dnnl_a);
@@ -442,29 +253,6 @@ void max_pool(const int64_t* xd, const float* x, const int64_t* yd, float* y, co
   check(s, "max pooling");
 }
 
-// Runs `body` at the C boundary: 0, or 1 with the message of whatever it threw.
-template <typename Body>
-int guarded(Body body, char* err, size_t err_len) {
-  try {
-    body();
-    return 0;
-  } catch (const Failure& f) {
-    write_error(f.what, err, err_len);
-  } catch (const std::exception& e) {
-    write_error(e.what(), err, err_len);
-  } catch (...) {
-    write_error("unknown C++ exception", err, err_len);
-  }
-  return 1;
-}
-
-// Sets oneDNN's OpenMP thread count to `threads` where it differs (0: leave it).
-void use_threads(int threads) {
-  if (threads > 0 && g_api->omp_get_max_threads != nullptr && g_api->omp_set_num_threads != nullptr &&
-      g_api->omp_get_max_threads() != threads) {
-    g_api->omp_set_num_threads(threads);
-  }
-}
 
 }  // namespace
 
@@ -561,7 +349,7 @@ void lop_dnnl_conv_stats(void* ctx, int64_t* shapes, int64_t* formats, int64_t* 
   auto* c = static_cast<Conv*>(ctx);
   std::lock_guard<std::mutex> guard(c->lock);
   *shapes = static_cast<int64_t>(c->shapes.size());
-  *formats = static_cast<int64_t>(c->formats.size());
+  *formats = static_cast<int64_t>(c->packed.formats.size());
   *uncached = c->uncached;
 }
 

@@ -22,6 +22,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use super::UnaryOp;
+use super::direct_linear::{self, DirectLinear};
 use super::packed::{available, c_string, taken};
 use tch::{Kind, Tensor};
 use torch_sys::C_tensor;
@@ -53,7 +54,17 @@ unsafe extern "C" {
 /// The shim's message (from libtorch) as a [`tch::TchError::Torch`]; libtorch errors.
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, act: Option<&UnaryOp>) -> Result<Tensor, tch::TchError> {
     let cpu_float = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float;
-    if !(available() && cpu_float(x) && cpu_float(weight) && x.dim() >= 2 && weight.dim() == 2) {
+    if !(cpu_float(x) && cpu_float(weight) && x.dim() >= 2 && weight.dim() == 2) {
+        return act_after(x.f_linear(weight, bias)?, act);
+    }
+    if let Some(layer) = direct_linear::for_weight(weight, bias) {
+        let fused = act.and_then(|a| direct_linear::post_op(Some(a)).filter(|_| route(a) == Route::Fused));
+        return match fused {
+            Some(post) => layer.run(x, post),
+            None => act_after(layer.run(x, NO_POST)?, act),
+        };
+    }
+    if !available() {
         return act_after(x.f_linear(weight, bias)?, act);
     }
     let rows = x.size().iter().rev().skip(1).product::<i64>();
@@ -65,6 +76,9 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, act: Option<&U
         None => act_after(on_onednn(x, weight, bias, &("none", vec![], ""))?, act),
     }
 }
+
+/// The direct path's code for no post-op ([`direct_linear::post_op`]).
+const NO_POST: (std::ffi::c_int, f32, f32) = (0, 0.0, 0.0);
 
 /// At most this many linear layers' weights are kept prepacked (the oldest entry goes first):
 /// a process that loads model after model keeps a bounded number of packed copies.
@@ -182,16 +196,22 @@ pub fn route_choices() -> Vec<RouteChoice> {
 /// a post-op and as its own kernel, interleaved, and keeps the faster; a failure (no post-op,
 /// a shim error) keeps the activation apart.
 fn measure(act: &UnaryOp) -> RouteChoice {
-    let Some(post) = linear_post_op(Some(act)) else {
-        return RouteChoice { act: format!("{act:?}"), fused_ms: None, apart_ms: None, fused: false };
-    };
     let opts = (Kind::Float, tch::Device::Cpu);
     // Constants, not random draws: a draw would move libtorch's global generator, which seeded
     // callers (tests building weights) rely on. The kernels' time does not depend on the values.
     let (x, w, b) = (Tensor::full([392, 192], 0.5, opts), Tensor::full([768, 192], 0.01, opts), Tensor::full([768], -0.25, opts));
+    // The route the layers take: straight on oneDNN where it opened, else libtorch's.
+    let direct = DirectLinear::new(&w, Some(&b)).ok().flatten();
+    let (Some(post), Some(direct_post)) = (linear_post_op(Some(act)), direct_linear::post_op(Some(act))) else {
+        return RouteChoice { act: format!("{act:?}"), fused_ms: None, apart_ms: None, fused: false };
+    };
     let none = ("none", vec![], "");
-    let fused = || on_onednn(&x, &w, Some(&b), &post).map(drop);
-    let apart = || on_onednn(&x, &w, Some(&b), &none).and_then(|y| act_after(y, Some(act))).map(drop);
+    let product = |fused: bool| match &direct {
+        Some(d) => d.run(&x, if fused { direct_post } else { NO_POST }),
+        None => on_onednn(&x, &w, Some(&b), if fused { &post } else { &none }),
+    };
+    let fused = || product(true).map(drop);
+    let apart = || product(false).and_then(|y| act_after(y, Some(act))).map(drop);
     let (mut f, mut a) = (Vec::new(), Vec::new());
     for k in 0..9 {
         let (tf, ta) = (timed(fused), timed(apart));

@@ -5,6 +5,7 @@
 
 pub(crate) mod band;
 mod direct;
+mod direct_linear;
 mod direct_pool;
 mod elementwise;
 mod layout;
@@ -19,6 +20,7 @@ mod window;
 
 pub use band::BandIn;
 pub use direct::{DirectConv, PreparedConv, post_op};
+pub use direct_linear::{DirectLinear, MAX_DIRECT_LINEARS, kept_linears};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
 pub use linear::{MAX_PACKED_LINEARS, Route, RouteChoice, linear, linear_post_op, prepacked_linears, route_choices};
