@@ -11,6 +11,8 @@ use lop::profile::LayoutChoice;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+mod report;
+
 /// Arguments of `lop bench-exec`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -144,6 +146,43 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
+/// The four methods' median milliseconds, timed interleaved so that drift in the machine's load
+/// hits all alike: whole, the executor with one band, every op in bands with chunks written
+/// into one buffer per value, and the same without buffers.
+struct Timings {
+    whole_ms: f64,
+    one_band_ms: f64,
+    chunked_ms: f64,
+    unbuffered_ms: f64,
+}
+
+fn time_methods(graph: &Graph, chunked: &[Vec<tch::Tensor>], args: &BenchArgs) -> anyhow::Result<Timings> {
+    let inputs = &chunked[0];
+    let one_band = Plan::robot_only(graph, args.units);
+    for _ in 0..args.warmup {
+        run_whole(graph, inputs)?;
+        run_split(graph, &one_band, inputs)?;
+        run_batched(graph, chunked, args.bands)?;
+    }
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let timed = |f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        f()?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    };
+    for i in 0..args.runs {
+        times[0].push(timed(&mut || Ok(run_whole(graph, inputs).map(drop)?))?);
+        times[1].push(timed(&mut || Ok(run_split(graph, &one_band, inputs).map(drop)?))?);
+        times[2].push(timed(&mut || Ok(run_batched(graph, chunked, args.bands).map(drop)?))?);
+        times[3].push(timed(&mut || Ok(run_batched_stats(graph, chunked, args.bands, false).map(drop)?))?);
+        if (i + 1) % 5 == 0 {
+            eprintln!("bench-exec {}: {}/{} runs", graph.name, i + 1, args.runs);
+        }
+    }
+    let [whole, one, bands, unbuffered] = times;
+    Ok(Timings { whole_ms: median(whole), one_band_ms: median(one), chunked_ms: median(bands), unbuffered_ms: median(unbuffered) })
+}
+
 /// Measures and prints the overhead ratio (band executor / whole run) and the memory ratio.
 ///
 /// # Errors
@@ -154,128 +193,37 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     let mut graph = args.model.load()?;
     let inputs = synthetic_inputs(&graph, 0)?;
     let layout = lay_out(&mut graph, &inputs, args.layout)?;
-    let one_band = Plan::robot_only(&graph, args.units);
     let chunked = std::slice::from_ref(&inputs);
-    for _ in 0..args.warmup {
-        run_whole(&graph, &inputs)?;
-        run_split(&graph, &one_band, &inputs)?;
-        run_batched(&graph, chunked, args.bands)?;
-    }
-    // Interleave the methods so drift in machine load hits all alike.
-    let (mut whole, mut one, mut bands, mut unbuffered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for i in 0..args.runs {
-        let t = Instant::now();
-        drop(run_whole(&graph, &inputs)?);
-        whole.push(t.elapsed().as_secs_f64() * 1e3);
-        let t = Instant::now();
-        drop(run_split(&graph, &one_band, &inputs)?);
-        one.push(t.elapsed().as_secs_f64() * 1e3);
-        let t = Instant::now();
-        drop(run_batched(&graph, chunked, args.bands)?);
-        bands.push(t.elapsed().as_secs_f64() * 1e3);
-        let t = Instant::now();
-        drop(run_batched_stats(&graph, chunked, args.bands, false)?);
-        unbuffered.push(t.elapsed().as_secs_f64() * 1e3);
-        if (i + 1) % 5 == 0 {
-            eprintln!("bench-exec {}: {}/{} runs", graph.name, i + 1, args.runs);
-        }
-    }
-    let whole_ms = median(whole);
-    let banded_ms = median(one);
-    let chunked_ms = median(bands);
-    let unbuffered_ms = median(unbuffered);
+    let t = time_methods(&graph, chunked, args)?;
     let kinds = if args.kinds { time_kinds(&graph, &inputs, args.runs, args.bands)? } else { Vec::new() };
-    let whole_run = run_whole(&graph, &inputs)?;
-    let joins = run_batched_stats(&graph, chunked, args.bands, true)?.1.joins;
-    let unbuffered_joins = run_batched_stats(&graph, chunked, args.bands, false)?.1.joins;
-    let even = run_split(&graph, &Plan::even(&graph, args.units), &inputs)?;
-    let random = run_split(&graph, &Plan::random(&graph, args.units, 1), &inputs)?;
-    let peak_mem_ratio = even.peak_bytes as f64 / whole_run.peak_bytes.max(1) as f64;
-    let random_ratio = random.peak_bytes as f64 / whole_run.peak_bytes.max(1) as f64;
-    let ratio = banded_ms / whole_ms;
-    let chunked_ratio = chunked_ms / whole_ms;
-    let packing = graph.packing_stats();
-    let floor = call_floor(&graph, graph.layout(), args.bands, whole_ms)?;
+    let peak = |plan: Option<Plan>| -> anyhow::Result<usize> {
+        Ok(match plan {
+            Some(p) => run_split(&graph, &p, &inputs)?.peak_bytes,
+            None => run_whole(&graph, &inputs)?.peak_bytes,
+        })
+    };
+    let report = report::Report {
+        model: graph.name.clone(),
+        layout,
+        bands: args.bands,
+        runs: args.runs,
+        whole_ms: t.whole_ms,
+        one_band_ms: t.one_band_ms,
+        chunked_ms: t.chunked_ms,
+        unbuffered_ms: t.unbuffered_ms,
+        kinds,
+        joins: run_batched_stats(&graph, chunked, args.bands, true)?.1.joins,
+        unbuffered_joins: run_batched_stats(&graph, chunked, args.bands, false)?.1.joins,
+        whole_peak: peak(None)?,
+        even_peak: peak(Some(Plan::even(&graph, args.units)))?,
+        random_peak: peak(Some(Plan::random(&graph, args.units, 1)))?,
+        packing: graph.packing_stats(),
+        floor: call_floor(&graph, graph.layout(), args.bands, t.whole_ms)?,
+    };
     if args.json {
-        let kinds: Vec<serde_json::Value> = kinds
-            .iter()
-            .map(|k| serde_json::json!({"kind": k.kind, "ops": k.ops, "ms": k.whole_ms, "banded_kernel_ms": k.banded_ms}))
-            .collect();
-        let v = serde_json::json!({
-            "model": graph.name, "layout": layout, "whole_ms": whole_ms, "banded_ms": banded_ms, "ratio": ratio,
-            "bands": args.bands, "chunked_ms": chunked_ms, "chunked_ratio": chunked_ratio, "kinds": kinds,
-            "peak_mem_ratio": peak_mem_ratio, "peak_mem_ratio_random_layout": random_ratio,
-            "whole_peak_bytes": whole_run.peak_bytes, "split_peak_bytes": even.peak_bytes,
-            "runs": args.runs, "threads": tch::get_num_threads(),
-            "joined_copies": joins.copies, "joined_bytes": joins.bytes, "joined_ms": joins.seconds * 1e3,
-            "unbuffered_chunked_ms": unbuffered_ms, "unbuffered_joined_copies": unbuffered_joins.copies,
-            "unbuffered_joined_bytes": unbuffered_joins.bytes, "unbuffered_joined_ms": unbuffered_joins.seconds * 1e3,
-            "packing": {"shapes": packing.shapes, "formats": packing.formats, "plain_calls": packing.plain_calls},
-            "conv_call_floor_ms": floor.conv_ms, "banded_convs": floor.convs,
-            "linear_call_floor_ms": floor.linear_ms, "banded_linears": floor.linears, "chunked_floor_ratio": floor.ratio,
-            "linear_activations": lop::ops::route_choices(),
-        });
-        println!("{v}");
+        println!("{}", report.json());
     } else {
-        println!("{} ({layout}): whole {whole_ms:.2} ms, one-band executor {banded_ms:.2} ms, ratio {ratio:.3}", graph.name);
-        println!("every op in {} bands: {chunked_ms:.2} ms, ratio {chunked_ratio:.3}", args.bands);
-        println!(
-            "a call costs at least {:.1} us per convolution, {:.1} us per linear layer (16 channels, one pixel): {} convolutions and {} linear layers x {} extra bands set the banded ratio's floor at {:.3}",
-            floor.conv_ms * 1e3,
-            floor.linear_ms * 1e3,
-            floor.convs,
-            floor.linears,
-            args.bands.saturating_sub(1),
-            floor.ratio
-        );
-        println!(
-            "bands read across chunks and copied together: {} ({:.1} MB, {:.2} ms) with chunks written into one buffer per value; without: {} ({:.1} MB, {:.2} ms), every op in bands {unbuffered_ms:.2} ms",
-            joins.copies,
-            joins.bytes as f64 / 1e6,
-            joins.seconds * 1e3,
-            unbuffered_joins.copies,
-            unbuffered_joins.bytes as f64 / 1e6,
-            unbuffered_joins.seconds * 1e3,
-        );
-        println!(
-            "prepacked convolution weights: {} input shapes, {} packed copies, {} calls on libtorch's plain path",
-            packing.shapes, packing.formats, packing.plain_calls
-        );
-        for c in lop::ops::route_choices() {
-            let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |m| format!("{m:.3} ms"));
-            println!(
-                "linear layers' {}: {} (measuring layer: post-op {}, own kernel after {})",
-                c.act,
-                if c.fused { "oneDNN post-op" } else { "own kernel after the product" },
-                ms(c.fused_ms),
-                ms(c.apart_ms)
-            );
-        }
-        if !kinds.is_empty() {
-            let kernels: f64 = kinds.iter().map(|k| k.banded_ms).sum();
-            println!(
-                "  kernels alone in {} bands: {kernels:.2} ms ({:.3} of whole); the executor's assembly adds {:.2} ms",
-                args.bands,
-                kernels / whole_ms,
-                chunked_ms - kernels
-            );
-            println!("  {:<20} {:>8} {:>9} {:>7} {:>10} {:>6}", "kind", "ops", "whole ms", "share", "banded ms", "ratio");
-        }
-        for k in &kinds {
-            println!(
-                "  {:<20} {:>4} ops {:>9.3} {:>6.1}% {:>10.3} {:>6.2}",
-                k.kind,
-                k.ops,
-                k.whole_ms,
-                100.0 * k.whole_ms / whole_ms,
-                k.banded_ms,
-                k.banded_ms / k.whole_ms.max(1e-9)
-            );
-        }
-        println!(
-            "peak activation memory: whole {} B, even split (both sides) {} B, ratio {peak_mem_ratio:.2}; random layout ratio {random_ratio:.2}",
-            whole_run.peak_bytes, even.peak_bytes
-        );
+        report.print();
     }
     Ok(0)
 }

@@ -221,6 +221,8 @@ fn bench_exec_times_bands_and_op_kinds_in_a_layout() {
     let (call, whole) = (v["conv_call_floor_ms"].as_f64().expect("floor"), v["whole_ms"].as_f64().expect("whole"));
     assert!(call > 0.0 && call < whole, "{v}");
     assert!(v["linear_call_floor_ms"].as_f64().is_some_and(|ms| ms > 0.0 && ms < whole), "{v}");
+    // How many linear layers run straight on oneDNN (0 only where it is not loaded).
+    assert!(v["direct_linears"].as_u64().is_some(), "{v}");
     let floor = v["chunked_floor_ratio"].as_f64().expect("floor ratio");
     assert!((floor - (1.0 + 60.0 * call / whole)).abs() < 1e-9, "{v}");
     assert!(kinds.iter().all(|k| k["ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms.is_finite())), "{v}");
