@@ -60,6 +60,20 @@ struct State {
     told: bool,
 }
 
+impl State {
+    /// A member that has received nothing of `transfers` transfers.
+    fn new(transfers: usize) -> State {
+        State {
+            stop: None,
+            received: vec![false; transfers],
+            staged: (0..transfers).map(|_| None).collect(),
+            headers: CameraHeaders::default(),
+            stats: SideStats::default(),
+            told: false,
+        }
+    }
+}
+
 /// Reports every member that has stopped since the last call.
 fn tell_leavers(states: &mut [State], left: &mut dyn FnMut(usize, &Stopped, &SideStats)) {
     for (m, s) in states.iter_mut().enumerate() {
@@ -86,29 +100,10 @@ pub fn run_batch(
     batch: &BatchConfig,
     left: &mut dyn FnMut(usize, &Stopped, &SideStats),
 ) -> Result<Vec<(Stopped, SideStats)>> {
-    let Some(first) = members.first().map(|m| m.config.clone()) else { return Ok(Vec::new()) };
-    if exec.batch() != members.len() {
-        return Err(Error::Executor(format!("a batch of {} samples run for {} members", exec.batch(), members.len())));
-    }
-    if members.iter().any(|m| {
-        let c = &m.config;
-        c.side != first.side || c.device != first.device || c.stretch != first.stretch || c.input_wire != first.input_wire
-    }) {
-        return Err(Error::Executor("batched inferences must share side, device, dilation and input wire".into()));
-    }
+    let Some(first) = shared_config(exec, members)? else { return Ok(Vec::new()) };
     let side = first.side;
     let n_transfers = schedule.transfers.len();
-    let mut states: Vec<State> = members
-        .iter()
-        .map(|_| State {
-            stop: None,
-            received: vec![false; n_transfers],
-            staged: (0..n_transfers).map(|_| None).collect(),
-            headers: CameraHeaders::default(),
-            stats: SideStats::default(),
-            told: false,
-        })
-        .collect();
+    let mut states: Vec<State> = members.iter().map(|_| State::new(n_transfers)).collect();
     let (mut pending, mut ready, mut left_chunks) = start_state(schedule, side);
     // Transfers towards this side not yet stored for the whole batch, and since when some
     // member has sent each.
@@ -198,6 +193,25 @@ pub fn run_batch(
         }
     }
     Ok(states.into_iter().map(|s| (s.stop.unwrap_or(Stopped::Finished), s.stats)).collect())
+}
+
+/// The configuration every member shares (the first one's); `None` for no members.
+///
+/// # Errors
+/// [`Error::Executor`] when `exec` runs another batch size, or members differ in side, device,
+/// dilation or input wire.
+fn shared_config(exec: &SideExec<'_>, members: &[Member<'_>]) -> Result<Option<SideConfig>> {
+    let Some(first) = members.first().map(|m| m.config.clone()) else { return Ok(None) };
+    if exec.batch() != members.len() {
+        return Err(Error::Executor(format!("a batch of {} samples run for {} members", exec.batch(), members.len())));
+    }
+    if members.iter().any(|m| {
+        let c = &m.config;
+        c.side != first.side || c.device != first.device || c.stretch != first.stretch || c.input_wire != first.input_wire
+    }) {
+        return Err(Error::Executor("batched inferences must share side, device, dilation and input wire".into()));
+    }
+    Ok(Some(first))
 }
 
 /// Takes one message for a member: an abort stops it; a band is decoded and staged until every
