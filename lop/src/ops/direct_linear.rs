@@ -7,7 +7,7 @@
 //! of them in 8 bands pays that set-up 288 times a frame. The library is the one the direct convolutions open
 //! ([`super::direct::available`]); without it linear layers keep libtorch's route.
 
-#![cfg_attr(not(lop_onednn), allow(unused_imports, dead_code))]
+#![cfg_attr(not(lop_onednn), allow(unused_imports, unused_mut, dead_code))]
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
