@@ -28,16 +28,8 @@ namespace {
 
 using namespace lop_dnnl;
 
-// One input shape with its padding: its primitive, the format its weight is packed in, and the
-// memory objects its calls execute on (made once: a call only points the source and destination
-// at its buffers; making and destroying four descriptors and objects per call cost about a
-// microsecond each, which a server computing every layer in 8 bands pays 8 times).
-struct Shape {
-  int64_t key[8];
-  Prim prim;
-  size_t format;
-  Mem src, wei, dst, bias;
-};
+// One input shape with its padding (its key: N, H, W and the four pads).
+using Shape = Kept<8>;
 
 constexpr size_t kMaxShapes = 64;
 
@@ -102,36 +94,15 @@ struct Conv {
     return packed.keep(plain.md, weight.data(), md);
   }
 
-  void execute(const Prim& prim, const_dnnl_memory_desc_t wmd, const void* wdata, const int64_t* xd, const float* x,
-               const int64_t* yd, float* y) const {
-    Md src, dst, b;
-    plain_md(src, 4, xd, dnnl_nhwc);
-    plain_md(dst, 4, yd, dnnl_nhwc);
-    Mem ms(src.md, x), mw(wmd, wdata), md(dst.md, y);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms.m}, {DNNL_ARG_WEIGHTS, mw.m}, {DNNL_ARG_DST, md.m}, {DNNL_ARG_BIAS, nullptr}};
-    int nargs = 3;
-    Mem* mb = nullptr;
-    if (!bias.empty()) {
-      plain_md(b, 1, &out_ch, dnnl_a);
-      mb = new Mem(b.md, bias.data());
-      args[3].memory = mb->m;
-      nargs = 4;
-    }
-    dnnl_status_t s = g_api->dnnl_primitive_execute(prim.p, stream(), nargs, args);
-    if (s == dnnl_success) s = g_api->dnnl_stream_wait(stream());
-    delete mb;
-    check(s, "convolution");
-  }
-
-  // Makes `s`'s memory objects for input dims `xd` and output dims `yd` (the data pointers are
-  // set at each call).
-  void bind(Shape& s, const int64_t* xd, const int64_t* yd) const {
+  // Makes `s`'s memory objects for input dims `xd` and output dims `yd` over the weight packed
+  // as `wmd` at `wdata` (the source and destination pointers are set at each call).
+  void bind(Shape& s, const int64_t* xd, const int64_t* yd, const_dnnl_memory_desc_t wmd, void* wdata) const {
     Md src, dst;
     plain_md(src, 4, xd, dnnl_nhwc);
     plain_md(dst, 4, yd, dnnl_nhwc);
     s.src = Mem(src.md, nullptr);
     s.dst = Mem(dst.md, nullptr);
-    s.wei = Mem(packed.formats[s.format].md, packed.formats[s.format].data);
+    s.wei = Mem(wmd, wdata);
     if (!bias.empty()) {
       Md b;
       plain_md(b, 1, &out_ch, dnnl_a);
@@ -139,48 +110,39 @@ struct Conv {
     }
   }
 
-  // Runs `s`'s primitive on `x` into `y`, on its kept memory objects.
-  void execute(Shape& s, const float* x, float* y) const {
-    s.src.point(x);
-    s.dst.point(y);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s.src.m}, {DNNL_ARG_WEIGHTS, s.wei.m}, {DNNL_ARG_DST, s.dst.m}, {DNNL_ARG_BIAS, s.bias.m}};
-    dnnl_status_t st = g_api->dnnl_primitive_execute(s.prim.p, stream(), bias.empty() ? 3 : 4, args);
-    if (st == dnnl_success) st = g_api->dnnl_stream_wait(stream());
-    check(st, "convolution");
-  }
-
   void run(const int64_t* xd, const float* x, const int64_t* pads, const int64_t* yd, float* y) {
     int64_t key[8] = {xd[0], xd[2], xd[3], pads[0], pads[1], pads[2], pads[3], 0};
     std::lock_guard<std::mutex> guard(lock);
     for (auto& s : shapes) {
       if (std::memcmp(s.key, key, sizeof key) == 0) {
-        execute(s, x, y);
+        s.execute(x, y, !bias.empty(), "convolution");
         return;
       }
     }
     Md wmd;
-    Prim prim = make(xd, pads, yd, wmd);
-    size_t format = shapes.size() < kMaxShapes ? keep(wmd.md) : SIZE_MAX;
-    if (format == SIZE_MAX) {
+    Shape s;
+    s.prim = make(xd, pads, yd, wmd);
+    s.format = shapes.size() < kMaxShapes ? keep(wmd.md) : SIZE_MAX;
+    if (s.format == SIZE_MAX) {
       // Past the caps: packed for this call alone.
       ++uncached;
       void* data = pack(wmd.md);
       try {
-        execute(prim, wmd.md, data, xd, x, yd, y);
+        bind(s, xd, yd, wmd.md, data);
+        s.execute(x, y, !bias.empty(), "convolution");
       } catch (...) {
+        s = Shape();
         std::free(data);
         throw;
       }
+      s = Shape();
       std::free(data);
       return;
     }
-    Shape s;
     std::memcpy(s.key, key, sizeof key);
-    s.prim = std::move(prim);
-    s.format = format;
-    bind(s, xd, yd);
+    bind(s, xd, yd, packed.formats[s.format].md, packed.formats[s.format].data);
     shapes.push_back(std::move(s));
-    execute(shapes.back(), x, y);
+    shapes.back().execute(x, y, !bias.empty(), "convolution");
   }
 };
 

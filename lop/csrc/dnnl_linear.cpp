@@ -18,14 +18,8 @@ namespace {
 
 using namespace lop_dnnl;
 
-// One row count and post-op: its primitive, the packed weight it reads, and the memory objects
-// its calls execute on (a call only points the source and destination at its buffers).
-struct Entry {
-  int64_t key[4];
-  Prim prim;
-  size_t format;
-  Mem src, wei, dst, bias;
-};
+// One row count and post-op (its key: rows, post-op, and its two parameters' bits).
+using Entry = Kept<4>;
 
 constexpr size_t kMaxEntries = 64;
 
@@ -81,27 +75,14 @@ struct Linear {
     if (!bias.empty()) e.bias = Mem(b.md, bias.data());
   }
 
-  void execute(Entry& e, const float* x, float* y) const {
-    e.src.point(x);
-    e.dst.point(y);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.src.m}, {DNNL_ARG_WEIGHTS, e.wei.m}, {DNNL_ARG_DST, e.dst.m}, {DNNL_ARG_BIAS, e.bias.m}};
-    dnnl_status_t st = g_api->dnnl_primitive_execute(e.prim.p, stream(), bias.empty() ? 3 : 4, args);
-    if (st == dnnl_success) st = g_api->dnnl_stream_wait(stream());
-    check(st, "matmul");
-  }
-
   void run(int64_t m, const float* x, float* y, int post, float alpha, float beta) {
-    int64_t key[4];
-    key[0] = m;
-    key[1] = post;
+    int64_t key[4] = {m, post, 0, 0};
     std::memcpy(&key[2], &alpha, sizeof alpha);
     std::memcpy(&key[3], &beta, sizeof beta);
-    key[2] &= 0xffffffff;
-    key[3] &= 0xffffffff;
     std::lock_guard<std::mutex> guard(lock);
     for (auto& e : entries) {
       if (std::memcmp(e.key, key, sizeof key) == 0) {
-        execute(e, x, y);
+        e.execute(x, y, !bias.empty(), "matmul");
         return;
       }
     }
@@ -110,28 +91,26 @@ struct Linear {
     Entry e;
     e.prim = make(m, post, alpha, beta, wmd);
     e.format = entries.size() < kMaxEntries ? packed.keep(plain.md, weight.data(), wmd.md) : SIZE_MAX;
-    void* own = nullptr;
     if (e.format == SIZE_MAX) {
       // Past the caps: packed for this call alone.
       ++uncached;
-      own = PackedWeights::pack(plain.md, weight.data(), wmd.md);
-    }
-    try {
-      bind(e, m, own != nullptr ? wmd.md : packed.formats[e.format].md, own != nullptr ? own : packed.formats[e.format].data);
-      if (own != nullptr) {
-        execute(e, x, y);
+      void* data = PackedWeights::pack(plain.md, weight.data(), wmd.md);
+      try {
+        bind(e, m, wmd.md, data);
+        e.execute(x, y, !bias.empty(), "matmul");
+      } catch (...) {
         e = Entry();
-        std::free(own);
-        return;
+        std::free(data);
+        throw;
       }
-    } catch (...) {
       e = Entry();
-      std::free(own);
-      throw;
+      std::free(data);
+      return;
     }
     std::memcpy(e.key, key, sizeof key);
+    bind(e, m, packed.formats[e.format].md, packed.formats[e.format].data);
     entries.push_back(std::move(e));
-    execute(entries.back(), x, y);
+    entries.back().execute(x, y, !bias.empty(), "matmul");
   }
 };
 

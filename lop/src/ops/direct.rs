@@ -420,4 +420,4 @@ impl PreparedConv {
 
 #[cfg(test)]
 #[path = "direct_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -234,12 +234,8 @@ mod tests {
     #[test]
     fn direct_layers_give_libtorchs_values() {
         let (w, b) = (randn(&[24, 16]), randn(&[24]));
-        let Some(layer) = DirectLinear::new(&w, Some(&b)).expect("made") else {
-            // Only a build without oneDNN's headers, or LOP_ONEDNN=off, lands here: the layers
-            // then take libtorch's route, which ops::linear's tests cover.
-            assert!(!available(), "oneDNN opened but no direct linear layer was made");
-            return;
-        };
+        // oneDNN must have opened here, as `direct`'s `onednn_is_loaded` asserts too.
+        let layer = DirectLinear::new(&w, Some(&b)).expect("made").expect("oneDNN is loaded: run scripts/setup.sh");
         let plain = DirectLinear::new(&w, None).expect("made").expect("available");
         let nhwc_view = randn(&[1, 16, 5, 7]).permute([0, 2, 3, 1]);
         for x in [randn(&[9, 16]), nhwc_view, randn(&[1, 16]), randn(&[2, 3, 4, 16])] {
@@ -250,18 +246,8 @@ mod tests {
             }
         }
         let x = randn(&[6, 16]);
-        let acts = [
-            UnaryOp::Relu,
-            UnaryOp::LeakyRelu(0.1),
-            UnaryOp::Silu,
-            UnaryOp::Sigmoid,
-            UnaryOp::Clip { min: -0.5, max: 0.5 },
-            UnaryOp::HardSigmoid { alpha: 0.2, beta: 0.5 },
-            UnaryOp::HardSwish,
-            UnaryOp::Gelu { tanh: false },
-            UnaryOp::Gelu { tanh: true },
-            UnaryOp::Tanh,
-        ];
+        let mut acts = super::super::direct::tests::post_op_activations();
+        acts.extend([UnaryOp::Gelu { tanh: false }, UnaryOp::Gelu { tanh: true }, UnaryOp::Tanh]);
         for act in acts {
             let post = post_op(Some(&act)).expect("a post-op");
             let got = layer.run(&x, post).expect("run");
@@ -275,14 +261,30 @@ mod tests {
         assert!(entries >= 4 && (1..=4).contains(&formats) && uncached == 0, "{entries} {formats} {uncached}");
     }
 
+    /// Each row count keeps a primitive up to the cap (64); past it a call packs the weight for
+    /// itself, counted, and still gives libtorch's values.
+    #[test]
+    fn row_counts_are_kept_up_to_the_cap_and_calls_past_it_are_counted() {
+        let (w, b) = (randn(&[12, 8]), randn(&[12]));
+        let layer = DirectLinear::new(&w, Some(&b)).expect("made").expect("oneDNN is loaded: run scripts/setup.sh");
+        let extra = 3;
+        for rows in 1..=(64 + extra) {
+            let x = randn(&[rows, 8]);
+            let a = agree(&layer.run(&x, (0, 0.0, 0.0)).expect("run"), &x.linear(&w, Some(&b)), Tolerance::SPLIT).expect("shape");
+            assert!(a.within, "{rows} rows: {a:?}");
+        }
+        let (entries, formats, uncached) = layer.stats();
+        assert_eq!((entries, uncached), (64, extra), "{formats} formats");
+        // A kept row count is served from its entry again, not counted.
+        drop(layer.run(&randn(&[5, 8]), (0, 0.0, 0.0)).expect("run"));
+        assert_eq!(layer.stats().2, extra);
+    }
+
     /// Inputs that are not the layer's are refused by name; a context is kept once per weight.
     #[test]
     fn bad_inputs_are_refused_and_contexts_kept_once() {
         let w = randn(&[8, 4]);
-        let Some(layer) = for_weight(&w, None) else {
-            assert!(!available(), "oneDNN opened but no direct linear layer was kept");
-            return;
-        };
+        let layer = for_weight(&w, None).expect("oneDNN is loaded: run scripts/setup.sh");
         let e = layer.run(&randn(&[3, 5]), (0, 0.0, 0.0)).expect_err("5 features into a layer of 4");
         assert!(e.to_string().contains("4 input features"), "{e}");
         let ints = Tensor::zeros([3, 4], (Kind::Int, tch::Device::Cpu));

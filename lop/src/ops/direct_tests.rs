@@ -21,6 +21,20 @@ fn assert_agree(got: &Tensor, want: &Tensor, what: &str) {
     assert!(a.within, "{what}: {a:?}");
 }
 
+/// One of each activation a convolution takes as oneDNN's post-op (the linear layers' tests add
+/// theirs to these).
+pub(in crate::ops) fn post_op_activations() -> Vec<UnaryOp> {
+    vec![
+        UnaryOp::Relu,
+        UnaryOp::LeakyRelu(0.1),
+        UnaryOp::Silu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Clip { min: -0.5, max: 2.0 },
+        UnaryOp::HardSigmoid { alpha: 0.2, beta: 0.5 },
+        UnaryOp::HardSwish,
+    ]
+}
+
 /// The build found oneDNN and the library opened, so the engine's convolutions take this path
 /// here (as they do in every benchmark of this repository).
 #[test]
@@ -73,16 +87,7 @@ fn direct_convolutions_agree_with_eager_ones() {
 fn fused_activations_equal_the_activation_after_the_convolution() {
     let (w, b, x) = (randn(&[16, 8, 3, 3]), randn(&[16]), randn(&[1, 8, 9, 10]));
     let plain = eager(&x, &w, Some(&b), 1, 1, 1, [1; 4]);
-    let acts = [
-        UnaryOp::Relu,
-        UnaryOp::LeakyRelu(0.1),
-        UnaryOp::Silu,
-        UnaryOp::Sigmoid,
-        UnaryOp::Clip { min: -0.5, max: 2.0 },
-        UnaryOp::HardSigmoid { alpha: 0.2, beta: 0.5 },
-        UnaryOp::HardSwish,
-    ];
-    for act in acts {
+    for act in post_op_activations() {
         let want = act.apply(&plain).expect("activation");
         let conv = DirectConv::new(&w, Some(&b), &[1, 1], &[1, 1], 1, Some(&act)).expect("context").expect("oneDNN");
         assert_agree(&conv.run(&x, [1; 4]).expect("run"), &want, &format!("{act:?}"));

@@ -1,5 +1,6 @@
-//! A linear layer with the activation folded into it ([`super::Op::Linear`]'s `act`), on oneDNN
-//! (`mkldnn::_linear_pointwise`, through the C++ shim `csrc/pointwise.cpp`).
+//! A linear layer with the activation folded into it ([`super::Op::Linear`]'s `act`), on oneDNN:
+//! straight on its matmul where the engine opened the library ([`super::direct_linear`]), else
+//! through libtorch (`mkldnn::_linear_pointwise`, by the C++ shim `csrc/pointwise.cpp`).
 //!
 //! libtorch's eager linear layer goes to the BLAS it ships (MKL), which on one of this project's
 //! AMD CPUs ran convnext_tiny's MLP layers at half oneDNN's speed (a [1, 28, 28, 192] x
@@ -45,10 +46,12 @@ unsafe extern "C" {
 }
 
 /// `act(x · weightᵀ + bias)` (a linear layer over the last axis, `weight` of `[out, in]`, `act`
-/// applied to its output). For float32 CPU tensors where libtorch has oneDNN, the product is
-/// oneDNN's, on the weight packed once for it (kept, at most [`MAX_PACKED_LINEARS`]), with `act`
-/// as its post-op where it has one and [`route`] finds that faster, and otherwise `act`'s own
-/// kernel in place on the fresh output; elsewhere libtorch's `linear` and then the activation.
+/// applied to its output). For float32 CPU tensors the product is oneDNN's: straight on its
+/// matmul where the engine opened the library ([`super::direct_linear`], a context kept per
+/// weight), else through libtorch's oneDNN on the weight packed once for it (kept, at most
+/// [`MAX_PACKED_LINEARS`]); either way with `act` as its post-op where that path has one and
+/// [`route`] finds that faster, and otherwise `act`'s own kernel in place on the fresh output.
+/// Elsewhere libtorch's `linear` and then the activation.
 ///
 /// # Errors
 /// The shim's message (from libtorch) as a [`tch::TchError::Torch`]; libtorch errors.
@@ -200,15 +203,20 @@ fn measure(act: &UnaryOp) -> RouteChoice {
     // Constants, not random draws: a draw would move libtorch's global generator, which seeded
     // callers (tests building weights) rely on. The kernels' time does not depend on the values.
     let (x, w, b) = (Tensor::full([392, 192], 0.5, opts), Tensor::full([768, 192], 0.01, opts), Tensor::full([768], -0.25, opts));
-    // The route the layers take: straight on oneDNN where it opened, else libtorch's.
+    // Measured on the path the layers take (straight on oneDNN where it opened, else
+    // libtorch's), with that path's post-op: the two have different sets.
     let direct = DirectLinear::new(&w, Some(&b)).ok().flatten();
-    let (Some(post), Some(direct_post)) = (linear_post_op(Some(act)), direct_linear::post_op(Some(act))) else {
-        return RouteChoice { act: format!("{act:?}"), fused_ms: None, apart_ms: None, fused: false };
-    };
+    let unavailable = || RouteChoice { act: format!("{act:?}"), fused_ms: None, apart_ms: None, fused: false };
     let none = ("none", vec![], "");
-    let product = |fused: bool| match &direct {
-        Some(d) => d.run(&x, if fused { direct_post } else { NO_POST }),
-        None => on_onednn(&x, &w, Some(&b), if fused { &post } else { &none }),
+    let product: Box<dyn Fn(bool) -> Result<Tensor, tch::TchError> + '_> = match &direct {
+        Some(d) => {
+            let Some(post) = direct_linear::post_op(Some(act)) else { return unavailable() };
+            Box::new(move |fused| d.run(&x, if fused { post } else { NO_POST }))
+        }
+        None => {
+            let Some(post) = linear_post_op(Some(act)) else { return unavailable() };
+            Box::new(move |fused| on_onednn(&x, &w, Some(&b), if fused { &post } else { &none }))
+        }
     };
     let fused = || product(true).map(drop);
     let apart = || product(false).and_then(|y| act_after(y, Some(act))).map(drop);
