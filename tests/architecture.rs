@@ -122,6 +122,14 @@ fn codemap_matches_the_dependency_graph() {
     let runtime = tree("lop_runtime", None);
     assert!(runtime.contains("tokio") && runtime.contains("zenoh"), "{runtime:?}");
     assert!(tree("robot_node", None).contains("hiroz"));
+    // The pure crates build without the torch wheel, whatever the codemap's row says: nothing
+    // they depend on binds libtorch.
+    for pure in ["lop_core", "lop_fleet"] {
+        let deps = tree(pure, None);
+        let torch: Vec<&String> = deps.iter().filter(|d| d.starts_with("tch") || d.starts_with("torch")).collect();
+        assert!(torch.is_empty(), "{pure} must build without libtorch, but depends on {torch:?}");
+    }
+    assert!(tree("lop_fleet", None).contains("lop_core"), "the check sees lop_fleet's dependencies");
     assert!(problems.is_empty(), "ARCHITECTURE.md's codemap is broken:\n{}", problems.join("\n"));
 }
 

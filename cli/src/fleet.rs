@@ -3,7 +3,7 @@
 
 use crate::ModelArgs;
 use anyhow::Context;
-use lop::fleet::{BandwidthTrace, Fleet, FleetSpec, Hearing, ModelCost, Policy, PolicyReport};
+use lop_fleet::{BandwidthTrace, Fleet, FleetSpec, Hearing, ModelCost, Policy, PolicyReport};
 use lop_runtime::table_config::InputWireSetting;
 use lop_runtime::trace::Trace;
 use std::collections::BTreeMap;
@@ -310,7 +310,7 @@ pub fn run_cost(args: &FleetCostArgs) -> anyhow::Result<i32> {
         crate::plan::Setup::load(&args.model, &args.robot_profile, &args.server_profile, args.input_wire)?;
     let config = lop::sim::SimConfig { input_bytes_per_element: args.input_wire.bytes_per_element(), ..lop::sim::SimConfig::default() };
     let name = args.name.clone().unwrap_or_else(|| args.model.model.trim_start_matches("zoo:").to_string());
-    let cost = ModelCost::derive(&name, &graph, &robot, &server, config)?;
+    let cost = lop::sim::model_cost(&name, &graph, &robot, &server, config)?;
     let Some(out) = &args.out else {
         println!("{}", serde_json::to_string_pretty(&cost)?);
         return Ok(0);

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use lop::fleet::ModelCost;
 use lop::planner::table::{ScheduleTable, TableSpec, load_or_build};
 use lop::profile::Profile;
+use lop_fleet::ModelCost;
 use lop_msgs::key::SessionKeys;
 use lop_runtime::client::ClientOptions;
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
@@ -275,7 +275,7 @@ fn prepare(model: &str, cache: &Path, work: &Path) -> anyhow::Result<Setup> {
     tracing::info!(?cache_use, "fleet-rss: schedule table");
     table.save(&work.join(TABLE))?;
     let model_id = g.name.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'), "_");
-    let mut cost = ModelCost::derive(&model_id, &g, &robot, &server, Default::default()).context("the model's price list")?;
+    let mut cost = lop::sim::model_cost(&model_id, &g, &robot, &server, Default::default()).context("the model's price list")?;
     // The robot is dilated: its own time per frame is that much longer, so frames go to edges.
     cost.robot_s *= ROBOT_DILATION;
     std::fs::write(work.join(COST), serde_json::to_string(&cost)?).context("writing the price list")?;

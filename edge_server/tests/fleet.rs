@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::{Edge, free_port};
 
-use lop::fleet::{ModelCost, Policy};
 use lop::plan::Side;
+use lop_fleet::Policy;
 use lop_runtime::client::ClientOptions;
 use lop_runtime::fleet::{FleetClient, Routed, STALE_AFTER};
 use lop_runtime::zenoh_link::ZenohConfig;
@@ -180,7 +180,7 @@ async fn twelve_robots_three_edges_routed_exactly_against_nearest_and_through_a_
         let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
         robot.save(&dir.join(format!("robots/{id}.json"))).unwrap();
         let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &spec, 1).unwrap();
-        let mut cost = ModelCost::derive(id, &g, &robot, &server, Default::default()).unwrap();
+        let mut cost = lop::sim::model_cost(id, &g, &robot, &server, Default::default()).unwrap();
         tables.push(table);
         let inputs = lop::exec::synthetic_inputs(&g, 5).unwrap();
         let t0 = Instant::now();

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Edge;
-use lop::fleet::{ModelCost, Policy};
 use lop::plan::Side;
+use lop_fleet::Policy;
 use lop_runtime::client::ClientOptions;
 use lop_runtime::fleet::{FleetClient, Routed, STALE_AFTER};
 use lop_runtime::netns::{NetnsLink, NetnsOptions, NetnsSide};
@@ -70,7 +70,7 @@ fn a_fleet_robot_measures_each_edges_path_and_routes_around_the_slow_one() {
     let server_profile = edge_server::synthetic_profile(&g, Side::Server).unwrap();
     robot_profile.save(&dir.join("robots/resnet18.json")).unwrap();
     let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot_profile, &server_profile, &spec, 1).unwrap();
-    let mut cost = ModelCost::derive("resnet18", &g, &robot_profile, &server_profile, Default::default()).unwrap();
+    let mut cost = lop::sim::model_cost("resnet18", &g, &robot_profile, &server_profile, Default::default()).unwrap();
     let inputs = lop::exec::synthetic_inputs(&g, 11).unwrap();
     let t0 = Instant::now();
     let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;

@@ -174,6 +174,17 @@ impl Error {
     }
 }
 
+/// The pure parts' refusals (`lop_core`: a price list, a fleet's numbers) as the engine's
+/// [`Error::Input`], with the same message.
+impl From<lop_core::Error> for Error {
+    fn from(e: lop_core::Error) -> Self {
+        match e {
+            lop_core::Error::Input(msg) => Error::Input(msg),
+            other => Error::Input(other.to_string()),
+        }
+    }
+}
+
 /// One line for a person: the error and its causes, joined by ": ", each cause left out where
 /// the text before it already ends with it (this crate's errors, like many, quote their cause
 /// in their own message and also return it as their source, so a plain walk of the chain

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::ops::{Locality, Op};
 use crate::rows::Footprint;
+use crate::value::LayoutTensor;
 use sha2::{Digest, Sha256};
 use tch::Device;
 

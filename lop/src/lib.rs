@@ -5,11 +5,11 @@
 //! crate builds on this.
 //!
 //! ## Layout
-//! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
+//! - `content_hash`, `rows`, `order`, `value` (with libtorch's side of it here), the robot's
+//!   watts (`sim::RobotPower`) and a model's price list for fleets (`sim::model_cost`): the
+//!   parts that need no libtorch live in `lop_core` and are re-exported at their old paths.
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
-//! - [`rows`]: row ranges, units, footprints.
-//! - [`order`]: a heap entry popped earliest first ([`order::Earliest`]).
 //! - [`plan`]: band layouts (who computes which rows of which op) and their validation.
 //! - [`exec`]: whole-graph execution, one side's band executor, and the in-process split run.
 //! - [`onnx`]: ONNX import.
@@ -37,11 +37,10 @@
 
 pub mod baseline;
 pub mod codec;
-pub mod content_hash;
+pub use lop_core::content_hash;
 pub mod error;
 pub mod exec;
 pub mod fit;
-pub mod fleet;
 mod flow;
 pub mod fuse;
 pub mod fuse_linear;
@@ -51,16 +50,16 @@ pub mod libtorch;
 pub mod model;
 pub mod onnx;
 pub mod ops;
-pub mod order;
+pub use lop_core::order;
 pub mod plan;
 pub mod planner;
 mod post_append;
 pub mod postprocess;
 pub mod preprocess;
 pub mod profile;
-mod rng;
-pub use rng::Rng;
-pub mod rows;
+pub use lop_core::Rng;
+pub(crate) use lop_core::rng;
+pub use lop_core::rows;
 pub mod sim;
 pub mod value;
 pub mod zoo;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{MODEL, Setup, assert_exact, edge_slowed, free_port, setup, setup_model, tempdir};
-use lop::fleet::{ModelCost, Policy};
+use lop_fleet::Policy;
 use lop_msgs::key::SessionKeys;
 use lop_runtime::client::{ClientOptions, Hop, Hopped, RobotClient};
 use lop_runtime::edge::{EdgeModel, EdgeOptions, EdgeService};
@@ -53,7 +53,7 @@ async fn an_overloaded_edge_forwards_within_the_path_rules_and_late_hops_are_nev
     let (a, b) = (edges[0].1.clone(), edges[1].1.clone());
 
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let cost = ModelCost::derive("resnet18", &g, &s.robot, &s.server, Default::default()).unwrap();
+    let cost = lop::sim::model_cost("resnet18", &g, &s.robot, &s.server, Default::default()).unwrap();
     let session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
     let fleet_robot = async |id: &str, slack: Duration| {
         let mut opts = ClientOptions::new(id, "resnet18");
@@ -216,7 +216,7 @@ async fn a_cold_model_is_loaded_when_robots_ask_and_the_idle_one_makes_room() {
     let _reports = start_reporter(&session, "edge-a", svc.clone(), REPORT_PERIOD, Box::new(|| None)).await.unwrap();
 
     let g = lop::model::load(SMALL, &Default::default()).unwrap();
-    let cost = ModelCost::derive("mobilenet_v2", &g, &small.robot, &small.server, Default::default()).unwrap();
+    let cost = lop::sim::model_cost("mobilenet_v2", &g, &small.robot, &small.server, Default::default()).unwrap();
     let robot_session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
     let mut opts = ClientOptions::new("placement-robot", "mobilenet_v2");
     opts.hello_timeout = Duration::from_secs(5);

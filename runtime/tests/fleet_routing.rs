@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{MODEL, assert_exact, edge, free_port, setup, tempdir};
-use lop::fleet::ModelCost;
 use lop_msgs::key::SessionKeys;
 use lop_runtime::client::ClientOptions;
 use lop_runtime::fleet::{AloneWhy, FleetClient, REPORT_PERIOD, Routed, STALE_AFTER, start_reporter};
@@ -37,7 +36,7 @@ async fn a_fleet_robot_routes_every_frame_exactly_and_survives_an_edge() {
     }
 
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let cost = ModelCost::derive("resnet18", &g, &s.robot, &s.server, Default::default()).unwrap();
+    let cost = lop::sim::model_cost("resnet18", &g, &s.robot, &s.server, Default::default()).unwrap();
     let robot_session = ZenohConfig::client(vec![endpoint.clone()]).open().await.unwrap();
     let mut opts = ClientOptions::new("fleet-robot", "resnet18");
     opts.hello_timeout = Duration::from_secs(10);
@@ -76,7 +75,7 @@ async fn a_fleet_robot_routes_every_frame_exactly_and_survives_an_edge() {
     let mut opts = ClientOptions::new("fleet-robot-2", "vgg_nowhere");
     opts.hello_timeout = Duration::from_secs(2);
     let loader = Arc::new(|| lop::model::load(MODEL, &Default::default()));
-    let cost = ModelCost::derive("vgg_nowhere", &g, &s.robot, &s.server, Default::default()).unwrap();
+    let cost = lop::sim::model_cost("vgg_nowhere", &g, &s.robot, &s.server, Default::default()).unwrap();
     let mut stranger = FleetClient::new(robot_session.clone(), opts, s.table.clone(), cost, loader, STALE_AFTER).await.unwrap();
     let t0 = Instant::now();
     while stranger.view().edges().len() < 2 && t0.elapsed() < Duration::from_secs(10) {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lop::fleet::shard::{partition, robot_hash, robot_shards};
+use lop_fleet::shard::{partition, robot_hash, robot_shards};
 use lop_msgs::key::{edge_load, edge_token};
 use lop_msgs::load::{EdgeLoad, ModelLoad};
 use lop_runtime::fleet::{FleetView, REPORT_PERIOD, STALE_AFTER, start_aggregator};

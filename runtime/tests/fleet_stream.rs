@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{MODEL, assert_exact, edge_slowed, free_port, setup, tempdir};
-use lop::fleet::ModelCost;
 use lop_msgs::key::SessionKeys;
 use lop_runtime::client::ClientOptions;
 use lop_runtime::fleet::{FleetClient, FleetStream, REPORT_PERIOD, Routed, STALE_AFTER, start_reporter};
@@ -35,7 +34,7 @@ async fn three_lanes_spread_a_stream_over_two_edges_in_frame_order() {
         edges.push((session, task, reports));
     }
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let mut cost = ModelCost::derive("resnet18", &g, &s.robot, &s.server, Default::default()).unwrap();
+    let mut cost = lop::sim::model_cost("resnet18", &g, &s.robot, &s.server, Default::default()).unwrap();
     // The synthetic robot profile knows nothing of this machine: the robot's own time per frame
     // is measured (20x, as the lanes are dilated), as a real robot's profile would say.
     let t0 = Instant::now();

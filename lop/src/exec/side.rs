@@ -5,6 +5,7 @@ use crate::graph::{Graph, NodeId};
 use crate::ops::{BandIn, Op};
 use crate::plan::Side;
 use crate::rows::{Footprint, Rows};
+use crate::value::DTypeKind;
 use tch::Tensor;
 
 /// A contiguous block of rows of one value.

@@ -8,6 +8,7 @@ use super::tensor;
 use crate::error::{Error, Result};
 use crate::graph::{DType, GraphBuilder, NodeId, ValueInfo};
 use crate::ops::{BandIn, Op};
+use crate::value::DTypeKind;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use tch::{Kind, Tensor};

@@ -6,6 +6,7 @@ use super::importer::{Importer, Val};
 use super::node::Ctx;
 use crate::error::Result;
 use crate::ops::{Op, SliceAxis};
+use crate::value::DTypeKind;
 
 /// Output shape of Unsqueeze (`axes` index the output).
 pub(super) fn unsqueeze_shape(cx: &Ctx, shape: &[usize], ax: &[i64]) -> Result<Vec<usize>> {

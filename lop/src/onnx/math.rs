@@ -8,6 +8,7 @@ use super::tensor::{floats, kind_of};
 use crate::error::Result;
 use crate::graph::DType;
 use crate::ops::{BinaryOp, Op, ReduceKind, UnaryOp};
+use crate::value::DTypeKind;
 use tch::{Kind, Tensor};
 
 fn scalar(v: f32) -> Val {

@@ -5,6 +5,7 @@ use super::importer::{Importer, Val};
 use super::node::Ctx;
 use crate::error::Result;
 use crate::ops::{Op, SampleMode, SamplePadding, WholeOp};
+use crate::value::DTypeKind;
 
 /// TopK: two IR nodes, the values and the indices, each computing the same stable sort.
 pub(super) fn top_k(imp: &mut Importer, cx: &Ctx, ins: &[Option<Val>]) -> Result<Vec<Val>> {

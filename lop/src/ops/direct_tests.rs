@@ -3,6 +3,7 @@
 use super::{DirectConv, available};
 use crate::exec::{Tolerance, agree};
 use crate::ops::UnaryOp;
+use crate::value::LayoutTensor;
 use tch::{Device, Kind, Tensor};
 
 fn randn(shape: &[i64]) -> Tensor {

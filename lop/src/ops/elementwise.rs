@@ -2,6 +2,7 @@
 
 use super::BandIn;
 use crate::rows::{Footprint, Rows};
+use crate::value::DTypeKind;
 use crate::value::{DType, ValueInfo};
 use tch::{Kind, Tensor};
 

@@ -33,6 +33,7 @@ pub use window::{Conv, Pool};
 
 use crate::error::{Error, Result};
 use crate::rows::{Footprint, Rows};
+use crate::value::DTypeKind;
 use crate::value::ValueInfo;
 use sha2::Digest;
 use tch::{Device, Tensor};

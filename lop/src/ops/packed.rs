@@ -273,6 +273,7 @@ mod tests {
     use crate::graph::GraphBuilder;
     use crate::ops::{Conv, Op};
     use crate::plan::Plan;
+    use crate::value::LayoutTensor;
     use crate::value::{DType, Layout};
     use tch::{Device, Kind, Tensor};
 

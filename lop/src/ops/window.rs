@@ -6,6 +6,7 @@
 
 use super::BandIn;
 use crate::rows::{Footprint, Rows, clamp_rows, window_rows};
+use crate::value::LayoutTensor;
 use crate::value::{Layout, ValueInfo};
 use tch::{Kind, Tensor};
 

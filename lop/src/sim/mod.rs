@@ -37,9 +37,9 @@ mod bounds;
 mod derive;
 mod engine;
 mod fluid_bound;
+mod model_cost;
 mod objective;
 mod pipeline_bound;
-mod power;
 mod report;
 mod schedule;
 #[cfg(test)]
@@ -47,9 +47,10 @@ mod tests;
 
 pub use bounds::{ChunkBounds, chunk_bounds};
 pub use fluid_bound::FluidBound;
+pub use lop_core::power::RobotPower;
+pub use model_cost::model_cost;
 pub use objective::Objective;
 pub use pipeline_bound::PipelineTerms;
-pub use power::RobotPower;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
 pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 

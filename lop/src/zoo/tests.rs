@@ -5,6 +5,7 @@ use super::*;
 use crate::exec::{run_split, run_whole};
 use crate::graph::NodeId;
 use crate::plan::Plan;
+use crate::value::LayoutTensor;
 use std::collections::HashSet;
 use tch::{Kind, Tensor};
 

@@ -58,7 +58,7 @@ pub struct EdgeOptions {
     pub dilation: f64,
     /// Memory the models' warm replicas may take, in bytes of weights (`None`: every model is
     /// warm). With a budget, the models kept warm are placed by recent demand
-    /// (`lop::fleet::place`, EPARA's placement) every [`PLACEMENT_PERIOD`]: a Hello for a cold
+    /// (`lop_fleet::place`, EPARA's placement) every [`PLACEMENT_PERIOD`]: a Hello for a cold
     /// model is answered Reject `Loading` and has it placed at once; its load reports say which
     /// models are warm, so routing avoids the edge for a cold one.
     pub memory_budget: Option<u64>,

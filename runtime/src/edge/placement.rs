@@ -1,4 +1,4 @@
-//! Placement under a memory budget (`lop::fleet::place`, EPARA's placement): every
+//! Placement under a memory budget (`lop_fleet::place`, EPARA's placement): every
 //! [`PLACEMENT_PERIOD`], or at once when a Hello asks for a cold model, the models recent
 //! demand asks for are kept warm within the budget; the others are unloaded (never one with
 //! work queued).
@@ -27,23 +27,23 @@ pub(super) async fn placement_loop(inner: std::sync::Weak<Inner>) {
 
 impl Inner {
     /// One placement step: the models to keep warm by recent demand within the budget
-    /// (`lop::fleet::place`); unloads first (never a model with work queued), then loads.
+    /// (`lop_fleet::place`); unloads first (never a model with work queued), then loads.
     async fn place(self: &Arc<Self>) {
         let Some(budget) = self.opts.memory_budget else { return };
         let now = Instant::now();
         let snapshots: Vec<Arc<Vec<Replica>>> = self.models.iter().map(Model::replicas).collect();
-        let candidates: Vec<lop::fleet::PlaceCandidate> = self
+        let candidates: Vec<lop_fleet::PlaceCandidate> = self
             .models
             .iter()
             .zip(&snapshots)
-            .map(|(m, r)| lop::fleet::PlaceCandidate {
+            .map(|(m, r)| lop_fleet::PlaceCandidate {
                 bytes: m.bytes,
                 demand: m.demand_per_s(now),
                 warm: !r.is_empty(),
                 pinned: r.iter().any(|r| r.queued.load(Ordering::Relaxed) > 0),
             })
             .collect();
-        let chosen = lop::fleet::place(&candidates, budget);
+        let chosen = lop_fleet::place(&candidates, budget);
         for (i, m) in self.models.iter().enumerate() {
             if !chosen[i] && candidates[i].warm && !candidates[i].pinned {
                 let old = m.set_replicas(Vec::new());

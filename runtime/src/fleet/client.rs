@@ -1,5 +1,5 @@
 //! A robot in a fleet: no edge address, only a Zenoh session. Each inference is routed by
-//! EPARA's rule (`lop::fleet::route`) over the edges of the robot's [`FleetView`], with one
+//! EPARA's rule (`lop_fleet::route`) over the edges of the robot's [`FleetView`], with one
 //! [`RobotClient`] per edge it has used (its own session and schedule table; one model worker
 //! shared by all), or run on the robot when no edge fits the deadline. Nothing is lost: an edge that fails a frame
 //! leaves it to the robot (the client's exact fallback), and leaves the view within a second.
@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lop::fleet::{Choice, ModelCost, Policy, Router, ServerView};
 use lop::planner::table::ScheduleTable;
+use lop_fleet::{Choice, ModelCost, Policy, Router, ServerView};
 use lop_msgs::key::SessionKeys;
 use tch::Tensor;
 

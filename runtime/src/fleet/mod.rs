@@ -3,8 +3,8 @@
 //! edge address configured ([`view`]); a fleet robot routes every inference over them
 //! ([`client`]), and a stream too fast for one edge keeps several frames in flight, published in
 //! order ([`stream`]). An edge that cannot serve an inference in time forwards it to another
-//! edge of its own view ([`forward`]). The routing decision itself is the engine's
-//! (`lop::fleet::route`), shared with the fleet simulator; the link it prices to each edge is
+//! edge of its own view ([`forward`]). The decisions themselves are pure and live in `lop_fleet`
+//! (routing, forwarding, shards and their digests), shared with the fleet simulator; the link it prices to each edge is
 //! measured per edge ([`links`]). At a large site an aggregator republishes the reports as one
 //! digest per shard of edges ([`site`]), and robots hear only their shards' digests.
 
@@ -17,7 +17,7 @@ pub mod stream;
 pub mod view;
 
 pub use client::{AloneWhy, FleetClient, FleetInference, ModelLoader, Routed};
-pub use forward::{forwarding, pick_edge};
+pub use forward::forwarding;
 pub use links::EdgeLinks;
 pub use report::{LoadReporter, ReporterHandle, start_reporter};
 pub use site::{AggregatorHandle, DEFAULT_SHARD_SIZE, start_aggregator};

@@ -2,18 +2,18 @@
 //! republishes them as one digest per shard and report period on `lop/v1/site/digest/<shard>`
 //! (`lop_msgs::site`), so that a robot of a large site hears one message per period and shard
 //! ([`FleetView::site`]) instead of every edge's ten a second. Shards are capacity-balanced
-//! (`lop::fleet::shard::partition`): robots hashed evenly over them meet even load. Any process
+//! (`lop_fleet::shard::partition`, `lop_fleet::digest::digests`): robots hashed evenly over them meet even load. Any process
 //! on the site can run it (`lop_edge` does with `site.aggregate: true`); a second one for
 //! redundancy doubles what robots hear, and their views keep the newest report of each edge.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lop::fleet::shard::partition;
+use lop_fleet::digest::digests;
 use lop_msgs::key::site_digest;
-use lop_msgs::site::{LoadDigest, MAX_DIGEST_EDGES};
+use lop_msgs::site::MAX_DIGEST_EDGES;
 
-use super::view::{EdgeSeen, FleetView};
+use super::view::FleetView;
 use crate::error::{Error, Result};
 
 /// Edges per shard by default: a shard of 50 routes as well as a 50-edge site with every report
@@ -35,32 +35,6 @@ impl Drop for AggregatorHandle {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// An edge's relative capacity for balancing shards: inferences per second of its warm models'
-/// mean server time (1 when it reports none).
-fn capacity(e: &EdgeSeen) -> f64 {
-    let times: Vec<f64> = e.load.models.iter().filter(|m| m.warm && m.server_s > 0.0).map(|m| f64::from(m.server_s)).collect();
-    if times.is_empty() { 1.0 } else { times.len() as f64 / times.iter().sum::<f64>() }
-}
-
-/// The digests of one period: `edges` (sorted by id) in capacity-balanced shards of at most
-/// `shard_size`, each numbered `seq`.
-pub fn digests(edges: &[EdgeSeen], shard_size: usize, seq: u64) -> Vec<LoadDigest> {
-    let caps: Vec<f64> = edges.iter().map(capacity).collect();
-    let parts = partition(&caps, shard_size.clamp(1, MAX_DIGEST_EDGES));
-    let shards = parts.len().min(usize::from(u16::MAX)) as u16;
-    parts
-        .iter()
-        .enumerate()
-        .take(usize::from(shards))
-        .map(|(k, members)| LoadDigest {
-            shard: k as u16,
-            shards,
-            seq,
-            edges: members.iter().map(|&j| (edges[j].load.clone(), edges[j].age.as_millis().min(u128::from(u16::MAX)) as u16)).collect(),
-        })
-        .collect()
 }
 
 /// Starts aggregating the site's reports into shards of at most `shard_size` edges, one digest

@@ -8,7 +8,7 @@
 //! or from an edge without a token are ignored and counted.
 //!
 //! At a large site a robot hears the site's digests instead ([`FleetView::site`]): one message
-//! per period for each shard it listens to (`lop::fleet::shard`), published by the site's
+//! per period for each shard it listens to (`lop_fleet::shard`), published by the site's
 //! aggregator ([`super::site`]). Then an edge is in the view while its shard's last digest lists
 //! it with a report younger than the staleness limit (the aggregator lists only edges whose token
 //! it sees).
@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lop::fleet::shard::{robot_hash, robot_shards};
+pub use lop_fleet::EdgeSeen;
+use lop_fleet::shard::{robot_hash, robot_shards};
 use lop_msgs::key::{ALL_EDGE_LOADS, ALL_EDGE_TOKENS, edge_of, site_digest};
 use lop_msgs::load::EdgeLoad;
 use lop_msgs::site::LoadDigest;
@@ -40,15 +41,6 @@ pub struct ViewCounts {
     pub departures: u64,
     /// Site digests taken (site view only).
     pub digests: u64,
-}
-
-/// One edge as the view sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EdgeSeen {
-    /// Its last report.
-    pub load: EdgeLoad,
-    /// How old that report is.
-    pub age: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -293,7 +285,7 @@ impl FleetView {
     }
 
     /// A view of a large site: the robot `robot_id` hears the digests of `heard` shards (chosen
-    /// by its id, `lop::fleet::shard::robot_shards`) from the site's aggregator, one message per
+    /// by its id, `lop_fleet::shard::robot_shards`) from the site's aggregator, one message per
     /// shard and period, instead of every edge's report. Until the first digest it listens to
     /// shard 0 to learn the shard count.
     ///

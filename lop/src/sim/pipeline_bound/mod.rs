@@ -93,7 +93,7 @@ use reach::{Cones, Reach, dependent_rows, every_row_is_read};
 
 /// The three terms of the pipelined offload's classic bound (the input's last row), for
 /// callers that price the same offload under other links or server speeds (the fleet
-/// simulator, `lop::fleet`).
+/// simulator, `lop_fleet`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PipelineTerms {
     /// Bytes of the whole graph input on the wire (one band header included).

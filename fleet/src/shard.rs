@@ -6,7 +6,7 @@
 //! shard's digest carries all of its edges every period, so within its shard a robot routes with
 //! the full information of a small site (the 1,000 robots x 50 edges case of `lop fleet-sim`),
 //! at one message per period whatever the site's size. Shards are balanced by capacity so that
-//! robots hashed evenly over them meet even load. The aggregator (`lop_runtime::fleet::digest`)
+//! robots hashed evenly over them meet even load. The aggregator (`lop_runtime::fleet::site`, over [`crate::digest::digests`])
 //! and the fleet simulator call these same functions, so what is simulated is what runs.
 
 /// Splits servers of relative capacities `capacity` into shards of at most `shard_size`: as many

@@ -2,8 +2,9 @@
 //! decisions over what a robot knows; the fleet simulator and the robot's router call the same
 //! code.
 
-use super::cost::{ModelCost, offload_finish};
-use crate::rng::Rng;
+use lop_core::{ModelCost, Rng};
+
+use crate::offload::offload_finish;
 
 /// What a robot knows of one server when it routes a frame.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,7 +24,7 @@ pub struct ServerView {
 
 impl ServerView {
     /// When a frame started at `now` would be back from this server, by
-    /// [`offload_finish`](super::cost::offload_finish).
+    /// [`offload_finish`](crate::offload::offload_finish).
     pub fn expected_back(&self, cost: &ModelCost, now: f64) -> f64 {
         offload_finish(cost, now, now + self.queued_s.max(0.0), self.speed, self.bytes_per_s, self.latency_s).0
     }

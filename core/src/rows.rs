@@ -47,14 +47,14 @@ pub fn chunks(rows: &Rows, k: usize) -> Vec<Rows> {
 
 /// Input rows `[start, end)` (unclamped, may be negative or past the end) that a sliding window
 /// op needs for output rows `out`: window `kernel` (dilated extent), `stride`, leading pad.
-pub(crate) fn window_rows(out: &Rows, kernel_extent: usize, stride: usize, pad_begin: usize) -> (i64, i64) {
+pub fn window_rows(out: &Rows, kernel_extent: usize, stride: usize, pad_begin: usize) -> (i64, i64) {
     let start = out.start as i64 * stride as i64 - pad_begin as i64;
     let end = (out.end as i64 - 1) * stride as i64 - pad_begin as i64 + kernel_extent as i64;
     (start, end)
 }
 
 /// Clamps a signed range to `[0, total)`.
-pub(crate) fn clamp_rows(start: i64, end: i64, total: usize) -> Rows {
+pub fn clamp_rows(start: i64, end: i64, total: usize) -> Rows {
     let s = start.clamp(0, total as i64) as usize;
     let e = end.clamp(0, total as i64) as usize;
     s..e.max(s)

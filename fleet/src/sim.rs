@@ -11,7 +11,7 @@
 //!   a robot sees the last report, drained by the time since, plus its own sends after it. So
 //!   every policy routes on the same stale knowledge, as a real robot would.
 //! - What a robot hears ([`Hearing`]): every server's report, or the digests of its shards
-//!   (`super::shard`), which carry each report half a period later (the aggregator's mean phase)
+//!   ([`crate::shard`]), which carry each report half a period later (the aggregator's mean phase)
 //!   and only for the shard's servers; a robot routes over the servers it hears.
 //! - A frame the policy keeps on the robot waits for the robot's previous ones.
 //! - Results of a frequency-sensitive stream (30 fps cameras) are published in frame order: a
@@ -20,11 +20,10 @@
 //! - Not modelled: Wi-Fi contention between robots, batching, forwarding and model placement
 //!   (every server holds every model warm).
 
-use super::cost::{ModelCost, offload_finish};
-use super::route::{Choice, Policy, Router, ServerView};
-use crate::error::{Error, Result};
-use crate::rng::Rng;
-use crate::sim::RobotPower;
+use lop_core::{Error, ModelCost, Result, Rng, RobotPower};
+
+use crate::offload::offload_finish;
+use crate::route::{Choice, Policy, Router, ServerView};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
@@ -105,8 +104,8 @@ pub enum Hearing {
     /// Every server's report, as it is published (the runtime's `direct` view: small sites).
     Every,
     /// The site's aggregate: servers in capacity-balanced shards of at most `shard_size`
-    /// ([`super::shard::partition`]); each robot hears the digests of `shards` of them
-    /// ([`super::shard::robot_shards`]), one message per shard and digest period, and routes
+    /// ([`crate::shard::partition`]); each robot hears the digests of `shards` of them
+    /// ([`crate::shard::robot_shards`]), one message per shard and digest period, and routes
     /// over their servers only. A digest carries each server's last report, made half a report
     /// period before on average (servers and aggregator tick at unrelated phases).
     Site {
@@ -295,11 +294,11 @@ impl Fleet {
         let heard = match spec.hearing {
             Hearing::Every => Heard::Every((0..spec.servers as u32).collect()),
             Hearing::Site { shard_size, shards, .. } => {
-                let parts = super::shard::partition(&speeds, shard_size);
+                let parts = crate::shard::partition(&speeds, shard_size);
                 let per_robot = (0..robots.len())
                     .map(|i| {
                         let mut list: Vec<u32> =
-                            super::shard::robot_shards(super::shard::robot_hash(&format!("robot-{i}")), parts.len(), shards)
+                            crate::shard::robot_shards(crate::shard::robot_hash(&format!("robot-{i}")), parts.len(), shards)
                                 .into_iter()
                                 .flat_map(|s| parts[s].iter().map(|&j| j as u32))
                                 .collect();
