@@ -59,7 +59,7 @@ pub fn robot_shards(robot_hash: u64, shards: usize, heard: usize) -> Vec<usize> 
 /// A robot id's hash for [`robot_shards`] (FNV-1a: stable across builds and machines, so a
 /// robot keeps its shards across restarts).
 pub fn robot_hash(robot_id: &str) -> u64 {
-    robot_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    lop_core::content_hash::fnv1a(robot_id.as_bytes())
 }
 
 #[cfg(test)]

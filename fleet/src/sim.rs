@@ -20,11 +20,11 @@
 //! - Not modelled: Wi-Fi contention between robots, batching, forwarding and model placement
 //!   (every server holds every model warm).
 
+use lop_core::order::Earliest;
 use lop_core::{Error, ModelCost, Result, Rng, RobotPower};
 
 use crate::offload::offload_finish;
 use crate::route::{Choice, Policy, Router, ServerView};
-use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
@@ -352,19 +352,22 @@ impl Fleet {
 
     /// Calls `f(robot index, robot, capture time)` for every frame in time order.
     fn for_each_frame(&self, mut f: impl FnMut(usize, &RobotSpec, f64)) {
-        let mut heap: BinaryHeap<Reverse<(u64, usize, u64)>> = BinaryHeap::with_capacity(self.robots.len());
+        // One entry per robot: its next frame's number, popped earliest first (ties: the
+        // lower robot index).
+        let mut heap: BinaryHeap<Earliest<u64>> = BinaryHeap::with_capacity(self.robots.len());
         let time = |r: &RobotSpec, k: u64| r.phase_s + k as f64 / r.fps;
         for (i, r) in self.robots.iter().enumerate() {
             if time(r, 0) < self.spec.seconds {
-                heap.push(Reverse((time(r, 0).to_bits(), i, 0)));
+                heap.push(Earliest::new(time(r, 0), i as u64, 0));
             }
         }
-        while let Some(Reverse((bits, i, k))) = heap.pop() {
+        while let Some(Earliest { key: t, tie, item: k }) = heap.pop() {
+            let i = tie as usize;
             let r = &self.robots[i];
-            f(i, r, f64::from_bits(bits));
+            f(i, r, t);
             let next = time(r, k + 1);
             if next < self.spec.seconds {
-                heap.push(Reverse((next.to_bits(), i, k + 1)));
+                heap.push(Earliest::new(next, tie, k + 1));
             }
         }
     }

@@ -44,7 +44,7 @@ const PALETTE: [[u8; 3]; 12] = [
 /// The colour of class `name` (the same for the same name, every frame).
 pub fn class_colour(name: &str) -> [u8; 3] {
     // FNV-1a: stable across runs and processes, unlike std's randomly seeded hasher.
-    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let h = lop::content_hash::fnv1a(name.as_bytes());
     PALETTE[(h % PALETTE.len() as u64) as usize]
 }
 
