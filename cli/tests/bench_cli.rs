@@ -364,3 +364,17 @@ fn bench_post_processing_pinned_to_the_robot() {
         assert!(!out.status.success() && err.contains(says) && !err.contains("panicked"), "{extra:?}: {err}");
     }
 }
+
+/// A bad `--deadline-slack-ms` is refused by name before anything loads: with a model that does
+/// not exist, the error is still about the slack.
+#[test]
+fn bench_refuses_a_bad_deadline_slack_before_loading() {
+    for bad in ["-1", "inf", "NaN", "4000000"] {
+        let args = ["bench".into(), "/nonexistent/model.onnx".into(), "--trace".into(), trace(), format!("--deadline-slack-ms={bad}")];
+        let out = run_lop(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--deadline-slack-ms {bad} is refused");
+        assert!(stderr.contains("--deadline-slack-ms") && stderr.contains("must be in [0, 3600000]"), "{bad}: {stderr}");
+        assert!(!stderr.contains("nonexistent"), "{bad}: refused before the model loads: {stderr}");
+    }
+}

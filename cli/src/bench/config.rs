@@ -42,6 +42,8 @@ pub(super) fn configure(
     trace: &Trace,
     latency_ms: f64,
 ) -> anyhow::Result<(BenchConfig, scenario::Scenario, String, Option<f64>)> {
+    // Checked before the model and its profiles load: a bad number fails at once.
+    let deadline_slack = deadline_slack(args.deadline_slack_ms)?;
     let mut graph = args.model.load()?;
     args.input_wire.check(&graph)?;
     args.post_side.check(&graph)?;
@@ -79,7 +81,7 @@ pub(super) fn configure(
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("lop-plan-cache")),
         power: Default::default(),
         gap: Duration::ZERO,
-        deadline_slack: deadline_slack(args.deadline_slack_ms)?,
+        deadline_slack,
         frames,
         cameras,
     };
