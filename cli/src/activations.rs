@@ -181,13 +181,9 @@ mod tests {
         let (size, _) = lz4_size(&relu);
         assert!((size as f64) < 0.7 * relu.len() as f64, "{size} of {}", relu.len());
         // Pseudo-random mantissas (their three low bytes do not compress).
-        let mix = |i: usize| {
-            let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
-        let noise = floats(&|i| f32::from_bits((mix(i) >> 32) as u32 & 0x3FFF_FFFF));
+        let mut rng = lop::Rng::new(0);
+        let bits: Vec<u32> = (0..4096).map(|_| (rng.next_u64() >> 32) as u32 & 0x3FFF_FFFF).collect();
+        let noise = floats(&|i| f32::from_bits(bits[i]));
         let (size, _) = lz4_size(&noise);
         assert!(size as f64 > 0.7 * noise.len() as f64, "{size} of {}", noise.len());
         // Byte planes: each float's first byte first.

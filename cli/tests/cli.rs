@@ -8,6 +8,13 @@ fn lop(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lop")).args(args).output().expect("the lop binary runs")
 }
 
+/// `lop plan MODEL --robot-profile ROBOT --server-profile SERVER --out OUT`, then `extra`.
+fn plan_args<'a>(model: &'a str, robot: &'a str, server: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["plan", model, "--robot-profile", robot, "--server-profile", server, "--out", out];
+    args.extend(extra);
+    args
+}
+
 fn stdout_json(out: &Output) -> serde_json::Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim())
@@ -299,25 +306,12 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
         (prof["role"].as_str(), prof["dilation"].as_f64(), prof["dilation_waits"].as_bool()),
         (Some("robot"), Some(3.0), Some(true))
     );
+    let (r, s) = (robot.to_str().expect("utf8"), server.to_str().expect("utf8"));
     let plan = |out: &str| {
         let out = dir.join(out);
-        let o = lop(&[
-            "plan",
-            "zoo:resnet18",
-            "--robot-profile",
-            robot.to_str().expect("utf8"),
-            "--server-profile",
-            server.to_str().expect("utf8"),
-            "--buckets",
-            "0:6:2",
-            "--bandwidth-scale",
-            "auto",
-            "--cache-dir",
-            dir.join("cache").to_str().expect("utf8"),
-            "--out",
-            out.to_str().expect("utf8"),
-            "--json",
-        ]);
+        let cache = dir.join("cache");
+        let extra = ["--buckets", "0:6:2", "--bandwidth-scale", "auto", "--cache-dir", cache.to_str().expect("utf8"), "--json"];
+        let o = lop(&plan_args("zoo:resnet18", r, s, out.to_str().expect("utf8"), &extra));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         (stdout_json(&o), std::fs::read(&out).expect("table"))
     };
@@ -363,7 +357,7 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
     assert_eq!(again["cache"], "hit");
     assert_eq!(table, table_again, "same inputs, byte-identical table");
     // Bad input: one clear error naming the value and what was expected.
-    let (r, s, out) = (robot.to_str().expect("utf8"), server.to_str().expect("utf8"), dir.join("bad.table"));
+    let out = dir.join("bad.table");
     let out = out.to_str().expect("utf8");
     for (robot_file, args, says) in [
         (r, vec!["--buckets", "5:1:1"], "empty range"),
@@ -372,14 +366,12 @@ fn profile_then_plan_json_has_the_contract_and_a_reproducible_table() {
         (r, vec!["--post-side", "robot"], "--post-side robot needs a --task with a post-processing stage"),
         (s, vec![], "role"),
     ] {
-        let mut all = vec!["plan", "zoo:resnet18", "--robot-profile", robot_file, "--server-profile", s, "--out", out];
-        all.extend(args.iter().copied());
-        let o = lop(&all);
+        let o = lop(&plan_args("zoo:resnet18", robot_file, s, out, &args));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
     }
-    let o = lop(&["plan", "zoo:resnet50", "--robot-profile", r, "--server-profile", s, "--out", out]);
+    let o = lop(&plan_args("zoo:resnet50", r, s, out, &[]));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.code() == Some(2) && err.contains("not this model"), "a profile of another model: {err}");
     let o = lop(&["profile", "zoo:resnet18", "--role", "robot", "--dilation", "0", "--out", out]);
@@ -448,15 +440,13 @@ fn input_shape_works_in_every_command_that_loads_a_model() {
     }
     let table = path("table.json");
     let setup = ["--robot-profile", robot.as_str(), "--server-profile", server.as_str(), "--input-wire", "f32", shape[0], shape[1]];
-    let mut plan = vec!["plan", m.as_str(), "--buckets", "0:4:2", "--out", table.as_str(), "--json"];
-    plan.extend(setup);
+    let plan = plan_args(&m, &robot, &server, &table, &["--buckets", "0:4:2", "--json", "--input-wire", "f32", shape[0], shape[1]]);
     ok(&lop(&plan));
     let mut simulate = vec!["simulate", m.as_str(), "--bandwidth", "2MB/s", "--table", table.as_str(), "--json"];
     simulate.extend(setup);
     ok(&lop(&simulate));
     // A profile measured at another shape is for another graph.
-    let mut other = vec!["plan", m.as_str(), "--buckets", "0:4:2", "--out", table.as_str(), "--json"];
-    other.extend(setup);
+    let mut other = plan.clone();
     let last = other.len() - 1;
     other[last] = "1,3,48,32";
     assert_eq!(lop(&other).status.code(), Some(2));
@@ -535,8 +525,7 @@ fn preprocess_stage_puts_camera_bytes_on_the_wire_for_float_models() {
     }
     let plan = |wire: &str, extra: &[&str]| {
         let table = path(&format!("table-{wire}-{}.json", extra.len()));
-        let mut args = vec!["plan", m.as_str(), "--buckets", "1:1:1", "--out", table.as_str(), "--json", "--input-wire", wire];
-        args.extend([shape[0], shape[1], "--robot-profile", robot.as_str(), "--server-profile", server.as_str()]);
+        let mut args = plan_args(&m, &robot, &server, &table, &["--buckets", "1:1:1", "--json", "--input-wire", wire, shape[0], shape[1]]);
         args.extend(extra);
         lop(&args)
     };
@@ -824,44 +813,24 @@ fn frames_and_codecs_from_photographs_to_the_plan_and_the_bench() {
     let prof: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&robot).expect("robot")).expect("json");
     let names: Vec<&str> = prof["codecs"].as_array().expect("codecs").iter().filter_map(|c| c["codec"].as_str()).collect();
     assert_eq!(names, ["lossless", "jpeg:90"]);
+    let (r, s, cache) = (robot.to_str().expect("utf8"), server.to_str().expect("utf8"), dir.join("cache"));
+    let cache = cache.to_str().expect("utf8");
     let plan = |codec: &str| {
-        lop(&[
-            "plan",
-            "zoo:resnet18@64x64",
-            "--robot-profile",
-            robot.to_str().expect("utf8"),
-            "--server-profile",
-            server.to_str().expect("utf8"),
-            "--buckets",
-            "0:4:2",
-            "--frame-codec",
-            codec,
-            "--cache-dir",
-            dir.join("cache").to_str().expect("utf8"),
-            "--out",
-            dir.join(format!("{codec}.table")).to_str().expect("utf8"),
-        ])
+        let out = dir.join(format!("{codec}.table"));
+        let extra = ["--buckets", "0:4:2", "--frame-codec", codec, "--cache-dir", cache];
+        lop(&plan_args("zoo:resnet18@64x64", r, s, out.to_str().expect("utf8"), &extra))
     };
     ok(&plan("jpeg:90"));
     // The study of crossing activations on the photograph: each crossing value measured, each
     // bucket bounded, and a verdict.
-    let o = lop(&[
-        "plan",
+    let out = dir.join("activations.table");
+    let o = lop(&plan_args(
         "zoo:resnet18@64x64",
-        "--robot-profile",
-        robot.to_str().expect("utf8"),
-        "--server-profile",
-        server.to_str().expect("utf8"),
-        "--buckets",
-        "0:4:2",
-        "--cache-dir",
-        dir.join("cache").to_str().expect("utf8"),
-        "--out",
-        dir.join("activations.table").to_str().expect("utf8"),
-        "--activations",
-        pic,
-        "--json",
-    ]);
+        r,
+        s,
+        out.to_str().expect("utf8"),
+        &["--buckets", "0:4:2", "--cache-dir", cache, "--activations", pic, "--json"],
+    ));
     ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     let study = &v["activations"];

@@ -12,13 +12,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use edge_server::{EdgeConfig, http, metrics};
-use lop::plan::Side;
+use edge_server::{http, metrics};
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::ports::free_loopback_port;
 use lop_runtime::zenoh_link::ZenohConfig;
 use lop_runtime::zenoh_service::ZenohConnector;
+
+// The robot's side, built as the single-edge tests build theirs.
+#[path = "../tests/common/fixture.rs"]
+mod fixture;
+use fixture::{RobotSide, robot_side};
 
 struct Args {
     frames: usize,
@@ -75,16 +79,7 @@ async fn round(dir: &std::path::Path, on: bool, frames: usize) -> anyhow::Result
              hello_timeout_s: 60\nshutdown_grace_s: 2\nlog: warn\n"
         ),
     )?;
-    let cfg = EdgeConfig::load(&config)?;
-    let g = lop::model::load("zoo:resnet18", &Default::default())?;
-    let robot = edge_server::synthetic_profile(&g, Side::Robot)?;
-    let server = edge_server::synthetic_profile(&g, Side::Server)?;
-    std::fs::create_dir_all(dir.join("robots"))?;
-    robot.save(&dir.join("robots/robot.json"))?;
-    let spec = cfg.table_spec()?;
-    let (table, _, _) = lop::planner::table::load_or_build(&dir.join("robot-tables"), &g, &robot, &server, &spec, 1)?;
-    let inputs = lop::exec::synthetic_inputs(&g, 3)?;
-    drop(g);
+    let RobotSide { cfg, table, inputs, .. } = robot_side(&config, "zoo:resnet18", Some(&dir.join("robot-tables")), 3, false)?;
     let opts = {
         let cfg = cfg.clone();
         tokio::task::spawn_blocking(move || edge_server::prepare(&cfg)).await??

@@ -8,9 +8,9 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Edge, free_port};
+use common::fixture::{RobotSide, robot_side};
+use common::{Edge, free_port, fresh_dir};
 
-use lop::plan::Side;
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::zenoh_link::ZenohConfig;
@@ -34,9 +34,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
     // One at a time with the binary's other process-starting tests (tests/all.rs).
     let _heavy = crate::HEAVY.lock().await;
-    let dir = std::env::temp_dir().join(format!("lop-edge-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("robots")).unwrap();
+    let dir = fresh_dir("lop-edge-e2e");
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
     let config = dir.join("edge.yaml");
     std::fs::write(
@@ -53,16 +51,8 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
 
     // The robot's side: the same table configuration, its profile in the edge's directory, the
     // table built once into the edge's cache (the edge then loads it).
-    let cfg = edge_server::EdgeConfig::load(&config).unwrap();
-    let spec = cfg.table_spec().unwrap();
-    let g = lop::model::load("zoo:resnet18", &Default::default()).unwrap();
-    let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
-    let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
-    robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &spec, 1).unwrap();
-    let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
-    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-    drop(g);
+    let RobotSide { table, inputs, whole, .. } = robot_side(&config, "zoo:resnet18", None, 3, true).unwrap();
+    let whole = whole.unwrap();
 
     let mut edge = Edge::start(&config);
 
@@ -149,9 +139,7 @@ async fn lop_edge_serves_exact_inferences_and_exits_cleanly_on_sigterm() {
 async fn robots_see_lop_edges_by_id_and_lose_a_killed_one_within_a_second() {
     // One at a time with the binary's other process-starting tests (tests/all.rs).
     let _heavy = crate::HEAVY.lock().await;
-    let dir = std::env::temp_dir().join(format!("lop-edge-fleet-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("lop-edge-fleet");
     let (ep1, ep2) = (format!("tcp/127.0.0.1:{}", free_port()), format!("tcp/127.0.0.1:{}", free_port()));
     let mut edges = Vec::new();
     for (id, listen, connect) in [("gpu-1", &ep1, String::new()), ("gpu-2", &ep2, format!("\"{ep1}\""))] {

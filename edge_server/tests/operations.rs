@@ -13,9 +13,9 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Edge, free_port};
+use common::fixture::{RobotSide, robot_side};
+use common::{Edge, free_port, fresh_dir};
 
-use lop::plan::Side;
 use lop_runtime::client::{ClientOptions, RobotClient};
 use lop_runtime::exec::Worker;
 use lop_runtime::zenoh_link::ZenohConfig;
@@ -88,9 +88,7 @@ impl Drop for Prometheus {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     let _heavy = crate::HEAVY.lock().await;
-    let dir = std::env::temp_dir().join(format!("lop-edge-ops-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("robots")).unwrap();
+    let dir = fresh_dir("lop-edge-ops");
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
     let (metrics_port, prom_port) = (free_port(), free_port());
     let config = dir.join("edge.yaml");
@@ -107,15 +105,7 @@ async fn prometheus_scrapes_the_edge_and_systemd_hears_it() {
     )
     .unwrap();
     // The robot's profile in the edge's folder: the edge plans its table before it is ready.
-    let cfg = edge_server::EdgeConfig::load(&config).unwrap();
-    let spec = cfg.table_spec().unwrap();
-    let g = lop::model::load("zoo:resnet18", &Default::default()).unwrap();
-    let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
-    let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
-    robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&dir.join("robot-tables"), &g, &robot, &server, &spec, 1).unwrap();
-    let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
-    drop(g);
+    let RobotSide { table, inputs, .. } = robot_side(&config, "zoo:resnet18", Some(&dir.join("robot-tables")), 3, false).unwrap();
 
     // systemd's side: a datagram socket, a watchdog of 600 ms.
     let sock_path = dir.join("notify.sock");

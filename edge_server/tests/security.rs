@@ -11,9 +11,9 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Edge, free_port};
+use common::fixture::{RobotSide, robot_side};
+use common::{Edge, free_port, fresh_dir};
 
-use lop::plan::Side;
 use lop_msgs::key::SessionKeys;
 use lop_msgs::protocol::{Frame, Hello};
 use lop_runtime::client::{ClientOptions, RobotClient};
@@ -33,9 +33,7 @@ struct Site {
 /// A temporary site: certificates for r1 and r2, the robot profile the edge knows, the table
 /// built into the edge's cache, and `zenoh_yaml` as the edge's zenoh section.
 fn site(name: &str, zenoh_yaml: &str) -> (Site, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("lop-edge-sec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("robots")).unwrap();
+    let dir = fresh_dir(&format!("lop-edge-sec-{name}"));
     make_site_certs(&dir.join("certs"), &CertsRequest { robots: vec!["r1".into(), "r2".into()], edge_names: vec![], days: 2 }).unwrap();
     std::fs::write(dir.join("users"), "r1:pw-r1\nr2:pw-r2\n").unwrap();
     let config = dir.join("edge.yaml");
@@ -50,15 +48,8 @@ fn site(name: &str, zenoh_yaml: &str) -> (Site, PathBuf) {
         ),
     )
     .unwrap();
-    let cfg = edge_server::EdgeConfig::load(&config).unwrap();
-    let g = lop::model::load("zoo:resnet18", &Default::default()).unwrap();
-    let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
-    let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
-    robot.save(&dir.join("robots/robot.json")).unwrap();
-    let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &cfg.table_spec().unwrap(), 1).unwrap();
-    let inputs = lop::exec::synthetic_inputs(&g, 3).unwrap();
-    let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-    (Site { dir, table, inputs, whole }, config)
+    let RobotSide { table, inputs, whole, .. } = robot_side(&config, "zoo:resnet18", None, 3, true).unwrap();
+    (Site { dir, table, inputs, whole: whole.unwrap() }, config)
 }
 
 fn robot_tls(dir: &Path, robot: &str) -> TlsFiles {

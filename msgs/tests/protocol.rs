@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use lop_core::Rng;
 use lop_msgs::protocol::{
     Band, BandHeader, Cancel, DType, Done, DoneStats, ErrorCode, ErrorFrame, Forward, Frame, HEADER_LEN, Hello, Limits, MAX_PATH,
     MAX_PROFILE_LEN, MAX_RANK, MAX_TEXT_LEN, Reject, RejectReason, Start, Welcome, check, decode, encode_band_header,
@@ -505,25 +506,10 @@ fn text_and_id_errors() {
     assert!(matches!(Frame::Hello(h).encode(), Err(Error::RankTooLarge { .. })));
 }
 
-/// SplitMix64: a small deterministic PRNG, so the fuzz cases are the same on every run.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
+/// `n` random bytes from `rng` (the workspace's seeded generator, so the fuzz cases are the same
+/// on every run).
+fn bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng.next_u64() as u8).collect()
 }
 
 /// Decodes `b`; whatever decodes must re-encode to exactly `b` (the encoding is canonical).
@@ -545,19 +531,19 @@ fn decode_checked(b: &[u8], limits: &Limits) -> bool {
 #[test]
 fn fuzz_random_bytes() {
     let t = Instant::now();
-    let mut rng = SplitMix64(0x1234_5678);
+    let mut rng = Rng::new(0x1234_5678);
     let limits = Limits { max_frame_len: 1 << 16 };
     let mut accepted = 0;
     for i in 0..100_000 {
         let mut b = if i % 2 == 0 {
             let n = rng.below(96);
-            rng.bytes(n)
+            bytes(&mut rng, n)
         } else {
             // A valid header with a random kind and a random body, so the body parsers are reached.
             let n = rng.below(160);
             let mut b = vec![b'L', b'O', b'P', b'F', 1, 0, rng.below(9) as u8, 0];
             b.extend_from_slice(&(n as u32).to_le_bytes());
-            b.extend(rng.bytes(n));
+            b.extend(bytes(&mut rng, n));
             b
         };
         if i % 7 == 0 {
@@ -573,7 +559,7 @@ fn fuzz_random_bytes() {
 #[test]
 fn fuzz_mutated_frames() {
     let t = Instant::now();
-    let mut rng = SplitMix64(42);
+    let mut rng = Rng::new(42);
     let valid: Vec<Vec<u8>> = samples().iter().filter_map(|f| f.encode().ok()).filter(|b| b.len() < 8192).collect();
     let limits = Limits { max_frame_len: 1 << 16 };
     let mut accepted = 0;
@@ -588,24 +574,30 @@ fn fuzz_mutated_frames() {
                 }
                 1 if len > 0 => {
                     let i = rng.below(len);
-                    b[i] = rng.next() as u8;
+                    b[i] = rng.next_u64() as u8;
                 }
                 2 => b.truncate(rng.below(len + 1)),
                 3 => {
                     let n = rng.below(8);
-                    b.extend(rng.bytes(n));
+                    b.extend(bytes(&mut rng, n));
                 }
                 4 => {
                     let i = rng.below(len + 1);
-                    b.insert(i, rng.next() as u8);
+                    b.insert(i, rng.next_u64() as u8);
                 }
                 5 if len > 0 => {
                     b.remove(rng.below(len));
                 }
                 6 if len >= HEADER_LEN => {
                     // A plausible or absurd body length.
-                    let v =
-                        [0u32, 1, (len - HEADER_LEN) as u32 + 1, (len - HEADER_LEN).saturating_sub(1) as u32, u32::MAX, rng.next() as u32];
+                    let v = [
+                        0u32,
+                        1,
+                        (len - HEADER_LEN) as u32 + 1,
+                        (len - HEADER_LEN).saturating_sub(1) as u32,
+                        u32::MAX,
+                        rng.next_u64() as u32,
+                    ];
                     b[8..12].copy_from_slice(&v[rng.below(v.len())].to_le_bytes());
                 }
                 _ if len >= 4 => {

@@ -671,11 +671,7 @@ async fn plans_with_ops_cut_by_hand_give_the_unsplit_output() {
     let _heavy = crate::HEAVY.lock().await;
     let mut s = setup();
     let g = lop::model::load(MODEL, &Default::default()).unwrap();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut below = |n: usize| {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        (state >> 33) as usize % n.max(1)
-    };
+    let mut rng = lop::Rng::new(1);
     let mut cut = 0;
     for e in s.table.entries.iter_mut().filter(|e| e.bucket_mb_s > 0.0) {
         let mut p = lop::plan::Plan::server_only(&g, s.table.spec.planner.units);
@@ -684,7 +680,7 @@ async fn plans_with_ops_cut_by_hand_give_the_unsplit_output() {
             if rows < 2 {
                 continue;
             }
-            let mut ends: Vec<usize> = (0..below(4)).map(|_| 1 + below(rows - 1)).collect();
+            let mut ends: Vec<usize> = (0..rng.below(4)).map(|_| 1 + rng.below(rows - 1)).collect();
             ends.push(rows);
             ends.sort_unstable();
             ends.dedup();

@@ -2,6 +2,8 @@
 //! collected, killed if a test fails before it exits.
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod fixture;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -100,10 +102,7 @@ impl OneModelEdge {
     /// `name` names the temporary folder; the model is served as `resnet18` (any zoo source);
     /// `zenoh` adds lines to the config's zenoh section, `settings` top-level lines.
     pub fn prepare(name: &str, model: &str, listen: &str, zenoh: &str, settings: &str, seed: u64) -> OneModelEdge {
-        use lop::plan::Side;
-        let dir = std::env::temp_dir().join(format!("lop-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("robots")).unwrap();
+        let dir = fresh_dir(&format!("lop-{name}"));
         let config = dir.join("edge.yaml");
         std::fs::write(
             &config,
@@ -115,17 +114,17 @@ impl OneModelEdge {
             ),
         )
         .unwrap();
-        let cfg = edge_server::EdgeConfig::load(&config).unwrap();
-        let spec = cfg.table_spec().unwrap();
-        let g = lop::model::load(model, &Default::default()).unwrap();
-        let robot = edge_server::synthetic_profile(&g, Side::Robot).unwrap();
-        let server = edge_server::synthetic_profile(&g, Side::Server).unwrap();
-        robot.save(&dir.join("robots/robot.json")).unwrap();
-        let (table, _, _) = lop::planner::table::load_or_build(&cfg.table_cache, &g, &robot, &server, &spec, 1).unwrap();
-        let inputs = lop::exec::synthetic_inputs(&g, seed).unwrap();
-        let whole = lop::exec::run_whole(&g, &inputs).unwrap().outputs;
-        OneModelEdge { dir, config, table, inputs, whole }
+        let fixture::RobotSide { table, inputs, whole, .. } = fixture::robot_side(&config, model, None, seed, true).unwrap();
+        OneModelEdge { dir, config, table, inputs, whole: whole.unwrap() }
     }
+}
+
+/// An empty temporary folder `NAME-PID` (whatever an earlier run left there removed).
+pub fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Resident set size of a process, bytes (`/proc/<pid>/status`, VmRSS).
