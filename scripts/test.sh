@@ -88,9 +88,13 @@ scripts/colcon.sh
 phase "cargo build --release --workspace --bins (robot_node without r2r; the rest is built)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins
+# What the whole run tests: every library, binary and integration test, then the doc tests.
+# Examples are left out of `cargo test`'s build (about 2 minutes of a core: they are benchmark
+# programs, run by hand); clippy's --all-targets still compiles them, so they cannot rot.
+targets=(--lib --bins --tests)
 if [ $# -eq 0 ]; then
-  phase "cargo test --release --workspace --no-run"
-  cargo test --release --workspace --no-run
+  phase "cargo test --release --workspace ${targets[*]} --no-run"
+  cargo test --release --workspace "${targets[@]}" --no-run
 fi
 pids=() names=() logs=()
 # Work beside the tests at idle priority: it takes the CPU time they leave (about half of the 2
@@ -123,8 +127,10 @@ if [ $# -eq 0 ]; then
   for t in "${lane_tests[@]}"; do skip+=(--skip "$t"); done
   phase "cargo test --release --workspace ${lane[*]} at idle priority beside the others (target/test-beside.log)"
   beside "cargo test ${lane[*]}" target/test-beside.log cargo test --release --workspace --no-fail-fast "${lane[@]}"
-  phase "cargo test --release --workspace --no-fail-fast, but for those ${#lane_tests[@]}"
-  cargo test --release --workspace --no-fail-fast -- "${skip[@]}" || test_rc=$?
+  phase "cargo test --release --workspace ${targets[*]} --no-fail-fast, but for those ${#lane_tests[@]}"
+  cargo test --release --workspace "${targets[@]}" --no-fail-fast -- "${skip[@]}" || test_rc=$?
+  phase "cargo test --release --workspace --doc"
+  cargo test --release --workspace --doc || test_rc=$?
 else
   phase cargo test --release --workspace --no-fail-fast "$@"
   cargo test --release --workspace --no-fail-fast "$@" || test_rc=$?
