@@ -17,7 +17,7 @@ if [ -d target/release ] && [ ! -d "$dir/release" ]; then
   # The project's own crates are linted, not reused: remove their files from the copy, so that
   # nothing written for them (a build script's output) reaches target/release through a shared
   # inode.
-  for c in lop lop_core lop_fleet lop_msgs lop_runtime lop_power robot_node edge_server lop_fuzz cli lop_cli tests; do
+  for c in lop lop_core lop_codec lop_fleet lop_msgs lop_runtime lop_power robot_node edge_server lop_fuzz cli lop_cli tests; do
     rm -rf "$dir/release/.fingerprint/$c-"* "$dir/release/build/$c-"* "$dir/release/deps/$c-"* "$dir/release/deps/lib$c-"*
   done
 fi

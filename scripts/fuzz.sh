@@ -42,7 +42,7 @@ if [ -d target/release/.fingerprint ] && [ ! -d "$dir/release" ]; then
   cp -al target/release "$dir/release"
   # The project's crates are rebuilt instrumented: remove their files from the copy, so that
   # nothing written for them reaches target/release through a shared inode.
-  for c in lop lop_core lop_fleet lop_msgs lop_runtime lop_power robot_node edge_server lop_fuzz cli lop_cli tests; do
+  for c in lop lop_core lop_codec lop_fleet lop_msgs lop_runtime lop_power robot_node edge_server lop_fuzz cli lop_cli tests; do
     rm -rf "$dir/release/.fingerprint/$c-"* "$dir/release/build/$c-"* "$dir/release/deps/$c-"* "$dir/release/deps/lib$c-"*
   done
   rm -f "$dir/release/"{lop,lop_edge,lop_robot,lop_bandwidth,lop_power,lop_fuzz_seeds,fuzz_*} "$dir/release/"*.d

@@ -16,9 +16,10 @@
 #
 # The tests leave about half of the 2 cores idle (most of them wait on processes, links and
 # clocks), so work that has no clock in what it checks runs beside them at idle priority: with no
-# arguments, the real-model and export tests (the main run skips them by exact name); with
-# --build-fuzz (CI), the fuzz targets' build (scripts/fuzz.sh --build), which CI's fuzz step then
-# finds done. With arguments, they go to one `cargo test --release --workspace` as they are.
+# arguments, the real-model and export tests (the main run skips them by exact name) and the doc
+# tests; with --build-fuzz (CI), the fuzz targets' build (scripts/fuzz.sh --build), which CI's
+# fuzz step then finds done. With arguments, they go to one `cargo test --release --workspace`
+# as they are.
 set -euo pipefail
 # Each phase says when it starts, in seconds since the command started (where the time goes).
 phase() { echo "test: $* (at ${SECONDS} s)" >&2; }
@@ -88,7 +89,7 @@ scripts/colcon.sh
 phase "cargo build --release --workspace --bins (robot_node without r2r; the rest is built)"
 # The interop tests run lop_edge and lop_robot as separate processes; build every binary first.
 cargo build --release --workspace --bins
-# What the whole run tests: every library, binary and integration test, then the doc tests.
+# What the whole run tests: every library, binary and integration test, and the doc tests.
 # Examples are left out of `cargo test`'s build (about 2 minutes of a core: they are benchmark
 # programs, run by hand); clippy's --all-targets still compiles them, so they cannot rot.
 targets=(--lib --bins --tests)
@@ -127,10 +128,12 @@ if [ $# -eq 0 ]; then
   for t in "${lane_tests[@]}"; do skip+=(--skip "$t"); done
   phase "cargo test --release --workspace ${lane[*]} at idle priority beside the others (target/test-beside.log)"
   beside "cargo test ${lane[*]}" target/test-beside.log cargo test --release --workspace --no-fail-fast "${lane[@]}"
+  # The doc tests have no clock either: rustdoc reads every crate to find them, about a minute
+  # of the main lane in CI for a second of tests.
+  phase "cargo test --release --workspace --doc at idle priority beside the others (target/test-doc.log)"
+  beside "cargo test --doc" target/test-doc.log cargo test --release --workspace --doc
   phase "cargo test --release --workspace ${targets[*]} --no-fail-fast, but for those ${#lane_tests[@]}"
   cargo test --release --workspace "${targets[@]}" --no-fail-fast -- "${skip[@]}" || test_rc=$?
-  phase "cargo test --release --workspace --doc"
-  cargo test --release --workspace --doc || test_rc=$?
 else
   phase cargo test --release --workspace --no-fail-fast "$@"
   cargo test --release --workspace --no-fail-fast "$@" || test_rc=$?

@@ -124,7 +124,7 @@ fn codemap_matches_the_dependency_graph() {
     assert!(tree("robot_node", None).contains("hiroz"));
     // The pure crates build without the torch wheel, whatever the codemap's row says: nothing
     // they depend on binds libtorch.
-    for pure in ["lop_core", "lop_fleet"] {
+    for pure in ["lop_core", "lop_codec", "lop_fleet"] {
         let deps = tree(pure, None);
         let torch: Vec<&String> = deps.iter().filter(|d| d.starts_with("tch") || d.starts_with("torch")).collect();
         assert!(torch.is_empty(), "{pure} must build without libtorch, but depends on {torch:?}");

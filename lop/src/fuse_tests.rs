@@ -144,13 +144,14 @@ fn fused_and_unfused_agree_on_every_zoo_model() {
             "occupancy3d" => "occupancy3d@64x32x64".to_string(),
             _ => format!("{name}@64x64"),
         };
-        let source = format!("zoo:{sized}");
+        // Built once (VGG's weights alone take a second to draw); each variant is a copy sharing
+        // its weights, fused and laid out as `model::load` does it: fusion first, then layout.
+        let base = crate::model::load(&format!("zoo:{sized}"), &crate::model::LoadOptions { unfused: true, ..Default::default() })
+            .expect("zoo model");
         for layout in [Layout::Nchw, Layout::ChannelsLast] {
-            let load = |unfused| {
-                let opts = crate::model::LoadOptions { layout, unfused, ..Default::default() };
-                crate::model::load(&source, &opts).expect("zoo model")
-            };
-            let (fused, unfused) = (load(false), load(true));
+            let (mut fused, mut unfused) = (fuse_activations(base.share()).0, base.share());
+            fused.set_layout(layout).expect("fused layout");
+            unfused.set_layout(layout).expect("unfused layout");
             let x = crate::exec::synthetic_inputs(&unfused, 7).expect("inputs");
             let want = run_whole(&unfused, &x).expect("unfused run").outputs;
             let got = run_whole(&fused, &x).expect("fused run").outputs;

@@ -8,6 +8,8 @@
 //! - `content_hash`, `rows`, `order`, `value` (with libtorch's side of it here), the robot's
 //!   watts (`sim::RobotPower`) and a model's price list for fleets (`sim::model_cost`): the
 //!   parts that need no libtorch live in `lop_core` and are re-exported at their old paths.
+//! - `codec`: frame codecs (raw, lossless, JPEG, the camera's JPEG), band by band, with the
+//!   digest of the decoded pixels and their measured costs: the `lop_codec` crate, re-exported.
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
 //! - [`plan`]: band layouts (who computes which rows of which op) and their validation.
@@ -22,8 +24,6 @@
 //!   frames cross the link as bytes for float-input models too.
 //! - [`postprocess`]: the model's back end (detections with NMS, keypoints, class maps,
 //!   occupancy bits) as the graph's last op, placed by the planner like any other.
-//! - [`codec`]: frame codecs (raw, lossless, JPEG, the camera's JPEG), band by band, with
-//!   the digest of the decoded pixels and their measured costs.
 //! - [`inspect`]: locality statistics.
 //! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
 //! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy)
@@ -36,7 +36,7 @@
 #![deny(missing_docs)]
 
 pub mod baseline;
-pub mod codec;
+pub use lop_codec as codec;
 pub use lop_core::content_hash;
 pub mod error;
 pub mod exec;

@@ -9,7 +9,7 @@ and the grey photograph as a grey JPEG. Beside each NAME.jpg it writes NAME.pixe
 reference decoding (RGB, or grey), and prints one line per case: NAME WIDTH HEIGHT CHANNELS.
 The reference is simplejpeg (a separate build of libjpeg-turbo, on PyPI) asked for what lop
 uses: the accurate integer IDCT and merged ("fast") chroma upsampling, which makes each MCU row
-decode on its own (lop/src/codec/turbo.rs says why). Pillow, which writes the JPEGs, cannot be
+decode on its own (codec/src/turbo.rs says why). Pillow, which writes the JPEGs, cannot be
 asked for that upsampling.
 """
 import os

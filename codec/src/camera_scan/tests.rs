@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::codec::test_frames::{frame, planar_rows};
-use crate::codec::turbo::{self, EncodeOptions, Pixels};
-use crate::codec::{interleave, jpeg};
+use crate::test_frames::{frame, planar_rows};
+use crate::turbo::{self, EncodeOptions, Pixels};
+use crate::{interleave, jpeg};
 use turbojpeg_sys as tj;
 
 /// A camera's JPEG of a photograph-like frame of `image` at `subsampling`, quality 90, without

@@ -11,6 +11,7 @@
 //! pixels differ.
 //!
 //! No I/O here: bytes in, bytes out.
+#![deny(missing_docs)]
 
 pub mod camera_scan;
 mod cost;
@@ -22,7 +23,7 @@ pub mod turbo;
 
 pub use cost::{CodecCost, measure as measure_cost, sample_frame};
 
-use crate::value::{DType, ValueInfo};
+use lop_core::value::{DType, ValueInfo};
 use std::fmt;
 use std::str::FromStr;
 

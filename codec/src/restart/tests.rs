@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::codec::test_frames::{frame as seeded_frame, planar_rows};
-use crate::codec::{FrameCodec, decode as decode_codec, encode as encode_codec};
+use crate::test_frames::{frame as seeded_frame, planar_rows};
+use crate::{FrameCodec, decode as decode_codec, encode as encode_codec};
 
 fn frame(image: &Image) -> Vec<u8> {
     seeded_frame(image, 1)

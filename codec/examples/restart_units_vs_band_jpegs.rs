@@ -1,13 +1,13 @@
-//! `cargo run --release -p lop --example restart_units_vs_band_jpegs [PHOTO_DIR]`: the cost of a
-//! `jpeg:90` band as the restart-interval unit a robot sends (`lop::codec::restart`) against the
+//! `cargo run --release -p lop_codec --example restart_units_vs_band_jpegs [PHOTO_DIR]`: the cost of a
+//! `jpeg:90` band as the restart-interval unit a robot sends (`lop_codec::restart`) against the
 //! standalone band JPEG it replaced, side by side in one run, interleaved, on one core: a
 //! 640x480 frame (the built-in photograph-like frame, or the first picture of PHOTO_DIR, such as
 //! `scripts/photos.sh`'s) in 8 bands, the fastest of 20 repeats per round, three rounds. Prints
 //! each round's encode and decode milliseconds per frame and the units' ratios and bytes.
 
-use lop::codec::photo::{decode_picture, fit};
-use lop::codec::restart::{RestartJpeg, decode_unit};
-use lop::codec::{CodecError, FrameCodec, Image, decode, encode, sample_frame};
+use lop_codec::photo::{decode_picture, fit};
+use lop_codec::restart::{RestartJpeg, decode_unit};
+use lop_codec::{CodecError, FrameCodec, Image, decode, encode, sample_frame};
 use std::time::Instant;
 
 /// Milliseconds per frame to encode and to decode its bands, and the bytes they take.

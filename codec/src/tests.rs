@@ -101,7 +101,7 @@ fn bad_data_is_an_error_not_a_panic() {
 
 #[test]
 fn only_uint8_images_are_coded() {
-    use crate::value::ValueInfo;
+    use lop_core::value::ValueInfo;
     let ok = ValueInfo { shape: vec![1, 3, 8, 8], dtype: DType::U8, row_axis: Some(2) };
     assert_eq!(Image::of(&ok), Ok(Image { channels: 3, width: 8, height: 8 }));
     let float = ValueInfo { dtype: DType::F32, ..ok.clone() };
