@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-#[path = "src/libtorch/range.rs"]
+#[path = "../core/src/libtorch.rs"]
 mod range;
 use range::{MAJOR, MINORS};
 

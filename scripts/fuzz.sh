@@ -8,8 +8,8 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #   scripts/fuzz.sh --build [TARGET...]     (builds only: CI builds them while the tests run)
 #
-# FUZZ_JOBS=N runs N targets at once (default: one per core). CI runs all nine at once for 60 s
-# each: 60 s of wall time instead of 300 on 2 cores one at a time per core, each target getting
+# FUZZ_JOBS=N runs N targets at once (default: one per core). CI runs all nine at once for 30 s
+# each: 30 s of wall time instead of 150 on 2 cores one at a time per core, each target getting
 # about 2/9 of a core.
 #
 # Stable Rust: libfuzzer-sys links libFuzzer, scripts/sancov-rustc instruments the project's

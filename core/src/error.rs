@@ -7,6 +7,9 @@ pub enum Error {
     /// User input (a price list, a fleet's specification, a trace) that does not fit.
     #[error("bad input: {0}")]
     Input(String),
+    /// A plan that does not fit its model, or is not well formed.
+    #[error("invalid plan: {0}")]
+    Plan(String),
 }
 
 /// Result with the pure parts' [`Error`].

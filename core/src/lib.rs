@@ -6,21 +6,30 @@
 //!
 //! - [`value`]: a value's element type, static shape, row axis and memory layout.
 //! - [`rows`]: row ranges, units and footprints: the vocabulary of splitting along the row axis.
+//! - [`structure`]: what plans read of a model (nodes, their values and locality classes), as a
+//!   trait the engine's graph implements.
+//! - [`plan`]: band layouts (who computes which rows of which op), their checks and hashes.
 //! - [`power`]: the robot's watts per activity, as plans' energy is priced.
 //! - [`cost`]: one model's price list in a fleet ([`ModelCost`]).
 //! - [`order`]: a heap entry popped earliest first ([`order::Earliest`]).
 //! - [`rng`]: a small seeded generator, the same on every machine ([`Rng`]).
 //! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
+//! - [`libtorch`]: the libtorch versions the engine supports, and reading a version string.
+//! - [`flow`]: maximum flow and minimum cut, for the layer partition and the fluid bound.
 //! - [`error`]: what these parts refuse.
 #![deny(missing_docs)]
 
 pub mod content_hash;
 pub mod cost;
 pub mod error;
+pub mod flow;
+pub mod libtorch;
 pub mod order;
+pub mod plan;
 pub mod power;
 pub mod rng;
 pub mod rows;
+pub mod structure;
 pub mod value;
 
 pub use cost::ModelCost;

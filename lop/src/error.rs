@@ -180,6 +180,7 @@ impl From<lop_core::Error> for Error {
     fn from(e: lop_core::Error) -> Self {
         match e {
             lop_core::Error::Input(msg) => Error::Input(msg),
+            lop_core::Error::Plan(msg) => Error::Plan(msg),
             other => Error::Input(other.to_string()),
         }
     }

@@ -10,7 +10,7 @@ use tch::Device;
 pub use crate::value::{DType, Layout, ValueInfo};
 
 /// Index of a node in [`Graph::nodes`]; a node's output value has the same index.
-pub type NodeId = usize;
+pub use lop_core::structure::NodeId;
 
 /// One node: an op applied to earlier nodes' outputs.
 #[derive(Debug)]
@@ -34,6 +34,26 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// The graph outputs, in order.
     pub outputs: Vec<NodeId>,
+}
+
+/// What plans read of the graph (`lop_core::structure`): the nodes' names, values and
+/// locality classes, without the weights.
+impl lop_core::structure::Structure for Graph {
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+    fn node_name(&self, id: NodeId) -> &str {
+        &self.nodes[id].name
+    }
+    fn node_info(&self, id: NodeId) -> &ValueInfo {
+        &self.nodes[id].info
+    }
+    fn node_locality(&self, id: NodeId) -> Locality {
+        self.locality(id)
+    }
+    fn node_is_op(&self, id: NodeId) -> bool {
+        self.is_op(id)
+    }
 }
 
 impl Graph {

@@ -7,12 +7,13 @@
 //! ## Layout
 //! - `content_hash`, `rows`, `order`, `value` (with libtorch's side of it here), the robot's
 //!   watts (`sim::RobotPower`) and a model's price list for fleets (`sim::model_cost`): the
-//!   parts that need no libtorch live in `lop_core` and are re-exported at their old paths.
+//!   parts that need no libtorch live in `lop_core` and are re-exported at their old paths; so
+//!   do `plan` (band layouts: who computes which rows of which op, and their validation) and
+//!   `OpClass` (a node's locality class), which read a model through `lop_core::structure`.
 //! - `codec`: frame codecs (raw, lossless, JPEG, the camera's JPEG), band by band, with the
 //!   digest of the decoded pixels and their measured costs: the `lop_codec` crate, re-exported.
 //! - [`graph`]: the IR (nodes, values, row axes) and its builder.
 //! - [`ops`]: operators: output shape, footprint, band computation.
-//! - [`plan`]: band layouts (who computes which rows of which op) and their validation.
 //! - [`exec`]: whole-graph execution, one side's band executor, and the in-process split run.
 //! - [`onnx`]: ONNX import.
 //! - [`zoo`]: built-in models with seeded weights.
@@ -30,7 +31,7 @@
 //!   and the lower bounds plans are judged against (server pipelining, fluid).
 //! - [`baseline`]: robot-only, server-only, and the best layer partitions (latency, energy under
 //!   a deadline): minimum cuts, then a budgeted exact search under the simulator.
-//! - `flow` (private): maximum flow and minimum cut, for the two above.
+//! - `flow` (from `lop_core`): maximum flow and minimum cut, for the two above.
 //! - [`planner`]: LOSS (seeded beam search and critical-path LNS over band layouts), schedule
 //!   tables per bandwidth bucket (built in parallel, cached by content hash), SVG pictures.
 #![deny(missing_docs)]
@@ -41,7 +42,7 @@ pub use lop_core::content_hash;
 pub mod error;
 pub mod exec;
 pub mod fit;
-mod flow;
+pub(crate) use lop_core::flow;
 pub mod fuse;
 pub mod fuse_linear;
 pub mod graph;
@@ -51,7 +52,7 @@ pub mod model;
 pub mod onnx;
 pub mod ops;
 pub use lop_core::order;
-pub mod plan;
+pub use lop_core::plan;
 pub mod planner;
 mod post_append;
 pub mod postprocess;

@@ -24,6 +24,7 @@ pub use direct_linear::{DirectLinear, MAX_DIRECT_LINEARS, kept_linears};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use layout::SliceAxis;
 pub use linear::{MAX_PACKED_LINEARS, Route, RouteChoice, linear, linear_post_op, prepacked_linears, route_choices};
+pub use lop_core::structure::{Locality, OpClass};
 pub use packed::{MAX_PACKED_FORMATS, MAX_PACKED_SHAPES, PackedWeights, PackingStats};
 pub use pad::{Pad, PadMode};
 pub use resize::{CoordMode, NearestMode, Resize, ResizeMode};
@@ -37,32 +38,6 @@ use crate::value::DTypeKind;
 use crate::value::ValueInfo;
 use sha2::Digest;
 use tch::{Device, Tensor};
-
-/// Locality class of a node (DESIGN.md section 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpClass {
-    /// Graph inputs and constants: no computation.
-    Source,
-    /// Output row i depends on input row i only.
-    ElementWise,
-    /// Output rows depend on a window of input rows (conv, pools, resize, strided slice).
-    BlockWise,
-    /// Per-pixel ops over non-row axes (layer norm, linear, softmax over channels, permutes).
-    RowWise,
-    /// Every output row depends on every input row: a barrier computed on one side.
-    Global,
-}
-
-/// Locality of one node: its class and whether it can be split.
-pub type Locality = OpClass;
-
-impl OpClass {
-    /// Whether nodes of this class can be cut into row bands.
-    pub fn is_local(self) -> bool {
-        matches!(self, OpClass::ElementWise | OpClass::BlockWise | OpClass::RowWise)
-    }
-}
 
 /// An operator with its attributes and weights.
 #[derive(Debug)]

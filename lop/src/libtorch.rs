@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod range;
+use lop_core::libtorch as range;
 
 pub use range::{MAJOR, MINORS};
 

@@ -2,9 +2,9 @@
 //! `[r, U)` with `r <= m`, and how many chunks each side computes its range in.
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId};
 use crate::rng::Rng;
 use crate::rows::{Rows, effective_units, unit_rows};
+use crate::structure::{NodeId, Structure};
 use sha2::{Digest, Sha256};
 
 /// The two sides of a split inference.
@@ -57,7 +57,7 @@ pub struct Plan {
     pub units: usize,
     /// Per node, indexed by [`NodeId`].
     pub splits: Vec<NodeSplit>,
-    /// Under [`crate::sim::ChunkBounds::Aligned`], each op computed in fewer chunks than one
+    /// Under the simulator's `ChunkBounds::Aligned` (`lop::sim`), each op computed in fewer chunks than one
     /// of its producers puts its last cut on that producer's last, so that its last chunk
     /// holds only the rows that read the producer's last chunk, instead of spreading its cuts
     /// evenly over the producer's. The first shortens the server's work after the frame's
@@ -94,7 +94,7 @@ pub struct OpCuts {
 /// Chunk sizes that shrink toward an op's first or last rows: the first `head` chunks halve
 /// toward the top (chunk 0 is `2^-head` of a full chunk, chunk 1 `2^-(head-1)`, ...), the last
 /// `tail` toward the bottom, and the rest share what is left evenly. An op cut on its own rows
-/// (see [`crate::sim::ChunkBounds`]) cuts this way, and so do the input's messages, which follow
+/// (see the simulator's `ChunkBounds`, `lop::sim`) cuts this way, and so do the input's messages, which follow
 /// the first op's chunks: a small first message lets a busy server start sooner; a small last
 /// one leaves less work for after the frame's last rows arrive, which is what a slow link
 /// waits on. At most [`Taper::MAX`] halvings a side: a chunk of 1/16 is already a row or two
@@ -151,12 +151,10 @@ impl Taper {
 pub const PLAN_VERSION: u32 = 1;
 
 impl Plan {
-    fn uniform(graph: &Graph, units: usize, side: Side) -> Plan {
-        let splits = graph
-            .nodes
-            .iter()
-            .map(|n| {
-                let u = effective_units(n.info.rows(), units);
+    fn uniform(graph: &(impl Structure + ?Sized), units: usize, side: Side) -> Plan {
+        let splits = (0..graph.node_count())
+            .map(|id| {
+                let u = effective_units(graph.node_info(id).rows(), units);
                 let (robot_end, server_start) = match side {
                     Side::Robot => (u, u),
                     Side::Server => (0, 0),
@@ -168,22 +166,22 @@ impl Plan {
     }
 
     /// Everything on the robot, one kernel per op.
-    pub fn robot_only(graph: &Graph, units: usize) -> Plan {
+    pub fn robot_only(graph: &(impl Structure + ?Sized), units: usize) -> Plan {
         Plan::uniform(graph, units, Side::Robot)
     }
 
     /// Everything on the server (the robot only sends the input and receives the outputs).
-    pub fn server_only(graph: &Graph, units: usize) -> Plan {
+    pub fn server_only(graph: &(impl Structure + ?Sized), units: usize) -> Plan {
         Plan::uniform(graph, units, Side::Server)
     }
 
     /// The top half of every local op on the robot, the bottom half on the server, global ops
     /// on the server: the plain two-way split.
-    pub fn even(graph: &Graph, units: usize) -> Plan {
+    pub fn even(graph: &(impl Structure + ?Sized), units: usize) -> Plan {
         let mut plan = Plan::server_only(graph, units);
         for (id, s) in plan.splits.iter_mut().enumerate() {
-            if graph.locality(id).is_local() {
-                let u = effective_units(graph.nodes[id].info.rows(), units);
+            if graph.node_locality(id).is_local() {
+                let u = effective_units(graph.node_info(id).rows(), units);
                 s.robot_end = u / 2;
                 s.server_start = u / 2;
             }
@@ -194,12 +192,12 @@ impl Plan {
     /// A random valid layout: uneven bands, overlaps (replication), 1-3 chunks per side, global
     /// ops on a random side, either spread of aligned chunk bounds, a taper of up to two
     /// halvings at each end. Deterministic for a seed.
-    pub fn random(graph: &Graph, units: usize, seed: u64) -> Plan {
+    pub fn random(graph: &(impl Structure + ?Sized), units: usize, seed: u64) -> Plan {
         let mut rng = Rng::new(seed);
-        let splits = (0..graph.nodes.len())
+        let splits = (0..graph.node_count())
             .map(|id| {
-                let u = effective_units(graph.nodes[id].info.rows(), units);
-                let (robot_end, server_start) = if graph.locality(id).is_local() {
+                let u = effective_units(graph.node_info(id).rows(), units);
+                let (robot_end, server_start) = if graph.node_locality(id).is_local() {
                     let m = rng.below(u + 1);
                     // Favour some overlap, sometimes none.
                     let r = if rng.below(3) == 0 { m } else { rng.below(m + 1) };
@@ -218,8 +216,8 @@ impl Plan {
     }
 
     /// The output rows `side` computes for node `id`.
-    pub fn rows(&self, graph: &Graph, id: NodeId, side: Side) -> Rows {
-        let total = graph.nodes[id].info.rows();
+    pub fn rows(&self, graph: &(impl Structure + ?Sized), id: NodeId, side: Side) -> Rows {
+        let total = graph.node_info(id).rows();
         let u = effective_units(total, self.units);
         let s = &self.splits[id];
         match side {
@@ -247,7 +245,7 @@ impl Plan {
     ///
     /// # Errors
     /// [`Error::Plan`] naming the first offending node.
-    pub fn validate(&self, graph: &Graph) -> Result<()> {
+    pub fn validate(&self, graph: &(impl Structure + ?Sized)) -> Result<()> {
         if self.version != PLAN_VERSION {
             return Err(Error::Plan(format!("plan version {} (this build reads {PLAN_VERSION})", self.version)));
         }
@@ -262,15 +260,15 @@ impl Plan {
                 Taper::MAX
             )));
         }
-        if self.splits.len() != graph.nodes.len() {
-            return Err(Error::Plan(format!("{} splits for a graph of {} nodes", self.splits.len(), graph.nodes.len())));
+        if self.splits.len() != graph.node_count() {
+            return Err(Error::Plan(format!("{} splits for a graph of {} nodes", self.splits.len(), graph.node_count())));
         }
         for (id, s) in self.splits.iter().enumerate() {
-            if !graph.is_op(id) {
+            if !graph.node_is_op(id) {
                 continue;
             }
-            let name = &graph.nodes[id].name;
-            let u = effective_units(graph.nodes[id].info.rows(), self.units);
+            let name = graph.node_name(id);
+            let u = effective_units(graph.node_info(id).rows(), self.units);
             if s.robot_end > u || s.server_start > u {
                 return Err(Error::Plan(format!(
                     "node '{name}': units [0,{}) / [{},{u}) exceed its {u} units",
@@ -287,16 +285,16 @@ impl Plan {
                 return Err(Error::Plan(format!("node '{name}': chunk counts must be >= 1")));
             }
             let one_side = (s.robot_end == u && s.server_start == u) || (s.robot_end == 0 && s.server_start == 0);
-            if !graph.locality(id).is_local() && !one_side {
+            if !graph.node_locality(id).is_local() && !one_side {
                 return Err(Error::Plan(format!("node '{name}' is global and must run whole on one side")));
             }
         }
         let mut seen = std::collections::HashSet::new();
         for c in &self.server_cuts {
-            let Some(node) = graph.nodes.get(c.node).filter(|_| graph.is_op(c.node)) else {
+            if c.node >= graph.node_count() || !graph.node_is_op(c.node) {
                 return Err(Error::Plan(format!("server cuts for node {}, which is not an op of the graph", c.node)));
-            };
-            let name = &node.name;
+            }
+            let name = graph.node_name(c.node);
             if !seen.insert(c.node) {
                 return Err(Error::Plan(format!("node '{name}': server cuts given twice")));
             }
@@ -355,6 +353,8 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::structure::{Listed, OpClass};
+    use crate::value::{DType, ValueInfo};
 
     #[test]
     fn plans_from_before_last_cut_alignment_read_write_and_hash_as_they_did() {
@@ -378,13 +378,14 @@ mod tests {
         assert_eq!(back, t);
     }
 
-    /// input `x` u8 [1, 1, 16, 4] -> norm `n`: the graph and both ids.
-    fn norm_graph() -> (crate::graph::Graph, NodeId, NodeId) {
-        let mut b = crate::graph::GraphBuilder::new("norm");
-        let x = b.input("x", vec![1, 1, 16, 4], crate::graph::DType::U8);
-        let n = b.add("norm", crate::ops::Op::NormalizeU8 { mean: vec![0.0], std: vec![1.0] }, &[x]).expect("norm");
-        b.output(n);
-        (b.build().expect("graph"), x, n)
+    /// input `x` u8 [1, 1, 16, 4] -> norm `n` (element-wise, f32): the structure and both ids.
+    fn norm_graph() -> (Listed, NodeId, NodeId) {
+        let shape = vec![1, 1, 16, 4];
+        let nodes = vec![
+            ("x".to_string(), ValueInfo::new(shape.clone(), DType::U8), OpClass::Source, false),
+            ("norm".to_string(), ValueInfo::new(shape, DType::F32), OpClass::ElementWise, true),
+        ];
+        (Listed { nodes }, 0, 1)
     }
 
     #[test]
