@@ -260,7 +260,8 @@ fn lidar_sweeps_through_the_r2r_backend_reach_rclpy() {
 /// with made-up robot ids and valid made-up profiles within 10 s, while `lop_robot`, with a
 /// profile the edge has never seen, starts and streams frames: every frame is answered and exact,
 /// the robot splits during the flood and after it, every made-up Hello is refused as `Planning`
-/// (or welcomed), the edge's RSS grows by at most 64 MiB, and /metrics counts the refusals.
+/// (or welcomed), the edge's anonymous resident memory (heap and stacks) grows by at most 64 MiB,
+/// and /metrics counts the refusals.
 #[test]
 fn a_flood_of_made_up_hellos_from_a_python_peer_locks_no_robot_out() {
     let out = check_with("flood", "zenoh", &["--size", "128"]);

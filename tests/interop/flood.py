@@ -21,9 +21,13 @@ It checks that every frame is answered and equals the unsplit model's output; th
 connects and splits (bytes up and down, computed on both sides, no fallback) both before the
 flood ends and after it; that every made-up Hello is answered, refused as `Planning` (or, for
 the few whose table the edge planned, welcomed), none with another reason (which would mean this
-script's encoding or hashing is wrong); that the edge's resident memory grows by at most
-MAX_RSS_GROWTH_MIB over the flood; and that the refusals are counted in /metrics
-(`lop_edge_robot_profiles_refused_total`).
+script's encoding or hashing is wrong); that the edge's anonymous resident memory (RssAnon: its
+heap and stacks, where a flood would pile up) grows by at most MAX_RSS_GROWTH_MIB over the flood;
+and that the refusals are counted in /metrics (`lop_edge_robot_profiles_refused_total`).
+
+The pages of mapped files (RssFile) are reported, not capped: they are libtorch's code, paged in
+as the robot's first split runs kernels the edge had not run yet (about 30 MiB on this machine),
+bounded by the libraries' size and given back under memory pressure, whatever the flood does.
 """
 
 import hashlib
@@ -179,9 +183,15 @@ def learn_hello_fields(fl, h, profile, check):
     return None
 
 
+def rss_kib(proc):
+    """(RssAnon, RssFile) of the process in KiB, or None once it has gone."""
+    anon, file = proc.rss_kib("RssAnon"), proc.rss_kib("RssFile")
+    return None if anon is None or file is None else (anon, file)
+
+
 def rss_sampler(proc, stop, out):
     while not stop.is_set():
-        v = proc.rss_kib()
+        v = rss_kib(proc)
         if v is not None:
             out.append(v)
         stop.wait(0.1)
@@ -235,7 +245,8 @@ def run(h, image_frame, image_to_chw, check, log):
     try:
         fields = learn_hello_fields(fl, h, profile, check)
         rss, stop, enough = [], threading.Event(), threading.Event()
-        rss_before = h.edge.rss_kib()
+        rss_before = rss_kib(h.edge)
+        check(rss_before is not None, "lop_edge's /proc/PID/status has no RssAnon and RssFile")
         sampler = threading.Thread(target=rss_sampler, args=(h.edge, stop, rss), daemon=True)
         sampler.start()
         timing = {"sent": [], "first": [made_up_wire(profile, k) for k in range(FLOOD_HELLOS)]}
@@ -251,15 +262,25 @@ def run(h, image_frame, image_to_chw, check, log):
         kinds = check_fake_replies(fl, sent, check, log)
         stop.set()
         sampler.join(5)
-        grown = (max(rss) - rss_before) / 1024.0
-        log(f"flood: lop_edge RSS {rss_before / 1024:.1f} MiB before, at most {max(rss) / 1024:.1f} MiB after (+{grown:.1f} MiB; cap {MAX_RSS_GROWTH_MIB})")
-        check(grown <= MAX_RSS_GROWTH_MIB, f"lop_edge's RSS grew by {grown:.1f} MiB over the flood (> {MAX_RSS_GROWTH_MIB} MiB)")
+        check_rss(rss_before, rss, check, log)
         refused = metric(h.metrics_port, "lop_edge_robot_profiles_refused_total")
         check(refused is not None and refused >= kinds.get("Planning", 0), f"/metrics lop_edge_robot_profiles_refused_total {refused}, {kinds.get('Planning', 0)} refusals seen")
         log(f"flood: /metrics lop_edge_robot_profiles_refused_total {refused:.0f}")
         return done
     finally:
         fl.close()
+
+
+def check_rss(before, samples, check, log):
+    """Logs the edge's anonymous and file-backed resident memory before the flood and at most
+    during it, and checks the anonymous part's growth against MAX_RSS_GROWTH_MIB."""
+    anon, file = (max(s[i] for s in samples) / 1024.0 for i in (0, 1))
+    grown = anon - before[0] / 1024.0
+    log(
+        f"flood: lop_edge RssAnon {before[0] / 1024:.1f} MiB before, at most {anon:.1f} MiB after (+{grown:.1f} MiB; cap {MAX_RSS_GROWTH_MIB}); "
+        f"RssFile {before[1] / 1024:.1f} MiB before, at most {file:.1f} MiB (libtorch's code paged in; not capped)"
+    )
+    check(grown <= MAX_RSS_GROWTH_MIB, f"lop_edge's anonymous resident memory grew by {grown:.1f} MiB over the flood (> {MAX_RSS_GROWTH_MIB} MiB)")
 
 
 def made_up_wire(profile, k):

@@ -66,8 +66,8 @@ Modes:
   --mode flood   zoo:resnet18 at --size: a hostile Zenoh peer (flood.py) sends lop_edge 1,000
                  Hellos with made-up robot ids and profiles within 10 s while lop_robot, with a
                  profile the edge has never seen, starts and streams frames: it splits during
-                 the flood and after it, every frame exact; lop_edge's RSS grows by at most
-                 64 MiB; the refusals are in /metrics.
+                 the flood and after it, every frame exact; lop_edge's RssAnon (heap and
+                 stacks) grows by at most 64 MiB; the refusals are in /metrics.
 
 Exit status 0 when every check passes, 1 on a failed check (the message says which), 2 for a
 setup problem (missing binaries, a process that did not start).
@@ -235,11 +235,13 @@ class Proc:
         with self.cond:
             return "\n".join(f"  {self.name}| {line}" for line in self.lines[-n:])
 
-    def rss_kib(self):
+    def rss_kib(self, field="VmRSS"):
+        """The process's resident memory in KiB as /proc/PID/status counts it under `field`
+        (VmRSS: all of it; RssAnon: its heap and stacks; RssFile: the pages of files it maps)."""
         try:
             with open(f"/proc/{self.p.pid}/status", encoding="ascii") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(field + ":"):
                         return int(line.split()[1])
         except OSError:
             return None
