@@ -353,7 +353,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::structure::{Listed, OpClass};
+    use crate::structure::{Listed, ListedNode, NodeKind, OpClass};
     use crate::value::{DType, ValueInfo};
 
     #[test]
@@ -381,11 +381,12 @@ mod tests {
     /// input `x` u8 [1, 1, 16, 4] -> norm `n` (element-wise, f32): the structure and both ids.
     fn norm_graph() -> (Listed, NodeId, NodeId) {
         let shape = vec![1, 1, 16, 4];
+        let node = |name: &str, dtype, inputs, kind, class| ListedNode { name: name.into(), info: ValueInfo::new(shape.clone(), dtype), inputs, kind, class };
         let nodes = vec![
-            ("x".to_string(), ValueInfo::new(shape.clone(), DType::U8), OpClass::Source, false),
-            ("norm".to_string(), ValueInfo::new(shape, DType::F32), OpClass::ElementWise, true),
+            node("x", DType::U8, vec![], NodeKind::Input, OpClass::Source),
+            node("norm", DType::F32, vec![0], NodeKind::Op, OpClass::ElementWise),
         ];
-        (Listed { nodes }, 0, 1)
+        (Listed { nodes, outputs: vec![1] }, 0, 1)
     }
 
     #[test]

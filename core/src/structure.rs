@@ -3,6 +3,7 @@
 //! operators' weights. The engine's graph (`lop::Graph`, whose ops hold libtorch tensors)
 //! implements [`Structure`]; so can anything else that knows a model's shape.
 
+use crate::rows::{Footprint, Rows};
 use crate::value::ValueInfo;
 
 /// Index of a node in topological order; a node's output value has the same index.
@@ -34,27 +35,119 @@ impl OpClass {
     }
 }
 
-/// A model's nodes as plans see them. Ids run from 0 to [`Structure::node_count`] - 1 in
-/// topological order; every method may panic on an id outside that range.
-pub trait Structure {
+/// What a node is, as plans and the simulator tell nodes apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// A graph input: the robot holds it whole before anything is computed.
+    Input,
+    /// A constant: both sides hold it; never computed, never sent.
+    Constant,
+    /// An operator of the model.
+    Op,
+    /// The post-processing stage a task appends (decoding detections, for example).
+    Post,
+}
+
+impl NodeKind {
+    /// Whether nodes of this kind compute (an operator or the post-processing stage).
+    pub fn computes(self) -> bool {
+        matches!(self, NodeKind::Op | NodeKind::Post)
+    }
+}
+
+/// A model's nodes as plans, the simulator and the planner see them. Ids run from 0 to
+/// [`Structure::node_count`] - 1 in topological order (a node's inputs come before it); every
+/// method may panic on an id outside that range.
+pub trait Structure: std::fmt::Debug {
     /// How many nodes the model has.
     fn node_count(&self) -> usize;
     /// Node `id`'s name (unique within the model).
     fn node_name(&self, id: NodeId) -> &str;
     /// Node `id`'s output value.
     fn node_info(&self, id: NodeId) -> &ValueInfo;
+    /// Node `id`'s inputs, in the operator's order.
+    fn node_inputs(&self, id: NodeId) -> &[NodeId];
+    /// What node `id` is.
+    fn node_kind(&self, id: NodeId) -> NodeKind;
     /// Whether node `id` can be cut into row bands, and of which class.
     fn node_locality(&self, id: NodeId) -> OpClass;
+    /// Which rows of node `id`'s input `k` its output rows `rows` need.
+    fn footprint(&self, id: NodeId, k: usize, rows: &Rows) -> Footprint;
+    /// The model's outputs, in order.
+    fn outputs(&self) -> &[NodeId];
+
     /// Whether node `id` computes (not a graph input or a constant).
-    fn node_is_op(&self, id: NodeId) -> bool;
+    fn node_is_op(&self, id: NodeId) -> bool {
+        self.node_kind(id).computes()
+    }
+
+    /// Whether node `id` is the post-processing stage.
+    fn node_is_post(&self, id: NodeId) -> bool {
+        self.node_kind(id) == NodeKind::Post
+    }
+
+    /// Node `id`'s name, value, inputs and kind at once.
+    fn node(&self, id: NodeId) -> NodeRef<'_> {
+        NodeRef { name: self.node_name(id), info: self.node_info(id), inputs: self.node_inputs(id), kind: self.node_kind(id) }
+    }
+
+    /// Whether node `id` is a graph input.
+    fn node_is_input(&self, id: NodeId) -> bool {
+        self.node_kind(id) == NodeKind::Input
+    }
+
+    /// For every node, the nodes that consume it (in topological order, without duplicates).
+    fn consumers(&self) -> Vec<Vec<NodeId>> {
+        let mut out = vec![Vec::new(); self.node_count()];
+        for id in 0..self.node_count() {
+            for &i in self.node_inputs(id) {
+                if out[i].last() != Some(&id) {
+                    out[i].push(id);
+                }
+            }
+        }
+        out
+    }
 }
 
-/// A model's structure written out node by node: for tests, and for reading a plan against a
-/// model without its weights.
+/// One node of a structure, borrowed ([`Structure::node`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    /// The node's name.
+    pub name: &'a str,
+    /// Its output value.
+    pub info: &'a ValueInfo,
+    /// Its inputs.
+    pub inputs: &'a [NodeId],
+    /// What it is.
+    pub kind: NodeKind,
+}
+
+/// One node of a [`Listed`] structure.
+#[derive(Debug, Clone)]
+pub struct ListedNode {
+    /// The node's name.
+    pub name: String,
+    /// Its output value.
+    pub info: ValueInfo,
+    /// Its inputs.
+    pub inputs: Vec<NodeId>,
+    /// What it is.
+    pub kind: NodeKind,
+    /// Its locality class.
+    pub class: OpClass,
+}
+
+/// A model's structure written out node by node, for tests and for reading a plan against a
+/// model without its weights. Footprints follow the class alone: a source's input is
+/// broadcast, a global node reads its inputs whole, and a local node reads the same rows of its
+/// input (clamped to the input's rows), as an element-wise operator does.
 #[derive(Debug, Clone, Default)]
 pub struct Listed {
-    /// Per node: name, output value, locality class, whether it computes.
-    pub nodes: Vec<(String, ValueInfo, OpClass, bool)>,
+    /// The nodes, in topological order.
+    pub nodes: Vec<ListedNode>,
+    /// The model's outputs.
+    pub outputs: Vec<NodeId>,
 }
 
 impl Structure for Listed {
@@ -62,15 +155,32 @@ impl Structure for Listed {
         self.nodes.len()
     }
     fn node_name(&self, id: NodeId) -> &str {
-        &self.nodes[id].0
+        &self.nodes[id].name
     }
     fn node_info(&self, id: NodeId) -> &ValueInfo {
-        &self.nodes[id].1
+        &self.nodes[id].info
+    }
+    fn node_inputs(&self, id: NodeId) -> &[NodeId] {
+        &self.nodes[id].inputs
+    }
+    fn node_kind(&self, id: NodeId) -> NodeKind {
+        self.nodes[id].kind
     }
     fn node_locality(&self, id: NodeId) -> OpClass {
-        self.nodes[id].2
+        self.nodes[id].class
     }
-    fn node_is_op(&self, id: NodeId) -> bool {
-        self.nodes[id].3
+    fn footprint(&self, id: NodeId, k: usize, rows: &Rows) -> Footprint {
+        match self.nodes[id].class {
+            OpClass::Source => Footprint::Broadcast,
+            OpClass::Global => Footprint::Whole,
+            _ => {
+                let n = self.nodes[self.nodes[id].inputs[k]].info.rows();
+                Footprint::Rows(rows.start.min(n)..rows.end.min(n))
+            }
+        }
+    }
+    fn outputs(&self) -> &[NodeId] {
+        &self.outputs
     }
 }
+

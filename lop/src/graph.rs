@@ -10,7 +10,7 @@ use tch::Device;
 pub use crate::value::{DType, Layout, ValueInfo};
 
 /// Index of a node in [`Graph::nodes`]; a node's output value has the same index.
-pub use lop_core::structure::NodeId;
+pub use lop_core::structure::{NodeId, NodeKind};
 
 /// One node: an op applied to earlier nodes' outputs.
 #[derive(Debug)]
@@ -36,8 +36,8 @@ pub struct Graph {
     pub outputs: Vec<NodeId>,
 }
 
-/// What plans read of the graph (`lop_core::structure`): the nodes' names, values and
-/// locality classes, without the weights.
+/// What plans, the simulator and the planner read of the graph (`lop_core::structure`): the
+/// nodes' names, values, inputs, kinds, locality classes and footprints, without the weights.
 impl lop_core::structure::Structure for Graph {
     fn node_count(&self) -> usize {
         self.nodes.len()
@@ -48,11 +48,25 @@ impl lop_core::structure::Structure for Graph {
     fn node_info(&self, id: NodeId) -> &ValueInfo {
         &self.nodes[id].info
     }
+    fn node_inputs(&self, id: NodeId) -> &[NodeId] {
+        &self.nodes[id].inputs
+    }
+    fn node_kind(&self, id: NodeId) -> NodeKind {
+        match self.nodes[id].op {
+            Op::Input => NodeKind::Input,
+            Op::Constant(_) => NodeKind::Constant,
+            Op::Post(_) => NodeKind::Post,
+            _ => NodeKind::Op,
+        }
+    }
     fn node_locality(&self, id: NodeId) -> Locality {
         self.locality(id)
     }
-    fn node_is_op(&self, id: NodeId) -> bool {
-        self.is_op(id)
+    fn footprint(&self, id: NodeId, k: usize, rows: &crate::rows::Rows) -> Footprint {
+        Graph::footprint(self, id, k, rows)
+    }
+    fn outputs(&self) -> &[NodeId] {
+        &self.outputs
     }
 }
 
@@ -65,8 +79,7 @@ impl Graph {
     /// Footprint of node `id`'s input `k` for output rows `rows`.
     pub fn footprint(&self, id: NodeId, k: usize, rows: &crate::rows::Rows) -> Footprint {
         let node = &self.nodes[id];
-        let ins: Vec<&ValueInfo> = node.inputs.iter().map(|&i| &self.nodes[i].info).collect();
-        node.op.footprint(k, rows, &ins, &node.info)
+        node.op.footprint(k, rows, &self.nodes[node.inputs[k]].info, &node.info)
     }
 
     /// Whether node `id` is local (splittable into row bands) and of which class.

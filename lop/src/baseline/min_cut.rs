@@ -34,8 +34,8 @@
 //! simulator's; [`super::best_layer_partition`] uses several weightings of these terms as seeds.
 
 use crate::flow::Network;
-use crate::graph::{Graph, NodeId};
-use crate::ops::Op;
+use crate::graph::NodeId;
+use lop_core::structure::Structure;
 use crate::plan::Side;
 use crate::sim::Simulator;
 
@@ -62,7 +62,7 @@ impl SequentialCosts {
     pub fn from_sim(sim: &Simulator<'_>, robot_weight: f64, transfer_weight: f64) -> SequentialCosts {
         let g = sim.graph();
         let link = sim.config().link;
-        let n = g.nodes.len();
+        let n = g.node_count();
         let transfer = |bytes: usize| {
             if link.bandwidth > 0.0 {
                 (link.overhead_s + bytes as f64 / link.bandwidth + link.latency_s) * transfer_weight
@@ -70,27 +70,27 @@ impl SequentialCosts {
                 f64::INFINITY
             }
         };
-        let live_op = |id: NodeId| g.is_op(id) && sim.is_live(id);
-        let whole = |side, id: NodeId| if live_op(id) { sim.op_time(side, id, g.nodes[id].info.rows()) } else { 0.0 };
+        let live_op = |id: NodeId| g.node_is_op(id) && sim.is_live(id);
+        let whole = |side, id: NodeId| if live_op(id) { sim.op_time(side, id, g.node_info(id).rows()) } else { 0.0 };
         SequentialCosts {
             robot: (0..n).map(|id| whole(Side::Robot, id) * robot_weight).collect(),
             server: (0..n).map(|id| whole(Side::Server, id)).collect(),
             up: (0..n).map(|id| transfer(sim.value_bytes(id))).collect(),
-            down: (0..n).map(|id| if g.outputs.contains(&id) && live_op(id) { transfer(sim.value_bytes(id)) } else { 0.0 }).collect(),
+            down: (0..n).map(|id| if g.outputs().contains(&id) && live_op(id) { transfer(sim.value_bytes(id)) } else { 0.0 }).collect(),
             live: (0..n).map(live_op).collect(),
         }
     }
 
     /// `cost(D)` of the module docs for the robot set `robot` (per node; non-ops ignored).
-    pub fn cost(&self, g: &Graph, robot: &[bool]) -> f64 {
-        let on_robot = |id: NodeId| matches!(g.nodes[id].op, Op::Input) || (g.is_op(id) && robot.get(id).copied().unwrap_or(false));
+    pub fn cost(&self, g: &dyn Structure, robot: &[bool]) -> f64 {
+        let on_robot = |id: NodeId| g.node_is_input(id) || (g.node_is_op(id) && robot.get(id).copied().unwrap_or(false));
         let consumers = g.consumers();
         let mut total = 0.0;
         for (id, readers) in consumers.iter().enumerate() {
             if self.live[id] {
                 total += if on_robot(id) { self.robot[id] } else { self.server[id] + self.down[id] };
             }
-            let producer = matches!(g.nodes[id].op, Op::Input) || g.is_op(id);
+            let producer = g.node_is_input(id) || g.node_is_op(id);
             if producer && on_robot(id) && readers.iter().any(|&c| self.live[c] && !on_robot(c)) {
                 total += self.up[id];
             }
@@ -100,13 +100,13 @@ impl SequentialCosts {
 }
 
 /// The robot set `D` (per node) minimising [`SequentialCosts::cost`], by a minimum cut.
-pub fn min_cut_partition(g: &Graph, costs: &SequentialCosts) -> Vec<bool> {
-    let n = g.nodes.len();
+pub fn min_cut_partition(g: &dyn Structure, costs: &SequentialCosts) -> Vec<bool> {
+    let n = g.node_count();
     let (source, sink) = (2 * n, 2 * n + 1);
     let mut net = Network::new(2 * n + 2);
     let consumers = g.consumers();
     for (id, readers) in consumers.iter().enumerate() {
-        let is_input = matches!(g.nodes[id].op, Op::Input);
+        let is_input = g.node_is_input(id);
         let live = costs.live[id];
         if is_input {
             net.edge(source, id, f64::INFINITY);
@@ -114,8 +114,8 @@ pub fn min_cut_partition(g: &Graph, costs: &SequentialCosts) -> Vec<bool> {
         if live {
             net.edge(source, id, costs.server[id] + costs.down[id]);
             net.edge(id, sink, costs.robot[id]);
-            for &p in &g.nodes[id].inputs {
-                if g.is_op(p) {
+            for &p in g.node_inputs(id) {
+                if g.node_is_op(p) {
                     net.edge(id, p, f64::INFINITY);
                 }
             }
@@ -132,5 +132,5 @@ pub fn min_cut_partition(g: &Graph, costs: &SequentialCosts) -> Vec<bool> {
         }
     }
     let (robot_side, _) = net.min_cut(source, sink);
-    (0..n).map(|id| g.is_op(id) && robot_side[id]).collect()
+    (0..n).map(|id| g.node_is_op(id) && robot_side[id]).collect()
 }

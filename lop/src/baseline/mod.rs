@@ -104,10 +104,8 @@ impl Candidate {
 /// each) and the server the rest.
 pub fn layer_plan(sim: &Simulator<'_>, units: usize, robot: &[bool]) -> Plan {
     let g = sim.graph();
-    let splits = g
-        .nodes
-        .iter()
-        .enumerate()
+    let splits = (0..g.node_count())
+        .map(|id| (id, g.node(id)))
         .map(|(id, n)| {
             let u = effective_units(n.info.rows(), units);
             let end = if robot.get(id).copied().unwrap_or(false) { u } else { 0 };
@@ -165,7 +163,7 @@ struct Search<'a, 'g> {
 
 impl Search<'_, '_> {
     fn set(&mut self, id: NodeId, robot: bool) {
-        let u = effective_units(self.sim.graph().nodes[id].info.rows(), self.opts.units);
+        let u = effective_units(self.sim.graph().node_info(id).rows(), self.opts.units);
         let end = if robot { u } else { 0 };
         self.plan.splits[id].robot_end = end;
         self.plan.splits[id].server_start = end;
@@ -216,7 +214,7 @@ impl Search<'_, '_> {
             }
         }
         let Some((_, best)) = &self.best else { return Ok(()) };
-        let mut robot: Vec<bool> = (0..g.nodes.len()).map(|id| g.is_op(id) && best.splits[id].robot_end > 0).collect();
+        let mut robot: Vec<bool> = (0..g.node_count()).map(|id| g.node_is_op(id) && best.splits[id].robot_end > 0).collect();
         let consumers = g.consumers();
         let budget = self.opts.max_evaluations / 4;
         let mut improved = true;
@@ -230,7 +228,7 @@ impl Search<'_, '_> {
                 let movable = if robot[id] {
                     consumers[id].iter().all(|&c| !robot[c])
                 } else {
-                    g.nodes[id].inputs.iter().all(|&p| !g.is_op(p) || robot[p])
+                    g.node_inputs(id).iter().all(|&p| !g.node_is_op(p) || robot[p])
                 };
                 if !movable {
                     continue;
@@ -259,7 +257,7 @@ impl Search<'_, '_> {
         }
         let Some(&id) = self.ops.get(i) else { return self.leaf() };
         let g = self.sim.graph();
-        let can_robot = g.nodes[id].inputs.iter().all(|&p| !g.is_op(p) || self.in_d[p]);
+        let can_robot = g.node_inputs(id).iter().all(|&p| !g.node_is_op(p) || self.in_d[p]);
         if can_robot {
             self.set(id, true);
             self.visit(i + 1, robot_s + self.bound_s[i])?;
@@ -277,7 +275,7 @@ impl Search<'_, '_> {
 /// Simulation errors (never the budget: see [`SearchStatus::Budget`]).
 pub fn best_layer_partition(sim: &Simulator<'_>, objective: Objective, opts: &SearchOptions) -> Result<Candidate> {
     let g = sim.graph();
-    let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+    let ops: Vec<NodeId> = (0..g.node_count()).filter(|&id| g.node_is_op(id)).collect();
     let name = match objective {
         Objective::EnergyUnderDeadline { .. } => "layer-partition-energy-deadline",
         _ => "layer-partition",
@@ -285,14 +283,14 @@ pub fn best_layer_partition(sim: &Simulator<'_>, objective: Objective, opts: &Se
     if sim.config().link.bandwidth <= 0.0 {
         // No link: a server op would need the input or an intermediate sent, so the robot
         // computing everything is the only feasible partition.
-        let all: Vec<bool> = (0..g.nodes.len()).map(|id| g.is_op(id)).collect();
+        let all: Vec<bool> = (0..g.node_count()).map(|id| g.node_is_op(id)).collect();
         let plan = layer_plan(sim, opts.units, &all);
         let cost = evaluate(sim, &plan)?.filter(|c| objective.score(c).is_finite());
         return Ok(Candidate { name, plan, cost, evaluated: 1, status: SearchStatus::Exact });
     }
     let bound_s = ops
         .iter()
-        .map(|&id| if sim.is_live(id) { sim.op_time(crate::plan::Side::Robot, id, g.nodes[id].info.rows()) } else { 0.0 })
+        .map(|&id| if sim.is_live(id) { sim.op_time(crate::plan::Side::Robot, id, g.node_info(id).rows()) } else { 0.0 })
         .collect();
     let mut s = Search {
         sim,
@@ -300,7 +298,7 @@ pub fn best_layer_partition(sim: &Simulator<'_>, objective: Objective, opts: &Se
         opts: *opts,
         ops,
         bound_s,
-        in_d: vec![false; g.nodes.len()],
+        in_d: vec![false; g.node_count()],
         plan: layer_plan(sim, opts.units, &[]),
         best: None,
         evaluated: 0,

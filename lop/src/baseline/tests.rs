@@ -1,3 +1,4 @@
+use lop_core::structure::Structure;
 use super::*;
 use crate::baseline::min_cut;
 use crate::graph::{DType, Graph, GraphBuilder};
@@ -38,7 +39,7 @@ fn random_dag(seed: u64, ops: usize) -> Graph {
 
 fn random_sim_parts(g: &Graph, seed: u64) -> (Profile, Profile, SimConfig) {
     let mut rng = Rng::new(seed ^ 0x5eed);
-    let robot_times: Vec<(f64, f64)> = (0..g.nodes.len()).map(|_| (rng.unit() * 2e-3, rng.unit() * 1e-3)).collect();
+    let robot_times: Vec<(f64, f64)> = (0..g.node_count()).map(|_| (rng.unit() * 2e-3, rng.unit() * 1e-3)).collect();
     let speedup = 2.0 + rng.unit() * 10.0;
     let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(robot_times[id].0, robot_times[id].1)).expect("robot");
     let s = Profile::synthetic(g, Side::Server, |id| Fit::new(robot_times[id].0 / speedup, robot_times[id].1 / speedup)).expect("server");
@@ -51,16 +52,16 @@ fn random_sim_parts(g: &Graph, seed: u64) -> (Profile, Profile, SimConfig) {
 /// Every down-closed set of ops, by enumerating all subsets.
 fn brute_force(sim: &Simulator<'_>, objective: Objective) -> (Option<Cost>, usize) {
     let g = sim.graph();
-    let ops: Vec<usize> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+    let ops: Vec<usize> = (0..g.node_count()).filter(|&id| g.node_is_op(id)).collect();
     assert!(ops.len() <= 14, "brute force over {} ops", ops.len());
     let mut best: Option<Cost> = None;
     let mut ideals = 0;
     for mask in 0u32..(1 << ops.len()) {
-        let mut in_d = vec![false; g.nodes.len()];
+        let mut in_d = vec![false; g.node_count()];
         for (bit, &id) in ops.iter().enumerate() {
             in_d[id] = mask >> bit & 1 == 1;
         }
-        let closed = ops.iter().all(|&id| !in_d[id] || g.nodes[id].inputs.iter().all(|&p| !g.is_op(p) || in_d[p]));
+        let closed = ops.iter().all(|&id| !in_d[id] || g.node_inputs(id).iter().all(|&p| !g.node_is_op(p) || in_d[p]));
         if !closed {
             continue;
         }
@@ -94,8 +95,8 @@ fn layer_partition_search_equals_brute_force_on_random_dags() {
         assert_eq!(got.status, SearchStatus::Exact, "seed {seed}");
         pruned_somewhere |= got.evaluated < ideals;
         // The optimum is not always a topological prefix of the ops.
-        let robot: Vec<bool> = (0..g.nodes.len()).map(|id| g.is_op(id) && got.plan.splits[id].robot_end > 0).collect();
-        let ops: Vec<usize> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+        let robot: Vec<bool> = (0..g.node_count()).map(|id| g.node_is_op(id) && got.plan.splits[id].robot_end > 0).collect();
+        let ops: Vec<usize> = (0..g.node_count()).filter(|&id| g.node_is_op(id)).collect();
         not_a_prefix |= ops.windows(2).any(|w| !robot[w[0]] && robot[w[1]]);
         for base in [robot_only(&sim, 8).expect("robot"), server_only(&sim, 8).expect("server")] {
             assert!(base.score(&Objective::Latency) >= cost.makespan_s, "seed {seed}: {} beats the optimum", base.name);
@@ -161,27 +162,27 @@ fn min_cut_equals_exhaustive_search_of_the_sequential_model() {
         let mut costs = min_cut::SequentialCosts::from_sim(&sim, 0.5 + rng.unit(), 0.25 + 2.0 * rng.unit());
         if seed % 2 == 1 {
             // Arbitrary terms: cheap transfers of some values, dear ones of others.
-            for id in 0..g.nodes.len() {
+            for id in 0..g.node_count() {
                 let live = costs.live[id];
                 costs.robot[id] = if live { rng.unit() } else { 0.0 };
                 costs.server[id] = if live { rng.unit() * 0.5 } else { 0.0 };
                 costs.up[id] = rng.unit() * 2.0;
-                costs.down[id] = if live && g.outputs.contains(&id) { rng.unit() * 2.0 } else { 0.0 };
+                costs.down[id] = if live && g.outputs().contains(&id) { rng.unit() * 2.0 } else { 0.0 };
             }
         }
         let cut = min_cut::min_cut_partition(&g, &costs);
-        let ops: Vec<usize> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
+        let ops: Vec<usize> = (0..g.node_count()).filter(|&id| g.node_is_op(id)).collect();
         assert!(
-            ops.iter().all(|&id| !cut[id] || g.nodes[id].inputs.iter().all(|&p| !g.is_op(p) || cut[p])),
+            ops.iter().all(|&id| !cut[id] || g.node_inputs(id).iter().all(|&p| !g.node_is_op(p) || cut[p])),
             "seed {seed}: not down-closed"
         );
         let mut best = f64::INFINITY;
         for mask in 0u32..(1 << ops.len()) {
-            let mut in_d = vec![false; g.nodes.len()];
+            let mut in_d = vec![false; g.node_count()];
             for (bit, &id) in ops.iter().enumerate() {
                 in_d[id] = mask >> bit & 1 == 1;
             }
-            if ops.iter().all(|&id| !in_d[id] || g.nodes[id].inputs.iter().all(|&p| !g.is_op(p) || in_d[p])) {
+            if ops.iter().all(|&id| !in_d[id] || g.node_inputs(id).iter().all(|&p| !g.node_is_op(p) || in_d[p])) {
                 best = best.min(costs.cost(&g, &in_d));
             }
         }
@@ -205,5 +206,5 @@ fn baselines_without_a_link_fall_back_to_the_robot() {
     let best = best(&all, &Objective::Latency).expect("robot-only is feasible");
     let robot = all[0].cost.expect("robot-only");
     assert_eq!(best.cost.expect("cost").makespan_s, robot.makespan_s);
-    assert!(best.plan.splits.iter().enumerate().all(|(id, s)| !g.is_op(id) || s.server_start == s.robot_end && s.robot_end > 0));
+    assert!(best.plan.splits.iter().enumerate().all(|(id, s)| !g.node_is_op(id) || s.server_start == s.robot_end && s.robot_end > 0));
 }

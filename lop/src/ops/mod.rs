@@ -275,9 +275,9 @@ impl Op {
         }
     }
 
-    /// Which rows of input `k` output rows `rows` need.
-    pub fn footprint(&self, k: usize, rows: &Rows, ins: &[&ValueInfo], out: &ValueInfo) -> Footprint {
-        let input = ins[k];
+    /// Which rows of input `k`, whose value is `input`, output rows `rows` (of the value `out`)
+    /// need.
+    pub fn footprint(&self, k: usize, rows: &Rows, input: &ValueInfo, out: &ValueInfo) -> Footprint {
         // Values without a row axis, or outputs without one, carry no row structure.
         if out.row_axis.is_none() {
             return if input.row_axis.is_none() || input.rows() <= 1 { Footprint::Broadcast } else { Footprint::Whole };
@@ -338,7 +338,7 @@ impl Op {
             return OpClass::Global;
         }
         let all = 0..out.rows();
-        if (0..ins.len()).any(|k| self.footprint(k, &all, ins, out) == Footprint::Whole) {
+        if ins.iter().enumerate().any(|(k, input)| self.footprint(k, &all, input, out) == Footprint::Whole) {
             return OpClass::Global;
         }
         match self {

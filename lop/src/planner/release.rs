@@ -57,10 +57,10 @@ struct State {
 /// `r` reads (0 when it reads none); `None` for nodes that do not depend on `input`.
 fn releases(sim: &Simulator<'_>, input: NodeId) -> Vec<Option<Vec<u32>>> {
     let g = sim.graph();
-    let mut rel: Vec<Option<Vec<u32>>> = vec![None; g.nodes.len()];
-    rel[input] = Some((1..=g.nodes[input].info.rows().max(1) as u32).collect());
-    for (id, node) in g.nodes.iter().enumerate() {
-        if !g.is_op(id) {
+    let mut rel: Vec<Option<Vec<u32>>> = vec![None; g.node_count()];
+    rel[input] = Some((1..=g.node_info(input).rows().max(1) as u32).collect());
+    for (id, node) in (0..g.node_count()).map(|id| (id, g.node(id))) {
+        if !g.node_is_op(id) {
             continue;
         }
         let rows = node.info.rows().max(1);
@@ -90,27 +90,27 @@ impl<'s, 'g> Model<'s, 'g> {
     /// nothing, and one graph input carries rows.
     fn new(sim: &'s Simulator<'g>, plan: &Plan) -> Option<Model<'s, 'g>> {
         let g = sim.graph();
-        let inputs: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| matches!(g.nodes[id].op, crate::ops::Op::Input)).collect();
+        let inputs: Vec<NodeId> = (0..g.node_count()).filter(|&id| g.node_is_input(id)).collect();
         let &[input] = &inputs[..] else { return None };
-        let rows = g.nodes[input].info.rows();
-        if rows < 2 || g.nodes[input].info.row_axis.is_none() {
+        let rows = g.node_info(input).rows();
+        if rows < 2 || g.node_info(input).row_axis.is_none() {
             return None;
         }
-        if (0..g.nodes.len()).any(|id| g.is_op(id) && sim.is_live(id) && !plan.rows(g, id, Side::Robot).is_empty()) {
+        if (0..g.node_count()).any(|id| g.node_is_op(id) && sim.is_live(id) && !plan.rows(g, id, Side::Robot).is_empty()) {
             return None;
         }
         let rel = releases(sim, input);
         let mut ops = Vec::new();
         let mut last_s = 0.0;
-        for id in (0..g.nodes.len()).filter(|&id| g.is_op(id) && sim.is_live(id)) {
+        for id in (0..g.node_count()).filter(|&id| g.node_is_op(id) && sim.is_live(id)) {
             let server = plan.rows(g, id, Side::Server);
             if server.is_empty() {
                 continue;
             }
-            let n = g.nodes[id].info.rows().max(1);
+            let n = g.node_info(id).rows().max(1);
             let monotone = rel[id].as_ref().filter(|v| v.windows(2).all(|w| w[0] <= w[1]) && v.first().is_some_and(|&f| f > 0));
             match monotone {
-                Some(v) if g.locality(id).is_local() && server.len() == n && n > 1 => {
+                Some(v) if g.node_locality(id).is_local() && server.len() == n && n > 1 => {
                     let mut below = vec![0u32; rows + 1];
                     for &e in v {
                         below[(e as usize).min(rows)] += 1;
@@ -238,7 +238,7 @@ impl Model<'_, '_> {
             let mut ends: Vec<usize> =
                 (0..q).filter(|&i| i + 1 == q || s.depth[i] > k).map(|i| op.below[s.ends[i]] as usize).filter(|&e| e > 0).collect();
             ends.dedup();
-            let rows = self.sim.graph().nodes[op.id].info.rows().max(1);
+            let rows = self.sim.graph().node_info(op.id).rows().max(1);
             if ends.last() != Some(&rows) {
                 ends.push(rows);
             }

@@ -5,7 +5,7 @@ use super::moves::{band, copy_split, graded_chunks, replicate_back, set_robot, s
 use crate::baseline::{Candidate, evaluate};
 use crate::error::Result;
 use crate::graph::NodeId;
-use crate::ops::Op;
+use lop_core::structure::NodeKind;
 use crate::plan::{Plan, Taper};
 use crate::rng::Rng;
 use crate::sim::{Cost, Objective, SimReport, Simulator};
@@ -89,7 +89,7 @@ impl Search<'_, '_> {
         let depths: Vec<usize> = [32, 16, 8, 4, 2, 1].iter().map(|d| (n / d).max(1)).collect();
         let mut out: Vec<Plan> = baselines.iter().filter(|c| c.cost.is_some()).map(|c| c.plan.clone()).collect();
         let bases: Vec<Plan> = out.clone();
-        let rows0 = g.nodes[self.ops[0]].info.rows().max(1);
+        let rows0 = g.node_info(self.ops[0]).rows().max(1);
         for base in &bases {
             for &k in self.cfg.chunk_choices.iter().filter(|&&k| k > 1) {
                 for &d in &depths {
@@ -97,7 +97,7 @@ impl Search<'_, '_> {
                         let mut p = base.clone();
                         for &id in &self.ops[..d] {
                             // Tapered: the same rows of the frame per chunk at every depth.
-                            let kk = if taper { (k * g.nodes[id].info.rows()).div_ceil(rows0).max(1) } else { k };
+                            let kk = if taper { (k * g.node_info(id).rows()).div_ceil(rows0).max(1) } else { k };
                             if p.splits[id].robot_end < units_of(g, &p, id) {
                                 p.splits[id].server_chunks = kk;
                             } else {
@@ -297,18 +297,17 @@ impl Search<'_, '_> {
 impl<'a, 'g> Search<'a, 'g> {
     fn new(sim: &'a Simulator<'g>, obj: Objective, cfg: &'a PlannerConfig) -> Search<'a, 'g> {
         let g = sim.graph();
-        let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id)).collect();
-        let mut consumers = vec![Vec::new(); g.nodes.len()];
+        let ops: Vec<NodeId> = (0..g.node_count()).filter(|&id| g.node_is_op(id)).collect();
+        let mut consumers = vec![Vec::new(); g.node_count()];
         for &id in &ops {
-            for &i in &g.nodes[id].inputs {
+            for &i in g.node_inputs(id) {
                 consumers[i].push(id);
             }
         }
         let per_elem = sim.config().input_bytes_per_element;
-        let input_bytes = g
-            .nodes
-            .iter()
-            .filter(|n| matches!(n.op, Op::Input))
+        let input_bytes = (0..g.node_count())
+            .map(|id| g.node(id))
+            .filter(|n| n.kind == NodeKind::Input)
             .map(|n| per_elem.map_or(n.info.bytes_of_rows(n.info.rows()), |b| n.info.numel() * b))
             .sum();
         Search { sim, obj, cfg, ops, consumers, input_bytes, evals: 0, started: Instant::now(), timed_out: false }

@@ -15,6 +15,7 @@ pub use synthetic::{SYNTHETIC, SyntheticCosts, synthetic_profile};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};
+use lop_core::structure::Structure;
 use crate::plan::Side;
 use std::path::Path;
 
@@ -337,21 +338,21 @@ impl Profile {
     /// # Errors
     /// [`Error::ProfileMissingOp`] when a computing node has no entry (or one under another
     /// name); [`Error::ProfileInvalid`] for a bad fit.
-    pub fn fits(&self, graph: &Graph) -> Result<Vec<Fit>> {
-        let mut out: Vec<Option<Fit>> = vec![None; graph.nodes.len()];
+    pub fn fits(&self, graph: &(impl Structure + ?Sized)) -> Result<Vec<Fit>> {
+        let mut out: Vec<Option<Fit>> = vec![None; graph.node_count()];
         for op in &self.ops {
             if let Some(slot) = out.get_mut(op.id)
-                && graph.nodes[op.id].name == op.name
+                && graph.node_name(op.id) == op.name
             {
                 op.fit.check(&op.name)?;
                 *slot = Some(op.fit);
             }
         }
-        (0..graph.nodes.len())
+        (0..graph.node_count())
             .map(|id| match out[id] {
                 Some(f) => Ok(f),
-                None if !graph.is_op(id) => Ok(Fit::new(0.0, 0.0)),
-                None => Err(Error::ProfileMissingOp { node: graph.nodes[id].name.clone(), id }),
+                None if !graph.node_is_op(id) => Ok(Fit::new(0.0, 0.0)),
+                None => Err(Error::ProfileMissingOp { node: graph.node_name(id).to_string(), id }),
             })
             .collect()
     }

@@ -1,10 +1,10 @@
 //! Where each op's compute chunks start and end on each side ([`ChunkBounds`]): shared by the
 //! simulator and the runtime executor, which must cut the same chunks.
 
-use crate::graph::{Graph, NodeId};
-use crate::ops::Op;
+use crate::graph::NodeId;
 use crate::plan::{Plan, Side};
 use crate::rows::{Footprint, Rows};
+use lop_core::structure::Structure;
 
 /// How an op's rows on one side are cut into its [`Plan::chunks`] chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -37,22 +37,22 @@ pub enum ChunkBounds {
 /// Each node's chunks on `side` under `plan`, indexed by node id (empty for graph inputs,
 /// constants and ops with no rows on `side`), top to bottom, non-empty, covering exactly
 /// [`Plan::rows`]. The plan must fit the graph ([`Plan::validate`]).
-pub fn chunk_bounds(graph: &Graph, plan: &Plan, side: Side, mode: ChunkBounds) -> Vec<Vec<Rows>> {
+pub fn chunk_bounds(graph: &dyn Structure, plan: &Plan, side: Side, mode: ChunkBounds) -> Vec<Vec<Rows>> {
     bounds_with(graph, plan, side, mode, |id, k, r| graph.footprint(id, k, r))
 }
 
 /// [`chunk_bounds`] with the footprint supplied (the simulator passes one that does not
 /// allocate).
 pub(super) fn bounds_with(
-    graph: &Graph,
+    graph: &dyn Structure,
     plan: &Plan,
     side: Side,
     mode: ChunkBounds,
     foot: impl Fn(NodeId, usize, &Rows) -> Footprint,
 ) -> Vec<Vec<Rows>> {
-    let mut out: Vec<Vec<Rows>> = Vec::with_capacity(graph.nodes.len());
-    for (id, node) in graph.nodes.iter().enumerate() {
-        if matches!(node.op, Op::Input | Op::Constant(_)) {
+    let mut out: Vec<Vec<Rows>> = Vec::with_capacity(graph.node_count());
+    for id in 0..graph.node_count() {
+        if !graph.node_is_op(id) {
             out.push(Vec::new());
             continue;
         }
@@ -91,7 +91,7 @@ pub(super) fn bounds_with(
 /// chunks of every earlier node on the same side; `plan` gives [`Plan::last_cut_aligned`] and
 /// the [`Plan::taper`] of an op that cuts its own rows.
 fn aligned(
-    graph: &Graph,
+    graph: &dyn Structure,
     id: NodeId,
     range: &Rows,
     k: usize,
@@ -100,13 +100,13 @@ fn aligned(
     plan: &Plan,
 ) -> Vec<Rows> {
     let last_cut_aligned = plan.last_cut_aligned;
-    let node = &graph.nodes[id];
+    let node = graph.node(id);
     // Row-carrying inputs computed in two or more chunks on this side, with their chunk ends
     // (an input computed whole is all there at once: it does not constrain).
     let mut producers: Vec<(usize, Vec<usize>)> = Vec::new();
     for (k_in, &inp) in node.inputs.iter().enumerate() {
         let ch = done.get(inp).map_or(&[][..], |c| &c[..]);
-        if ch.len() < 2 || graph.nodes[inp].info.row_axis.is_none() {
+        if ch.len() < 2 || graph.node_info(inp).row_axis.is_none() {
             continue;
         }
         if let Footprint::Rows(_) = foot(id, k_in, range) {
@@ -162,7 +162,8 @@ fn aligned(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{DType, GraphBuilder};
+    use crate::graph::{DType, Graph, GraphBuilder};
+    use crate::ops::Op;
     use crate::ops::Conv;
     use crate::profile::{Fit, Profile};
     use crate::sim::{Link, SimConfig, Simulator};

@@ -145,7 +145,7 @@ impl Builder<'_, '_> {
         let aligned;
         let (pieces, cuts) = if self.sim.holder[inp] == Holder::Input && self.sim.config.frame.codec.is_coded() {
             let held = &self.received[inp][side_ix(side)];
-            let (p, c) = align_frame(self.sim.config.frame.codec, self.sim.graph.nodes[inp].info.rows(), pieces, cuts, held);
+            let (p, c) = align_frame(self.sim.config.frame.codec, self.sim.graph.node_info(inp).rows(), pieces, cuts, held);
             aligned = c;
             (p, &aligned[..])
         } else {
@@ -159,8 +159,8 @@ impl Builder<'_, '_> {
                 let g = self.sim.graph;
                 return Err(Error::Plan(format!(
                     "neither side holds rows {piece:?} of '{}' needed by '{}' on the {}",
-                    g.nodes[inp].name,
-                    g.nodes[reader].name,
+                    g.node_name(inp),
+                    g.node_name(reader),
                     side.name()
                 )));
             }
@@ -183,7 +183,7 @@ impl Builder<'_, '_> {
                     r.start <= sub.start && sub.end <= r.end
                 });
                 if self.sim.holder[inp] == Holder::Op && producer.is_none() {
-                    return Err(Error::Plan(format!("rows {sub:?} of '{}' have no producing chunk", self.sim.graph.nodes[inp].name)));
+                    return Err(Error::Plan(format!("rows {sub:?} of '{}' have no producing chunk", self.sim.graph.node_name(inp))));
                 }
                 let id = self.t.transfers.len() as u32;
                 if let Some(p) = producer {
@@ -217,7 +217,7 @@ impl Builder<'_, '_> {
         }
         let pieces = std::mem::take(&mut self.bounds[side_ix(side)][id]);
         let first = self.t.tasks.len() as u32;
-        let total = sim.graph.nodes[id].info.rows().max(1) as f64;
+        let total = sim.graph.node_info(id).rows().max(1) as f64;
         for p in &pieces {
             let ix = self.t.tasks.len() as u32;
             self.t.tasks.push(Task {
@@ -236,7 +236,7 @@ impl Builder<'_, '_> {
         }
         self.chunks[id][side_ix(side)] = (first, pieces.len() as u32);
         let s = side_ix(side);
-        for (k, &inp) in sim.graph.nodes[id].inputs.iter().enumerate() {
+        for (k, &inp) in sim.graph.node_inputs(id).iter().enumerate() {
             if sim.holder[inp] == Holder::Constant {
                 continue;
             }
@@ -273,11 +273,11 @@ impl Builder<'_, '_> {
     fn outputs(&mut self) -> Result<()> {
         let sim = self.sim;
         let r = side_ix(Side::Robot);
-        for &o in &sim.graph.outputs {
+        for &o in sim.graph.outputs() {
             if sim.holder[o] != Holder::Op {
                 continue;
             }
-            let all = 0..sim.graph.nodes[o].info.rows();
+            let all = 0..sim.graph.node_info(o).rows();
             let own = sim.own(self.plan, o, Side::Robot);
             let miss = missing(&all, &own, &self.received[o][r]);
             if !miss.is_empty() {
@@ -293,7 +293,7 @@ impl Builder<'_, '_> {
 
 /// The task graph of `plan` (already validated) on `sim`'s graph.
 pub(super) fn derive(sim: &Simulator<'_>, plan: &Plan) -> Result<Tasks> {
-    let n = sim.graph.nodes.len();
+    let n = sim.graph.node_count();
     let mut b = Builder {
         sim,
         plan,
@@ -325,12 +325,12 @@ fn price_frame(sim: &Simulator<'_>, t: &mut Tasks) {
         return;
     }
     let mut clock = 0.0;
-    let mut inputs = vec![0usize; sim.graph.nodes.len()];
-    let mut cut = vec![false; sim.graph.nodes.len()];
+    let mut inputs = vec![0usize; sim.graph.node_count()];
+    let mut cut = vec![false; sim.graph.node_count()];
     for tr in t.transfers.iter_mut().filter(|tr| tr.producer.is_none() && tr.up && sim.holder[tr.node] == Holder::Input) {
         let rows = tr.rows.len();
         inputs[tr.node] += rows;
-        let frame_rows = sim.graph.nodes[tr.node].info.rows();
+        let frame_rows = sim.graph.node_info(tr.node).rows();
         match f.codec {
             // The camera's JPEG goes as it is when one band holds the frame; cut, it is first
             // rewritten with restart markers (once a frame: `robot_encode_s_per_row`), and the
@@ -355,7 +355,7 @@ fn price_frame(sim: &Simulator<'_>, t: &mut Tasks) {
     }
     let robot_computes = t.tasks.iter().any(|k| k.side == Side::Robot);
     for (id, &sent) in inputs.iter().enumerate() {
-        let frame_rows = sim.graph.nodes[id].info.rows();
+        let frame_rows = sim.graph.node_info(id).rows();
         match f.codec {
             FrameCodec::Jpeg { .. } if sent > 0 => {
                 clock += (f.robot_encode_s_per_row + f.robot_decode_s_per_row) * frame_rows.saturating_sub(sent) as f64

@@ -97,7 +97,6 @@
 use super::Simulator;
 use crate::flow::Network;
 use crate::graph::NodeId;
-use crate::ops::Op;
 use crate::plan::Side;
 use crate::rows::Footprint;
 
@@ -185,7 +184,7 @@ const SLACK_PER_ROW: f64 = 1.0 / 64.0;
 
 fn containment(sim: &Simulator<'_>, v: NodeId, k: usize) -> Containment {
     let g = sim.graph();
-    let (nu, nv) = (g.nodes[g.nodes[v].inputs[k]].info.rows().max(1), g.nodes[v].info.rows().max(1));
+    let (nu, nv) = (g.node_info(g.node_inputs(v)[k]).rows().max(1), g.node_info(v).rows().max(1));
     // Suffix: how far the reads of [a, nv) start below the proportional row, and end above the
     // last row; prefix: how far the reads of [0, a + 1) end above the proportional row, and
     // start below row 0. Each is the most over every `a`.
@@ -241,11 +240,11 @@ struct Fluid<'s, 'g> {
 
 impl Fluid<'_, '_> {
     fn live_op(&self, id: NodeId) -> bool {
-        self.sim.graph().is_op(id) && self.sim.is_live(id)
+        self.sim.graph().node_is_op(id) && self.sim.is_live(id)
     }
 
     fn is_input(&self, id: NodeId) -> bool {
-        matches!(self.sim.graph().nodes[id].op, Op::Input)
+        self.sim.graph().node_is_input(id)
     }
 
     /// The leads ("Latency" in the module docs): none where the server could compute a kernel
@@ -253,16 +252,16 @@ impl Fluid<'_, '_> {
     /// output row that reads no row of any input (a convolution padded past its kernel).
     fn leads(&self) -> [f64; 4] {
         let g = self.sim.graph();
-        let mut fed = vec![false; g.nodes.len()];
-        for id in 0..g.nodes.len() {
-            fed[id] = self.is_input(id) || (g.is_op(id) && g.nodes[id].inputs.iter().any(|&u| fed[u]));
+        let mut fed = vec![false; g.node_count()];
+        for id in 0..g.node_count() {
+            fed[id] = self.is_input(id) || (g.node_is_op(id) && g.node_inputs(id).iter().any(|&u| fed[u]));
         }
         let reads_nothing = |id: NodeId| {
-            (0..g.nodes[id].info.rows().max(1)).any(|r| {
-                (0..g.nodes[id].inputs.len()).all(|k| matches!(g.footprint(id, k, &(r..r + 1)), Footprint::Rows(f) if f.is_empty()))
+            (0..g.node_info(id).rows().max(1)).any(|r| {
+                (0..g.node_inputs(id).len()).all(|k| matches!(g.footprint(id, k, &(r..r + 1)), Footprint::Rows(f) if f.is_empty()))
             })
         };
-        if (0..g.nodes.len()).any(|id| self.live_op(id) && (!fed[id] || reads_nothing(id))) {
+        if (0..g.node_count()).any(|id| self.live_op(id) && (!fed[id] || reads_nothing(id))) {
             return [0.0; 4];
         }
         let link = self.sim.config().link;
@@ -270,7 +269,7 @@ impl Fluid<'_, '_> {
     }
 
     fn whole(&self, side: Side, id: NodeId) -> f64 {
-        self.sim.op_time(side, id, self.sim.graph().nodes[id].info.rows())
+        self.sim.op_time(side, id, self.sim.graph().node_info(id).rows())
     }
 
     fn seconds(&self, id: NodeId) -> f64 {
@@ -287,7 +286,7 @@ impl Fluid<'_, '_> {
     fn cut(&self, [lr, ls, lu, ld]: [f64; 4], pins: &[Option<Side>]) -> (f64, Vec<bool>) {
         let slack = self.keep_slack;
         let g = self.sim.graph();
-        let n = g.nodes.len();
+        let n = g.node_count();
         let (source, sink) = (4 * n, 4 * n + 1);
         let mut net = Network::new(4 * n + 2);
         for (id, pin) in pins.iter().enumerate() {
@@ -308,7 +307,7 @@ impl Fluid<'_, '_> {
                 net.edge(x, sink, lr * self.whole(Side::Robot, id));
                 net.edge(source, y, ls * self.whole(Side::Server, id));
                 net.edge(y, x, f64::INFINITY);
-                if g.outputs.contains(&id) {
+                if g.outputs().contains(&id) {
                     net.edge(source, x, ld * self.seconds(id));
                 }
             }
@@ -379,11 +378,11 @@ impl Fluid<'_, '_> {
     /// global op, so branching on it can raise the bound.
     fn split_global(&self, pins: &[Option<Side>], solved: &Solved) -> Option<NodeId> {
         let g = self.sim.graph();
-        let n = g.nodes.len();
+        let n = g.node_count();
         (0..n).rev().find(|&id| {
             pins[id].is_none()
                 && self.live_op(id)
-                && !g.locality(id).is_local()
+                && !g.node_locality(id).is_local()
                 && !solved.active.iter().all(|s| s[id])
                 && !solved.active.iter().all(|s| !s[n + id])
         })
@@ -400,7 +399,7 @@ impl Fluid<'_, '_> {
     fn branch_and_bound(&self, budget: &mut usize) -> Option<(f64, Vec<bool>)> {
         let g = self.sim.graph();
         let post_side = self.sim.config().post_side;
-        let root_pins: Vec<Option<Side>> = g.nodes.iter().map(|node| post_side.filter(|_| matches!(node.op, Op::Post(_)))).collect();
+        let root_pins: Vec<Option<Side>> = (0..g.node_count()).map(|id| post_side.filter(|_| g.node_is_post(id))).collect();
         let root = self.solve(&root_pins, budget)?;
         let mut frontier = vec![(root_pins, root)];
         loop {
@@ -427,14 +426,14 @@ impl Fluid<'_, '_> {
     /// The four resource totals of the split a cut describes, each with its lead, seconds.
     fn terms(&self, side: &[bool]) -> [f64; 4] {
         let g = self.sim.graph();
-        let n = g.nodes.len();
+        let n = g.node_count();
         let mut t = [0.0; 4];
         for id in 0..n {
             if self.live_op(id) {
                 let (x, y) = (side[id], !side[n + id]);
                 t[0] += if x { self.whole(Side::Robot, id) } else { 0.0 };
                 t[1] += if y { self.whole(Side::Server, id) } else { 0.0 };
-                if g.outputs.contains(&id) && !x {
+                if g.outputs().contains(&id) && !x {
                     t[3] += self.seconds(id);
                 }
             }
@@ -476,7 +475,7 @@ impl Simulator<'_> {
         // every live op on the robot, at least one kernel each.
         if fluid.lead_s != [0.0; 4] && self.config().post_side != Some(Side::Server) {
             let robot_only: f64 =
-                (0..self.graph().nodes.len()).filter(|&id| fluid.live_op(id)).map(|id| fluid.whole(Side::Robot, id)).sum();
+                (0..self.graph().node_count()).filter(|&id| fluid.live_op(id)).map(|id| fluid.whole(Side::Robot, id)).sum();
             if robot_only < bound_s {
                 return Some(FluidBound { bound_s: robot_only, robot_s: robot_only, server_s: 0.0, up_s: 0.0, down_s: 0.0 });
             }
@@ -494,13 +493,13 @@ impl Simulator<'_> {
         }
         let mut fluid = Fluid { sim: self, edges: Vec::new(), slack_s: [0.0; 2], keep_slack: false, lead_s: [0.0; 4] };
         fluid.lead_s = fluid.leads();
-        fluid.edges = (0..g.nodes.len())
+        fluid.edges = (0..g.node_count())
             .filter(|&v| fluid.live_op(v))
-            .flat_map(|v| g.nodes[v].inputs.iter().enumerate().map(move |(k, &u)| (u, v, k)))
+            .flat_map(|v| g.node_inputs(v).iter().enumerate().map(move |(k, &u)| (u, v, k)))
             .filter(|&(u, _, _)| fluid.live_op(u) || fluid.is_input(u))
             .map(|(u, v, k)| (u, v, containment(self, v, k)))
             .collect();
-        let mut most = vec![[0usize; 2]; g.nodes.len()];
+        let mut most = vec![[0usize; 2]; g.node_count()];
         for &(u, _, c) in &fluid.edges {
             most[u][0] = most[u][0].max(c.suffix.unwrap_or(0));
             most[u][1] = most[u][1].max(c.prefix.unwrap_or(0));

@@ -56,8 +56,8 @@ pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 
 use crate::codec::{CodecCost, FrameCodec};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, ValueInfo};
-use crate::ops::Op;
+use crate::graph::NodeId;
+use lop_core::structure::{NodeKind, Structure};
 use crate::plan::{Plan, Side};
 use crate::profile::{Fit, Profile};
 use crate::rows::{Footprint, Rows};
@@ -217,10 +217,9 @@ enum Holder {
 /// per-graph structures (input descriptions, row sizes, fits) are built once.
 #[derive(Debug)]
 pub struct Simulator<'g> {
-    graph: &'g Graph,
+    graph: &'g dyn Structure,
     config: SimConfig,
     fits: [Vec<Fit>; 2],
-    ins: Vec<Vec<&'g ValueInfo>>,
     holder: Vec<Holder>,
     row_bytes: Vec<usize>,
     live: Vec<bool>,
@@ -241,7 +240,7 @@ impl<'g> Simulator<'g> {
     /// # Errors
     /// [`Error::ProfileMissingOp`], [`Error::ProfileInvalid`] (bad fits, wrong role, robot and
     /// server profiles for different models), [`Error::Input`] for a negative link or power.
-    pub fn new(graph: &'g Graph, robot: &Profile, server: &Profile, config: SimConfig) -> Result<Self> {
+    pub fn new(graph: &'g dyn Structure, robot: &Profile, server: &Profile, config: SimConfig) -> Result<Self> {
         for (p, side) in [(robot, Side::Robot), (server, Side::Server)] {
             if p.role != side {
                 return Err(Error::ProfileInvalid {
@@ -262,34 +261,31 @@ impl<'g> Simulator<'g> {
     }
 
     /// A simulator whose every op takes no time: for deriving schedules ([`Schedule::derive`]).
-    pub(crate) fn untimed(graph: &'g Graph, config: SimConfig) -> Result<Self> {
-        let zero = vec![Fit::new(0.0, 0.0); graph.nodes.len()];
+    pub(crate) fn untimed(graph: &'g dyn Structure, config: SimConfig) -> Result<Self> {
+        let zero = vec![Fit::new(0.0, 0.0); graph.node_count()];
         Self::with_fits(graph, [zero.clone(), zero], config)
     }
 
-    fn with_fits(graph: &'g Graph, fits: [Vec<Fit>; 2], config: SimConfig) -> Result<Self> {
-        let ins = graph.nodes.iter().map(|n| n.inputs.iter().map(|&i| &graph.nodes[i].info).collect()).collect();
-        let holder = graph
-            .nodes
-            .iter()
-            .map(|n| match n.op {
-                Op::Input => Holder::Input,
-                Op::Constant(_) => Holder::Constant,
-                _ => Holder::Op,
+    fn with_fits(graph: &'g dyn Structure, fits: [Vec<Fit>; 2], config: SimConfig) -> Result<Self> {
+        let holder = (0..graph.node_count())
+            .map(|id| match graph.node_kind(id) {
+                NodeKind::Input => Holder::Input,
+                NodeKind::Constant => Holder::Constant,
+                NodeKind::Op | NodeKind::Post => Holder::Op,
             })
             .collect();
-        let mut live = vec![false; graph.nodes.len()];
-        for &o in &graph.outputs {
+        let mut live = vec![false; graph.node_count()];
+        for &o in graph.outputs() {
             live[o] = true;
         }
-        for id in (0..graph.nodes.len()).rev() {
+        for id in (0..graph.node_count()).rev() {
             if live[id] {
-                for &i in &graph.nodes[id].inputs {
+                for &i in graph.node_inputs(id) {
                     live[i] = true;
                 }
             }
         }
-        let mut sim = Simulator { graph, config, fits, ins, holder, row_bytes: vec![], live };
+        let mut sim = Simulator { graph, config, fits, holder, row_bytes: vec![], live };
         sim.set_config(config)?;
         Ok(sim)
     }
@@ -321,24 +317,20 @@ impl<'g> Simulator<'g> {
             return Err(Error::Input(format!("frame codec ratio must be > 0, got {}", config.frame.ratio)));
         }
         if config.frame.codec.is_coded() {
-            for (n, h) in self.graph.nodes.iter().zip(&self.holder) {
+            for (id, h) in self.holder.iter().enumerate() {
                 if *h == Holder::Input {
-                    config.frame.codec.check_input(&n.info)?;
+                    config.frame.codec.check_input(self.graph.node_info(id))?;
                 }
             }
         }
-        self.row_bytes = self
-            .graph
-            .nodes
-            .iter()
-            .zip(&self.holder)
-            .map(|(n, h)| match (h, config.input_bytes_per_element) {
+        let graph = self.graph;
+        self.row_bytes = (self.holder.iter().enumerate())
+            .map(|(id, h)| (graph.node_info(id), h))
+            .map(|(info, h)| match (h, config.input_bytes_per_element) {
                 // A coded frame: its bytes per row on average, from the codec's ratio.
-                (Holder::Input, _) if config.frame.codec.is_coded() => {
-                    (n.info.bytes_of_rows(1) as f64 * config.frame.ratio).ceil() as usize
-                }
-                (Holder::Input, Some(b)) => n.info.numel() / n.info.rows().max(1) * b,
-                _ => n.info.bytes_of_rows(1),
+                (Holder::Input, _) if config.frame.codec.is_coded() => (info.bytes_of_rows(1) as f64 * config.frame.ratio).ceil() as usize,
+                (Holder::Input, Some(b)) => info.numel() / info.rows().max(1) * b,
+                _ => info.bytes_of_rows(1),
             })
             .collect();
         self.config = config;
@@ -354,11 +346,11 @@ impl<'g> Simulator<'g> {
     /// out); a coded frame's bands also carry their digest.
     pub fn band_header(&self, id: NodeId) -> usize {
         let coded = if self.holder[id] == Holder::Input && self.config.frame.codec.is_coded() { CODED_BAND_EXTRA_BYTES } else { 0 };
-        if self.config.band_headers { band_header_bytes(self.graph.nodes[id].info.shape.len()) + coded } else { coded }
+        if self.config.band_headers { band_header_bytes(self.graph.node_info(id).shape.len()) + coded } else { coded }
     }
 
     /// The graph simulated.
-    pub fn graph(&self) -> &'g Graph {
+    pub fn graph(&self) -> &'g dyn Structure {
         self.graph
     }
 
@@ -370,7 +362,7 @@ impl<'g> Simulator<'g> {
     /// Bytes of node `id`'s whole value on the wire (graph inputs as priced by
     /// [`SimConfig::input_bytes_per_element`]).
     pub fn value_bytes(&self, id: NodeId) -> usize {
-        self.row_bytes[id] * self.graph.nodes[id].info.rows().max(1)
+        self.row_bytes[id] * self.graph.node_info(id).rows().max(1)
     }
 
     /// Whether node `id` is an ancestor of (or is) a graph output.
@@ -404,11 +396,11 @@ impl<'g> Simulator<'g> {
         if let Some(side) = self.config.post_side {
             let g = self.graph;
             if let Some(id) =
-                (0..g.nodes.len()).find(|&id| matches!(g.nodes[id].op, Op::Post(_)) && !plan.rows(g, id, side.other()).is_empty())
+                (0..g.node_count()).find(|&id| g.node_is_post(id) && !plan.rows(g, id, side.other()).is_empty())
             {
                 return Err(Error::Infeasible(format!(
                     "the plan computes post-processing op '{}' on the {}, but it must run on the {}",
-                    g.nodes[id].name,
+                    g.node_name(id),
                     side.other().name(),
                     side.name()
                 )));
@@ -418,7 +410,7 @@ impl<'g> Simulator<'g> {
         if self.config.link.bandwidth <= 0.0
             && let Some(t) = tasks.transfers.first()
         {
-            let name = &self.graph.nodes[t.node].name;
+            let name = self.graph.node_name(t.node);
             return Err(Error::Infeasible(format!("the plan sends rows {:?} of '{name}' but there is no link (bandwidth 0)", t.rows)));
         }
         let run = engine::execute(self, tasks);
@@ -432,15 +424,14 @@ impl<'g> Simulator<'g> {
     /// footprint).
     fn chunk_bounds(&self, plan: &Plan, side: Side) -> Vec<Vec<Rows>> {
         let g = self.graph;
-        bounds::bounds_with(g, plan, side, self.config.bounds, |id, k, r| g.nodes[id].op.footprint(k, r, &self.ins[id], &g.nodes[id].info))
+        bounds::bounds_with(g, plan, side, self.config.bounds, |id, k, r| g.footprint(id, k, r))
     }
 
     /// Rows of input `k` of node `id` needed for output rows `rows` (as the executor reads
     /// them: the footprint, or the whole input when it has no row axis or is read whole).
     fn need(&self, id: NodeId, k: usize, rows: &Rows) -> Rows {
-        let node = &self.graph.nodes[id];
-        let info = self.ins[id][k];
-        match (info.row_axis, node.op.footprint(k, rows, &self.ins[id], &node.info)) {
+        let info = self.graph.node_info(self.graph.node_inputs(id)[k]);
+        match (info.row_axis, self.graph.footprint(id, k, rows)) {
             (Some(_), Footprint::Rows(r)) => r,
             _ => 0..info.rows(),
         }
@@ -448,7 +439,7 @@ impl<'g> Simulator<'g> {
 
     /// Rows of value `id` that `side` holds or computes under `plan` before any transfer.
     fn own(&self, plan: &Plan, id: NodeId, side: Side) -> Rows {
-        let rows = self.graph.nodes[id].info.rows();
+        let rows = self.graph.node_info(id).rows();
         match (self.holder[id], side) {
             (Holder::Input, Side::Robot) | (Holder::Constant, _) => 0..rows,
             (Holder::Input, Side::Server) => 0..0,

@@ -199,7 +199,7 @@ fn energy(sim: &Simulator<'_>, iv: &Intervals, makespan: f64) -> Energy {
 pub(super) fn cost(sim: &Simulator<'_>, run: &Run) -> Cost {
     let iv = intervals(run);
     let (mut up, mut down) = (0, 0);
-    let mut per_value = vec![0usize; 2 * sim.graph.nodes.len()];
+    let mut per_value = vec![0usize; 2 * sim.graph.node_count()];
     for t in &run.t.transfers {
         if t.up {
             up += t.bytes
@@ -207,7 +207,7 @@ pub(super) fn cost(sim: &Simulator<'_>, run: &Run) -> Cost {
             down += t.bytes
         }
         // A graph output the server computed must come down whatever the plan: not counted.
-        if t.up || !sim.graph.outputs.contains(&t.node) {
+        if t.up || !sim.graph.outputs().contains(&t.node) {
             per_value[2 * t.node + usize::from(t.up)] += t.bytes;
         }
     }
@@ -235,7 +235,7 @@ pub(super) fn full(sim: &Simulator<'_>, run: &Run) -> SimReport {
             resource,
             kind: SpanKind::Compute,
             node: t.node,
-            name: g.nodes[t.node].name.clone(),
+            name: g.node_name(t.node).to_string(),
             rows: t.rows.clone(),
             start: t.start,
             end: t.end,
@@ -256,7 +256,7 @@ pub(super) fn full(sim: &Simulator<'_>, run: &Run) -> SimReport {
             resource: if t.up { Resource::Uplink } else { Resource::Downlink },
             kind: SpanKind::Transfer,
             node: t.node,
-            name: g.nodes[t.node].name.clone(),
+            name: g.node_name(t.node).to_string(),
             rows: t.rows.clone(),
             start: t.start,
             end: t.end,

@@ -1,5 +1,7 @@
 use super::*;
-use crate::graph::{DType, GraphBuilder};
+use crate::graph::{DType, Graph, GraphBuilder};
+use crate::ops::Op;
+use lop_core::structure::NodeKind;
 use crate::plan::NodeSplit;
 
 const EPS: f64 = 1e-12;
@@ -232,8 +234,8 @@ fn profiles_are_checked_when_building_a_simulator() {
 
 fn resnet18_sim(g: &Graph) -> (Profile, Profile) {
     // Costs roughly proportional to output size, robot 10x slower than the server.
-    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(1e-4, g.nodes[id].info.bytes_of_rows(1) as f64 * 1e-8)).expect("robot");
-    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(2e-5, g.nodes[id].info.bytes_of_rows(1) as f64 * 1e-9)).expect("server");
+    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(1e-4, g.node_info(id).bytes_of_rows(1) as f64 * 1e-8)).expect("robot");
+    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(2e-5, g.node_info(id).bytes_of_rows(1) as f64 * 1e-9)).expect("server");
     (r, s)
 }
 
@@ -246,8 +248,8 @@ fn assert_inputs_exist_before_each_chunk(sim: &Simulator<'_>, rep: &SimReport, w
             Resource::RobotCompute => (Side::Robot, Resource::Downlink),
             _ => (Side::Server, Resource::Uplink),
         };
-        for (k, &inp) in g.nodes[c.node].inputs.iter().enumerate() {
-            if matches!(g.nodes[inp].op, Op::Constant(_)) || (matches!(g.nodes[inp].op, Op::Input) && side == Side::Robot) {
+        for (k, &inp) in g.node_inputs(c.node).iter().enumerate() {
+            if g.node_kind(inp) == NodeKind::Constant || (g.node_is_input(inp) && side == Side::Robot) {
                 continue;
             }
             let need = sim.need(c.node, k, &c.rows);
@@ -270,7 +272,7 @@ fn assert_inputs_exist_before_each_chunk(sim: &Simulator<'_>, rep: &SimReport, w
                 "{what}: '{}' rows {:?} started before rows {need:?} of '{}' existed",
                 c.name,
                 c.rows,
-                g.nodes[inp].name
+                g.node_name(inp)
             );
         }
     }

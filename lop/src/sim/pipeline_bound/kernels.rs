@@ -3,9 +3,10 @@
 //! dominator's kernels release ([`dominated`]).
 
 use super::Releases;
-use crate::graph::{Graph, NodeId};
+use crate::graph::NodeId;
 use crate::plan::Side;
 use crate::sim::Simulator;
+use lop_core::structure::Structure;
 
 /// Frank-Wolfe steps of [`Simulator::kernel_weights`] on the row weights before any kernel
 /// time is shared.
@@ -86,8 +87,8 @@ pub(super) fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: 
 /// Per op of `ids`, the positions in `ids` of the other ops it dominates: every path from the
 /// graph input to them passes through it. Every release of such an op's kernels is a release
 /// of one of the dominator's (module docs, "Kernels are shared"). Node ids are topological.
-fn dominated(g: &Graph, input: NodeId, ids: &[NodeId]) -> Vec<Vec<usize>> {
-    let nodes = g.nodes.len();
+fn dominated(g: &dyn Structure, input: NodeId, ids: &[NodeId]) -> Vec<Vec<usize>> {
+    let nodes = g.node_count();
     let words = nodes.div_ceil(64);
     let bit = |set: &[u64], id: NodeId| set[id / 64] >> (id % 64) & 1 == 1;
     // dom[v]: the nodes on every path from the input to v; None where no path reaches v.
@@ -96,11 +97,11 @@ fn dominated(g: &Graph, input: NodeId, ids: &[NodeId]) -> Vec<Vec<usize>> {
     own[input / 64] |= 1 << (input % 64);
     dom[input] = Some(own);
     for id in 0..nodes {
-        if id == input || !g.is_op(id) {
+        if id == input || !g.node_is_op(id) {
             continue;
         }
         let mut common: Option<Vec<u64>> = None;
-        for &v in &g.nodes[id].inputs {
+        for &v in g.node_inputs(id) {
             if let Some(dv) = &dom[v] {
                 common = Some(match common {
                     None => dv.clone(),
@@ -140,7 +141,7 @@ impl Simulator<'_> {
     pub(super) fn kernel_mixture(&self, rel: &Releases, best_row: usize, fixed: &[f64]) -> f64 {
         let g = self.graph();
         let n = rel.rows;
-        let ops: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| g.is_op(id) && self.is_live(id)).collect();
+        let ops: Vec<NodeId> = (0..g.node_count()).filter(|&id| g.node_is_op(id) && self.is_live(id)).collect();
         let cost = |id: NodeId, rows: usize| self.op_time(Side::Server, id, rows);
         let mut best = f64::NEG_INFINITY;
         let step = n.div_ceil(256).max(1);
@@ -198,14 +199,14 @@ impl Simulator<'_> {
         let n = rel.rows;
         // Per op in the input's cone: its time per kernel and per row, and per row the last
         // input row it reads (rows that read row i or below are the last deps[i] rows).
-        let ids: Vec<NodeId> = (0..g.nodes.len())
+        let ids: Vec<NodeId> = (0..g.node_count())
             // Ops whose every row reads the input (a row that does not could run at any time).
-            .filter(|&id| g.is_op(id) && self.is_live(id) && rel.deps[0][id] == g.nodes[id].info.rows().max(1))
+            .filter(|&id| g.node_is_op(id) && self.is_live(id) && rel.deps[0][id] == g.node_info(id).rows().max(1))
             .collect();
         let ops: Vec<(f64, f64, Vec<usize>)> = ids
             .iter()
             .map(|&id| {
-                let rows = g.nodes[id].info.rows().max(1);
+                let rows = g.node_info(id).rows().max(1);
                 let a = self.op_time(Side::Server, id, 0);
                 let b = self.op_time(Side::Server, id, 1) - a;
                 let mut last = vec![0usize; rows];

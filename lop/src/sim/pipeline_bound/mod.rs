@@ -234,26 +234,26 @@ impl Simulator<'_> {
     fn releases(&self) -> Option<Releases> {
         let g = self.graph();
         let input = self.single_input()?;
-        let n = g.nodes[input].info.rows().max(1);
+        let n = g.node_info(input).rows().max(1);
         let header = |id: NodeId| self.band_header(id);
         let cones = Cones::new(g);
         let mut traced: HashMap<(NodeId, usize), Vec<Vec<Rows>>> = HashMap::new();
         let mut release = |row: usize, dep: &[usize]| {
-            let work_s = (0..g.nodes.len())
-                .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
+            let work_s = (0..g.node_count())
+                .filter(|&id| g.node_is_op(id) && dep[id] > 0 && self.is_live(id))
                 .map(|id| self.op_time(Side::Server, id, dep[id]))
                 .sum();
-            let outs = || g.outputs.iter().filter(|&&o| dep[o] > 0);
+            let outs = || g.outputs().iter().filter(|&&o| dep[o] > 0);
             // An output's dependent rows leave in row order, so none before its first exists:
             // that row's cone, in the rows that depend on these, is computed after they arrive.
             let mut first_output_s = f64::INFINITY;
             for &o in outs() {
-                let first = g.nodes[o].info.rows().max(1) - dep[o];
+                let first = g.node_info(o).rows().max(1) - dep[o];
                 let cone = traced.entry((o, first)).or_insert_with(|| cones.of(g, o, first));
-                let work: f64 = (0..g.nodes.len())
-                    .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
+                let work: f64 = (0..g.node_count())
+                    .filter(|&id| g.node_is_op(id) && dep[id] > 0 && self.is_live(id))
                     .map(|id| {
-                        let from = g.nodes[id].info.rows().max(1) - dep[id];
+                        let from = g.node_info(id).rows().max(1) - dep[id];
                         let rows: usize = cone[id].iter().map(|r| r.end.saturating_sub(r.start.max(from))).sum();
                         if rows > 0 { self.op_time(Side::Server, id, rows) } else { 0.0 }
                     })
@@ -291,7 +291,7 @@ impl Simulator<'_> {
     /// The graph's one input; `None` for graphs with several.
     fn single_input(&self) -> Option<NodeId> {
         let g = self.graph();
-        let inputs: Vec<NodeId> = (0..g.nodes.len()).filter(|&id| matches!(g.nodes[id].op, crate::ops::Op::Input)).collect();
+        let inputs: Vec<NodeId> = (0..g.node_count()).filter(|&id| g.node_is_input(id)).collect();
         match inputs[..] {
             [input] => Some(input),
             _ => None,
@@ -303,15 +303,15 @@ impl Simulator<'_> {
     pub fn server_pipeline_terms(&self) -> Option<PipelineTerms> {
         let g = self.graph();
         let input = self.single_input()?;
-        let n = g.nodes[input].info.rows().max(1);
+        let n = g.node_info(input).rows().max(1);
         let dep = dependent_rows(self, input, n - 1)?;
         let header = |id: NodeId| self.band_header(id);
         let input_bytes = (self.row_bytes[input] * n + header(input)) as f64;
-        let tail_s: f64 = (0..g.nodes.len())
-            .filter(|&id| g.is_op(id) && dep[id] > 0 && self.is_live(id))
+        let tail_s: f64 = (0..g.node_count())
+            .filter(|&id| g.node_is_op(id) && dep[id] > 0 && self.is_live(id))
             .map(|id| self.op_time(Side::Server, id, dep[id]))
             .sum();
-        let output_bytes: usize = g.outputs.iter().filter(|&&o| dep[o] > 0).map(|&o| self.row_bytes[o] * dep[o] + header(o)).sum();
+        let output_bytes: usize = g.outputs().iter().filter(|&&o| dep[o] > 0).map(|&o| self.row_bytes[o] * dep[o] + header(o)).sum();
         Some(PipelineTerms { input_bytes, tail_s, output_bytes: output_bytes as f64 })
     }
 }

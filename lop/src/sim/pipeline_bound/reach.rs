@@ -1,21 +1,22 @@
 //! Which rows of every value depend on a suffix of the graph input's rows ([`Reach`], or a
 //! direct scan: [`dependent_rows`]), and which rows one output row reads ([`Cones`]).
 
-use crate::graph::{Graph, NodeId};
+use crate::graph::NodeId;
 use crate::rows::{Footprint, Rows};
 use crate::sim::Simulator;
+use lop_core::structure::Structure;
 
 /// Per value, how many of its rows depend on graph-input rows `from..` ; `None` when the
 /// dependent rows of some value are not a suffix of its rows (no bound is claimed then).
 pub(super) fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) -> Option<Vec<usize>> {
     let g = sim.graph();
-    let mut dep = vec![0usize; g.nodes.len()];
-    dep[input] = g.nodes[input].info.rows().max(1).saturating_sub(from);
-    for id in 0..g.nodes.len() {
-        if !g.is_op(id) {
+    let mut dep = vec![0usize; g.node_count()];
+    dep[input] = g.node_info(input).rows().max(1).saturating_sub(from);
+    for id in 0..g.node_count() {
+        if !g.node_is_op(id) {
             continue;
         }
-        let node = &g.nodes[id];
+        let node = g.node(id);
         let rows = node.info.rows().max(1);
         let mut count = 0;
         let mut first = rows;
@@ -24,7 +25,7 @@ pub(super) fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) ->
                 if dep[v] == 0 {
                     return false;
                 }
-                let v_rows = g.nodes[v].info.rows().max(1);
+                let v_rows = g.node_info(v).rows().max(1);
                 match g.footprint(id, k, &(r..r + 1)) {
                     Footprint::Rows(f) => f.end > v_rows - dep[v],
                     Footprint::Broadcast | Footprint::Whole => true,
@@ -49,9 +50,9 @@ pub(super) fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) ->
 /// some consumer reads is followed by that consumer's kernel.
 pub(super) fn every_row_is_read(sim: &Simulator<'_>) -> bool {
     let g = sim.graph();
-    let live_op = |id: NodeId| g.is_op(id) && sim.is_live(id);
-    let mut read: Vec<Vec<bool>> = g.nodes.iter().map(|n| vec![false; n.info.rows().max(1)]).collect();
-    for (v, node) in g.nodes.iter().enumerate().filter(|&(v, _)| live_op(v)) {
+    let live_op = |id: NodeId| g.node_is_op(id) && sim.is_live(id);
+    let mut read: Vec<Vec<bool>> = (0..g.node_count()).map(|id| vec![false; g.node_info(id).rows().max(1)]).collect();
+    for (v, node) in (0..g.node_count()).filter(|&v| live_op(v)).map(|v| (v, g.node(v))) {
         for (k, &u) in node.inputs.iter().enumerate() {
             let rows_u = read[u].len();
             for r in 0..node.info.rows().max(1) {
@@ -63,7 +64,7 @@ pub(super) fn every_row_is_read(sim: &Simulator<'_>) -> bool {
             }
         }
     }
-    (0..g.nodes.len()).filter(|&u| live_op(u) && !g.outputs.contains(&u)).all(|u| read[u].iter().all(|&x| x))
+    (0..g.node_count()).filter(|&u| live_op(u) && !g.outputs().contains(&u)).all(|u| read[u].iter().all(|&x| x))
 }
 
 /// How one op input is read, row by row: wholly (every output row reads all of it), or by
@@ -87,12 +88,12 @@ impl Reach {
     /// above the next row's: the suffix structure does not hold.
     pub(super) fn new(sim: &Simulator<'_>, input: NodeId) -> Option<Reach> {
         let g = sim.graph();
-        let mut in_cone = vec![false; g.nodes.len()];
+        let mut in_cone = vec![false; g.node_count()];
         in_cone[input] = true;
-        let mut reads = Vec::with_capacity(g.nodes.len());
-        for (id, node) in g.nodes.iter().enumerate() {
+        let mut reads = Vec::with_capacity(g.node_count());
+        for (id, node) in (0..g.node_count()).map(|id| (id, g.node(id))) {
             let mut per_input = Vec::with_capacity(node.inputs.len());
-            if !g.is_op(id) {
+            if !g.node_is_op(id) {
                 reads.push(per_input);
                 continue;
             }
@@ -126,23 +127,23 @@ impl Reach {
     /// Per value, how many of its rows (a suffix) depend on graph-input rows `from..`.
     pub(super) fn dependent_rows(&self, sim: &Simulator<'_>, input: NodeId, from: usize) -> Vec<usize> {
         let g = sim.graph();
-        let mut dep = vec![0usize; g.nodes.len()];
-        dep[input] = g.nodes[input].info.rows().max(1).saturating_sub(from);
-        for (id, node) in g.nodes.iter().enumerate() {
+        let mut dep = vec![0usize; g.node_count()];
+        dep[input] = g.node_info(input).rows().max(1).saturating_sub(from);
+        for (id, node) in (0..g.node_count()).map(|id| (id, g.node(id))) {
             let rows = node.info.rows().max(1);
             let mut first = rows;
             for (k, &v) in node.inputs.iter().enumerate() {
                 if dep[v] == 0 {
                     continue;
                 }
-                let below = g.nodes[v].info.rows().max(1) - dep[v];
+                let below = g.node_info(v).rows().max(1) - dep[v];
                 first = first.min(match &self.reads[id][k] {
                     Some(Read::Whole) => 0,
                     Some(Read::Ends(ends)) => ends.partition_point(|&e| e <= below),
                     None => rows,
                 });
             }
-            if g.is_op(id) {
+            if g.node_is_op(id) {
                 dep[id] = rows - first;
             }
         }
@@ -169,13 +170,11 @@ pub(super) struct Cones {
 }
 
 impl Cones {
-    pub(super) fn new(g: &Graph) -> Cones {
-        let traces = g
-            .nodes
-            .iter()
-            .enumerate()
+    pub(super) fn new(g: &dyn Structure) -> Cones {
+        let traces = (0..g.node_count())
+            .map(|id| (id, g.node(id)))
             .map(|(id, node)| {
-                if !g.is_op(id) {
+                if !g.node_is_op(id) {
                     return Vec::new();
                 }
                 let rows = node.info.rows().max(1);
@@ -200,8 +199,8 @@ impl Cones {
 
     /// Per node, the sorted disjoint row ranges that row `row` of node `of` reads, itself
     /// included (node ids are topological: every node's inputs come before it).
-    pub(super) fn of(&self, g: &Graph, of: NodeId, row: usize) -> Vec<Vec<Rows>> {
-        let mut need: Vec<Vec<Rows>> = vec![Vec::new(); g.nodes.len()];
+    pub(super) fn of(&self, g: &dyn Structure, of: NodeId, row: usize) -> Vec<Vec<Rows>> {
+        let mut need: Vec<Vec<Rows>> = vec![Vec::new(); g.node_count()];
         need[of].push(row..row + 1);
         for id in (0..=of).rev() {
             if need[id].is_empty() {
@@ -209,9 +208,9 @@ impl Cones {
             }
             merge(&mut need[id]);
             for (k, trace) in self.traces[id].iter().enumerate() {
-                let v = g.nodes[id].inputs[k];
+                let v = g.node_inputs(id)[k];
                 let read: Vec<Rows> = match trace {
-                    Trace::Whole => std::iter::once(0..g.nodes[v].info.rows().max(1)).collect(),
+                    Trace::Whole => std::iter::once(0..g.node_info(v).rows().max(1)).collect(),
                     Trace::Rows { reads, gapless: true } => need[id].iter().map(|r| reads[r.start].start..reads[r.end - 1].end).collect(),
                     Trace::Rows { reads, gapless: false } => {
                         need[id].iter().flat_map(|r| r.clone().map(|y| reads[y].clone())).filter(|f| f.start < f.end).collect()
