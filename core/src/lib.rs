@@ -6,8 +6,9 @@
 //!
 //! - [`value`]: a value's element type, static shape, row axis and memory layout.
 //! - [`rows`]: row ranges, units and footprints: the vocabulary of splitting along the row axis.
-//! - [`structure`]: what plans read of a model (nodes, their values and locality classes), as a
-//!   trait the engine's graph implements.
+//! - [`structure`]: what plans, the simulator and the planner read of a model (nodes, their
+//!   values, inputs, kinds, locality classes and footprints), as a trait the engine's graph
+//!   implements.
 //! - [`plan`]: band layouts (who computes which rows of which op), their checks and hashes.
 //! - [`power`]: the robot's watts per activity, as plans' energy is priced.
 //! - [`cost`]: one model's price list in a fleet ([`ModelCost`]).

@@ -381,7 +381,13 @@ mod tests {
     /// input `x` u8 [1, 1, 16, 4] -> norm `n` (element-wise, f32): the structure and both ids.
     fn norm_graph() -> (Listed, NodeId, NodeId) {
         let shape = vec![1, 1, 16, 4];
-        let node = |name: &str, dtype, inputs, kind, class| ListedNode { name: name.into(), info: ValueInfo::new(shape.clone(), dtype), inputs, kind, class };
+        let node = |name: &str, dtype, inputs, kind, class| ListedNode {
+            name: name.into(),
+            info: ValueInfo::new(shape.clone(), dtype),
+            inputs,
+            kind,
+            class,
+        };
         let nodes = vec![
             node("x", DType::U8, vec![], NodeKind::Input, OpClass::Source),
             node("norm", DType::F32, vec![0], NodeKind::Op, OpClass::ElementWise),

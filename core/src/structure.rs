@@ -1,7 +1,9 @@
-//! What plans (and, in time, the simulator and the planner) read of a model: its nodes in
-//! topological order, each with a name, its output value and its locality class, without the
-//! operators' weights. The engine's graph (`lop::Graph`, whose ops hold libtorch tensors)
-//! implements [`Structure`]; so can anything else that knows a model's shape.
+//! What plans, the simulator, the baselines and the planner read of a model: its nodes in
+//! topological order, each with a name, its output value, its inputs, what it is (input,
+//! constant, operator, post-processing), its locality class and its footprints (which input rows
+//! an output row band reads), and the model's outputs; never the operators' weights. The
+//! engine's graph (`lop::Graph`, whose ops hold libtorch tensors) implements [`Structure`]; so
+//! can anything else that knows a model's shape ([`Listed`], for tests).
 
 use crate::rows::{Footprint, Rows};
 use crate::value::ValueInfo;
@@ -184,3 +186,55 @@ impl Structure for Listed {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::DType;
+
+    /// input `x` [1, 1, 8, 2] -> `a` (local) and `m` (global), both read by `s` (local): a
+    /// diamond whose `x` has two consumers and `s` reads two producers.
+    fn diamond() -> Listed {
+        let info = |rows| ValueInfo::new(vec![1, 1, rows, 2], DType::F32);
+        let node =
+            |name: &str, rows, inputs: Vec<NodeId>, kind, class| ListedNode { name: name.into(), info: info(rows), inputs, kind, class };
+        Listed {
+            nodes: vec![
+                node("x", 8, vec![], NodeKind::Input, OpClass::Source),
+                node("a", 8, vec![0], NodeKind::Op, OpClass::ElementWise),
+                node("m", 4, vec![0], NodeKind::Op, OpClass::Global),
+                node("s", 4, vec![1, 2], NodeKind::Post, OpClass::ElementWise),
+            ],
+            outputs: vec![3],
+        }
+    }
+
+    #[test]
+    fn consumers_list_each_reader_once_in_topological_order() {
+        let g = diamond();
+        assert_eq!(g.consumers(), vec![vec![1, 2], vec![3], vec![3], vec![]]);
+        let twice = Listed { nodes: vec![g.nodes[0].clone(), ListedNode { inputs: vec![0, 0], ..g.nodes[1].clone() }], outputs: vec![1] };
+        assert_eq!(twice.consumers(), vec![vec![1], vec![]], "a node reading one value twice is one consumer");
+    }
+
+    #[test]
+    fn kinds_tell_inputs_operators_and_the_post_stage_apart() {
+        let g = diamond();
+        let computes: Vec<bool> = (0..g.node_count()).map(|id| g.node_is_op(id)).collect();
+        assert_eq!(computes, [false, true, true, true]);
+        assert!(g.node_is_input(0) && !g.node_is_input(1));
+        assert!(g.node_is_post(3) && !g.node_is_post(2));
+        let n = g.node(3);
+        assert_eq!((n.name, n.inputs, n.kind, n.info.rows()), ("s", &[1, 2][..], NodeKind::Post, 4));
+    }
+
+    #[test]
+    fn listed_footprints_follow_the_class_and_clamp_to_the_input() {
+        let g = diamond();
+        assert_eq!(g.footprint(1, 0, &(2..5)), Footprint::Rows(2..5));
+        assert_eq!(g.footprint(2, 0, &(0..1)), Footprint::Whole, "a global node reads its input whole");
+        assert_eq!(g.footprint(3, 0, &(3..4)), Footprint::Rows(3..4));
+        let short = ListedNode { info: ValueInfo::new(vec![1, 1, 4, 2], DType::F32), ..g.nodes[0].clone() };
+        let wide = Listed { nodes: vec![short, g.nodes[1].clone()], outputs: vec![1] };
+        assert_eq!(wide.footprint(1, 0, &(2..8)), Footprint::Rows(2..4), "rows past a 4-row input are clamped");
+    }
+}

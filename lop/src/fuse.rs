@@ -14,6 +14,7 @@ use crate::fuse_linear::{Edit, apply};
 use crate::graph::{Graph, NodeId};
 use crate::ops::{BinaryOp, Op, UnaryOp};
 use crate::value::DType;
+use lop_core::structure::Structure;
 
 /// What [`fuse_activations`] did, for `lop inspect`.
 #[derive(Debug, Clone, Default, serde::Serialize)]

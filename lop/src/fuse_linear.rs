@@ -14,6 +14,7 @@
 use crate::graph::{Graph, NodeId};
 use crate::ops::{BinaryOp, Op, UnaryOp, linear_post_op};
 use crate::value::DType;
+use lop_core::structure::Structure;
 
 /// One pattern of nodes folded into one node, as `lop inspect` reports it.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -99,19 +99,6 @@ impl Graph {
         self.nodes.iter().any(|n| matches!(n.op, Op::Post(_)))
     }
 
-    /// For every node, the nodes that consume it (in topological order, without duplicates).
-    pub fn consumers(&self) -> Vec<Vec<NodeId>> {
-        let mut out = vec![Vec::new(); self.nodes.len()];
-        for (id, n) in self.nodes.iter().enumerate() {
-            for &i in &n.inputs {
-                if out[i].last() != Some(&id) {
-                    out[i].push(id);
-                }
-            }
-        }
-        out
-    }
-
     /// Moves every weight to `device`, keeping the graph's [`Layout`].
     ///
     /// # Errors

@@ -35,9 +35,9 @@
 
 use crate::flow::Network;
 use crate::graph::NodeId;
-use lop_core::structure::Structure;
 use crate::plan::Side;
 use crate::sim::Simulator;
+use lop_core::structure::Structure;
 
 /// The terms of the sequential cost model for one link, seconds (or any consistent unit).
 #[derive(Debug, Clone, PartialEq)]

@@ -1,4 +1,3 @@
-use lop_core::structure::Structure;
 use super::*;
 use crate::baseline::min_cut;
 use crate::graph::{DType, Graph, GraphBuilder};
@@ -7,6 +6,7 @@ use crate::plan::Side;
 use crate::profile::{Fit, Profile};
 use crate::rng::Rng;
 use crate::sim::{Link, SimConfig};
+use lop_core::structure::Structure;
 
 /// A random DAG over one `[1, 2, 8, 8]` tensor shape: relus, 3x3 max pools (halos) and adds of
 /// two earlier values (skip connections); every sink is an output.

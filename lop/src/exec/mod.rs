@@ -17,6 +17,7 @@ pub use whole::{WholeRun, run_banded_kernels_timed, run_whole, run_whole_seeing,
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::value::DTypeKind;
+use lop_core::structure::Structure;
 use tch::Tensor;
 
 /// Checks that `inputs` match the graph's inputs in number, shape and dtype.

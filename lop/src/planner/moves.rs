@@ -2,9 +2,9 @@
 //! (bands whose footprints the side already holds, so that no halo has to cross the link).
 
 use crate::graph::NodeId;
-use lop_core::structure::Structure;
 use crate::plan::{Plan, Side};
 use crate::rows::{Footprint, Rows, effective_units, unit_rows};
+use lop_core::structure::Structure;
 
 /// Effective units of node `id` under `plan`.
 pub(super) fn units_of(g: &dyn Structure, plan: &Plan, id: NodeId) -> usize {
@@ -113,7 +113,14 @@ pub(super) fn replicate_back(g: &dyn Structure, plan: &mut Plan, ids: &[NodeId],
 /// `rows0 / k0` rows of the frame at every depth (`ceil(k0 * rows / rows0)` chunks), capped so
 /// that the side's per-kernel overhead stays within `frac` of its compute time for the op
 /// (`time(rows)` is the side's predicted seconds for `rows` rows in one kernel).
-pub(super) fn graded_chunks(g: &dyn Structure, plan: &mut Plan, ids: &[NodeId], k0: usize, frac: f64, time: impl Fn(Side, NodeId, usize) -> f64) {
+pub(super) fn graded_chunks(
+    g: &dyn Structure,
+    plan: &mut Plan,
+    ids: &[NodeId],
+    k0: usize,
+    frac: f64,
+    time: impl Fn(Side, NodeId, usize) -> f64,
+) {
     let rows0 = ids.first().map_or(1, |&i| g.node_info(i).rows().max(1));
     for &id in ids {
         for side in [Side::Robot, Side::Server] {

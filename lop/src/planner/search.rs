@@ -5,10 +5,10 @@ use super::moves::{band, copy_split, graded_chunks, replicate_back, set_robot, s
 use crate::baseline::{Candidate, evaluate};
 use crate::error::Result;
 use crate::graph::NodeId;
-use lop_core::structure::NodeKind;
 use crate::plan::{Plan, Taper};
 use crate::rng::Rng;
 use crate::sim::{Cost, Objective, SimReport, Simulator};
+use lop_core::structure::NodeKind;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
 

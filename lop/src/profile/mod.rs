@@ -15,8 +15,8 @@ pub use synthetic::{SYNTHETIC, SyntheticCosts, synthetic_profile};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};
-use lop_core::structure::Structure;
 use crate::plan::Side;
+use lop_core::structure::Structure;
 use std::path::Path;
 
 /// Current profile format version.

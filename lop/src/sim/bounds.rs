@@ -163,8 +163,8 @@ fn aligned(
 mod tests {
     use super::*;
     use crate::graph::{DType, Graph, GraphBuilder};
-    use crate::ops::Op;
     use crate::ops::Conv;
+    use crate::ops::Op;
     use crate::profile::{Fit, Profile};
     use crate::sim::{Link, SimConfig, Simulator};
 

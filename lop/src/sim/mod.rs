@@ -10,7 +10,7 @@
 //! The bytes each way therefore equal `run_split`'s; the message count may be higher.
 //!
 //! Four resources: robot compute, server compute, uplink, downlink. A chunk's inputs are exactly
-//! the rows [`Graph::footprint`] gives for its row range: they come from specific chunks of
+//! the rows [`Structure::footprint`] gives for its row range: they come from specific chunks of
 //! the producer on its own side and/or specific incoming transfers. How each side orders its
 //! chunks is [`SimConfig::order`] ([`ChunkOrder`]):
 //! - [`ChunkOrder::Wavefront`] (the default, and the rule the runtime executor follows): a list
@@ -57,10 +57,10 @@ pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 use crate::codec::{CodecCost, FrameCodec};
 use crate::error::{Error, Result};
 use crate::graph::NodeId;
-use lop_core::structure::{NodeKind, Structure};
 use crate::plan::{Plan, Side};
 use crate::profile::{Fit, Profile};
 use crate::rows::{Footprint, Rows};
+use lop_core::structure::{NodeKind, Structure};
 
 /// Bytes every band message carries besides its rows, for a tensor of `rank` dimensions: the
 /// frame header (12 bytes) and the band header (24 bytes and 4 per dimension), as `lop_msgs`
@@ -116,7 +116,7 @@ pub struct SimConfig {
     /// Whether every band message also carries [`band_header_bytes`], as the runtime's do
     /// (on by default; off only where a test computes a timeline by hand).
     pub band_headers: bool,
-    /// Where the post-processing stage ([`Op::Post`]) must run, whole; `None` (the default):
+    /// Where the post-processing stage ([`crate::ops::Op::Post`]) must run, whole; `None` (the default):
     /// wherever the plan puts it. A plan that computes rows of it on the other side is
     /// [`Error::Infeasible`], so planners and baselines skip it: with `Some(Side::Robot)` a
     /// table shows what placing the stage gains over keeping it on the robot, where the raw
@@ -395,9 +395,7 @@ impl<'g> Simulator<'g> {
         plan.validate(self.graph)?;
         if let Some(side) = self.config.post_side {
             let g = self.graph;
-            if let Some(id) =
-                (0..g.node_count()).find(|&id| g.node_is_post(id) && !plan.rows(g, id, side.other()).is_empty())
-            {
+            if let Some(id) = (0..g.node_count()).find(|&id| g.node_is_post(id) && !plan.rows(g, id, side.other()).is_empty()) {
                 return Err(Error::Infeasible(format!(
                     "the plan computes post-processing op '{}' on the {}, but it must run on the {}",
                     g.node_name(id),

@@ -1,8 +1,8 @@
 use super::*;
 use crate::graph::{DType, Graph, GraphBuilder};
 use crate::ops::Op;
-use lop_core::structure::NodeKind;
 use crate::plan::NodeSplit;
+use lop_core::structure::NodeKind;
 
 const EPS: f64 = 1e-12;
 
