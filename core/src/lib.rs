@@ -16,6 +16,7 @@
 //! - [`rng`]: a small seeded generator, the same on every machine ([`Rng`]).
 //! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
 //! - [`libtorch`]: the libtorch versions the engine supports, and reading a version string.
+//! - [`fit`]: a side's time for one kernel call as a line in its rows ([`fit::Fit`]).
 //! - [`flow`]: maximum flow and minimum cut, for the layer partition and the fluid bound.
 //! - [`error`]: what these parts refuse.
 #![deny(missing_docs)]
@@ -23,6 +24,7 @@
 pub mod content_hash;
 pub mod cost;
 pub mod error;
+pub mod fit;
 pub mod flow;
 pub mod libtorch;
 pub mod order;

@@ -16,6 +16,7 @@ pub use synthetic::{SYNTHETIC, SyntheticCosts, synthetic_profile};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};
 use crate::plan::Side;
+pub use lop_core::fit::Fit;
 use lop_core::structure::Structure;
 use std::path::Path;
 
@@ -75,66 +76,6 @@ pub struct Sample {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
-}
-
-/// Least-squares time model `time(rows) = a + b * rows`, clamped so that neither coefficient is
-/// negative.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Fit {
-    /// Fixed seconds per kernel call (launch, framework overhead).
-    pub a_s: f64,
-    /// Seconds per output row.
-    pub b_s_per_row: f64,
-    /// Root-mean-square residual of the fit over the samples, seconds.
-    pub residual_s: f64,
-}
-
-impl Fit {
-    /// A fit with the given coefficients and no residual.
-    pub fn new(a_s: f64, b_s_per_row: f64) -> Fit {
-        Fit { a_s, b_s_per_row, residual_s: 0.0 }
-    }
-
-    /// Fits `(rows, seconds)` points by least squares. With one distinct row count (or none)
-    /// the model is a constant. A negative slope is clamped to 0 (constant = mean); a negative
-    /// intercept to 0 (slope refitted through the origin).
-    pub fn from_points(points: &[(f64, f64)]) -> Fit {
-        let n = points.len() as f64;
-        if points.is_empty() {
-            return Fit::new(0.0, 0.0);
-        }
-        let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-        let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-        let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-        let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-        let (mut a, mut b) = if sxx > 0.0 { (my - sxy / sxx * mx, sxy / sxx) } else { (my, 0.0) };
-        if b < 0.0 {
-            (a, b) = (my, 0.0);
-        }
-        if a < 0.0 {
-            let sx2: f64 = points.iter().map(|p| p.0 * p.0).sum();
-            let sx1y: f64 = points.iter().map(|p| p.0 * p.1).sum();
-            (a, b) = (0.0, if sx2 > 0.0 { (sx1y / sx2).max(0.0) } else { 0.0 });
-        }
-        let a = a.max(0.0);
-        let ss: f64 = points.iter().map(|p| (a + b * p.0 - p.1).powi(2)).sum();
-        Fit { a_s: a, b_s_per_row: b, residual_s: (ss / n).sqrt() }
-    }
-
-    /// Predicted seconds for a band of `rows` rows (never negative).
-    #[inline]
-    pub fn time(&self, rows: usize) -> f64 {
-        (self.a_s + self.b_s_per_row * rows as f64).max(0.0)
-    }
-
-    fn check(&self, node: &str) -> Result<()> {
-        for (what, v) in [("intercept", self.a_s), ("slope", self.b_s_per_row), ("residual", self.residual_s)] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(Error::ProfileInvalid { node: node.to_string(), msg: format!("fit {what} is {v}") });
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The timings of one op.
@@ -306,7 +247,7 @@ impl Profile {
             return bad("dilation", format!("dilation {} must be positive", self.dilation));
         }
         for op in &self.ops {
-            op.fit.check(&op.name)?;
+            op.fit.check().map_err(|msg| Error::ProfileInvalid { node: op.name.clone(), msg })?;
             for s in &op.samples {
                 if !s.median_s.is_finite() || s.median_s < 0.0 || !s.raw_median_s.is_finite() || s.raw_median_s < 0.0 {
                     return bad(&op.name, format!("time {} s at {} rows", s.median_s, s.rows));
@@ -344,7 +285,7 @@ impl Profile {
             if let Some(slot) = out.get_mut(op.id)
                 && graph.node_name(op.id) == op.name
             {
-                op.fit.check(&op.name)?;
+                op.fit.check().map_err(|msg| Error::ProfileInvalid { node: op.name.clone(), msg })?;
                 *slot = Some(op.fit);
             }
         }
