@@ -24,7 +24,7 @@ use super::{CodecError, Image};
 use std::ops::Range;
 
 /// Rows of the grid a passthrough frame's bands are cut on.
-pub const GRID: usize = 16;
+pub const GRID: usize = lop_core::frame::CAMERA_GRID_ROWS;
 
 /// Largest header a unit may carry: tables and frame headers take well under 2 KiB; a unit that
 /// claims more is refused before anything is copied.

@@ -2,38 +2,8 @@
 //! caller supplies (real photographs: random pixels do not compress and would mislead every
 //! price the planner sets).
 
-use super::{CodecError, FrameCodec, Image, decode, encode};
+use super::{CodecCost, CodecError, FrameCodec, Image, decode, encode};
 use std::time::Instant;
-
-/// A codec's price: bytes relative to raw, and seconds per frame row to encode and to decode
-/// on the side that measured it. Profiles carry one per codec; the simulator prices input
-/// messages with them.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CodecCost {
-    /// The codec.
-    pub codec: FrameCodec,
-    /// Coded bytes over raw bytes (0 < ratio; about 0.05-0.1 for JPEG at quality 90 on
-    /// photographs, 0.4-0.7 for lossless).
-    pub ratio: f64,
-    /// Seconds to encode one row of the frame.
-    pub encode_s_per_row: f64,
-    /// Seconds to decode one row of the frame.
-    pub decode_s_per_row: f64,
-}
-
-impl CodecCost {
-    /// Raw rows: no coding, no time, ratio 1.
-    pub fn raw() -> CodecCost {
-        CodecCost { codec: FrameCodec::Raw, ratio: 1.0, encode_s_per_row: 0.0, decode_s_per_row: 0.0 }
-    }
-
-    /// Whether every number is finite and in range.
-    pub fn is_valid(&self) -> bool {
-        self.ratio.is_finite()
-            && self.ratio > 0.0
-            && [self.encode_s_per_row, self.decode_s_per_row].iter().all(|v| v.is_finite() && *v >= 0.0)
-    }
-}
 
 /// Measures `codec` on `frames` (planar `[C, H, W]` frames of `image`), each cut into `bands`
 /// bands of whole units as a plan cuts its input messages, `repeats` times (the fastest of each

@@ -15,7 +15,7 @@ use super::turbo::{self, EncodeOptions, Pixels};
 use super::{CodecError, Image, dims, interleave, planarize};
 
 /// Rows of a JPEG block: bands start on multiples of it.
-pub const BLOCK: usize = 8;
+pub const BLOCK: usize = lop_core::frame::JPEG_BLOCK_ROWS;
 
 /// Encodes `rows` planar rows of `image` at `quality` (1-100), 4:4:4.
 ///

@@ -21,11 +21,19 @@ pub mod photo;
 pub mod restart;
 pub mod turbo;
 
-pub use cost::{CodecCost, measure as measure_cost, sample_frame};
+pub use cost::{measure as measure_cost, sample_frame};
+pub use lop_core::frame::{CodecCost, FrameCodec, FrameError, Image};
 
-use lop_core::value::{DType, ValueInfo};
-use std::fmt;
-use std::str::FromStr;
+impl From<FrameError> for CodecError {
+    fn from(e: FrameError) -> CodecError {
+        match e {
+            FrameError::Unknown(s) => CodecError::Unknown(s),
+            FrameError::Quality(q) => CodecError::Quality(q),
+            FrameError::NotImage { codec, why } => CodecError::NotImage { codec, why },
+            other => CodecError::NotImage { codec: String::new(), why: other.to_string() },
+        }
+    }
+}
 
 /// Why a frame or band did not encode or decode.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,150 +79,6 @@ pub enum CodecError {
         /// Why.
         why: String,
     },
-}
-
-/// How a frame's rows travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum FrameCodec {
-    /// The frame's bytes as they are (one byte per pixel and channel).
-    #[default]
-    Raw,
-    /// QOI per band: exact, about 1.5-2x smaller on photographs, a few milliseconds a frame.
-    Lossless,
-    /// Baseline JPEG at this quality, 4:4:4, one code unit per band of whole 8-row blocks; the
-    /// model's input is the decoded frame.
-    Jpeg {
-        /// 1-100.
-        quality: u8,
-    },
-    /// The camera's own JPEG: unchanged when one message holds the whole frame; cut at restart
-    /// markers on a [`camera_scan::GRID`]-row grid when the plan splits the frame
-    /// ([`camera_scan`]).
-    Passthrough,
-}
-
-impl FrameCodec {
-    /// The code of each codec in a band's header byte (`0`: raw rows).
-    pub fn wire_code(self) -> u8 {
-        match self {
-            FrameCodec::Raw => 0,
-            FrameCodec::Lossless => 1,
-            FrameCodec::Jpeg { .. } => 2,
-            FrameCodec::Passthrough => 3,
-        }
-    }
-
-    /// Whether the rows travel as a code unit rather than as raw bytes.
-    pub fn is_coded(self) -> bool {
-        self != FrameCodec::Raw
-    }
-
-    /// Whether the decoded frame may differ from the frame encoded (so the robot must compute
-    /// on its own decoding).
-    pub fn is_lossy(self) -> bool {
-        matches!(self, FrameCodec::Jpeg { .. } | FrameCodec::Passthrough)
-    }
-
-    /// The row grid code units are cut on: a unit starts at a multiple of it, and ends at one
-    /// or at the frame's bottom. JPEG's 8-row blocks make each band decode to exactly the rows a
-    /// whole-frame encoding would give; a camera's JPEG is cut on the MCU rows of any common
-    /// subsampling ([`camera_scan::GRID`]).
-    pub fn unit_rows(self) -> usize {
-        match self {
-            FrameCodec::Raw | FrameCodec::Lossless => 1,
-            FrameCodec::Jpeg { .. } => jpeg::BLOCK,
-            FrameCodec::Passthrough => camera_scan::GRID,
-        }
-    }
-
-    /// Checks that graph input `info` is an image this codec can carry (any input for `raw`).
-    ///
-    /// # Errors
-    /// [`CodecError::NotImage`].
-    pub fn check_input(self, info: &ValueInfo) -> Result<(), CodecError> {
-        if self == FrameCodec::Raw {
-            return Ok(());
-        }
-        Image::of(info).map(|_| ()).map_err(|why| CodecError::NotImage { codec: self.to_string(), why })
-    }
-}
-
-impl fmt::Display for FrameCodec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FrameCodec::Raw => f.write_str("raw"),
-            FrameCodec::Lossless => f.write_str("lossless"),
-            FrameCodec::Jpeg { quality } => write!(f, "jpeg:{quality}"),
-            FrameCodec::Passthrough => f.write_str("passthrough"),
-        }
-    }
-}
-
-impl FromStr for FrameCodec {
-    type Err = CodecError;
-    fn from_str(s: &str) -> Result<Self, CodecError> {
-        let s = s.trim();
-        Ok(match s {
-            "raw" => FrameCodec::Raw,
-            "lossless" => FrameCodec::Lossless,
-            "passthrough" => FrameCodec::Passthrough,
-            _ => {
-                let q = s.strip_prefix("jpeg:").ok_or_else(|| CodecError::Unknown(s.to_string()))?;
-                let q: i64 = q.trim().parse().map_err(|_| CodecError::Unknown(s.to_string()))?;
-                if !(1..=100).contains(&q) {
-                    return Err(CodecError::Quality(q));
-                }
-                FrameCodec::Jpeg { quality: q as u8 }
-            }
-        })
-    }
-}
-
-impl serde::Serialize for FrameCodec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for FrameCodec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// A frame's geometry: channels and width; rows vary per band.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Image {
-    /// 1 (grey) or 3 (RGB).
-    pub channels: usize,
-    /// Pixels per row.
-    pub width: usize,
-    /// Rows of the whole frame.
-    pub height: usize,
-}
-
-impl Image {
-    /// The geometry of graph input `info`, or why it is not an image a codec can carry.
-    ///
-    /// # Errors
-    /// A sentence naming what is wrong.
-    pub fn of(info: &ValueInfo) -> Result<Image, String> {
-        if info.dtype != DType::U8 {
-            return Err(format!("the input is {:?}, not uint8", info.dtype));
-        }
-        match info.shape.as_slice() {
-            &[1, c, h, w] if (c == 1 || c == 3) && info.row_axis == Some(2) && h > 0 && w > 0 => {
-                Ok(Image { channels: c, width: w, height: h })
-            }
-            s => Err(format!("the input's shape is {s:?} (row axis {:?})", info.row_axis)),
-        }
-    }
-
-    /// Bytes of `rows` planar rows.
-    pub fn bytes(&self, rows: usize) -> usize {
-        self.channels * self.width * rows
-    }
 }
 
 /// Encodes `rows` planar rows (`[C, rows, W]`, as the graph holds a band) with `codec` as one

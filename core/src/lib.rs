@@ -17,6 +17,8 @@
 //! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
 //! - [`libtorch`]: the libtorch versions the engine supports, and reading a version string.
 //! - [`fit`]: a side's time for one kernel call as a line in its rows ([`fit::Fit`]).
+//! - [`frame`]: how a frame's rows travel ([`frame::FrameCodec`]), the image it carries and what
+//!   a codec costs; the codecs themselves are `lop_codec`'s.
 //! - [`flow`]: maximum flow and minimum cut, for the layer partition and the fluid bound.
 //! - [`error`]: what these parts refuse.
 #![deny(missing_docs)]
@@ -26,6 +28,7 @@ pub mod cost;
 pub mod error;
 pub mod fit;
 pub mod flow;
+pub mod frame;
 pub mod libtorch;
 pub mod order;
 pub mod plan;

@@ -186,6 +186,14 @@ impl From<lop_core::Error> for Error {
     }
 }
 
+/// A codec's name or a model input that does not fit a codec (`lop_core::frame`), as the
+/// codecs' own [`Error::Codec`], with the same message.
+impl From<lop_core::frame::FrameError> for Error {
+    fn from(e: lop_core::frame::FrameError) -> Self {
+        Error::Codec(e.into())
+    }
+}
+
 /// One line for a person: the error and its causes, joined by ": ", each cause left out where
 /// the text before it already ends with it (this crate's errors, like many, quote their cause
 /// in their own message and also return it as their source, so a plain walk of the chain
