@@ -30,7 +30,6 @@ impl From<FrameError> for CodecError {
             FrameError::Unknown(s) => CodecError::Unknown(s),
             FrameError::Quality(q) => CodecError::Quality(q),
             FrameError::NotImage { codec, why } => CodecError::NotImage { codec, why },
-            other => CodecError::NotImage { codec: String::new(), why: other.to_string() },
         }
     }
 }

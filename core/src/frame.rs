@@ -16,7 +16,6 @@ pub const CAMERA_GRID_ROWS: usize = 16;
 
 /// Why a codec's name or a model input does not fit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum FrameError {
     /// A codec name that is not one of `raw`, `lossless`, `jpeg:Q`, `passthrough`.
     #[error("unknown frame codec '{0}' (expected raw, lossless, jpeg:Q with Q in 1-100, or passthrough)")]
