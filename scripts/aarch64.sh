@@ -81,12 +81,8 @@ command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || missing+=(g++-aarch64-linux-
 qemu=$(command -v qemu-aarch64 || command -v qemu-aarch64-static || true)
 [ -n "$qemu" ] || missing+=(qemu-user)
 if [ ${#missing[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-    || die "missing ${missing[*]}: install them (apt-get install ${missing[*]}) or run as root on Debian"
   phase "installing ${missing[*]} (apt-get)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
-    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; } \
-    || die "apt-get install ${missing[*]}"
+  "$root/scripts/apt-install.sh" "${missing[@]}" || die "could not install ${missing[*]}"
   qemu=$(command -v qemu-aarch64 || command -v qemu-aarch64-static || true)
 fi
 [ -n "$qemu" ] || die "qemu-aarch64 not found after installing qemu-user"

@@ -76,12 +76,10 @@ have_libclang() {
 }
 optional=()
 have_libclang || optional+=(libclang-dev)
-if [ $((${#missing[@]} + ${#optional[@]})) -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+if [ $((${#missing[@]} + ${#optional[@]})) -gt 0 ]; then
   pkgs=("${missing[@]}" "${optional[@]}")
   log "installing ${pkgs[*]} (apt-get)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2 \
-    || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2; } \
-    || log "apt-get could not install ${pkgs[*]}"
+  "$root/scripts/apt-install.sh" "${pkgs[@]}" || log "could not install ${pkgs[*]}"
 fi
 for tool in cmake c++; do
   command -v "$tool" >/dev/null || { echo "ros: $tool is missing; install it (apt-get install cmake g++) and run again" >&2; exit 1; }

@@ -50,15 +50,10 @@ missing_tools=""
 command -v cmake >/dev/null 2>&1 || missing_tools="$missing_tools cmake"
 case "$(uname -m)" in x86_64|i?86) command -v nasm >/dev/null 2>&1 || missing_tools="$missing_tools nasm" ;; esac
 if [ -n "$missing_tools" ]; then
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "setup: installing the JPEG codec's build tools:$missing_tools (Debian's packages)" >&2
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing_tools >&2 \
-      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing_tools >&2; }
-  else
-    echo "setup: missing build tools:$missing_tools (libjpeg-turbo's build needs them: apt-get install$missing_tools)" >&2
-    exit 1
-  fi
+  echo "setup: installing the JPEG codec's build tools:$missing_tools (Debian's packages)" >&2
+  # shellcheck disable=SC2086
+  "$root/scripts/apt-install.sh" $missing_tools \
+    || { echo "setup: missing build tools:$missing_tools (libjpeg-turbo's build needs them)" >&2; exit 1; }
 fi
 
 if [ ! -x "$venv/bin/python" ]; then
@@ -149,14 +144,9 @@ PY
   fi
   # A real Prometheus server and promtool for the metrics test (Debian's package).
   if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-      echo "setup: installing prometheus (Debian's package: the server and promtool)" >&2
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2 \
-        || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >&2; }
-    else
-      echo "setup: prometheus is missing: install Debian's prometheus package (apt-get install prometheus)" >&2
-      exit 1
-    fi
+    echo "setup: installing prometheus (Debian's package: the server and promtool)" >&2
+    "$root/scripts/apt-install.sh" prometheus \
+      || { echo "setup: prometheus is missing: install Debian's prometheus package" >&2; exit 1; }
   fi
 fi
 extra=""

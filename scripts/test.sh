@@ -54,11 +54,9 @@ wait "$ros_pid" || ros_rc=$?
 missing=()
 command -v ip >/dev/null && command -v tc >/dev/null || missing+=(iproute2)
 command -v nft >/dev/null || missing+=(nftables)
-if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+if [ ${#missing[@]} -gt 0 ]; then
   echo "test: installing ${missing[*]} (apt-get)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
-    || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
-    || echo "test: ${missing[*]} could not be installed; the netns tests will say so" >&2
+  scripts/apt-install.sh "${missing[@]}" || echo "test: ${missing[*]} could not be installed; the netns tests will say so" >&2
 fi
 # shellcheck source=env.sh
 . scripts/env.sh
