@@ -9,7 +9,7 @@ is a bucket's real bandwidth (`bandwidth_mb_s` in `lop plan --json`, after --ban
 the input is 224 rows of 672 bytes (u8), 1 ms latency, a 52-byte band header per message, and
 the 4044 bytes of fc8 coming down.
 
-The relaxation (lop/src/sim/pipeline_bound.rs, module docs) prices a server-only plan by its
+The relaxation (core/src/sim/pipeline_bound/mod.rs, module docs) prices a server-only plan by its
 release terms: for every input row i, the arrival of i's message plus the server's work in
 kernels released at or after it. For weights mu over the rows, a plan's weighted term is a sum of
 interval costs: each message's header and in-message wait, and each kernel's a + b rows times

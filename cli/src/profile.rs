@@ -100,10 +100,10 @@ pub fn run(args: &ProfileArgs, threads: Option<i32>) -> anyhow::Result<i32> {
         tch::set_num_threads(1);
     }
     let mut graph = args.model.load()?;
-    graph.to_device(device.device()).context("moving the model to the device")?;
+    graph.to_device(lop::profile::torch_device(device)).context("moving the model to the device")?;
     let inputs = lop::exec::synthetic_inputs(&graph, 0)?
         .into_iter()
-        .map(|t| t.f_to_device(device.device()))
+        .map(|t| t.f_to_device(lop::profile::torch_device(device)))
         .collect::<Result<Vec<_>, _>>()
         .context("moving the inputs to the device")?;
     let opts = ProfileOptions {

@@ -17,12 +17,18 @@
 //! - [`content_hash`]: hashes of JSON artifacts that survive a round trip.
 //! - [`libtorch`]: the libtorch versions the engine supports, and reading a version string.
 //! - [`fit`]: a side's time for one kernel call as a line in its rows ([`fit::Fit`]).
+//! - [`profile`]: a model's measured compute times per op and side ([`profile::Profile`]), its
+//!   checks, JSON form and hash; measuring one is the engine's.
+//! - [`sim`]: the event-driven simulator of a plan, its chunk bounds and the lower bounds plans
+//!   are judged against; [`baseline`]: robot-only, server-only and the layer partitions. Their
+//!   tests build the engine's graphs and run in `lop` (`lop/src/sim_tests/`).
 //! - [`frame`]: how a frame's rows travel ([`frame::FrameCodec`]), the image it carries and what
 //!   a codec costs; the codecs themselves are `lop_codec`'s.
 //! - [`flow`]: maximum flow and minimum cut, for the layer partition and the fluid bound.
 //! - [`error`]: what these parts refuse.
 #![deny(missing_docs)]
 
+pub mod baseline;
 pub mod content_hash;
 pub mod cost;
 pub mod error;
@@ -33,8 +39,10 @@ pub mod libtorch;
 pub mod order;
 pub mod plan;
 pub mod power;
+pub mod profile;
 pub mod rng;
 pub mod rows;
+pub mod sim;
 pub mod structure;
 pub mod value;
 

@@ -104,36 +104,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A profile measured for a different model than the one it is applied to.
-    #[error("profile is for model '{profile_model}' (hash {found}), not this model (hash {expected})")]
-    ProfileModel {
-        /// Model name recorded in the profile.
-        profile_model: String,
-        /// Content hash of the model the profile is applied to.
-        expected: String,
-        /// Content hash recorded in the profile.
-        found: String,
-    },
-    /// A profile that lacks timings for an op of the model.
-    #[error("profile has no timings for op '{node}' (node {id})")]
-    ProfileMissingOp {
-        /// Node name.
-        node: String,
-        /// Node id.
-        id: usize,
-    },
-    /// A profile whose contents make no sense (negative or NaN timings, wrong role, bad fields).
-    #[error("bad profile entry '{node}': {msg}")]
-    ProfileInvalid {
-        /// The op (or field) concerned.
-        node: String,
-        /// What is wrong, with the value.
-        msg: String,
-    },
-    /// A plan that cannot run under the given conditions (a transfer without a link, no plan
-    /// meeting a deadline).
-    #[error("infeasible: {0}")]
-    Infeasible(String),
+    /// What the pure parts refuse beyond the variants above (`lop_core`): a plan that cannot
+    /// run under the given conditions, a profile that does not fit its model or is not sane.
+    #[error(transparent)]
+    Core(lop_core::Error),
 }
 
 /// One op type a model uses that the engine cannot run, and where.
@@ -174,14 +148,21 @@ impl Error {
     }
 }
 
-/// The pure parts' refusals (`lop_core`: a price list, a fleet's numbers) as the engine's
-/// [`Error::Input`], with the same message.
+/// The pure parts' refusals (`lop_core`: plans, profiles, the simulator, a fleet's numbers) as
+/// the engine's variant of the same name where it has one, else as [`Error::Core`]; the message
+/// is the same either way.
 impl From<lop_core::Error> for Error {
     fn from(e: lop_core::Error) -> Self {
+        use lop_core::Error as Core;
         match e {
-            lop_core::Error::Input(msg) => Error::Input(msg),
-            lop_core::Error::Plan(msg) => Error::Plan(msg),
-            other => Error::Input(other.to_string()),
+            Core::Input(msg) => Error::Input(msg),
+            Core::Plan(msg) => Error::Plan(msg),
+            Core::Frame(e) => Error::Codec(e.into()),
+            Core::Malformed(msg) => Error::Malformed(msg),
+            Core::Io { path, source } => Error::Io { path, source },
+            e @ (Core::Infeasible(_) | Core::ProfileModel { .. } | Core::ProfileMissingOp { .. } | Core::ProfileInvalid { .. }) => {
+                Error::Core(e)
+            }
         }
     }
 }

@@ -26,23 +26,23 @@
 //! - [`postprocess`]: the model's back end (detections with NMS, keypoints, class maps,
 //!   occupancy bits) as the graph's last op, placed by the planner like any other.
 //! - [`inspect`]: locality statistics.
-//! - [`profile`]: per-op compute-time profiles (measured band timings and fits) and their checks.
-//! - [`sim`]: the event-driven simulator of a plan (timeline, bytes, makespan, modelled energy)
-//!   and the lower bounds plans are judged against (server pipelining, fluid).
-//! - [`baseline`]: robot-only, server-only, and the best layer partitions (latency, energy under
-//!   a deadline): minimum cuts, then a budgeted exact search under the simulator.
-//! - `flow` (from `lop_core`): maximum flow and minimum cut, for the two above.
+//! - [`profile`]: measuring per-op compute-time profiles (band timings and fits); the profile's
+//!   data and checks are `lop_core::profile`'s, re-exported here.
+//! - [`sim`] (from `lop_core`): the event-driven simulator of a plan (timeline, bytes, makespan,
+//!   modelled energy) and the lower bounds plans are judged against (server pipelining, fluid).
+//! - [`baseline`] (from `lop_core`): robot-only, server-only, and the best layer partitions
+//!   (latency, energy under a deadline): minimum cuts, then a budgeted exact search under the
+//!   simulator. The tests of both run here, on real graphs (`sim_tests`).
 //! - [`planner`]: LOSS (seeded beam search and critical-path LNS over band layouts), schedule
 //!   tables per bandwidth bucket (built in parallel, cached by content hash), SVG pictures.
 #![deny(missing_docs)]
 
-pub mod baseline;
 pub use lop_codec as codec;
+pub use lop_core::baseline;
 pub use lop_core::content_hash;
 pub mod error;
 pub mod exec;
 pub mod fit;
-pub(crate) use lop_core::flow;
 pub mod fuse;
 pub mod fuse_linear;
 pub mod graph;
@@ -61,7 +61,9 @@ pub mod profile;
 pub use lop_core::Rng;
 pub(crate) use lop_core::rng;
 pub use lop_core::rows;
-pub mod sim;
+pub use lop_core::sim;
+#[cfg(test)]
+mod sim_tests;
 pub mod value;
 pub mod zoo;
 

@@ -69,7 +69,8 @@ async fn a_camera_jpeg_at_its_own_size_crosses_unchanged_and_matches_the_letterb
     let fit = FrameFit::parse("letterbox:114@640x480").unwrap();
     let task = lop::postprocess::Postprocess::parse(TASK).unwrap();
     let g = lop::model::load(MODEL, &LoadOptions { fit: Some(fit), postprocess: Some(task), ..LoadOptions::default() }).unwrap();
-    let robot = ProfileSource::Synthetic.load(&g, Side::Robot).unwrap().with_codec_measured(FrameCodec::Passthrough, &g).unwrap();
+    let robot =
+        lop::profile::with_codec_measured(ProfileSource::Synthetic.load(&g, Side::Robot).unwrap(), FrameCodec::Passthrough, &g).unwrap();
     let robot_file = dir.join("robot-profile.json");
     robot.save(&robot_file).unwrap();
     let yaml = format!(

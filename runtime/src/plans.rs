@@ -92,7 +92,7 @@ impl PlanBook {
                 distinct
                     .into_iter()
                     .map(|(h, p, at)| {
-                        Schedule::derive(g, &p, bounds, codec).map(|s| (h, s)).map_err(|e| match e {
+                        Schedule::derive(g, &p, bounds, codec).map(|s| (h, s)).map_err(|e| match lop::Error::from(e) {
                             lop::Error::Plan(m) => lop::Error::Plan(format!("{at}: {m}")),
                             e => e,
                         })

@@ -225,7 +225,7 @@ impl TableSettings {
 
     fn build(&self, scale: f64) -> Result<TableSpec> {
         let invalid = |what: String| Error::InvalidConfig { what };
-        let objective: Objective = self.objective.parse().map_err(|e: lop::Error| invalid(format!("table.objective: {e}")))?;
+        let objective = self.objective.parse::<Objective>().map_err(|e| invalid(format!("table.objective: {e}")))?;
         for (name, v) in [("latency_ms", self.latency_ms), ("overhead_ms", self.overhead_ms)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(invalid(format!("table.{name} must be >= 0, got {v}")));
@@ -345,8 +345,8 @@ mod tests {
         assert!(parse(r#"{"input_dtype": "f16"}"#).is_err());
         let graph = lop::zoo::build("resnet18").map_err(|e| e.to_string())?;
         let fit = |scale: f64| move |_| lop::profile::Fit::new(1e-5, scale);
-        let robot = Profile::synthetic(&graph, lop::plan::Side::Robot, fit(1e-5)).map_err(|e| e.to_string())?;
-        let server = Profile::synthetic(&graph, lop::plan::Side::Server, fit(1e-6)).map_err(|e| e.to_string())?;
+        let robot = lop::profile::from_fits(&graph, lop::plan::Side::Robot, fit(1e-5)).map_err(|e| e.to_string())?;
+        let server = lop::profile::from_fits(&graph, lop::plan::Side::Server, fit(1e-6)).map_err(|e| e.to_string())?;
         for bad in [
             r#"{"objective": "fast"}"#,
             r#"{"bandwidth_scale": "big"}"#,

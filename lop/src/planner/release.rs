@@ -439,8 +439,8 @@ pub(super) fn release_cuts(
     evals += 1;
     match sim.cost(&plan) {
         Ok(c) if obj.better(&c, &best.1) => Ok((Some((plan, c)), evals)),
-        Ok(_) | Err(crate::error::Error::Plan(_)) => Ok((None, evals)),
-        Err(e) => Err(e),
+        Ok(_) | Err(lop_core::Error::Plan(_)) => Ok((None, evals)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -449,7 +449,7 @@ mod tests {
     use super::*;
     use crate::graph::{DType, Graph, GraphBuilder};
     use crate::ops::{BinaryOp, Conv, Op, Pool};
-    use crate::profile::{Fit, Profile};
+    use crate::profile::Fit;
     use crate::rng::Rng;
     use crate::sim::{ChunkBounds, Link, Objective, SimConfig};
 
@@ -471,8 +471,8 @@ mod tests {
     }
 
     fn sim_of(g: &Graph, mbytes: f64) -> Simulator<'_> {
-        let r = Profile::synthetic(g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let s = Profile::synthetic(g, Side::Server, |id| Fit::new(2e-4 * (1 + id % 3) as f64, 4e-5)).expect("server");
+        let r = crate::profile::from_fits(g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let s = crate::profile::from_fits(g, Side::Server, |id| Fit::new(2e-4 * (1 + id % 3) as f64, 4e-5)).expect("server");
         let cfg = SimConfig { link: Link::mbytes(mbytes, 1e-3), bounds: ChunkBounds::Aligned, ..SimConfig::default() };
         Simulator::new(g, &r, &s, cfg).expect("sim")
     }

@@ -51,8 +51,8 @@ impl Search<'_, '_> {
         self.evals += 1;
         let cost = match evaluate(self.sim, &plan) {
             Ok(Some(c)) => c,
-            Ok(None) | Err(crate::error::Error::Plan(_)) => return Ok(None),
-            Err(e) => return Err(e),
+            Ok(None) | Err(lop_core::Error::Plan(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         if !self.obj.score(&cost).is_finite() || (self.cfg.prune_larger_than_input && cost.max_value_bytes > self.input_bytes) {
             return Ok(None);

@@ -32,8 +32,8 @@ fn random_dag(seed: u64, ops: usize) -> Graph {
 fn profiles(g: &Graph, seed: u64, speedup: f64) -> (Profile, Profile) {
     let mut rng = Rng::new(seed ^ 0xabc);
     let t: Vec<(f64, f64)> = (0..g.nodes.len()).map(|_| (rng.unit() * 1e-3, rng.unit() * 4e-4)).collect();
-    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(t[id].0, t[id].1)).expect("robot");
-    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(t[id].0 / speedup, t[id].1 / speedup)).expect("server");
+    let r = crate::profile::from_fits(g, Side::Robot, |id| Fit::new(t[id].0, t[id].1)).expect("robot");
+    let s = crate::profile::from_fits(g, Side::Server, |id| Fit::new(t[id].0 / speedup, t[id].1 / speedup)).expect("server");
     (r, s)
 }
 
@@ -84,8 +84,8 @@ fn relu_chain(global_mean: bool) -> Graph {
 
 /// A very slow robot; a server whose first op (norm) is expensive and the rest nearly free.
 fn relu_chain_profiles(g: &Graph) -> (Profile, Profile) {
-    let r = Profile::synthetic(g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
-    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(0.0, if id == 1 { 2e-4 } else { 1e-6 })).expect("server");
+    let r = crate::profile::from_fits(g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+    let s = crate::profile::from_fits(g, Side::Server, |id| Fit::new(0.0, if id == 1 { 2e-4 } else { 1e-6 })).expect("server");
     (r, s)
 }
 
@@ -299,8 +299,9 @@ fn wavefront_lets_loss_hide_a_deep_chain_behind_the_upload() {
     let y = b.add("mean", Op::ReduceMean { axes: vec![3], keepdims: true }, &[v]).expect("mean");
     b.output(y);
     let g = b.build().expect("graph");
-    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
-    let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(0.0, if (2..8).contains(&id) { 4e-5 } else { 1e-7 })).expect("server");
+    let r = crate::profile::from_fits(&g, Side::Robot, |_| Fit::new(0.0, 1e-3)).expect("robot");
+    let s =
+        crate::profile::from_fits(&g, Side::Server, |id| Fit::new(0.0, if (2..8).contains(&id) { 4e-5 } else { 1e-7 })).expect("server");
     let mut best = Vec::new();
     for order in [crate::sim::ChunkOrder::Wavefront, crate::sim::ChunkOrder::OpMajor] {
         let cfg = SimConfig { link: Link::mbytes(1.0, 1e-4), order, ..SimConfig::default() };
@@ -334,8 +335,8 @@ fn pools() -> Graph {
 #[test]
 fn a_slow_link_tapers_the_last_message() {
     let g = pools();
-    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
-    let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(1e-5, 5e-5)).expect("server");
+    let r = crate::profile::from_fits(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
+    let s = crate::profile::from_fits(&g, Side::Server, |_| Fit::new(1e-5, 5e-5)).expect("server");
     let cfg = SimConfig { link: Link::mbytes(0.032, 1e-4), bounds: crate::sim::ChunkBounds::Aligned, ..SimConfig::default() };
     let sim = Simulator::new(&g, &r, &s, cfg).expect("sim");
     // Steps 1 to 6: release cuts (step 7) would cut every op by hand, the taper then moot.
@@ -353,8 +354,8 @@ fn release_cuts_make_server_only_plans_faster() {
     // The pools of the slow-link test, at links from slow to fast: step 7 never makes a plan
     // worse, and cuts some where the rows' releases say.
     let g = pools();
-    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
-    let s = Profile::synthetic(&g, Side::Server, |id| Fit::new(1e-5 * (1 + id % 4) as f64, 5e-5)).expect("server");
+    let r = crate::profile::from_fits(&g, Side::Robot, |_| Fit::new(0.0, 1e-2)).expect("robot");
+    let s = crate::profile::from_fits(&g, Side::Server, |id| Fit::new(1e-5 * (1 + id % 4) as f64, 5e-5)).expect("server");
     let mut faster = 0;
     for mbytes in [0.032, 0.1, 0.3, 1.0] {
         let cfg = SimConfig { link: Link::mbytes(mbytes, 1e-4), bounds: crate::sim::ChunkBounds::Aligned, ..SimConfig::default() };
@@ -424,8 +425,8 @@ fn post_processing_pinned_to_the_robot_stays_on_the_robot() {
         .apply(crate::zoo::build("yolo_det@64x64").expect("zoo"))
         .expect("applies");
     let post = g.nodes.iter().position(|n| matches!(n.op, Op::Post(_))).expect("a post op");
-    let r = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-4, 2e-4)).expect("robot");
-    let s = Profile::synthetic(&g, Side::Server, |_| Fit::new(5e-6, 1e-5)).expect("server");
+    let r = crate::profile::from_fits(&g, Side::Robot, |_| Fit::new(1e-4, 2e-4)).expect("robot");
+    let s = crate::profile::from_fits(&g, Side::Server, |_| Fit::new(5e-6, 1e-5)).expect("server");
     let link = Link::mbytes(2.0, 1e-4);
     let cfg = PlannerConfig { lns_evaluations: 40, groups: 6, ..PlannerConfig::default() };
     let outcome = |post_side: Option<Side>| {
@@ -437,7 +438,7 @@ fn post_processing_pinned_to_the_robot_stays_on_the_robot() {
     assert!(!free.plan.rows(&g, post, Side::Server).is_empty(), "unpinned, the post-processing runs on the server");
 
     let (pinned, server_only, pinned_fluid) = outcome(Some(Side::Robot));
-    assert!(matches!(server_only, Err(crate::error::Error::Infeasible(_))), "{server_only:?}");
+    assert!(matches!(server_only, Err(lop_core::Error::Infeasible(_))), "{server_only:?}");
     assert!(pinned.plan.rows(&g, post, Side::Server).is_empty(), "pinned: no post-processing rows on the server");
     assert!(pinned.baselines.iter().find(|b| b.name == "server-only").is_some_and(|b| b.cost.is_none()), "server-only must be infeasible");
     for b in pinned.baselines.iter().filter(|b| b.cost.is_some()) {
@@ -453,5 +454,5 @@ fn post_processing_pinned_to_the_robot_stays_on_the_robot() {
 
     // Pinned to the server, robot-only (which runs it on the robot) is infeasible.
     let sim = Simulator::new(&g, &r, &s, SimConfig { link, post_side: Some(Side::Server), ..SimConfig::default() }).expect("sim");
-    assert!(matches!(sim.cost(&Plan::robot_only(&g, 8)), Err(crate::error::Error::Infeasible(_))));
+    assert!(matches!(sim.cost(&Plan::robot_only(&g, 8)), Err(lop_core::Error::Infeasible(_))));
 }

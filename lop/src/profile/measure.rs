@@ -2,7 +2,7 @@
 //! values), then each op's [`crate::Op::compute`] is timed on bands of several sizes read from
 //! those values, so profiling a model costs a few whole runs.
 
-use super::{DeviceKind, Fit, Hardware, OpProfile, PROFILE_VERSION, Profile, SLOW_BAND_FACTOR, SLOW_BAND_FLOOR_S, Sample};
+use super::{DeviceKind, Fit, Hardware, LayoutTrial, OpProfile, PROFILE_VERSION, Profile, SLOW_BAND_FACTOR, SLOW_BAND_FLOOR_S, Sample};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Layout};
 use crate::ops::{BandIn, Op};
@@ -187,7 +187,7 @@ fn sync(device: tch::Device) {
 
 /// The device `inputs` are on (where the graph was moved too), else `kind`'s.
 fn device_of(inputs: &[Tensor], kind: DeviceKind) -> tch::Device {
-    inputs.first().map_or(kind.device(), Tensor::device)
+    inputs.first().map_or(super::torch_device(kind), Tensor::device)
 }
 
 /// Computes every value of `graph` whole and keeps them all (inputs from `inputs`).
@@ -313,25 +313,6 @@ fn timed_in_passes(
         }
     }
     Ok(times)
-}
-
-/// What [`choose_layout`] measured: per layout, the model's seconds whole and in 4 bands.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LayoutTrial {
-    /// The layout.
-    pub layout: Layout,
-    /// Every op run whole, summed (median of 3 runs each, back to back, undilated).
-    pub whole_s: f64,
-    /// Every local op run as 4 bands of a quarter of its rows (global ops whole), summed.
-    pub bands_s: f64,
-}
-
-impl LayoutTrial {
-    /// The score the choice minimises: whole and banded execution weighted alike, as a plan
-    /// runs some ops whole and others in bands.
-    pub fn score(&self) -> f64 {
-        self.whole_s + self.bands_s
-    }
 }
 
 /// Times `graph` in each [`Layout`] and leaves it in the faster one; returns that layout and the

@@ -35,7 +35,7 @@ impl SyntheticCosts {
             Side::Server => self.server_s_per_byte,
             Side::Robot => self.server_s_per_byte * self.robot_slowdown,
         };
-        Profile::synthetic(graph, side, |id| Fit::new(self.kernel_s, graph.nodes[id].info.bytes_of_rows(1) as f64 * per_byte))
+        crate::profile::from_fits(graph, side, |id| Fit::new(self.kernel_s, graph.nodes[id].info.bytes_of_rows(1) as f64 * per_byte))
     }
 
     /// Both profiles, robot first.

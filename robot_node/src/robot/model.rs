@@ -144,14 +144,14 @@ pub(super) async fn load_model(cfg: &RobotConfig, load: LoadOptions, origin: Sha
             check_class_names(g, &class_names)?;
             // A coded frame's price on the robot: as its profile measured it, else measured here
             // now (the profile the edge receives in Hello carries it).
-            let robot = robot_p.load(g, Side::Robot)?.with_codec_measured(table_s.frame_codec, g)?;
+            let robot = lop::profile::with_codec_measured(robot_p.load(g, Side::Robot)?, table_s.frame_codec, g)?;
             let server = server_p.load(g, Side::Server)?;
             // The model runs as the robot's profile measured it.
             g.set_layout(robot.layout)?;
             let spec = table_s.spec(g, &robot, &server)?;
             // The model's price list for routing frames over a fleet.
             let sim = lop::sim::SimConfig { input_bytes_per_element: spec.input_bytes_per_element, ..Default::default() };
-            let cost = lop::sim::model_cost(&model_id, g, &robot, &server, sim)?;
+            let cost = lop::sim::model_cost(&model_id, g, &robot, &server, sim).map_err(lop::Error::from)?;
             let (table, _, used) = lop::planner::table::load_or_build(&cache, g, &robot, &server, &spec, 1)?;
             tracing::info!(cache = ?used, buckets = spec.buckets.len(), layout = robot.layout.name(), "schedule table ready");
             let names: Vec<String> = g.outputs.iter().map(|&o| g.nodes[o].name.clone()).collect();

@@ -77,17 +77,15 @@
 //! the previous row's, the dependent rows need not be suffixes, and only `i = 0` and the last
 //! row are counted, each by a direct scan of every row ([`dependent_rows`]).
 
-mod kernels;
-mod reach;
-#[cfg(test)]
-mod tests;
+pub mod kernels;
+pub mod reach;
 
 use std::collections::HashMap;
 
-use crate::graph::NodeId;
 use crate::plan::Side;
 use crate::rows::Rows;
 use crate::sim::{Link, Simulator};
+use crate::structure::NodeId;
 use kernels::SHARE_ROUNDS;
 use reach::{Cones, Reach, dependent_rows, every_row_is_read};
 
@@ -106,50 +104,53 @@ pub struct PipelineTerms {
 
 /// The arguments of [`Simulator::server_pipeline_bound`], seconds.
 #[derive(Debug, Clone, Copy)]
-struct PipelineParts {
+#[doc(hidden)]
+pub struct PipelineParts {
     /// Each input row's release alone, with one header in all.
-    per_row: f64,
+    pub per_row: f64,
     /// The best cut of the input into messages.
-    message_cut: f64,
+    pub message_cut: f64,
     /// Rows' releases weighed together (two rows, or weights over every row), each op in as
     /// many kernels as serves them best.
-    mixture: f64,
+    pub mixture: f64,
 }
 
 /// What the input rows from one row down release: the server's work that depends on them and
 /// the output bytes that do.
 #[derive(Debug, Clone, Copy)]
-struct Release {
+#[doc(hidden)]
+pub struct Release {
     /// The first of the rows.
-    row: usize,
+    pub row: usize,
     /// Server seconds of the rows that depend on them (one kernel per op).
-    work_s: f64,
+    pub work_s: f64,
     /// Bytes of the output rows that do (a band header each).
-    output_bytes: f64,
+    pub output_bytes: f64,
     /// The smallest message of one dependent output row.
-    last_message_bytes: f64,
+    pub last_message_bytes: f64,
     /// Server seconds, after the rows arrive, before the first dependent output row can leave:
     /// the least, over outputs, of the work of that row's rows in every op that depend on the
     /// rows (one kernel per op).
-    first_output_s: f64,
+    pub first_output_s: f64,
 }
 
 /// [`Release`] per input row (every row where the suffix structure holds, else the first and
 /// the last), with the input's wire size.
-struct Releases {
+#[doc(hidden)]
+pub struct Releases {
     /// Input rows.
-    rows: usize,
+    pub rows: usize,
     /// Bytes of one input row on the wire.
-    row_bytes: f64,
+    pub row_bytes: f64,
     /// Bytes of one input message's band header.
-    header_bytes: f64,
+    pub header_bytes: f64,
     /// Per row counted, top to bottom.
-    from: Vec<Release>,
+    pub from: Vec<Release>,
     /// Per row counted, per node, how many of its rows depend on that row or rows below.
-    deps: Vec<Vec<usize>>,
+    pub deps: Vec<Vec<usize>>,
     /// Whether the server's last kernel is always followed by an output row's download
     /// ([`every_row_is_read`]).
-    download_follows: bool,
+    pub download_follows: bool,
 }
 
 /// The least makespan over every way of cutting the input into messages, top to bottom: a
@@ -160,7 +161,7 @@ struct Releases {
 /// down as `t` allows reaches the last row (ending a message lower leaves the next message's
 /// tail no longer and its own no later than any other cut with as many messages), so a
 /// bisection on `t` finds the least, returned from below (`lo`, never above the optimum).
-fn best_message_cut(tails: &[f64], row_bytes: f64, header_bytes: f64, link: &Link, lo: f64) -> f64 {
+pub fn best_message_cut(tails: &[f64], row_bytes: f64, header_bytes: f64, link: &Link, lo: f64) -> f64 {
     let n = tails.len();
     let fixed = link.overhead_s + link.latency_s;
     let reaches = |t: f64| {
@@ -203,7 +204,7 @@ impl Simulator<'_> {
 
     /// The bound's three arguments, each a bound alone, with `share_rounds` rounds of kernel
     /// sharing ([`Simulator::kernel_weights`]).
-    fn pipeline_parts(&self, share_rounds: usize) -> Option<PipelineParts> {
+    pub fn pipeline_parts(&self, share_rounds: usize) -> Option<PipelineParts> {
         let link = self.config().link;
         if link.bandwidth <= 0.0 {
             return None;
@@ -231,7 +232,7 @@ impl Simulator<'_> {
     }
 
     /// What each input row releases; `None` as for [`Simulator::server_pipeline_bound`].
-    fn releases(&self) -> Option<Releases> {
+    pub fn releases(&self) -> Option<Releases> {
         let g = self.graph();
         let input = self.single_input()?;
         let n = g.node_info(input).rows().max(1);

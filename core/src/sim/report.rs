@@ -2,8 +2,8 @@
 
 use super::Simulator;
 use super::engine::Run;
-use crate::graph::NodeId;
 use crate::rows::Rows;
+use crate::structure::NodeId;
 
 /// The four simulated resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

@@ -1,8 +1,24 @@
-use super::*;
+//! The simulator's and the baselines' tests (`lop_core::sim`, `lop_core::baseline`), on the
+//! engine's graphs: they build models with real operators (convolutions, pools, post-processing)
+//! and many compare a simulation with the executor's run.
+
+mod baseline;
+mod bounds;
+mod fluid_bound;
+mod model_cost;
+mod pipeline_bound;
+
+use crate::graph::NodeId;
 use crate::graph::{DType, Graph, GraphBuilder};
 use crate::ops::Op;
 use crate::plan::NodeSplit;
+use crate::plan::{Plan, Side};
+use crate::profile::{Fit, Profile};
+use crate::rows::Rows;
+use crate::sim::*;
+use lop_core::Error;
 use lop_core::structure::NodeKind;
+use lop_core::structure::Structure;
 
 const EPS: f64 = 1e-12;
 
@@ -21,8 +37,8 @@ fn chain(rows: usize, w: usize, second: Op) -> Graph {
 }
 
 fn profiles(g: &Graph, robot: &[(f64, f64)], server: &[(f64, f64)]) -> (Profile, Profile) {
-    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(robot[id].0, robot[id].1)).expect("robot");
-    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(server[id].0, server[id].1)).expect("server");
+    let r = crate::profile::from_fits(g, Side::Robot, |id| Fit::new(robot[id].0, robot[id].1)).expect("robot");
+    let s = crate::profile::from_fits(g, Side::Server, |id| Fit::new(server[id].0, server[id].1)).expect("server");
     (r, s)
 }
 
@@ -234,8 +250,9 @@ fn profiles_are_checked_when_building_a_simulator() {
 
 fn resnet18_sim(g: &Graph) -> (Profile, Profile) {
     // Costs roughly proportional to output size, robot 10x slower than the server.
-    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(1e-4, g.node_info(id).bytes_of_rows(1) as f64 * 1e-8)).expect("robot");
-    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(2e-5, g.node_info(id).bytes_of_rows(1) as f64 * 1e-9)).expect("server");
+    let r = crate::profile::from_fits(g, Side::Robot, |id| Fit::new(1e-4, g.node_info(id).bytes_of_rows(1) as f64 * 1e-8)).expect("robot");
+    let s =
+        crate::profile::from_fits(g, Side::Server, |id| Fit::new(2e-5, g.node_info(id).bytes_of_rows(1) as f64 * 1e-9)).expect("server");
     (r, s)
 }
 
@@ -445,5 +462,5 @@ fn coding_time_is_paid_where_the_runtime_pays_it() {
     b.output(y);
     let fg = b.build().expect("graph");
     let (fr, fs) = profiles(&fg, &[(0.0, 0.0), (0.001, 0.0)], &[(0.0, 0.0), (0.001, 0.0)]);
-    assert!(matches!(Simulator::new(&fg, &fr, &fs, free(FrameCodec::Lossless)), Err(Error::Codec(_))));
+    assert!(matches!(Simulator::new(&fg, &fr, &fs, free(FrameCodec::Lossless)), Err(Error::Frame(_))));
 }

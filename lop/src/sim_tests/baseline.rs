@@ -1,10 +1,11 @@
-use super::*;
 use crate::baseline::min_cut;
+use crate::baseline::*;
 use crate::graph::{DType, Graph, GraphBuilder};
 use crate::ops::{BinaryOp, Op, Pool, UnaryOp};
 use crate::plan::Side;
 use crate::profile::{Fit, Profile};
 use crate::rng::Rng;
+use crate::sim::{Cost, Objective, Simulator};
 use crate::sim::{Link, SimConfig};
 use lop_core::structure::Structure;
 
@@ -41,8 +42,9 @@ fn random_sim_parts(g: &Graph, seed: u64) -> (Profile, Profile, SimConfig) {
     let mut rng = Rng::new(seed ^ 0x5eed);
     let robot_times: Vec<(f64, f64)> = (0..g.node_count()).map(|_| (rng.unit() * 2e-3, rng.unit() * 1e-3)).collect();
     let speedup = 2.0 + rng.unit() * 10.0;
-    let r = Profile::synthetic(g, Side::Robot, |id| Fit::new(robot_times[id].0, robot_times[id].1)).expect("robot");
-    let s = Profile::synthetic(g, Side::Server, |id| Fit::new(robot_times[id].0 / speedup, robot_times[id].1 / speedup)).expect("server");
+    let r = crate::profile::from_fits(g, Side::Robot, |id| Fit::new(robot_times[id].0, robot_times[id].1)).expect("robot");
+    let s = crate::profile::from_fits(g, Side::Server, |id| Fit::new(robot_times[id].0 / speedup, robot_times[id].1 / speedup))
+        .expect("server");
     // One f32 value is 512 bytes: 0.5 to 10 ms on these links.
     let bandwidth = [5e4, 2e5, 1e6][rng.below(3)];
     let link = Link { bandwidth, latency_s: rng.unit() * 2e-3, overhead_s: rng.unit() * 2e-4 };

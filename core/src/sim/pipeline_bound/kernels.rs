@@ -3,10 +3,10 @@
 //! dominator's kernels release ([`dominated`]).
 
 use super::Releases;
-use crate::graph::NodeId;
 use crate::plan::Side;
 use crate::sim::Simulator;
-use lop_core::structure::Structure;
+use crate::structure::NodeId;
+use crate::structure::Structure;
 
 /// Frank-Wolfe steps of [`Simulator::kernel_weights`] on the row weights before any kernel
 /// time is shared.
@@ -14,7 +14,7 @@ const WEIGHT_STEPS: usize = 300;
 
 /// Rounds of [`Simulator::kernel_weights`] that share kernel time with heirs, then move the
 /// row weights again.
-pub(super) const SHARE_ROUNDS: usize = 10;
+pub const SHARE_ROUNDS: usize = 10;
 
 /// Frank-Wolfe steps on the shares per round.
 const SHARE_STEPS_PER_ROUND: usize = 20;
@@ -30,7 +30,7 @@ const WEIGHT_STEPS_PER_ROUND: usize = 30;
 /// each kernel's last row: what one more `a` per kernel would add). A convex-hull sweep: the
 /// cost of a kernel ending at row `e` is linear in where it starts, with a slope that only
 /// grows, at a weight that only grows.
-pub(super) fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: &mut [f64]) -> (f64, f64) {
+pub fn group_rows(a: f64, b: f64, last: &[usize], below: &[f64], charge: &mut [f64]) -> (f64, f64) {
     let m = last.len();
     let w = |e: usize| below[last[e - 1]];
     // Rows of zero weight cost nothing: one kernel of them, charged to its own last row.

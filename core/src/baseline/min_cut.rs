@@ -34,10 +34,10 @@
 //! simulator's; [`super::best_layer_partition`] uses several weightings of these terms as seeds.
 
 use crate::flow::Network;
-use crate::graph::NodeId;
 use crate::plan::Side;
 use crate::sim::Simulator;
-use lop_core::structure::Structure;
+use crate::structure::NodeId;
+use crate::structure::Structure;
 
 /// The terms of the sequential cost model for one link, seconds (or any consistent unit).
 #[derive(Debug, Clone, PartialEq)]

@@ -1,14 +1,14 @@
 //! Which rows of every value depend on a suffix of the graph input's rows ([`Reach`], or a
 //! direct scan: [`dependent_rows`]), and which rows one output row reads ([`Cones`]).
 
-use crate::graph::NodeId;
 use crate::rows::{Footprint, Rows};
 use crate::sim::Simulator;
-use lop_core::structure::Structure;
+use crate::structure::NodeId;
+use crate::structure::Structure;
 
 /// Per value, how many of its rows depend on graph-input rows `from..` ; `None` when the
 /// dependent rows of some value are not a suffix of its rows (no bound is claimed then).
-pub(super) fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) -> Option<Vec<usize>> {
+pub fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) -> Option<Vec<usize>> {
     let g = sim.graph();
     let mut dep = vec![0usize; g.node_count()];
     dep[input] = g.node_info(input).rows().max(1).saturating_sub(from);
@@ -48,7 +48,7 @@ pub(super) fn dependent_rows(sim: &Simulator<'_>, input: NodeId, from: usize) ->
 /// consumer (a 1x1 stride-2 convolution alone leaves every other row unread). Then a server's
 /// last kernel computes rows of a graph output, which still come down: a kernel whose rows
 /// some consumer reads is followed by that consumer's kernel.
-pub(super) fn every_row_is_read(sim: &Simulator<'_>) -> bool {
+pub fn every_row_is_read(sim: &Simulator<'_>) -> bool {
     let g = sim.graph();
     let live_op = |id: NodeId| g.node_is_op(id) && sim.is_live(id);
     let mut read: Vec<Vec<bool>> = (0..g.node_count()).map(|id| vec![false; g.node_info(id).rows().max(1)]).collect();
@@ -78,7 +78,7 @@ enum Read {
 
 /// For every op in the graph input's forward cone, how it reads each input in that cone: what
 /// finds the rows depending on any input suffix with one binary search per op input.
-pub(super) struct Reach {
+pub struct Reach {
     /// Per node, per input (`None`: an input that does not depend on the graph input).
     reads: Vec<Vec<Option<Read>>>,
 }
@@ -86,7 +86,7 @@ pub(super) struct Reach {
 impl Reach {
     /// `None` when some footprint in the cone is empty, mixes whole and ranged reads, or ends
     /// above the next row's: the suffix structure does not hold.
-    pub(super) fn new(sim: &Simulator<'_>, input: NodeId) -> Option<Reach> {
+    pub fn new(sim: &Simulator<'_>, input: NodeId) -> Option<Reach> {
         let g = sim.graph();
         let mut in_cone = vec![false; g.node_count()];
         in_cone[input] = true;
@@ -125,7 +125,7 @@ impl Reach {
     }
 
     /// Per value, how many of its rows (a suffix) depend on graph-input rows `from..`.
-    pub(super) fn dependent_rows(&self, sim: &Simulator<'_>, input: NodeId, from: usize) -> Vec<usize> {
+    pub fn dependent_rows(&self, sim: &Simulator<'_>, input: NodeId, from: usize) -> Vec<usize> {
         let g = sim.graph();
         let mut dep = vec![0usize; g.node_count()];
         dep[input] = g.node_info(input).rows().max(1).saturating_sub(from);
@@ -152,25 +152,31 @@ impl Reach {
 }
 
 /// How an op reads one of its inputs, per output row, for tracing what a row depends on.
-pub(super) enum Trace {
+pub enum Trace {
     /// Every output row reads the whole input (a global op, a broadcast operand).
     Whole,
     /// The input rows each output row reads; `gapless` when the reads of consecutive rows
     /// never move up and overlap or touch, so that a run of rows reads exactly the rows from
     /// its first row's first to its last row's last (a strided 1x1 convolution skips rows and
     /// is traced row by row instead).
-    Rows { reads: Vec<Rows>, gapless: bool },
+    Rows {
+        /// Per output row, the input rows it reads.
+        reads: Vec<Rows>,
+        /// Whether consecutive rows' reads form one run (above).
+        gapless: bool,
+    },
 }
 
 /// Traces which rows of every node a given output row reads, transitively: the rows that must
 /// exist before it does.
-pub(super) struct Cones {
+pub struct Cones {
     /// Per node, per input; empty for inputs and constants.
-    pub(super) traces: Vec<Vec<Trace>>,
+    pub traces: Vec<Vec<Trace>>,
 }
 
 impl Cones {
-    pub(super) fn new(g: &dyn Structure) -> Cones {
+    /// Every op's traces over `g`.
+    pub fn new(g: &dyn Structure) -> Cones {
         let traces = (0..g.node_count())
             .map(|id| (id, g.node(id)))
             .map(|(id, node)| {
@@ -199,7 +205,7 @@ impl Cones {
 
     /// Per node, the sorted disjoint row ranges that row `row` of node `of` reads, itself
     /// included (node ids are topological: every node's inputs come before it).
-    pub(super) fn of(&self, g: &dyn Structure, of: NodeId, row: usize) -> Vec<Vec<Rows>> {
+    pub fn of(&self, g: &dyn Structure, of: NodeId, row: usize) -> Vec<Vec<Rows>> {
         let mut need: Vec<Vec<Rows>> = vec![Vec::new(); g.node_count()];
         need[of].push(row..row + 1);
         for id in (0..=of).rev() {

@@ -1,13 +1,17 @@
 //! The pipelining bound's tests.
 
-use super::kernels::group_rows;
-use super::reach::Trace;
-use super::*;
 use crate::baseline;
+use crate::graph::NodeId;
 use crate::graph::{DType, Graph, GraphBuilder};
 use crate::ops::{Op, Pool};
-use crate::plan::Plan;
-use crate::profile::{Fit, Profile};
+use crate::plan::{Plan, Side};
+use crate::profile::Fit;
+use crate::sim::Simulator;
+use crate::sim::pipeline_bound::kernels::SHARE_ROUNDS;
+use crate::sim::pipeline_bound::kernels::group_rows;
+use crate::sim::pipeline_bound::reach::Trace;
+use crate::sim::pipeline_bound::reach::{Cones, Reach, dependent_rows};
+use crate::sim::pipeline_bound::*;
 use crate::sim::{Link, SimConfig};
 
 /// input u8 [1,1,16,4] -> norm -> 3x3 max pool (pad 1) -> 3x3 max pool (pad 1).
@@ -33,8 +37,8 @@ fn chain_then(mean: bool) -> Graph {
 /// A simulator over `g` whose server takes `server` per op, the robot 1 ms a kernel and a
 /// row, on `link`, band headers priced or not.
 fn server_sim<'g>(g: &'g Graph, server: impl FnMut(NodeId) -> Fit, link: Link, band_headers: bool) -> Simulator<'g> {
-    let robot = Profile::synthetic(g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-    let server = Profile::synthetic(g, Side::Server, server).expect("server");
+    let robot = crate::profile::from_fits(g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+    let server = crate::profile::from_fits(g, Side::Server, server).expect("server");
     Simulator::new(g, &robot, &server, SimConfig { link, band_headers, ..SimConfig::default() }).expect("sim")
 }
 
@@ -300,8 +304,8 @@ fn an_op_pays_its_kernels_for_the_ops_it_dominates() {
     assert_eq!(parts(SHARE_ROUNDS).mixture.max(unshared), shared.max(unshared));
     let mut least = f64::INFINITY;
     for bounds in [crate::sim::ChunkBounds::Even, crate::sim::ChunkBounds::Aligned] {
-        let robot = Profile::synthetic(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let server = Profile::synthetic(&g, Side::Server, fit).expect("server");
+        let robot = crate::profile::from_fits(&g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
+        let server = crate::profile::from_fits(&g, Side::Server, fit).expect("server");
         let sim =
             Simulator::new(&g, &robot, &server, SimConfig { link, band_headers: false, bounds, ..SimConfig::default() }).expect("sim");
         for k in 0..16 * 16 * 16 {

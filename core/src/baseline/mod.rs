@@ -40,10 +40,10 @@
 pub mod min_cut;
 
 use crate::error::{Error, Result};
-use crate::graph::NodeId;
 use crate::plan::{NodeSplit, PLAN_VERSION, Plan};
 use crate::rows::effective_units;
 use crate::sim::{Cost, Objective, Simulator};
+use crate::structure::NodeId;
 
 /// Limits of the layer-partition searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,6 +347,3 @@ pub fn best<'c>(candidates: &'c [Candidate], objective: &Objective) -> Option<&'
         (a, None) => a,
     })
 }
-
-#[cfg(test)]
-mod tests;

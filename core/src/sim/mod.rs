@@ -1,8 +1,8 @@
 //! The event-driven simulator (DESIGN.md section 5): what a plan costs under given profiles, a
 //! link and a power model, without running it.
 //!
-//! Tasks are derived from the plan exactly as [`crate::exec::run_split`] exchanges rows: per op
-//! and side, its chunks (compute time from the side's [`crate::profile::Fit`] at the chunk's row
+//! Tasks are derived from the plan exactly as the engine's split run (`lop::exec::run_split`)
+//! exchanges rows: per op and side, its chunks (compute time from the side's [`crate::fit::Fit`] at the chunk's row
 //! count); per edge `u -> v` and side `S`, the rows of `u` that `S` needs for its part of `v`
 //! and does not hold (computed or already received) are sent by the other side, cut at the
 //! producer's chunk boundaries (a piece leaves as soon as the chunk that computed it is done)
@@ -33,34 +33,33 @@
 //! `latency` later. Graph inputs are held whole by the robot at time 0. The makespan is the time
 //! the graph outputs are whole on the robot.
 
-mod bounds;
+pub mod bounds;
 mod derive;
 mod engine;
-mod fluid_bound;
-mod model_cost;
+pub mod fluid_bound;
+pub mod model_cost;
 mod objective;
-mod pipeline_bound;
+pub mod pipeline_bound;
 mod report;
 mod schedule;
-#[cfg(test)]
-mod tests;
 
+pub use crate::power::RobotPower;
 pub use bounds::{ChunkBounds, chunk_bounds};
 pub use fluid_bound::FluidBound;
-pub use lop_core::power::RobotPower;
 pub use model_cost::model_cost;
 pub use objective::Objective;
 pub use pipeline_bound::PipelineTerms;
 pub use report::{Cost, Energy, Resource, ResourceUse, SimReport, Span, SpanKind};
 pub use schedule::{Schedule, ScheduledChunk, ScheduledTransfer};
 
-use crate::codec::{CodecCost, FrameCodec};
 use crate::error::{Error, Result};
-use crate::graph::NodeId;
+use crate::fit::Fit;
+use crate::frame::{CodecCost, FrameCodec};
 use crate::plan::{Plan, Side};
-use crate::profile::{Fit, Profile};
+use crate::profile::Profile;
 use crate::rows::{Footprint, Rows};
-use lop_core::structure::{NodeKind, Structure};
+use crate::structure::NodeId;
+use crate::structure::{NodeKind, Structure};
 
 /// Bytes every band message carries besides its rows, for a tensor of `rank` dimensions: the
 /// frame header (12 bytes) and the band header (24 bytes and 4 per dimension), as `lop_msgs`
@@ -116,7 +115,7 @@ pub struct SimConfig {
     /// Whether every band message also carries [`band_header_bytes`], as the runtime's do
     /// (on by default; off only where a test computes a timeline by hand).
     pub band_headers: bool,
-    /// Where the post-processing stage ([`crate::ops::Op::Post`]) must run, whole; `None` (the default):
+    /// Where the post-processing stage (`lop::Op::Post`) must run, whole; `None` (the default):
     /// wherever the plan puts it. A plan that computes rows of it on the other side is
     /// [`Error::Infeasible`], so planners and baselines skip it: with `Some(Side::Robot)` a
     /// table shows what placing the stage gains over keeping it on the robot, where the raw
@@ -127,7 +126,7 @@ pub struct SimConfig {
 }
 
 /// Bytes a coded input band carries besides its code unit: the digest of the decoded pixels
-/// the robot computes on ([`crate::codec::digest`]), which the edge checks.
+/// the robot computes on (`lop_codec::digest`), which the edge checks.
 pub const CODED_BAND_EXTRA_BYTES: usize = 8;
 
 /// The frame codec as the simulator prices it: the codec (which fixes where input messages may
@@ -427,7 +426,7 @@ impl<'g> Simulator<'g> {
 
     /// Rows of input `k` of node `id` needed for output rows `rows` (as the executor reads
     /// them: the footprint, or the whole input when it has no row axis or is read whole).
-    fn need(&self, id: NodeId, k: usize, rows: &Rows) -> Rows {
+    pub fn need(&self, id: NodeId, k: usize, rows: &Rows) -> Rows {
         let info = self.graph.node_info(self.graph.node_inputs(id)[k]);
         match (info.row_axis, self.graph.footprint(id, k, rows)) {
             (Some(_), Footprint::Rows(r)) => r,

@@ -3,9 +3,9 @@
 
 use super::{Holder, Simulator, side_ix};
 use crate::error::{Error, Result};
-use crate::graph::NodeId;
 use crate::plan::{Plan, Side};
 use crate::rows::Rows;
+use crate::structure::NodeId;
 
 /// One chunk computed by one side.
 #[derive(Debug, Clone)]
@@ -92,12 +92,12 @@ fn missing(need: &Rows, own: &Rows, received: &[(Rows, u32)]) -> Vec<Rows> {
 }
 
 /// A coded frame's pieces and cuts moved onto the codec's unit grid
-/// ([`crate::codec::FrameCodec::unit_rows`]): each piece widened to whole units, less what the
+/// ([`crate::frame::FrameCodec::unit_rows`]): each piece widened to whole units, less what the
 /// receiver already holds (itself on the grid), and
 /// each cut moved down to the unit that holds it. The robot holds the whole frame, so it can send
 /// the extra rows; the receiver's chunks wait for the units that hold what they read.
 pub(super) fn align_frame(
-    codec: crate::codec::FrameCodec,
+    codec: crate::frame::FrameCodec,
     rows: usize,
     pieces: Vec<Rows>,
     cuts: &[usize],
@@ -319,7 +319,7 @@ pub(super) fn derive(sim: &Simulator<'_>, plan: &Plan) -> Result<Tasks> {
 /// frame; with the camera's JPEG passed through it decodes the frame when it computes any of
 /// it), then computes; the server decodes each band as it arrives.
 fn price_frame(sim: &Simulator<'_>, t: &mut Tasks) {
-    use crate::codec::FrameCodec;
+    use crate::frame::FrameCodec;
     let f = sim.config.frame;
     if !f.codec.is_coded() {
         return;

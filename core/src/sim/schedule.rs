@@ -4,10 +4,10 @@
 
 use super::{ChunkBounds, SimConfig, Simulator};
 use crate::error::Result;
-use crate::graph::NodeId;
 use crate::plan::{Plan, Side};
 use crate::rows::Rows;
-use lop_core::structure::Structure;
+use crate::structure::NodeId;
+use crate::structure::Structure;
 
 /// One chunk one side computes: output rows `rows` of op `node` in one kernel.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,9 +72,9 @@ impl Schedule {
     /// no profiles are needed.
     ///
     /// # Errors
-    /// [`crate::Error::Plan`] when the plan does not fit the graph; [`crate::Error::Codec`] when
+    /// [`crate::Error::Plan`] when the plan does not fit the graph; [`crate::Error::Frame`] when
     /// the codec cannot carry the graph's input.
-    pub fn derive(graph: &dyn Structure, plan: &Plan, bounds: ChunkBounds, codec: crate::codec::FrameCodec) -> Result<Schedule> {
+    pub fn derive(graph: &dyn Structure, plan: &Plan, bounds: ChunkBounds, codec: crate::frame::FrameCodec) -> Result<Schedule> {
         let frame = super::FrameWire { codec, ..super::FrameWire::raw() };
         let config = SimConfig { bounds, frame, ..SimConfig::default() };
         Simulator::untimed(graph, config)?.schedule(plan)
