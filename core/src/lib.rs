@@ -20,8 +20,10 @@
 //! - [`profile`]: a model's measured compute times per op and side ([`profile::Profile`]), its
 //!   checks, JSON form and hash; measuring one is the engine's.
 //! - [`sim`]: the event-driven simulator of a plan, its chunk bounds and the lower bounds plans
-//!   are judged against; [`baseline`]: robot-only, server-only and the layer partitions. Their
-//!   tests build the engine's graphs and run in `lop` (`lop/src/sim_tests/`).
+//!   are judged against; [`baseline`]: robot-only, server-only and the layer partitions;
+//!   [`planner`]: the LOSS search. Their tests build the engine's graphs and run in `lop`
+//!   (`lop/src/sim_tests/`, `lop/src/planner/`); the schedule tables, keyed by a model's
+//!   weights, are the engine's too.
 //! - [`frame`]: how a frame's rows travel ([`frame::FrameCodec`]), the image it carries and what
 //!   a codec costs; the codecs themselves are `lop_codec`'s.
 //! - [`flow`]: maximum flow and minimum cut, for the layer partition and the fluid bound.
@@ -38,6 +40,7 @@ pub mod frame;
 pub mod libtorch;
 pub mod order;
 pub mod plan;
+pub mod planner;
 pub mod power;
 pub mod profile;
 pub mod rng;

@@ -1,10 +1,10 @@
 use super::*;
 use crate::graph::{DType, Graph, GraphBuilder};
 use crate::ops::{BinaryOp, Op, Pool, UnaryOp};
-use crate::plan::Side;
+use crate::plan::{Plan, Side};
 use crate::profile::{Fit, Profile};
 use crate::rng::Rng;
-use crate::sim::{Link, SimConfig};
+use crate::sim::{Link, Objective, SimConfig, Simulator};
 
 /// A random DAG of relus, 3x3 max pools and adds over a `[1, 2, 16, 16]` u8 input.
 fn random_dag(seed: u64, ops: usize) -> Graph {

@@ -64,7 +64,7 @@ fn lend_to(sim: &Simulator<'_>, spec: &TableSpec, lent: &[Plan], i: usize, entry
     let mut plan = lent[j].clone();
     let mut cfg = spec.planner.clone();
     cfg.seed = bucket_seed(cfg.seed, i);
-    let (polished, evaluations) = crate::planner::search::polish(sim, spec.objective, &cfg, plan.clone())?;
+    let (polished, evaluations) = crate::planner::polish(sim, spec.objective, &cfg, plan.clone())?;
     if let Some((p, cost)) = polished
         && spec.objective.better(&cost, &best)
     {

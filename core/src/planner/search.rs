@@ -4,11 +4,11 @@ use super::PlannerConfig;
 use super::moves::{band, copy_split, graded_chunks, replicate_back, set_robot, set_server, shift, units_of};
 use crate::baseline::{Candidate, evaluate};
 use crate::error::Result;
-use crate::graph::NodeId;
 use crate::plan::{Plan, Taper};
 use crate::rng::Rng;
 use crate::sim::{Cost, Objective, SimReport, Simulator};
-use lop_core::structure::NodeKind;
+use crate::structure::NodeId;
+use crate::structure::NodeKind;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
@@ -51,8 +51,8 @@ impl Search<'_, '_> {
         self.evals += 1;
         let cost = match evaluate(self.sim, &plan) {
             Ok(Some(c)) => c,
-            Ok(None) | Err(lop_core::Error::Plan(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Ok(None) | Err(crate::error::Error::Plan(_)) => return Ok(None),
+            Err(e) => return Err(e),
         };
         if !self.obj.score(&cost).is_finite() || (self.cfg.prune_larger_than_input && cost.max_value_bytes > self.input_bytes) {
             return Ok(None);
@@ -316,8 +316,8 @@ impl<'a, 'g> Search<'a, 'g> {
 
 /// LNS alone, from `plan`: the plan it ends at if `plan` passed the rules, and the
 /// simulations it ran. Polishes a plan a neighbouring bucket lent
-/// ([`super::table`]'s lending), which the bucket's own search never started from.
-pub(super) fn polish(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, plan: Plan) -> Result<(Option<(Plan, Cost)>, usize)> {
+/// (the engine's schedule tables lend them), which the bucket's own search never started from.
+pub fn polish(sim: &Simulator<'_>, obj: Objective, cfg: &PlannerConfig, plan: Plan) -> Result<(Option<(Plan, Cost)>, usize)> {
     let mut s = Search::new(sim, obj, cfg);
     if s.ops.is_empty() {
         return Ok((None, 0));

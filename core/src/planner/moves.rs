@@ -1,10 +1,10 @@
 //! Plan edits the planner tries: whole-op sides, chunk counts, and self-sufficient row bands
 //! (bands whose footprints the side already holds, so that no halo has to cross the link).
 
-use crate::graph::NodeId;
 use crate::plan::{Plan, Side};
 use crate::rows::{Footprint, Rows, effective_units, unit_rows};
-use lop_core::structure::Structure;
+use crate::structure::NodeId;
+use crate::structure::Structure;
 
 /// Effective units of node `id` under `plan`.
 pub(super) fn units_of(g: &dyn Structure, plan: &Plan, id: NodeId) -> usize {

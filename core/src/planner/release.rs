@@ -16,41 +16,45 @@
 //! only where the frame releases many of their rows (vgg16, u8, robot 8x, 2.95 MB/s: 96.90 ms,
 //! against 98.56 for the plan of steps 1 to 6 and a pipelining bound of 93.25).
 
-use crate::graph::NodeId;
 use crate::plan::{OpCuts, Plan, Side};
 use crate::rows::Footprint;
 use crate::sim::Simulator;
+use crate::structure::NodeId;
 
 /// One op the search cuts: its rows' releases as counts of rows released by each input row.
-struct Cut {
-    id: NodeId,
+/// Public, with the rest of the search's model, for the engine's tests of it, not an API.
+#[doc(hidden)]
+pub struct Cut {
+    pub id: NodeId,
     /// `below[t]`: how many of the op's rows read only input rows `< t` (length: input rows + 1).
-    below: Vec<u32>,
+    pub below: Vec<u32>,
 }
 
 /// The server-only plan's release-time model of one bucket.
-struct Model<'s, 'g> {
-    sim: &'s Simulator<'g>,
+#[doc(hidden)]
+pub struct Model<'s, 'g> {
+    pub sim: &'s Simulator<'g>,
     /// Input rows.
-    rows: usize,
+    pub rows: usize,
     /// Seconds on the link per input row, per message, and the one-way latency.
-    row_s: f64,
-    message_s: f64,
-    latency_s: f64,
+    pub row_s: f64,
+    pub message_s: f64,
+    pub latency_s: f64,
     /// Ops the search cuts, in topological order.
-    ops: Vec<Cut>,
+    pub ops: Vec<Cut>,
     /// Server work that waits for the whole frame (global ops, ops not cut here), seconds.
-    last_s: f64,
+    pub last_s: f64,
     /// The input row ends an op's first chunk can end at (where the first op's releases change).
-    ends: Vec<usize>,
+    pub ends: Vec<usize>,
 }
 
 /// Where the frame and every op are cut: message ends (input rows, increasing, the last the
 /// frame's end) and, per message, how many ops (a prefix of [`Model::ops`]) cut at its end.
 #[derive(Debug, Clone, PartialEq)]
-struct State {
-    ends: Vec<usize>,
-    depth: Vec<usize>,
+#[doc(hidden)]
+pub struct State {
+    pub ends: Vec<usize>,
+    pub depth: Vec<usize>,
 }
 
 /// Each node's release ends per row: `Some(v)` with `v[r]` one past the last input row that row
@@ -88,7 +92,7 @@ fn releases(sim: &Simulator<'_>, input: NodeId) -> Vec<Option<Vec<u32>>> {
 impl<'s, 'g> Model<'s, 'g> {
     /// The model of `plan`'s bucket, if `plan` is one the model describes: the robot computes
     /// nothing, and one graph input carries rows.
-    fn new(sim: &'s Simulator<'g>, plan: &Plan) -> Option<Model<'s, 'g>> {
+    pub fn new(sim: &'s Simulator<'g>, plan: &Plan) -> Option<Model<'s, 'g>> {
         let g = sim.graph();
         let inputs: Vec<NodeId> = (0..g.node_count()).filter(|&id| g.node_is_input(id)).collect();
         let &[input] = &inputs[..] else { return None };
@@ -145,13 +149,13 @@ impl<'s, 'g> Model<'s, 'g> {
         })
     }
 
-    fn time(&self, k: usize, rows: u32) -> f64 {
+    pub fn time(&self, k: usize, rows: u32) -> f64 {
         if rows == 0 { 0.0 } else { self.sim.op_time(Side::Server, self.ops[k].id, rows as usize) }
     }
 
     /// Per message: its arrival plus the server work released with it or later (seconds). The
     /// largest is when the server's last local kernel can end at the soonest.
-    fn terms(&self, s: &State) -> Vec<f64> {
+    pub fn terms(&self, s: &State) -> Vec<f64> {
         let work = self.work(s);
         let mut out = Vec::with_capacity(work.len());
         let (mut arrive, mut sent) = (self.latency_s, 0);
@@ -169,7 +173,7 @@ impl<'s, 'g> Model<'s, 'g> {
     /// first `depth[i]` ops (every op at the last message) computes the rows it can since its
     /// previous cut. Visits message by message, each only as deep as it cuts, adding every
     /// message's kernels in op order.
-    fn work(&self, s: &State) -> Vec<f64> {
+    pub fn work(&self, s: &State) -> Vec<f64> {
         let q = s.ends.len();
         let mut work = vec![0.0; q];
         work[q - 1] += self.last_s;
@@ -189,19 +193,21 @@ impl<'s, 'g> Model<'s, 'g> {
 /// The smooth maximum the search descends (log-sum-exp at `tau` seconds): it lowers every
 /// term near the largest, not only the largest, so that moves that help the second-largest term
 /// are taken too.
-fn soft_max(terms: &[f64], tau: f64) -> f64 {
+#[doc(hidden)]
+pub fn soft_max(terms: &[f64], tau: f64) -> f64 {
     let m = hard_max(terms);
     m + tau * terms.iter().map(|t| ((t - m) / tau).exp()).sum::<f64>().ln()
 }
 
-fn hard_max(terms: &[f64]) -> f64 {
+#[doc(hidden)]
+pub fn hard_max(terms: &[f64]) -> f64 {
     terms.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
 
 impl Model<'_, '_> {
     /// The cuts of `plan` as a [`State`]: its messages at every release end any op is cut at,
     /// each as deep as the ops that all cut there.
-    fn state_of(&self, plan: &Plan) -> State {
+    pub fn state_of(&self, plan: &Plan) -> State {
         let g = self.sim.graph();
         let bounds = crate::sim::chunk_bounds(g, plan, Side::Server, self.sim.config().bounds);
         // Per op, the input row ends its cuts wait for.
@@ -220,7 +226,7 @@ impl Model<'_, '_> {
 
     /// `q` messages of about equal rows (on the ends the first op can cut at), every op cut at
     /// every message.
-    fn uniform(&self, q: usize) -> State {
+    pub fn uniform(&self, q: usize) -> State {
         let n = self.ends.len();
         let q = q.clamp(1, n);
         let mut ends: Vec<usize> = (1..=q).map(|j| self.ends[(j * n).div_ceil(q) - 1]).collect();
@@ -230,7 +236,7 @@ impl Model<'_, '_> {
     }
 
     /// The plan `base` with every op of the model cut as `s` says.
-    fn plan(&self, base: &Plan, s: &State) -> Plan {
+    pub fn plan(&self, base: &Plan, s: &State) -> Plan {
         let mut plan = base.clone();
         plan.server_cuts.retain(|c| !self.ops.iter().any(|op| op.id == c.node));
         let q = s.ends.len();
@@ -254,7 +260,7 @@ impl Model<'_, '_> {
     /// chunk around `i` in two, which costs one more kernel for the terms up to `i` and frees
     /// the rows above the cut from the terms after it, up to the op's next cut. One vector of
     /// terms is updated in place, so a caller that keeps few of them copies few.
-    fn visit_depth_terms(&self, s: &State, i: usize, mut visit: impl FnMut(usize, &[f64])) {
+    pub fn visit_depth_terms(&self, s: &State, i: usize, mut visit: impl FnMut(usize, &[f64])) {
         let q = s.ends.len();
         let n_ops = self.ops.len();
         let mut base = s.clone();
@@ -305,7 +311,7 @@ impl Model<'_, '_> {
     /// into `evals`. A depth whose largest term is not below the best smooth maximum so far
     /// cannot beat it (the smooth maximum is never below the largest term) and is skipped
     /// without its exponentials.
-    fn best_depth(&self, s: &State, i: usize, tau: f64, evals: &mut usize) -> Option<(usize, Vec<f64>)> {
+    pub fn best_depth(&self, s: &State, i: usize, tau: f64, evals: &mut usize) -> Option<(usize, Vec<f64>)> {
         let mut best: Option<(usize, f64, Vec<f64>)> = None;
         self.visit_depth_terms(s, i, |d, terms| {
             *evals += 1;
@@ -325,7 +331,7 @@ impl Model<'_, '_> {
     /// depth at once, [`Model::best_depth`]), its end moved to nearby ends, removed, or split in
     /// two. Stops when a sweep finds nothing better or after `sweeps`. Returns the state with
     /// the smallest largest term seen and the terms evaluated.
-    fn descend(&self, mut s: State, sweeps: usize) -> (State, f64, usize) {
+    pub fn descend(&self, mut s: State, sweeps: usize) -> (State, f64, usize) {
         let mut evals = 1;
         let mut cur = self.terms(&s);
         let tau = (hard_max(&cur) * 2e-3).max(1e-9);
@@ -415,7 +421,7 @@ const SWEEPS: usize = 40;
 
 /// The plan `best` with release cuts ([`crate::planner::release`]) if the simulator finds it
 /// strictly better under `obj`, and the release-time evaluations and simulations run.
-pub(super) fn release_cuts(
+pub fn release_cuts(
     sim: &Simulator<'_>,
     obj: crate::sim::Objective,
     best: &(Plan, crate::sim::Cost),
@@ -439,146 +445,7 @@ pub(super) fn release_cuts(
     evals += 1;
     match sim.cost(&plan) {
         Ok(c) if obj.better(&c, &best.1) => Ok((Some((plan, c)), evals)),
-        Ok(_) | Err(lop_core::Error::Plan(_)) => Ok((None, evals)),
-        Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::{DType, Graph, GraphBuilder};
-    use crate::ops::{BinaryOp, Conv, Op, Pool};
-    use crate::profile::Fit;
-    use crate::rng::Rng;
-    use crate::sim::{ChunkBounds, Link, Objective, SimConfig};
-
-    /// norm -> conv -> pool (stride 2) -> conv -> add (a skip over the conv) -> conv -> mean:
-    /// halos, a stride and a join, over `rows` rows.
-    fn net(rows: usize) -> Graph {
-        let mut b = GraphBuilder::new("release");
-        let x = b.input("x", vec![1, 2, rows, 8], DType::U8);
-        let n = b.add("norm", Op::NormalizeU8 { mean: vec![0.0; 2], std: vec![1.0; 2] }, &[x]).expect("norm");
-        let conv = || Op::Conv(Conv::same2d(tch::Tensor::ones([2i64, 2, 3, 3], (tch::Kind::Float, tch::Device::Cpu)) * 0.1));
-        let c0 = b.add("c0", conv(), &[n]).expect("c0");
-        let p = b.add("pool", Op::MaxPool(Pool::square2d(2, 2, 0)), &[c0]).expect("pool");
-        let c1 = b.add("c1", conv(), &[p]).expect("c1");
-        let s = b.add("skip", Op::Binary(BinaryOp::Add), &[c1, p]).expect("add");
-        let c2 = b.add("c2", conv(), &[s]).expect("c2");
-        let m = b.add("mean", Op::ReduceMean { axes: vec![2, 3], keepdims: true }, &[c2]).expect("mean");
-        b.output(m);
-        b.build().expect("graph")
-    }
-
-    fn sim_of(g: &Graph, mbytes: f64) -> Simulator<'_> {
-        let r = crate::profile::from_fits(g, Side::Robot, |_| Fit::new(1e-3, 1e-3)).expect("robot");
-        let s = crate::profile::from_fits(g, Side::Server, |id| Fit::new(2e-4 * (1 + id % 3) as f64, 4e-5)).expect("server");
-        let cfg = SimConfig { link: Link::mbytes(mbytes, 1e-3), bounds: ChunkBounds::Aligned, ..SimConfig::default() };
-        Simulator::new(g, &r, &s, cfg).expect("sim")
-    }
-
-    fn random_state(m: &Model<'_, '_>, rng: &mut Rng) -> State {
-        let mut ends: Vec<usize> = (0..1 + rng.below(8)).map(|_| m.ends[rng.below(m.ends.len())]).collect();
-        ends.push(m.rows);
-        ends.sort_unstable();
-        ends.dedup();
-        let depth = ends.iter().map(|_| 1 + rng.below(m.ops.len())).collect();
-        State { ends, depth }
-    }
-
-    #[test]
-    fn every_depth_at_once_matches_each_depth_alone() {
-        let g = net(32);
-        let sim = sim_of(&g, 0.05);
-        let plan = Plan::server_only(&g, 8);
-        let m = Model::new(&sim, &plan).expect("a server-only plan");
-        assert_eq!(m.ops.len(), 6, "norm, c0, pool, c1, skip and c2 are cut; the mean waits for the frame");
-        let mut rng = Rng::new(7);
-        for _ in 0..50 {
-            let s = random_state(&m, &mut rng);
-            for i in 0..s.ends.len() - 1 {
-                let mut all = Vec::new();
-                m.visit_depth_terms(&s, i, |d, t| all.push((d, t.to_vec())));
-                assert_eq!(all.len(), m.ops.len(), "every depth is visited once");
-                for (k, (d, terms)) in all.into_iter().enumerate() {
-                    assert_eq!(d, k + 1, "depths in order");
-                    let mut one = s.clone();
-                    one.depth[i] = d;
-                    let direct = m.terms(&one);
-                    for (a, b) in terms.iter().zip(&direct) {
-                        assert!((a - b).abs() < 1e-12, "{s:?} message {i} depth {d}: {a} vs {b}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn the_best_depth_is_the_first_least_smooth_maximum_of_every_depth() {
-        // `best_depth` skips depths without their exponentials; it must pick what a full scan
-        // of every depth's smooth maximum picks.
-        let g = net(32);
-        let sim = sim_of(&g, 0.05);
-        let m = Model::new(&sim, &Plan::server_only(&g, 8)).expect("a server-only plan");
-        let mut rng = Rng::new(5);
-        for _ in 0..50 {
-            let s = random_state(&m, &mut rng);
-            let tau = (hard_max(&m.terms(&s)) * 2e-3).max(1e-9);
-            for i in 0..s.ends.len() - 1 {
-                let mut all = Vec::new();
-                m.visit_depth_terms(&s, i, |d, t| all.push((d, soft_max(t, tau), t.to_vec())));
-                let want = all.iter().min_by(|a, b| a.1.total_cmp(&b.1)).expect("depths");
-                let mut evals = 0;
-                let (d, terms) = m.best_depth(&s, i, tau, &mut evals).expect("ops");
-                assert_eq!((d, &terms), (want.0, &want.2), "{s:?} message {i}");
-                assert_eq!(evals, all.len(), "every depth counted");
-            }
-        }
-    }
-
-    #[test]
-    fn the_largest_term_is_when_the_simulated_server_ends() {
-        // The model's claim: with nested release cuts, the server's last kernel ends at the
-        // largest term, under the simulator's own order. Its download follows.
-        let g = net(32);
-        let mut rng = Rng::new(11);
-        for mbytes in [0.005, 0.05, 5.0] {
-            let sim = sim_of(&g, mbytes);
-            let base = Plan::server_only(&g, 8);
-            let m = Model::new(&sim, &base).expect("model");
-            for _ in 0..30 {
-                let s = random_state(&m, &mut rng);
-                let plan = m.plan(&base, &s);
-                plan.validate(&g).expect("a valid plan");
-                let report = sim.simulate(&plan).expect("simulates");
-                let server_end =
-                    report.timeline.iter().filter(|e| e.resource == crate::sim::Resource::ServerCompute).map(|e| e.end).fold(0.0, f64::max);
-                let largest = hard_max(&m.terms(&s));
-                assert!((server_end - largest).abs() < 1e-9, "{mbytes} MB/s {s:?}: simulated {server_end} vs {largest}");
-            }
-        }
-    }
-
-    #[test]
-    fn release_cuts_beat_the_searched_plan_or_leave_it() {
-        let g = net(64);
-        let mut faster = 0;
-        for mbytes in [0.01, 0.1, 1.0] {
-            let sim = sim_of(&g, mbytes);
-            let mut p = Plan::server_only(&g, 8);
-            for s in &mut p.splits {
-                s.server_chunks = 4;
-            }
-            let c = sim.cost(&p).expect("cost");
-            let (cut, evals) = release_cuts(&sim, Objective::Latency, &(p.clone(), c)).expect("search");
-            assert!(evals > 0);
-            if let Some((q, qc)) = cut {
-                assert!(qc.makespan_s < c.makespan_s, "{mbytes} MB/s: kept only when strictly better");
-                assert_eq!(sim.cost(&q).expect("cost"), qc, "the reported cost is the plan's");
-                assert!(!q.server_cuts.is_empty());
-                faster += 1;
-            }
-        }
-        assert!(faster > 0, "four even chunks everywhere are not the best cut on any link");
+        Ok(_) | Err(crate::error::Error::Plan(_)) => Ok((None, evals)),
+        Err(e) => Err(e),
     }
 }
