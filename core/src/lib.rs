@@ -21,9 +21,8 @@
 //!   checks, JSON form and hash; measuring one is the engine's.
 //! - [`sim`]: the event-driven simulator of a plan, its chunk bounds and the lower bounds plans
 //!   are judged against; [`baseline`]: robot-only, server-only and the layer partitions;
-//!   [`planner`]: the LOSS search. Their tests build the engine's graphs and run in `lop`
-//!   (`lop/src/sim_tests/`, `lop/src/planner/`); the schedule tables, keyed by a model's
-//!   weights, are the engine's too.
+//!   [`planner`]: the LOSS search and its schedule tables. Their tests build the engine's
+//!   graphs and run in `lop` (`lop/src/sim_tests/`, `lop/src/planner/`).
 //! - [`frame`]: how a frame's rows travel ([`frame::FrameCodec`]), the image it carries and what
 //!   a codec costs; the codecs themselves are `lop_codec`'s.
 //! - [`flow`]: maximum flow and minimum cut, for the layer partition and the fluid bound.

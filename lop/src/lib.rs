@@ -33,9 +33,9 @@
 //! - [`baseline`] (from `lop_core`): robot-only, server-only, and the best layer partitions
 //!   (latency, energy under a deadline): minimum cuts, then a budgeted exact search under the
 //!   simulator. The tests of both run here, on real graphs (`sim_tests`).
-//! - [`planner`]: schedule tables per bandwidth bucket (built in parallel, cached by content
-//!   hash); LOSS itself (seeded beam search and critical-path LNS over band layouts) and its SVG
-//!   pictures are `lop_core::planner`'s, re-exported here.
+//! - [`planner`] (from `lop_core`): LOSS (seeded beam search and critical-path LNS over band
+//!   layouts), schedule tables per bandwidth bucket (built in parallel, cached by content hash),
+//!   SVG pictures; the engine's graph is a `TableModel` here.
 #![deny(missing_docs)]
 
 pub use lop_codec as codec;

@@ -61,6 +61,12 @@ pub mod release;
 mod search;
 pub use search::polish;
 pub mod svg;
+pub mod table;
+
+pub use table::{
+    BaselineCost, BucketEntry, CacheUse, ScheduleTable, TableConfig, TableKey, TableModel, TableSpec, auto_bandwidth_scale, load_or_build,
+    parse_buckets,
+};
 
 use crate::baseline::Candidate;
 use crate::error::{Error, Result};

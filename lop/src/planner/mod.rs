@@ -1,20 +1,27 @@
-//! LOSS, the planner (DESIGN.md section 5), and its schedule tables.
-//!
-//! The search itself (baselines, seeds, beam search, large-neighbourhood search, tapers and
-//! release cuts) is `lop_core::planner`'s, re-exported here; it reads models only through
-//! `lop_core::structure`. The schedule tables ([`table`]: one plan per bandwidth bucket, built
-//! on several threads, cached by the model's content hash) are the engine's, since they hash
-//! the model's weights and plan on shared copies of its graph. The planner's tests run here,
-//! on real graphs.
+//! LOSS, the planner (DESIGN.md section 5), and its schedule tables: `lop_core::planner`'s,
+//! re-exported here; they read models only through `lop_core::structure` and, for the tables,
+//! [`TableModel`], which the engine's [`Graph`] implements here (its content hash reads the
+//! weights; a copy for another planning thread shares them). The planner's tests run here, on
+//! real graphs.
 
 pub use lop_core::planner::*;
 #[cfg(test)]
 mod release_tests;
-pub mod table;
 #[cfg(test)]
 mod tests;
 
-pub use table::{
-    BaselineCost, BucketEntry, CacheUse, ScheduleTable, TableConfig, TableKey, TableSpec, auto_bandwidth_scale, load_or_build,
-    parse_buckets,
-};
+use crate::graph::Graph;
+
+impl TableModel for Graph {
+    fn model_name(&self) -> &str {
+        &self.name
+    }
+
+    fn content_hash(&self) -> lop_core::Result<String> {
+        Graph::content_hash(self).map_err(|e| lop_core::Error::Input(format!("the model's content hash: {e}")))
+    }
+
+    fn share(&self) -> Graph {
+        Graph::share(self)
+    }
+}

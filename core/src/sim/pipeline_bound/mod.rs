@@ -55,9 +55,9 @@
 //! the graph input to `j` passes through `i`) waits for no row that `i` has no kernel waiting
 //! for: `i` pays its `a` at least once for every row any such `j` waits for. So `i`'s kernel
 //! time may be split between itself and the ops it dominates, in shares summing to one, each op
-//! grouping its rows with its own `b` and the `a`s it is given (`kernels::dominated`): at the weights'
-//! rows, `i` pays at least the largest of those counts, so at least any mean of them. A cheap
-//! `a` before an expensive op (a normalization before a first convolution whose `a` is nothing)
+//! grouping its rows with its own `b` and the `a`s it is given (`kernels::dominated`): at the
+//! weights' rows, `i` pays at least the largest of those counts, so at least any mean of them. A
+//! cheap `a` before an expensive op (a normalization before a first convolution whose `a` is nothing)
 //! no longer lets the one cut its rows in few kernels and the other in many. The shares are
 //! searched by Frank-Wolfe steps too, each moving an op's time toward whichever of itself and
 //! the ops it dominates groups its rows into the most kernel weight, alternating with the

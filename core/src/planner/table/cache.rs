@@ -1,11 +1,11 @@
 //! The table cache on disk: a table per key, trusted only when it parses, has this build's
 //! version and hash and its key matches; built and stored (atomically) otherwise.
 
+use super::TableModel;
 use super::key::TableKey;
 use super::schedule::ScheduleTable;
 use super::spec::TableSpec;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
 use crate::profile::Profile;
 use std::path::{Path, PathBuf};
 
@@ -31,9 +31,9 @@ pub fn cache_path(dir: &Path, key: &TableKey) -> PathBuf {
 ///
 /// # Errors
 /// As [`ScheduleTable::build`]; [`Error::Io`] when the cache cannot be written.
-pub fn load_or_build(
+pub fn load_or_build<G: TableModel>(
     dir: &Path,
-    graph: &Graph,
+    graph: &G,
     robot: &Profile,
     server: &Profile,
     spec: &TableSpec,

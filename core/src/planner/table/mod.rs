@@ -5,13 +5,14 @@
 //! One file per part: `spec.rs` ([`TableSpec`]), `buckets.rs` (parsing the buckets, their
 //! seeds), `key.rs` ([`TableKey`]), `schedule.rs` ([`ScheduleTable`] and its entries),
 //! `build.rs` (planning every bucket in parallel), `lending.rs` (neighbours' plans lent), and
-//! `cache.rs` ([`load_or_build`]).
+//! `cache.rs` ([`load_or_build`]), `model.rs` ([`TableModel`]: what a table needs of a model).
 
 mod buckets;
 mod build;
 mod cache;
 mod key;
 mod lending;
+mod model;
 mod schedule;
 mod spec;
 mod workers;
@@ -19,8 +20,9 @@ mod workers;
 pub use buckets::{MAX_RANGE_BUCKETS, parse_buckets};
 pub use cache::{CacheUse, cache_path, load_or_build};
 pub use key::TableKey;
-#[cfg(test)]
-pub(super) use lending::lend_plans;
+#[doc(hidden)]
+pub use lending::lend_plans;
+pub use model::TableModel;
 pub use schedule::{BaselineCost, BucketEntry, ScheduleTable};
 pub use spec::{TableConfig, TableSpec, auto_bandwidth_scale};
 

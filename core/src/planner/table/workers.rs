@@ -1,22 +1,22 @@
 //! Work spread over threads, each with its own copy of the model: how a table's buckets are
 //! planned, and their bounds computed, in parallel.
 
-use crate::graph::Graph;
+use super::TableModel;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Runs `work` on the calling thread with `graph` and on `threads - 1` more threads (fewer when
-/// there are fewer `items`), each with its own [`Graph::share`] copy made before it starts (a
+/// there are fewer `items`), each with its own [`TableModel::share`] copy made before it starts (a
 /// graph serves one thread at a time; the copy shares its weights). Every call takes item
 /// indices from one shared counter through its `next` argument until that returns `None`, so
 /// each item is taken exactly once, by whichever thread is free. Returns each thread's result,
 /// the calling thread's first; `None` for a thread that panicked.
-pub(super) fn on_shared_copies<R: Send>(
-    graph: &Graph,
+pub(super) fn on_shared_copies<G: TableModel, R: Send>(
+    graph: &G,
     threads: usize,
     items: usize,
-    work: impl Fn(&Graph, &dyn Fn() -> Option<usize>) -> R + Sync,
+    work: impl Fn(&G, &dyn Fn() -> Option<usize>) -> R + Sync,
 ) -> Vec<Option<R>> {
-    let copies: Vec<Graph> = (1..threads.clamp(1, items.max(1))).map(|_| graph.share()).collect();
+    let copies: Vec<G> = (1..threads.clamp(1, items.max(1))).map(|_| graph.share()).collect();
     let counter = AtomicUsize::new(0);
     let next = || {
         let i = counter.fetch_add(1, Ordering::Relaxed);

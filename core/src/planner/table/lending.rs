@@ -5,10 +5,10 @@ use super::buckets::bucket_seed;
 use super::schedule::BucketEntry;
 use super::spec::TableSpec;
 use crate::error::Result;
-use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::profile::Profile;
 use crate::sim::Simulator;
+use crate::structure::Structure;
 
 /// How many buckets on each side lend a bucket their plans ([`lend_plans`]).
 pub(super) const LENDING_REACH: usize = 4;
@@ -26,8 +26,8 @@ pub(super) const LENDING_REACH: usize = 4;
 ///
 /// # Errors
 /// Profiles that do not fit the model (the simulator refuses them).
-pub(in crate::planner) fn lend_plans(
-    graph: &Graph,
+pub fn lend_plans(
+    graph: &dyn Structure,
     robot: &Profile,
     server: &Profile,
     spec: &TableSpec,

@@ -3,11 +3,11 @@
 //! its JSON on disk (version and hash checked on load).
 
 use super::TABLE_VERSION;
+use super::TableModel;
 use super::key::TableKey;
 use super::spec::TableSpec;
 use super::workers::on_shared_copies;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::profile::Profile;
 use crate::sim::Simulator;
@@ -121,18 +121,18 @@ impl ScheduleTable {
     ///
     /// # Errors
     /// Profiles that do not fit `graph`; a spec with a negative link or power.
-    pub fn pipeline_bounds(&self, graph: &Graph, robot: &Profile, server: &Profile, threads: usize) -> Result<Vec<Option<f64>>> {
+    pub fn pipeline_bounds<G: TableModel>(&self, graph: &G, robot: &Profile, server: &Profile, threads: usize) -> Result<Vec<Option<f64>>> {
         let pinned_away = self.spec.post_side == Some(crate::plan::Side::Robot) && graph.has_postprocess();
         self.per_bucket(graph, robot, server, threads, |s| if pinned_away { None } else { s.server_pipeline_bound() })
     }
 
     /// `bound` of the simulator in each entry's bucket, on the calling thread and `threads - 1`
-    /// more (each with its own simulator over a [`Graph::share`] copy of `graph`, taking
+    /// more (each with its own simulator over a [`TableModel::share`] copy of `graph`, taking
     /// buckets from a shared counter: [`on_shared_copies`]). A bound depends only on the graph, the profiles and its
     /// bucket's configuration, so the result does not depend on the threads.
-    fn per_bucket<T: Send>(
+    fn per_bucket<G: TableModel, T: Send>(
         &self,
-        graph: &Graph,
+        graph: &G,
         robot: &Profile,
         server: &Profile,
         threads: usize,
@@ -162,9 +162,9 @@ impl ScheduleTable {
     ///
     /// # Errors
     /// As [`ScheduleTable::pipeline_bounds`].
-    pub fn fluid_bounds(
+    pub fn fluid_bounds<G: TableModel>(
         &self,
-        graph: &Graph,
+        graph: &G,
         robot: &Profile,
         server: &Profile,
         threads: usize,

@@ -2,6 +2,7 @@
 //! copy of the model, sharing its weights), then the neighbours' plans lent.
 
 use super::TABLE_VERSION;
+use super::TableModel;
 use super::buckets::bucket_seed;
 use super::key::TableKey;
 use super::lending::lend_plans;
@@ -9,7 +10,6 @@ use super::schedule::{BaselineCost, BucketEntry, ScheduleTable};
 use super::spec::TableSpec;
 use super::workers::on_shared_copies;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
 use crate::planner::plan;
 use crate::profile::Profile;
 use crate::sim::Simulator;
@@ -18,7 +18,13 @@ use std::sync::Mutex;
 /// One bucket's result and planning seconds, once planned.
 type Slot = Option<Result<(BucketEntry, f64)>>;
 
-fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpec, i: usize) -> Result<(BucketEntry, f64)> {
+fn plan_bucket(
+    graph: &dyn crate::structure::Structure,
+    robot: &Profile,
+    server: &Profile,
+    spec: &TableSpec,
+    i: usize,
+) -> Result<(BucketEntry, f64)> {
     let started = std::time::Instant::now();
     let b = spec.buckets[i];
     let sim = Simulator::new(graph, robot, server, spec.sim_config(b))?;
@@ -54,7 +60,7 @@ fn plan_bucket(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpe
 
 impl ScheduleTable {
     /// Plans every bucket. The calling thread plans with `graph`; `threads - 1` more workers
-    /// (std::thread::scope) each plan with their own [`Graph::share`] copy of it (a graph
+    /// (std::thread::scope) each plan with their own [`TableModel::share`] copy of it (a graph
     /// serves one thread at a time; the copy shares its weights), taking buckets from a shared
     /// counter. Each bucket's plan
     /// depends only on its inputs and seed, so the table does not depend on the threads. Also
@@ -63,7 +69,13 @@ impl ScheduleTable {
     ///
     /// # Errors
     /// Profiles that do not fit the model, a bad spec, planner errors.
-    pub fn build(graph: &Graph, robot: &Profile, server: &Profile, spec: &TableSpec, threads: usize) -> Result<(ScheduleTable, Vec<f64>)> {
+    pub fn build<G: TableModel>(
+        graph: &G,
+        robot: &Profile,
+        server: &Profile,
+        spec: &TableSpec,
+        threads: usize,
+    ) -> Result<(ScheduleTable, Vec<f64>)> {
         spec.check()?;
         let model_hash = graph.content_hash()?;
         robot.validate(graph, &model_hash)?;
@@ -73,19 +85,25 @@ impl ScheduleTable {
         for (t, lent) in times.iter_mut().zip(lend_plans(graph, robot, server, spec, &mut entries)?) {
             *t += lent;
         }
-        let mut t =
-            ScheduleTable { version: TABLE_VERSION, model: graph.name.clone(), key, spec: spec.clone(), entries, hash: String::new() };
+        let mut t = ScheduleTable {
+            version: TABLE_VERSION,
+            model: graph.model_name().to_string(),
+            key,
+            spec: spec.clone(),
+            entries,
+            hash: String::new(),
+        };
         t.hash = t.content_hash();
         Ok((t, times))
     }
 }
 
 /// Plans every bucket of `spec`: the calling thread with `graph`, `threads - 1` more workers with
-/// their own [`Graph::share`] copies, taking buckets from a shared counter
+/// their own [`TableModel::share`] copies, taking buckets from a shared counter
 /// ([`on_shared_copies`]); returns the entries and each bucket's planning seconds,
 /// in bucket order.
-fn plan_buckets(
-    graph: &Graph,
+fn plan_buckets<G: TableModel>(
+    graph: &G,
     robot: &Profile,
     server: &Profile,
     spec: &TableSpec,

@@ -4,11 +4,11 @@
 
 use super::PLANNER_REVISION;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
 use crate::plan::Plan;
 use crate::planner::PlannerConfig;
 use crate::profile::Profile;
 use crate::sim::{ChunkBounds, ChunkOrder, FrameWire, Link, Objective, RobotPower, SimConfig, Simulator};
+use crate::structure::Structure;
 use sha2::{Digest, Sha256};
 
 /// Everything about a table besides the model and the profiles.
@@ -83,7 +83,7 @@ impl TableSpec {
     /// # Errors
     /// [`Error::Input`] when the robot's profile has not measured the codec, naming the command
     /// that measures it.
-    pub fn with_frame_codec(mut self, codec: crate::codec::FrameCodec, robot: &Profile, server: &Profile) -> Result<TableSpec> {
+    pub fn with_frame_codec(mut self, codec: crate::frame::FrameCodec, robot: &Profile, server: &Profile) -> Result<TableSpec> {
         let robot_cost = robot.codec_cost(codec).ok_or_else(|| {
             Error::Input(format!(
                 "the robot profile of '{}' has not measured frame codec {codec} (measured: {}); measure it on real frames with `lop profile --frames PATH --frame-codecs {codec}`",
@@ -94,7 +94,7 @@ impl TableSpec {
         let server_cost = server.codec_cost(codec).unwrap_or_else(|| {
             let speed = server.whole_model_s() / robot.whole_model_s();
             let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
-            crate::codec::CodecCost { decode_s_per_row: robot_cost.decode_s_per_row * speed, ..robot_cost }
+            crate::frame::CodecCost { decode_s_per_row: robot_cost.decode_s_per_row * speed, ..robot_cost }
         });
         self.frame = FrameWire::from_costs(&robot_cost, &server_cost);
         Ok(self)
@@ -153,10 +153,10 @@ impl TableSpec {
 ///
 /// # Errors
 /// Simulator errors; a model with no input or a zero robot-only time.
-pub fn auto_bandwidth_scale(graph: &Graph, robot: &Profile, server: &Profile) -> Result<f64> {
+pub fn auto_bandwidth_scale(graph: &dyn Structure, robot: &Profile, server: &Profile) -> Result<f64> {
     let sim = Simulator::new(graph, robot, server, SimConfig::default())?;
     let t = sim.cost(&Plan::robot_only(graph, 8))?.makespan_s;
-    let bytes: usize = graph.inputs().iter().map(|&i| graph.nodes[i].info.numel() * 4).sum();
+    let bytes: usize = (0..graph.node_count()).filter(|&i| graph.node_is_input(i)).map(|i| graph.node_info(i).numel() * 4).sum();
     if !(t > 0.0 && bytes > 0) {
         return Err(Error::Input("cannot pick a bandwidth scale: zero robot time or no input".into()));
     }

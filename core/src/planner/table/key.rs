@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 /// What a table is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableKey {
-    /// [`Graph::content_hash`](crate::graph::Graph::content_hash) of the model.
+    /// [`TableModel::content_hash`](super::TableModel::content_hash) of the model.
     pub model_hash: String,
     /// [`Profile::hash`](crate::profile::Profile::hash) of the robot profile.
     pub robot_profile_hash: String,
