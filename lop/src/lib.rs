@@ -39,6 +39,9 @@
 #![deny(missing_docs)]
 
 pub use lop_codec as codec;
+/// The engine's pure parts, whose errors ([`lop_core::Error`]) the planner, the simulator and
+/// profiles return; crates above the engine convert them as they convert [`Error`].
+pub use lop_core;
 pub use lop_core::baseline;
 pub use lop_core::content_hash;
 pub mod error;

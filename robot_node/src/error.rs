@@ -53,5 +53,13 @@ pub enum Error {
     Engine(#[from] lop::Error),
 }
 
+/// The engine's pure parts' refusals (the planner, the simulator, profiles) as the engine's
+/// ([`lop::Error`]'s conversion keeps their variant and message).
+impl From<lop::lop_core::Error> for Error {
+    fn from(e: lop::lop_core::Error) -> Self {
+        Error::Engine(e.into())
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -95,6 +95,14 @@ pub enum Error {
     Zenoh(String),
 }
 
+/// The engine's pure parts' refusals (the planner, the simulator, profiles) as the engine's
+/// ([`lop::Error`]'s conversion keeps their variant and message).
+impl From<lop::lop_core::Error> for Error {
+    fn from(e: lop::lop_core::Error) -> Self {
+        Error::Engine(e.into())
+    }
+}
+
 impl Error {
     /// True for [`Error::Closed`]: the peer went away, the normal end of a session.
     pub fn is_closed(&self) -> bool {

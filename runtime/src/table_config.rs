@@ -178,7 +178,7 @@ impl TableSettings {
     /// # Errors
     /// [`Error::InvalidConfig`] for a bad range or list.
     pub fn bucket_values(&self) -> Result<Vec<f64>> {
-        let bad = |e: lop::Error| Error::InvalidConfig { what: format!("table.buckets: {e}") };
+        let bad = |e: lop::lop_core::Error| Error::InvalidConfig { what: format!("table.buckets: {e}") };
         match &self.buckets {
             BucketSetting::Text(s) => parse_buckets(s).map_err(bad),
             BucketSetting::List(v) => parse_buckets(&v.iter().map(f64::to_string).collect::<Vec<_>>().join(",")).map_err(bad),

@@ -131,7 +131,7 @@ impl ProfileSource {
     /// [`Error::Engine`](crate::Error::Engine) for an unreadable or mismatched profile.
     pub fn load(&self, graph: &lop::graph::Graph, side: Side) -> Result<Profile> {
         match self {
-            ProfileSource::File(path) => Ok(Profile::load(path).map_err(lop::Error::from)?),
+            ProfileSource::File(path) => Ok(Profile::load(path)?),
             ProfileSource::Synthetic => Ok(lop::profile::synthetic_profile(graph, side)?),
         }
     }

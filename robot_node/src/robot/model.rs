@@ -151,7 +151,7 @@ pub(super) async fn load_model(cfg: &RobotConfig, load: LoadOptions, origin: Sha
             let spec = table_s.spec(g, &robot, &server)?;
             // The model's price list for routing frames over a fleet.
             let sim = lop::sim::SimConfig { input_bytes_per_element: spec.input_bytes_per_element, ..Default::default() };
-            let cost = lop::sim::model_cost(&model_id, g, &robot, &server, sim).map_err(lop::Error::from)?;
+            let cost = lop::sim::model_cost(&model_id, g, &robot, &server, sim)?;
             let (table, _, used) = lop::planner::table::load_or_build(&cache, g, &robot, &server, &spec, 1)?;
             tracing::info!(cache = ?used, buckets = spec.buckets.len(), layout = robot.layout.name(), "schedule table ready");
             let names: Vec<String> = g.outputs.iter().map(|&o| g.nodes[o].name.clone()).collect();
