@@ -114,7 +114,7 @@ impl TableSpec {
         if !self.bandwidth_scale.is_finite() || self.bandwidth_scale <= 0.0 {
             return Err(Error::Input(format!("bandwidth scale must be positive, got {}", self.bandwidth_scale)));
         }
-        Ok(self.planner.check()?)
+        self.planner.check()
     }
 
     /// Content hash of the spec and of the planner's revision (the table key's `config_hash`;
