@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 /// What the pure parts of the engine and the fleet refuse. The engine's own error (`lop::Error`)
-/// has a variant of the same name and message for each of these (so this enum is exhaustive:
-/// a new variant must be given its place there).
+/// takes each of these with the same message, as its variant of the same name where it has one
+/// (so this enum is exhaustive: a new variant must be given its place there).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// User input (a price list, a fleet's specification, a trace) that does not fit.

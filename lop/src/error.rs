@@ -213,6 +213,29 @@ mod tests {
         }
     }
 
+    /// The pure parts' errors keep their variant where the engine has one, and their message
+    /// either way (callers match `Error::Plan`; people read the message).
+    #[test]
+    fn core_errors_keep_their_variant_and_message() {
+        let plan = lop_core::Error::Plan("no such bucket".into());
+        let text = plan.to_string();
+        let e = Error::from(plan);
+        assert!(matches!(&e, Error::Plan(m) if m == "no such bucket"), "{e:?}");
+        assert_eq!(e.to_string(), text);
+        let infeasible = lop_core::Error::Infeasible("no link".into());
+        let text = infeasible.to_string();
+        let e = Error::from(infeasible);
+        assert!(matches!(&e, Error::Core(lop_core::Error::Infeasible(_))), "{e:?}");
+        assert_eq!(e.to_string(), text);
+        let frame = lop_core::Error::Frame(lop_core::frame::FrameError::Quality(0));
+        let text = frame.to_string();
+        let e = Error::from(frame);
+        assert!(matches!(&e, Error::Codec(_)), "{e:?}");
+        assert_eq!(e.to_string(), text);
+        let missing = lop_core::Error::ProfileMissingOp { node: "relu".into(), id: 3 };
+        assert_eq!(Error::from(missing).to_string(), "profile has no timings for op 'relu' (node 3)");
+    }
+
     #[test]
     fn report_names_each_cause_once() {
         let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
